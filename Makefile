@@ -1,0 +1,107 @@
+# sftpgate: an HTTP-to-SFTP gateway run as a Kubernetes operator.
+# Layout and targets follow the kubebuilder v4 scaffold.
+
+# Tool and control-plane versions, pinned: newer releases need a newer Go.
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+K8S_VERSION ?= 1.37.0
+ETCD_VERSION ?= 3.6.16
+
+LOCALBIN ?= $(CURDIR)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-etcd$(ETCD_VERSION)
+
+# Arguments for the manager under `make run`.
+RUN_ARGS ?=
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRDs and the manager's RBAC role from the markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate the DeepCopy methods of the API types.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: verify-generated
+verify-generated: controller-gen ## Fail if the committed generated files are stale (and regenerate them).
+	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/verify-generated.sh
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	go fmt ./...
+
+.PHONY: fmt-check
+fmt-check: ## Fail if gofmt would change a file.
+	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$files" ]; then echo "gofmt would change: $$files (run make fmt)"; exit 1; fi
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: test
+test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./... -count=1
+
+##@ Build
+
+.PHONY: build
+build: ## Build the sftpgate binary into bin/.
+	go build -trimpath -o $(LOCALBIN)/sftpgate .
+
+.PHONY: run
+run: manifests generate build ## Run the manager against the cluster of the current kubeconfig.
+	$(LOCALBIN)/sftpgate manager $(RUN_ARGS)
+
+##@ Dependencies
+
+.PHONY: test-prereqs
+test-prereqs: ## Install the system packages the tests need (OpenSSH server).
+	hack/test-prereqs.sh
+
+.PHONY: envtest
+envtest: $(ENVTEST_ASSETS)/kube-apiserver ## Build kube-apiserver and etcd for the tests (minutes, once).
+$(ENVTEST_ASSETS)/kube-apiserver:
+	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/control-plane.sh $(ENVTEST_ASSETS)
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into bin/.
+$(CONTROLLER_GEN):
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Install golangci-lint into bin/.
+$(GOLANGCI_LINT):
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+# go-install-tool installs a Go package at a version into bin/ under a
+# versioned name, so that changing a version installs it afresh.
+# $1: target path, $2: package, $3: version.
+define go-install-tool
+@[ -f "$(1)" ] || { \
+set -e; \
+echo "Installing $(2)@$(3)"; \
+rm -f "$(1)"; \
+GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
+mv "$(LOCALBIN)/$$(basename "$(2)")" "$(1)"; \
+}
+endef

@@ -1,0 +1,257 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Keys read from the credentials Secret. They are the keys of the built-in
+// Secret types kubernetes.io/basic-auth and kubernetes.io/ssh-auth, so either
+// type works as it is; SecretKeyPassphrase is sftpgate's own.
+const (
+	SecretKeyPassword   = "password"
+	SecretKeyPrivateKey = "ssh-privatekey"
+	SecretKeyPassphrase = "passphrase"
+)
+
+// ConditionReady is the one condition type of an SftpConnection: true when
+// the last connection test reached the server and stat'ed the root path.
+const ConditionReady = "Ready"
+
+// Reasons of the Ready condition. Each names what the connection test found,
+// precisely enough that a person knows what to fix.
+const (
+	ReasonConnected             = "Connected"
+	ReasonSecretNotFound        = "SecretNotFound"
+	ReasonInvalidCredentials    = "InvalidCredentials"
+	ReasonInvalidHostKey        = "InvalidHostKey"
+	ReasonDNSError              = "DNSError"
+	ReasonDestinationNotAllowed = "DestinationNotAllowed"
+	ReasonConnectionRefused     = "ConnectionRefused"
+	ReasonHostUnreachable       = "HostUnreachable"
+	ReasonTimeout               = "Timeout"
+	ReasonHostKeyMismatch       = "HostKeyMismatch"
+	ReasonAuthenticationFailed  = "AuthenticationFailed"
+	ReasonSSHHandshakeFailed    = "SSHHandshakeFailed"
+	ReasonSFTPUnavailable       = "SFTPUnavailable"
+	ReasonRootPathNotFound      = "RootPathNotFound"
+	ReasonRootPathInaccessible  = "RootPathInaccessible"
+	ReasonSlugConflict          = "SlugConflict"
+)
+
+// AnnotationTestRequestedAt asks for a new connection test: when its value,
+// an RFC 3339 time, is later than status.lastTestTime, the controller tests
+// again (the web UI's "test again" button sets it to the current time).
+const AnnotationTestRequestedAt = "sftpgate.dev/test-requested-at"
+
+// SftpConnectionSpec describes one remote SFTP server and how to log in to it.
+// +kubebuilder:validation:XValidation:rule="!(has(self.hostKey) && self.hostKey.insecureSkipVerify && has(self.hostKey.trusted) && size(self.hostKey.trusted) > 0)",message="hostKey.trusted and hostKey.insecureSkipVerify are mutually exclusive"
+type SftpConnectionSpec struct {
+	// Host name or IP address of the SFTP server.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:_-]+$`
+	Host string `json:"host"`
+
+	// TCP port of the SSH server.
+	// +kubebuilder:default=22
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// User name to log in as.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Username string `json:"username"`
+
+	// Credentials names the Secret that holds the password or private key.
+	Credentials Credentials `json:"credentials"`
+
+	// HostKey says which host keys the server may present. When it names no
+	// keys, the first successful test records the server's key fingerprint in
+	// status.hostKeyFingerprint and every later connection must present it
+	// (trust on first use).
+	// +optional
+	HostKey HostKeyTrust `json:"hostKey,omitempty"`
+
+	// RootPath is the directory on the server that every gateway path is
+	// relative to; requests can never leave it. Empty means the login
+	// (home) directory of the user.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.contains('\\u0000')",message="rootPath must not contain NUL bytes"
+	// +optional
+	RootPath string `json:"rootPath,omitempty"`
+
+	// Slug is the path segment the gateway serves this connection under:
+	// POST {base}/<slug>/<command>. It is unique across the cluster: when two
+	// connections claim the same slug, the older one keeps it and the newer
+	// one is not Ready (reason SlugConflict). Defaults to metadata.name.
+	// Names the gateway uses for its own endpoints are reserved.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['api','docs','healthz','livez','metrics','openapi','readyz','static','version'])",message="slug is reserved for the gateway's own endpoints"
+	// +optional
+	Slug string `json:"slug,omitempty"`
+
+	// Limits the gateway honours when it serves this connection.
+	// +kubebuilder:default={}
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
+}
+
+// Credentials names the Secret, in the connection's namespace, that holds
+// what the gateway logs in with. The Secret holds a password (key
+// "password", as in kubernetes.io/basic-auth Secrets), or a private key (key
+// "ssh-privatekey", as in kubernetes.io/ssh-auth Secrets; OpenSSH, PEM or
+// PKCS#8; RSA, ECDSA or Ed25519) with an optional "passphrase", or both, in
+// which case the key is tried first.
+type Credentials struct {
+	// SecretRef names the Secret in the same namespace.
+	SecretRef LocalSecretReference `json:"secretRef"`
+}
+
+// LocalSecretReference names a Secret in the namespace of the referring object.
+type LocalSecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// HostKeyTrust says which SSH host keys are accepted from the server.
+type HostKeyTrust struct {
+	// Trusted host keys: each either a public key as in known_hosts or
+	// authorized_keys ("ssh-ed25519 AAAA..."), or a SHA256 fingerprint as
+	// printed by "ssh-keygen -lf" ("SHA256:..."). The server must present one
+	// of them. Empty means trust on first use.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=16384
+	// +kubebuilder:validation:items:Pattern=`^(SHA256:[A-Za-z0-9+/]{43}=?|[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}( .*)?)$`
+	// +listType=atomic
+	// +optional
+	Trusted []string `json:"trusted,omitempty"`
+
+	// InsecureSkipVerify accepts any host key. A connection made this way
+	// can be intercepted; the controller says so in the Ready condition and
+	// in a warning event. Only for tests.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// Limits the gateway honours for one connection.
+type Limits struct {
+	// MaxConnections is how many SSH connections the gateway opens to the
+	// server at most, per gateway replica.
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	MaxConnections int32 `json:"maxConnections,omitempty"`
+
+	// ConnectTimeout bounds resolving, dialling and the SSH handshake.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('2m')",message="connectTimeout must be between 1s and 2m"
+	// +optional
+	ConnectTimeout metav1.Duration `json:"connectTimeout,omitempty"`
+
+	// OperationTimeout bounds one SFTP command.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="operationTimeout must be between 1s and 1h"
+	// +optional
+	OperationTimeout metav1.Duration `json:"operationTimeout,omitempty"`
+}
+
+// SftpConnectionStatus is what the last connection test found.
+type SftpConnectionStatus struct {
+	// Conditions: Ready, with a reason that says what the test found.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Slug is the slug the gateway serves this connection under; empty while
+	// another connection holds it.
+	// +optional
+	Slug string `json:"slug,omitempty"`
+
+	// HostKeyFingerprint is the SHA256 fingerprint of the host key the server
+	// presented in the last successful test. With trust on first use it is
+	// the key every later connection must present.
+	// +optional
+	HostKeyFingerprint string `json:"hostKeyFingerprint,omitempty"`
+
+	// HostKeyAddress is the host:port hostKeyFingerprint was seen at.
+	// Trust on first use starts afresh when spec.host or spec.port changes.
+	// +optional
+	HostKeyAddress string `json:"hostKeyAddress,omitempty"`
+
+	// ServerVersion is the SSH version string the server announced.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
+
+	// RootPath is spec.rootPath as the server resolved it: an absolute path.
+	// +optional
+	RootPath string `json:"rootPath,omitempty"`
+
+	// LastTestTime is when the connection was last tested.
+	// +optional
+	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
+
+	// CredentialsHash identifies the version of the credentials Secret that
+	// was tested. It changes whenever the Secret does and reveals nothing of
+	// its contents.
+	// +optional
+	CredentialsHash string `json:"credentialsHash,omitempty"`
+}
+
+// SftpConnection is one remote SFTP server that the gateway serves at
+// POST {base}/<slug>/<command>. The controller tests the connection when it
+// is created, when its spec or its Secret changes, and periodically, and
+// writes the result to the Ready condition.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sftpconn;sftpc,categories=sftpgate
+// +kubebuilder:printcolumn:name="Slug",type=string,JSONPath=`.status.slug`
+// +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.spec.host`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="has(self.spec.slug) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="metadata.name is not a valid slug (a DNS label of at most 63 characters); set spec.slug"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.slug) || !(self.metadata.name in ['api','docs','healthz','livez','metrics','openapi','readyz','static','version'])",message="metadata.name is reserved for the gateway's own endpoints; set spec.slug"
+type SftpConnection struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec SftpConnectionSpec `json:"spec"`
+	// +optional
+	Status SftpConnectionStatus `json:"status,omitempty"`
+}
+
+// EffectiveSlug is the slug the connection asks for: spec.slug, or its name.
+func (c *SftpConnection) EffectiveSlug() string {
+	if c.Spec.Slug != "" {
+		return c.Spec.Slug
+	}
+	return c.Name
+}
+
+// +kubebuilder:object:root=true
+
+// SftpConnectionList is a list of SftpConnections.
+type SftpConnectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SftpConnection `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SftpConnection{}, &SftpConnectionList{})
+}

@@ -1,0 +1,124 @@
+// Package controllers holds the operator's reconcilers and RunManager, the
+// "sftpgate manager" subcommand that runs them.
+package controllers
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+)
+
+// Scheme knows the built-in types and sftpgate's own.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Options configure the controllers; RunManager reads them from flags.
+type Options struct {
+	TestInterval       time.Duration
+	MaxConcurrentTests int
+	DeniedNetworks     string
+}
+
+// BindFlags registers the controller options on fs with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.TestInterval, "test-interval", 5*time.Minute,
+		"How often each SftpConnection is tested again when nothing changed; 0 tests only on changes.")
+	fs.IntVar(&o.MaxConcurrentTests, "max-concurrent-tests", 8,
+		"How many connection tests run at once.")
+	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
+		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
+}
+
+// Setup adds the controllers to mgr.
+func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
+	policy, err := sftpdial.ParsePolicy(o.DeniedNetworks)
+	if err != nil {
+		return fmt.Errorf("--denied-networks: %w", err)
+	}
+	return (&SftpConnectionReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
+		Dialer:             &sftpdial.Dialer{Policy: policy},
+		TestInterval:       o.TestInterval,
+		MaxConcurrentTests: o.MaxConcurrentTests,
+	}).SetupWithManager(ctx, mgr)
+}
+
+// ManagerOptions are the controller-runtime options every sftpgate manager
+// uses: Secrets are never cached, only read when a connection is tested.
+func ManagerOptions() ctrl.Options {
+	return ctrl.Options{
+		Scheme: Scheme(),
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	}
+}
+
+// RunManager runs "sftpgate manager": the controllers, until ctx ends.
+func RunManager(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var (
+		opts        Options
+		metricsAddr string
+		probeAddr   string
+		leaderElect bool
+	)
+	opts.BindFlags(fs)
+	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint; 0 turns it off.")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles.")
+	config.RegisterFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	restConfig, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	mgrOpts := ManagerOptions()
+	mgrOpts.Metrics = metricsserver.Options{BindAddress: metricsAddr}
+	mgrOpts.HealthProbeBindAddress = probeAddr
+	mgrOpts.LeaderElection = leaderElect
+	mgrOpts.LeaderElectionID = "manager.sftpgate.dev"
+	mgrOpts.LeaderElectionReleaseOnCancel = true
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return err
+	}
+	if err := opts.Setup(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,323 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+)
+
+// Cache indexes on SftpConnections.
+const (
+	// IndexSlug is the slug a connection asks for (spec.slug or its name).
+	IndexSlug = "sftpgate.dev/slug"
+	// IndexCredentialsSecret is the name of the connection's credentials Secret.
+	IndexCredentialsSecret = "sftpgate.dev/credentials-secret"
+)
+
+// SftpConnectionReconciler tests each SftpConnection against its server and
+// writes what it found to the Ready condition.
+type SftpConnectionReconciler struct {
+	// Client reads SftpConnections from the cache and writes their status.
+	Client client.Client
+	// APIReader reads Secrets straight from the API server when a test runs,
+	// so the manager never holds every Secret of the cluster in memory.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Dialer    *sftpdial.Dialer
+	// TestInterval is how often a connection is tested again with nothing
+	// changed; 0 tests only on changes.
+	TestInterval time.Duration
+	// MaxConcurrentTests bounds how many tests run at once.
+	MaxConcurrentTests int
+}
+
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile tests one connection when something it depends on changed or
+// its test interval has passed, and records the outcome.
+func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var conn v1alpha1.SftpConnection
+	if err := r.Client.Get(ctx, req.NamespacedName, &conn); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !conn.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := conn.DeepCopy()
+	result, err := r.reconcile(ctx, &conn)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.patchStatus(ctx, before, &conn); err != nil {
+		return ctrl.Result{}, err
+	}
+	return result, nil
+}
+
+func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection) (ctrl.Result, error) {
+	conn.Status.ObservedGeneration = conn.Generation
+
+	holder, err := r.slugHolder(ctx, conn)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if holder != nil {
+		conn.Status.Slug = ""
+		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
+			"slug %q is already served for SftpConnection %s/%s, which was created earlier; choose another spec.slug",
+			conn.EffectiveSlug(), holder.Namespace, holder.Name))
+		return ctrl.Result{}, nil
+	}
+	conn.Status.Slug = conn.EffectiveSlug()
+
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
+	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		conn.Status.CredentialsHash = ""
+		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+			"Secret %q does not exist in namespace %q; the connection is tested as soon as it is created",
+			key.Name, key.Namespace))
+		return ctrl.Result{}, nil
+	}
+
+	hash := sftpdial.CredentialsHash(&secret)
+	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	r.test(ctx, conn, &secret)
+	conn.Status.CredentialsHash = hash
+	return ctrl.Result{RequeueAfter: r.TestInterval}, nil
+}
+
+// nextTest says whether a test is due now and, if not, how long until it is
+// (0: only when something changes). Restarts and re-syncs do not test again
+// what was tested recently with the same spec and Secret.
+func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash string, now time.Time) (time.Duration, bool) {
+	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	last := conn.Status.LastTestTime
+	switch {
+	case ready == nil, last == nil, ready.ObservedGeneration != conn.Generation,
+		ready.Reason == v1alpha1.ReasonSlugConflict, conn.Status.CredentialsHash != hash:
+		return 0, true
+	}
+	if requested, err := time.Parse(time.RFC3339, conn.Annotations[v1alpha1.AnnotationTestRequestedAt]); err == nil && requested.After(last.Time) {
+		return 0, true
+	}
+	if r.TestInterval <= 0 {
+		return 0, false
+	}
+	wait := last.Add(r.TestInterval).Sub(now)
+	return wait, wait <= 0
+}
+
+// test runs the connection test: dial (resolve, connect, verify the host
+// key, authenticate, start SFTP), then resolve and stat rootPath.
+func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) {
+	now := metav1.Now()
+	conn.Status.LastTestTime = &now
+
+	root, session, err := r.dialAndResolveRoot(ctx, conn, secret)
+	if session != nil {
+		// The handshake accepted this key: it is what trust on first use pins.
+		conn.Status.HostKeyFingerprint = session.HostKeyFingerprint
+		conn.Status.HostKeyAddress = sftpdial.Address(conn)
+		conn.Status.ServerVersion = session.ServerVersion
+	}
+	if err != nil {
+		reason, message := v1alpha1.ReasonSFTPUnavailable, err.Error()
+		var dialErr *sftpdial.Error
+		if errors.As(err, &dialErr) {
+			reason, message = dialErr.Reason, dialErr.Message
+		}
+		setReady(conn, metav1.ConditionFalse, reason, message)
+		return
+	}
+	conn.Status.RootPath = root
+	message := fmt.Sprintf("Connected to %s as %q (%s); rootPath %s is a directory",
+		sftpdial.Address(conn), conn.Spec.Username, session.ServerVersion, root)
+	if conn.Spec.HostKey.InsecureSkipVerify {
+		message += ". WARNING: the server's host key was not verified (spec.hostKey.insecureSkipVerify)"
+	}
+	setReady(conn, metav1.ConditionTrue, v1alpha1.ReasonConnected, message)
+}
+
+func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) (string, *sftpdial.Session, error) {
+	target, err := sftpdial.NewTarget(conn, secret)
+	if err != nil {
+		return "", nil, err
+	}
+	session, err := r.Dialer.Dial(ctx, target)
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() { _ = session.Close() }()
+	// The SFTP client has no context: closing the session ends a stat that
+	// hangs past the operation timeout.
+	opCtx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.OperationTimeout.Duration)
+	defer cancel()
+	defer context.AfterFunc(opCtx, func() { _ = session.Close() })()
+	root, err := session.ResolveRoot(conn.Spec.RootPath)
+	if err != nil && opCtx.Err() != nil {
+		err = &sftpdial.Error{Reason: v1alpha1.ReasonTimeout, Err: err, Message: fmt.Sprintf(
+			"%s did not answer a stat of rootPath within %s", sftpdial.Address(conn), conn.Spec.Limits.OperationTimeout.Duration)}
+	}
+	return root, session, err
+}
+
+func setReady(conn *v1alpha1.SftpConnection, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
+		Type:               v1alpha1.ConditionReady,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: conn.Generation,
+	})
+}
+
+// patchStatus writes the status if it changed, and emits an event when the
+// Ready condition moved to another status or reason.
+func (r *SftpConnectionReconciler) patchStatus(ctx context.Context, before, conn *v1alpha1.SftpConnection) error {
+	if equality.Semantic.DeepEqual(before.Status, conn.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, conn, client.MergeFrom(before)); err != nil {
+		return err
+	}
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return nil
+	}
+	eventType := corev1.EventTypeWarning
+	if now.Status == metav1.ConditionTrue {
+		eventType = corev1.EventTypeNormal
+	}
+	r.Recorder.Eventf(conn, nil, eventType, now.Reason, "ConnectionTest", "%s", now.Message)
+	if now.Status == metav1.ConditionTrue && conn.Spec.HostKey.InsecureSkipVerify {
+		r.Recorder.Eventf(conn, nil, corev1.EventTypeWarning, "HostKeyNotVerified", "ConnectionTest",
+			"the server's host key is not verified (spec.hostKey.insecureSkipVerify): the connection can be intercepted")
+	}
+	return nil
+}
+
+// slugHolder returns the connection that holds conn's slug when it is not
+// conn itself: the oldest one asking for it, by creation time then name.
+func (r *SftpConnectionReconciler) slugHolder(ctx context.Context, conn *v1alpha1.SftpConnection) (*v1alpha1.SftpConnection, error) {
+	var list v1alpha1.SftpConnectionList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: conn.EffectiveSlug()}); err != nil {
+		return nil, err
+	}
+	claims := slices.DeleteFunc(list.Items, func(c v1alpha1.SftpConnection) bool { return !c.DeletionTimestamp.IsZero() })
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	holder := slices.MinFunc(claims, func(a, b v1alpha1.SftpConnection) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	if holder.UID == conn.UID {
+		return nil, nil
+	}
+	return &holder, nil
+}
+
+// SetupWithManager registers the indexes and watches: the connection's own
+// spec and annotations, other connections claiming the same slug, and the
+// metadata of the Secrets connections use.
+func (r *SftpConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexSlug, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.SftpConnection).EffectiveSlug()}
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexCredentialsSecret, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.SftpConnection).Spec.Credentials.SecretRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.SftpConnection{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.SftpConnection{}, r.slugClaimants()).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsUsingSecret)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).
+		Complete(r)
+}
+
+// slugClaimants enqueues the other connections that ask for the slug of a
+// connection that was created, deleted, or changed its slug, so a slug that
+// becomes free passes to the next in line.
+func (r *SftpConnectionReconciler) slugClaimants() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, slugs ...string) {
+		for _, slug := range slugs {
+			var list v1alpha1.SftpConnectionList
+			if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: slug}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing connections by slug", "slug", slug)
+				continue
+			}
+			for _, c := range list.Items {
+				if c.UID != changed.GetUID() {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+				}
+			}
+		}
+	}
+	slug := func(o client.Object) string { return o.(*v1alpha1.SftpConnection).EffectiveSlug() }
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, slug(e.Object))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if old, now := slug(e.ObjectOld), slug(e.ObjectNew); old != now || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
+				enqueue(ctx, q, e.ObjectNew, old, now)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, slug(e.Object))
+		},
+	}
+}
+
+func (r *SftpConnectionReconciler) connectionsUsingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	var list v1alpha1.SftpConnectionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(secret.GetNamespace()),
+		client.MatchingFields{IndexCredentialsSecret: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing connections by Secret")
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+	}
+	return requests
+}

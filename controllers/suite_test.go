@@ -1,0 +1,124 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+)
+
+// k8s is a client straight to the API server, as kubectl would be.
+var k8s client.Client
+
+// TestMain runs one control plane and one manager for the whole package;
+// each test works in a namespace of its own.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	env, err := testcluster.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgrOpts := controllers.ManagerOptions()
+	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
+	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Test servers listen on loopback, which the default policy denies.
+	opts := controllers.Options{TestInterval: 0, MaxConcurrentTests: 8, DeniedNetworks: "link-local,metadata"}
+	if err := opts.Setup(ctx, mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+// newNamespace creates a namespace for one test. envtest has no namespace
+// controller, so it is never really deleted; names are unique instead.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// waitFor polls until cond holds for the connection, or fails after 30s
+// with its last status.
+func waitFor(t *testing.T, conn *v1alpha1.SftpConnection, what string, cond func(*v1alpha1.SftpConnection) bool) *v1alpha1.SftpConnection {
+	t.Helper()
+	key := client.ObjectKeyFromObject(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	var got v1alpha1.SftpConnection
+	for {
+		if err := k8s.Get(context.Background(), key, &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond(&got) {
+			return &got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out waiting until %s; status: %+v", key, what, got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitForReady waits until the Ready condition, for the current generation,
+// has the given status and reason.
+func waitForReady(t *testing.T, conn *v1alpha1.SftpConnection, status metav1.ConditionStatus, reason string) *v1alpha1.SftpConnection {
+	t.Helper()
+	return waitFor(t, conn, fmt.Sprintf("Ready=%s/%s", status, reason), func(c *v1alpha1.SftpConnection) bool {
+		ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+		return ready != nil && ready.ObservedGeneration == c.Generation &&
+			ready.Status == status && ready.Reason == reason
+	})
+}
+
+func readyCondition(c *v1alpha1.SftpConnection) *metav1.Condition {
+	return meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+}

@@ -1,0 +1,245 @@
+// Package sftpdial opens SFTP sessions to the servers that SftpConnections
+// describe: it reads the credentials Secret, verifies the host key, enforces
+// the dial policy on the resolved address, and bounds every step with a
+// timeout. The controller's connection test and the gateway's pools both dial
+// through it, so a connection that tests Ready is dialled the same way when
+// it serves requests.
+package sftpdial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// Error is a failed dial or connection test. Reason is one of the Ready
+// reasons of the v1alpha1 API; Message is written for a person and never
+// contains a secret.
+type Error struct {
+	Reason  string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Target is everything needed to dial one SftpConnection, prepared once:
+// parsing (and decrypting) a private key is slow, dialling again is not.
+type Target struct {
+	addr    string
+	config  *ssh.ClientConfig
+	trust   *hostKeyTrust
+	timeout time.Duration
+}
+
+// NewTarget prepares a dial of conn with the credentials in secret. It fails
+// with an *Error when the Secret or the host-key trust cannot be used.
+func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, error) {
+	auth, err := authMethods(secret)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := newHostKeyTrust(conn)
+	if err != nil {
+		return nil, err
+	}
+	timeout := conn.Spec.Limits.ConnectTimeout.Duration
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &Target{
+		addr: Address(conn),
+		config: &ssh.ClientConfig{
+			User:              conn.Spec.Username,
+			Auth:              auth,
+			HostKeyAlgorithms: trust.algorithms(),
+			ClientVersion:     "SSH-2.0-sftpgate",
+		},
+		trust:   trust,
+		timeout: timeout,
+	}, nil
+}
+
+// Address is the host:port a connection dials.
+func Address(conn *v1alpha1.SftpConnection) string {
+	port := conn.Spec.Port
+	if port == 0 {
+		port = 22
+	}
+	return net.JoinHostPort(conn.Spec.Host, strconv.Itoa(int(port)))
+}
+
+// Session is an open SFTP session.
+type Session struct {
+	SSH  *ssh.Client
+	SFTP *sftp.Client
+	// HostKeyFingerprint is the SHA256 fingerprint of the server's host key.
+	HostKeyFingerprint string
+	// ServerVersion is the SSH version string the server announced.
+	ServerVersion string
+}
+
+// Close ends the SFTP session and the SSH connection under it.
+func (s *Session) Close() error {
+	return errors.Join(s.SFTP.Close(), s.SSH.Close())
+}
+
+// Dialer dials Targets within a Policy.
+type Dialer struct {
+	Policy Policy
+}
+
+// Dial connects, verifies the host key, authenticates and opens the SFTP
+// subsystem, all within the target's connect timeout and ctx. Failures are
+// *Error values whose Reason says which step failed.
+func (d *Dialer) Dial(ctx context.Context, t *Target) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	addr := t.addr
+	nd := net.Dialer{ControlContext: d.control}
+	conn, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, d.networkError(err, addr, t.timeout)
+	}
+	// The SSH handshake and SFTP start have no context of their own: the
+	// deadline bounds them and cancelling ctx closes the socket.
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+
+	var fingerprint string
+	config := *t.config
+	config.HostKeyCallback = func(_ string, _ net.Addr, key ssh.PublicKey) error {
+		fingerprint = ssh.FingerprintSHA256(key)
+		return t.trust.check(key)
+	}
+	sshConn, chans, reqs, err := ssh.NewClientConn(conn, addr, &config)
+	if err != nil {
+		_ = conn.Close()
+		return nil, handshakeError(err, addr, t.config.User, t.timeout)
+	}
+	client := ssh.NewClient(sshConn, chans, reqs)
+	sftpClient, err := sftp.NewClient(client)
+	if err != nil {
+		_ = client.Close()
+		if isTimeout(err) {
+			return nil, timeoutError(addr, t.timeout, err)
+		}
+		return nil, &Error{Reason: v1alpha1.ReasonSFTPUnavailable, Err: err,
+			Message: fmt.Sprintf("logged in to %s, but the server did not start the SFTP subsystem: %v", addr, err)}
+	}
+	if !stop() {
+		_ = client.Close()
+		return nil, timeoutError(addr, t.timeout, ctx.Err())
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &Session{
+		SSH:                client,
+		SFTP:               sftpClient,
+		HostKeyFingerprint: fingerprint,
+		ServerVersion:      string(sshConn.ServerVersion()),
+	}, nil
+}
+
+// control runs after name resolution, on the address about to be dialled:
+// the one place a DNS answer cannot slip past the policy.
+func (d *Dialer) control(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	return d.Policy.Check(ap.Addr())
+}
+
+func (d *Dialer) networkError(err error, addr string, timeout time.Duration) error {
+	var (
+		denied *DeniedError
+		dns    *net.DNSError
+	)
+	switch {
+	case errors.As(err, &denied):
+		return &Error{Reason: v1alpha1.ReasonDestinationNotAllowed, Err: err,
+			Message: fmt.Sprintf("%s: %v; this gateway's dial policy does not allow it", addr, denied)}
+	case errors.As(err, &dns) && !dns.IsTimeout:
+		return &Error{Reason: v1alpha1.ReasonDNSError, Err: err,
+			Message: fmt.Sprintf("cannot resolve host %q: %s", dns.Name, dns.Err)}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &Error{Reason: v1alpha1.ReasonConnectionRefused, Err: err,
+			Message: fmt.Sprintf("%s refused the connection; is an SSH server listening on that port?", addr)}
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
+			Message: fmt.Sprintf("no route to %s: %v", addr, errors.Unwrap(err))}
+	case isTimeout(err):
+		return timeoutError(addr, timeout, err)
+	}
+	return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
+		Message: fmt.Sprintf("cannot connect to %s: %v", addr, err)}
+}
+
+func handshakeError(err error, addr, user string, timeout time.Duration) error {
+	var mismatch *hostKeyMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		return &Error{Reason: v1alpha1.ReasonHostKeyMismatch, Err: err, Message: mismatch.msg}
+	case strings.Contains(err.Error(), "unable to authenticate"):
+		return &Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
+			Message: fmt.Sprintf("%s refused the credentials for user %q", addr, user)}
+	case isTimeout(err):
+		return timeoutError(addr, timeout, err)
+	}
+	return &Error{Reason: v1alpha1.ReasonSSHHandshakeFailed, Err: err,
+		Message: fmt.Sprintf("SSH handshake with %s failed; is it an SSH server? (%v)", addr, err)}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+func timeoutError(addr string, timeout time.Duration, err error) error {
+	return &Error{Reason: v1alpha1.ReasonTimeout, Err: err,
+		Message: fmt.Sprintf("%s did not answer within %s", addr, timeout)}
+}
+
+// ResolveRoot returns rootPath as an absolute path on the server (empty
+// means the login directory) after checking that it is a directory.
+func (s *Session) ResolveRoot(rootPath string) (string, error) {
+	if rootPath == "" {
+		rootPath = "."
+	}
+	abs, err := s.SFTP.RealPath(rootPath)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = s.SFTP.Stat(abs); err == nil && !fi.IsDir() {
+			return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible,
+				Message: fmt.Sprintf("rootPath %q is not a directory", abs)}
+		}
+	}
+	switch {
+	case err == nil:
+		return abs, nil
+	case errors.Is(err, os.ErrNotExist):
+		return "", &Error{Reason: v1alpha1.ReasonRootPathNotFound, Err: err,
+			Message: fmt.Sprintf("rootPath %q does not exist on the server", rootPath)}
+	case errors.Is(err, os.ErrPermission):
+		return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
+			Message: fmt.Sprintf("user may not access rootPath %q", rootPath)}
+	}
+	return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
+		Message: fmt.Sprintf("cannot stat rootPath %q: %v", rootPath, err)}
+}

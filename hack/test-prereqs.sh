@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need, when they are missing:
+# OpenSSH's sshd (the tests start their own on loopback; the system service
+# is never started or touched).
+set -euo pipefail
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=()
+if [ "$(id -u)" != 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "test-prereqs: please install as root: apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo=(sudo)
+fi
+# Installing openssh-server would start the system's sshd through
+# invoke-rc.d; a policy-rc.d that denies it keeps the system service off.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+  "${sudo[@]}" chmod +x "$policy"
+  trap '"${sudo[@]}" rm -f "$policy"' EXIT
+fi
+echo "test-prereqs: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,63 @@
+// Package testcluster starts a real kube-apiserver and etcd (controller-
+// runtime's envtest) with sftpgate's CRDs installed. The binaries come from
+// KUBEBUILDER_ASSETS, or else from the newest build of hack/control-plane.sh
+// under the repository's bin/k8s/ (make envtest builds them).
+package testcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sftpgate/sftpgate/controllers"
+)
+
+// Start starts a control plane. Stop it with the returned environment's Stop.
+func Start() (*envtest.Environment, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		builds, _ := filepath.Glob(filepath.Join(root, "bin", "k8s", "*", "kube-apiserver"))
+		if len(builds) == 0 {
+			return nil, errors.New("no kube-apiserver: run 'make envtest' (or 'make test', which does) to build the control plane")
+		}
+		slices.Sort(builds)
+		assets = filepath.Dir(builds[len(builds)-1])
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                controllers.Scheme(),
+	}
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	return env, nil
+}
+
+// repoRoot finds the directory of go.mod above the working directory, which
+// go test sets to the package under test.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}

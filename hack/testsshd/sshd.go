@@ -1,0 +1,274 @@
+// Package testsshd starts a real OpenSSH sshd on loopback for a test: its own
+// config, host key, authorized_keys file and a free high port. It never
+// touches the system's ssh service.
+//
+// sshd authenticates system users, so the fixture logs in as a dedicated
+// user, sftpgate-test, which it creates on first use with a random password
+// kept in a root-only file. That needs root (as in CI); elsewhere the tests
+// that use it are skipped, except under CI=true, where they fail.
+package testsshd
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+const (
+	// User is the account tests log in as.
+	User = "sftpgate-test"
+	// sshdPath is absolute because sshd re-executes itself and insists on it.
+	sshdPath  = "/usr/sbin/sshd"
+	stateDir  = "/var/lib/sftpgate-test"
+	startWait = 10 * time.Second
+)
+
+// Server is one running sshd.
+type Server struct {
+	Host string
+	Port int32
+	// Password of User.
+	Password string
+	// HostKey is the server's public host key; HostKeyLine is the same in
+	// authorized_keys format.
+	HostKey     ssh.PublicKey
+	HostKeyLine string
+	// Dir is an empty directory owned by User, removed after the test.
+	Dir string
+
+	confDir        string
+	authorizedKeys string
+	mu             sync.Mutex
+}
+
+// Start starts an sshd for t and stops it when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := os.Stat(sshdPath); err != nil {
+		skipOrFail(t, "OpenSSH's sshd is not installed (apt-get install openssh-server; make test does it)")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "sshd can only log in as another user when the tests run as root")
+	}
+	password, uid, gid, err := ensureUser()
+	if err != nil {
+		t.Fatalf("preparing user %s: %v", User, err)
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege separation directory
+		t.Fatal(err)
+	}
+
+	s := &Server{Host: "127.0.0.1", Password: password, confDir: t.TempDir()}
+	s.Dir, err = os.MkdirTemp("", "sftpgate-sshd-data-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(s.Dir) })
+	if err := os.Chown(s.Dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(s.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKeyFile := filepath.Join(s.confDir, "ssh_host_ed25519_key")
+	if err := os.WriteFile(hostKeyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HostKey = signer.PublicKey()
+	s.HostKeyLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey)))
+	s.authorizedKeys = filepath.Join(s.confDir, "authorized_keys")
+	if err := os.WriteFile(s.authorizedKeys, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for attempt := 0; ; attempt++ {
+		err := s.start(t, hostKeyFile)
+		if err == nil {
+			return s
+		}
+		if attempt == 4 || !errors.Is(err, errPortTaken) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// AuthorizeKey lets key log in as User.
+func (s *Server) AuthorizeKey(t testing.TB, key ssh.PublicKey) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(s.authorizedKeys, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Write(ssh.MarshalAuthorizedKey(key)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+func (s *Server) start(t testing.TB, hostKeyFile string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(s.confDir, "sshd_config")
+	pidFile := filepath.Join(s.confDir, "sshd.pid")
+	logFile := filepath.Join(s.confDir, "sshd.log")
+	conf := strings.Join([]string{
+		"ListenAddress " + net.JoinHostPort(s.Host, strconv.Itoa(port)),
+		"HostKey " + hostKeyFile,
+		"PidFile " + pidFile,
+		"AuthorizedKeysFile " + s.authorizedKeys,
+		"AllowUsers " + User,
+		"UsePAM no",
+		"StrictModes no",
+		"PasswordAuthentication yes",
+		"KbdInteractiveAuthentication no",
+		"PubkeyAuthentication yes",
+		"PermitRootLogin no",
+		"MaxStartups 100:30:200",
+		"LogLevel VERBOSE",
+		"Subsystem sftp internal-sftp",
+		"",
+	}, "\n")
+	if err := os.WriteFile(config, []byte(conf), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(sshdPath, "-D", "-f", config, "-E", logFile)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	addr := net.JoinHostPort(s.Host, strconv.Itoa(port))
+	deadline := time.Now().Add(startWait)
+	for {
+		select {
+		case err := <-exited:
+			log, _ := os.ReadFile(logFile)
+			if strings.Contains(string(log), "Address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("sshd exited (%v): %s", err, log)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("sshd did not listen on %s within %s", addr, startWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.Port = int32(port)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(logFile)
+			t.Logf("sshd log:\n%s", log)
+		}
+	})
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ensureUser creates User with a random password the first time, under a
+// lock so that test binaries running in parallel agree on it, and returns
+// the password and the user's ids.
+func ensureUser() (password string, uid, gid int, err error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", 0, 0, err
+	}
+	lock, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer func() { _ = lock.Close() }()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", 0, 0, err
+	}
+	passwordFile := filepath.Join(stateDir, "password")
+	b, readErr := os.ReadFile(passwordFile)
+	u, lookupErr := user.Lookup(User)
+	if readErr != nil || lookupErr != nil {
+		if lookupErr != nil {
+			if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/sh", User).CombinedOutput(); err != nil {
+				return "", 0, 0, fmt.Errorf("useradd: %v: %s", err, out)
+			}
+		}
+		random := make([]byte, 18)
+		_, _ = rand.Read(random)
+		b = []byte(hex.EncodeToString(random))
+		chpasswd := exec.Command("chpasswd")
+		chpasswd.Stdin = strings.NewReader(User + ":" + string(b) + "\n")
+		if out, err := chpasswd.CombinedOutput(); err != nil {
+			return "", 0, 0, fmt.Errorf("chpasswd: %v: %s", err, out)
+		}
+		if err := os.WriteFile(passwordFile, b, 0o600); err != nil {
+			return "", 0, 0, err
+		}
+		if u, err = user.Lookup(User); err != nil {
+			return "", 0, 0, err
+		}
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return strings.TrimSpace(string(b)), uid, gid, nil
+}
+
+func skipOrFail(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}

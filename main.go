@@ -1,0 +1,59 @@
+// Command sftpgate is the one binary of sftpgate, an HTTP-to-SFTP gateway run
+// as a Kubernetes operator. Each component is a subcommand.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sftpgate/sftpgate/controllers"
+)
+
+var subcommands = []struct {
+	name, summary string
+	run           func(ctx context.Context, args []string) error
+}{
+	{"manager", "run the controllers that test SftpConnections", controllers.RunManager},
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "Usage: sftpgate <command> [flags]\n\nCommands:\n")
+	for _, c := range subcommands {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(os.Stderr, "\nRun 'sftpgate <command> -h' for a command's flags.\n")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	for _, c := range subcommands {
+		if c.name != name {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := c.run(ctx, os.Args[2:])
+		stop()
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			os.Exit(0)
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "sftpgate %s: %v\n", name, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if name != "-h" && name != "--help" && name != "help" {
+		fmt.Fprintf(os.Stderr, "sftpgate: unknown command %q\n\n", name)
+	}
+	usage()
+	os.Exit(2)
+}
