@@ -75,6 +75,11 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	if err := r.patchStatus(ctx, before, &conn); err != nil {
+		if apierrors.IsConflict(err) {
+			// Read from a cache that had not yet seen our last write (or
+			// someone else's): try again with the fresh object.
+			return ctrl.Result{Requeue: true}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	return result, nil
@@ -182,13 +187,14 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 	defer func() { _ = session.Close() }()
 	// The SFTP client has no context: closing the session ends a stat that
 	// hangs past the operation timeout.
-	opCtx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.OperationTimeout.Duration)
+	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
+	opCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer context.AfterFunc(opCtx, func() { _ = session.Close() })()
 	root, err := session.ResolveRoot(conn.Spec.RootPath)
 	if err != nil && opCtx.Err() != nil {
 		err = &sftpdial.Error{Reason: v1alpha1.ReasonTimeout, Err: err, Message: fmt.Sprintf(
-			"%s did not answer a stat of rootPath within %s", sftpdial.Address(conn), conn.Spec.Limits.OperationTimeout.Duration)}
+			"%s did not answer a stat of rootPath within %s", sftpdial.Address(conn), timeout)}
 	}
 	return root, session, err
 }
@@ -209,7 +215,7 @@ func (r *SftpConnectionReconciler) patchStatus(ctx context.Context, before, conn
 	if equality.Semantic.DeepEqual(before.Status, conn.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, conn, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, conn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)

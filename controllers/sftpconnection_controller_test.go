@@ -47,10 +47,13 @@ func keySecret(ns, name string, key []byte, passphrase string) *corev1.Secret {
 	return s
 }
 
+// connection builds an SftpConnection whose slug, unlike its name, is
+// unique across the tests: slugs are cluster-wide.
 func connection(ns, name, host string, port int32, user, secret string) *v1alpha1.SftpConnection {
 	return &v1alpha1.SftpConnection{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.SftpConnectionSpec{
+			Slug:        name + "-" + ns,
 			Host:        host,
 			Port:        port,
 			Username:    user,
@@ -130,14 +133,14 @@ func TestPasswordAuthAgainstOpenSSH(t *testing.T) {
 	if !strings.HasPrefix(got.Status.ServerVersion, "SSH-2.0-OpenSSH") {
 		t.Errorf("serverVersion = %q, want OpenSSH's", got.Status.ServerVersion)
 	}
-	if got.Status.Slug != "box" || got.Status.RootPath != server.Dir ||
+	if got.Status.Slug != conn.Spec.Slug || got.Status.RootPath != server.Dir ||
 		got.Status.ObservedGeneration != got.Generation || got.Status.LastTestTime == nil ||
 		!strings.HasPrefix(got.Status.CredentialsHash, "sha256:") {
 		t.Errorf("status = %+v", got.Status)
 	}
 	// Defaults come from the CRD schema, so what Git holds and what the
 	// server returns agree.
-	if got.Spec.Limits.MaxConnections != 4 || got.Spec.Limits.ConnectTimeout.Duration != 10*time.Second {
+	if got.Spec.Limits.MaxConnections != 4 || got.Spec.Limits.ConnectTimeout == nil || got.Spec.Limits.ConnectTimeout.Duration != 10*time.Second {
 		t.Errorf("limits not defaulted: %+v", got.Spec.Limits)
 	}
 	waitForEvent(t, conn, corev1.EventTypeNormal, v1alpha1.ReasonConnected)
@@ -331,7 +334,7 @@ func TestNetworkFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			conn := connection(ns, tc.name, tc.host, tc.port, "user", "creds")
-			conn.Spec.Limits.ConnectTimeout = metav1.Duration{Duration: time.Second}
+			conn.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: time.Second}
 			create(t, conn)
 			waitForReady(t, conn, metav1.ConditionFalse, tc.reason)
 		})
@@ -468,8 +471,9 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"negative-port", func(c *v1alpha1.SftpConnection) { c.Spec.Port = -1 }, "spec.port"},
 		{"bad-slug", func(c *v1alpha1.SftpConnection) { c.Spec.Slug = "Not_A_Label" }, "spec.slug"},
 		{"reserved-slug", func(c *v1alpha1.SftpConnection) { c.Spec.Slug = "metrics" }, "reserved"},
-		{"healthz", func(c *v1alpha1.SftpConnection) { c.Name = "healthz" }, "reserved"},
-		{"name-not-a-label", func(c *v1alpha1.SftpConnection) { c.Name = "has.dots" }, "set spec.slug"},
+		{"name-defaults-slug", func(c *v1alpha1.SftpConnection) { c.Name, c.Spec.Slug = "defaults-"+ns, "" }, ""},
+		{"reserved-name", func(c *v1alpha1.SftpConnection) { c.Name, c.Spec.Slug = "healthz", "" }, "reserved"},
+		{"name-not-a-label", func(c *v1alpha1.SftpConnection) { c.Name, c.Spec.Slug = "has.dots", "" }, "set spec.slug"},
 		{"empty-host", func(c *v1alpha1.SftpConnection) { c.Spec.Host = "" }, "spec.host"},
 		{"host-with-spaces", func(c *v1alpha1.SftpConnection) { c.Spec.Host = "a b" }, "spec.host"},
 		{"no-secret", func(c *v1alpha1.SftpConnection) { c.Spec.Credentials.SecretRef.Name = "" }, "secretRef.name"},
@@ -480,7 +484,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			c.Spec.HostKey.Trusted = []string{"not a key at all"}
 		}, "spec.hostKey.trusted[0]"},
 		{"timeout-too-long", func(c *v1alpha1.SftpConnection) {
-			c.Spec.Limits.ConnectTimeout = metav1.Duration{Duration: time.Hour}
+			c.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: time.Hour}
 		}, "connectTimeout must be between"},
 		{"too-many-connections", func(c *v1alpha1.SftpConnection) { c.Spec.Limits.MaxConnections = 1000 }, "maxConnections"},
 	}

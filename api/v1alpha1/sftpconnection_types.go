@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -44,7 +46,6 @@ const (
 const AnnotationTestRequestedAt = "sftpgate.dev/test-requested-at"
 
 // SftpConnectionSpec describes one remote SFTP server and how to log in to it.
-// +kubebuilder:validation:XValidation:rule="!(has(self.hostKey) && self.hostKey.insecureSkipVerify && has(self.hostKey.trusted) && size(self.hostKey.trusted) > 0)",message="hostKey.trusted and hostKey.insecureSkipVerify are mutually exclusive"
 type SftpConnectionSpec struct {
 	// Host name or IP address of the SFTP server.
 	// +kubebuilder:validation:MinLength=1
@@ -120,6 +121,7 @@ type LocalSecretReference struct {
 }
 
 // HostKeyTrust says which SSH host keys are accepted from the server.
+// +kubebuilder:validation:XValidation:rule="!(has(self.insecureSkipVerify) && self.insecureSkipVerify && has(self.trusted) && size(self.trusted) > 0)",message="trusted and insecureSkipVerify are mutually exclusive"
 type HostKeyTrust struct {
 	// Trusted host keys: each either a public key as in known_hosts or
 	// authorized_keys ("ssh-ed25519 AAAA..."), or a SHA256 fingerprint as
@@ -127,7 +129,7 @@ type HostKeyTrust struct {
 	// of them. Empty means trust on first use.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=16384
-	// +kubebuilder:validation:items:Pattern=`^(SHA256:[A-Za-z0-9+/]{43}=?|[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}( .*)?)$`
+	// +kubebuilder:validation:items:Pattern=`^(SHA256:[A-Za-z0-9+/]{43}=?|(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]{40,}={0,2}( .*)?)$`
 	// +listType=atomic
 	// +optional
 	Trusted []string `json:"trusted,omitempty"`
@@ -154,14 +156,37 @@ type Limits struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('2m')",message="connectTimeout must be between 1s and 2m"
 	// +optional
-	ConnectTimeout metav1.Duration `json:"connectTimeout,omitempty"`
+	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
 
 	// OperationTimeout bounds one SFTP command.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="operationTimeout must be between 1s and 1h"
 	// +optional
-	OperationTimeout metav1.Duration `json:"operationTimeout,omitempty"`
+	OperationTimeout *metav1.Duration `json:"operationTimeout,omitempty"`
+}
+
+// Defaults of Limits, as the CRD schema applies them; the methods below use
+// them for objects that did not pass through the API server.
+const (
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultOperationTimeout = 30 * time.Second
+)
+
+// ConnectTimeoutOrDefault is ConnectTimeout, or its default when unset.
+func (l *Limits) ConnectTimeoutOrDefault() time.Duration {
+	if l.ConnectTimeout == nil || l.ConnectTimeout.Duration <= 0 {
+		return DefaultConnectTimeout
+	}
+	return l.ConnectTimeout.Duration
+}
+
+// OperationTimeoutOrDefault is OperationTimeout, or its default when unset.
+func (l *Limits) OperationTimeoutOrDefault() time.Duration {
+	if l.OperationTimeout == nil || l.OperationTimeout.Duration <= 0 {
+		return DefaultOperationTimeout
+	}
+	return l.OperationTimeout.Duration
 }
 
 // SftpConnectionStatus is what the last connection test found.

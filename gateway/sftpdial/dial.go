@@ -57,10 +57,6 @@ func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, e
 	if err != nil {
 		return nil, err
 	}
-	timeout := conn.Spec.Limits.ConnectTimeout.Duration
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
 	return &Target{
 		addr: Address(conn),
 		config: &ssh.ClientConfig{
@@ -70,7 +66,7 @@ func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, e
 			ClientVersion:     "SSH-2.0-sftpgate",
 		},
 		trust:   trust,
-		timeout: timeout,
+		timeout: conn.Spec.Limits.ConnectTimeoutOrDefault(),
 	}, nil
 }
 
@@ -130,13 +126,16 @@ func (d *Dialer) Dial(ctx context.Context, t *Target) (*Session, error) {
 	sshConn, chans, reqs, err := ssh.NewClientConn(conn, addr, &config)
 	if err != nil {
 		_ = conn.Close()
-		return nil, handshakeError(err, addr, t.config.User, t.timeout)
+		if ctx.Err() != nil || isTimeout(err) {
+			return nil, timeoutError(addr, t.timeout, err)
+		}
+		return nil, handshakeError(err, addr, t.config.User)
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
 	sftpClient, err := sftp.NewClient(client)
 	if err != nil {
 		_ = client.Close()
-		if isTimeout(err) {
+		if ctx.Err() != nil || isTimeout(err) {
 			return nil, timeoutError(addr, t.timeout, err)
 		}
 		return nil, &Error{Reason: v1alpha1.ReasonSFTPUnavailable, Err: err,
@@ -190,7 +189,7 @@ func (d *Dialer) networkError(err error, addr string, timeout time.Duration) err
 		Message: fmt.Sprintf("cannot connect to %s: %v", addr, err)}
 }
 
-func handshakeError(err error, addr, user string, timeout time.Duration) error {
+func handshakeError(err error, addr, user string) error {
 	var mismatch *hostKeyMismatchError
 	switch {
 	case errors.As(err, &mismatch):
@@ -198,8 +197,6 @@ func handshakeError(err error, addr, user string, timeout time.Duration) error {
 	case strings.Contains(err.Error(), "unable to authenticate"):
 		return &Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
 			Message: fmt.Sprintf("%s refused the credentials for user %q", addr, user)}
-	case isTimeout(err):
-		return timeoutError(addr, timeout, err)
 	}
 	return &Error{Reason: v1alpha1.ReasonSSHHandshakeFailed, Err: err,
 		Message: fmt.Sprintf("SSH handshake with %s failed; is it an SSH server? (%v)", addr, err)}

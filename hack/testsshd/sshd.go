@@ -74,18 +74,11 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 
-	s := &Server{Host: "127.0.0.1", Password: password, confDir: t.TempDir()}
-	s.Dir, err = os.MkdirTemp("", "sftpgate-sshd-data-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(s.Dir) })
-	if err := os.Chown(s.Dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(s.Dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// sshd reads authorized_keys as the user logging in, and the user works
+	// in Dir: both directories must be open to it (t.TempDir's are not).
+	s := &Server{Host: "127.0.0.1", Password: password}
+	s.confDir = openTempDir(t, "sftpgate-sshd-conf-", 0, 0)
+	s.Dir = openTempDir(t, "sftpgate-sshd-data-", uid, gid)
 
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -210,6 +203,24 @@ func (s *Server) start(t testing.TB, hostKeyFile string) error {
 		}
 	})
 	return nil
+}
+
+// openTempDir makes a directory that uid and gid own and everyone may
+// read, removed after the test.
+func openTempDir(t testing.TB, pattern string, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func freePort() (int, error) {
