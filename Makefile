@@ -69,8 +69,18 @@ build: ## Build the sftpgate binary into bin/.
 	go build -trimpath -o $(LOCALBIN)/sftpgate .
 
 .PHONY: run
-run: manifests generate build ## Run the manager against the cluster of the current kubeconfig.
+run: manifests generate build ## Run the manager against the cluster of the current kubeconfig (after make install).
 	$(LOCALBIN)/sftpgate manager $(RUN_ARGS)
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: manifests ## Remove the CRDs (and with them every SftpConnection) from the cluster.
+	kubectl delete --ignore-not-found -k config/crd
 
 ##@ Dependencies
 

@@ -51,9 +51,10 @@ func main() {
 		}
 		return
 	}
-	if name != "-h" && name != "--help" && name != "help" {
-		fmt.Fprintf(os.Stderr, "sftpgate: unknown command %q\n\n", name)
-	}
 	usage()
+	if name == "-h" || name == "--help" || name == "help" {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "\nsftpgate: unknown command %q\n", name)
 	os.Exit(2)
 }

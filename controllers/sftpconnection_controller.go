@@ -34,7 +34,8 @@ const (
 	// IndexSlug is the slug a connection asks for (spec.slug or its name).
 	IndexSlug = "sftpgate.dev/slug"
 	// IndexCredentialsSecret is the name of the connection's credentials Secret.
-	IndexCredentialsSecret = "sftpgate.dev/credentials-secret"
+	IndexCredentialsSecret = "sftpgate.dev/credentials-secret" //nolint:gosec // an index name, not a credential
+
 )
 
 // SftpConnectionReconciler tests each SftpConnection against its server and
@@ -78,7 +79,7 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if apierrors.IsConflict(err) {
 			// Read from a cache that had not yet seen our last write (or
 			// someone else's): try again with the fresh object.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		return ctrl.Result{}, err
 	}

@@ -276,7 +276,3 @@ type SftpConnectionList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SftpConnection `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SftpConnection{}, &SftpConnectionList{})
-}

@@ -163,19 +163,23 @@ func (s *Server) start(t testing.TB, hostKeyFile string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 
 	addr := net.JoinHostPort(s.Host, strconv.Itoa(port))
 	deadline := time.Now().Add(startWait)
 	for {
 		select {
-		case err := <-exited:
+		case <-exited:
 			log, _ := os.ReadFile(logFile)
 			if strings.Contains(string(log), "Address already in use") {
 				return errPortTaken
 			}
-			return fmt.Errorf("sshd exited (%v): %s", err, log)
+			return fmt.Errorf("sshd exited (%w): %s", waitErr, log)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -253,7 +257,7 @@ func ensureUser() (password string, uid, gid int, err error) {
 	if readErr != nil || lookupErr != nil {
 		if lookupErr != nil {
 			if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/sh", User).CombinedOutput(); err != nil {
-				return "", 0, 0, fmt.Errorf("useradd: %v: %s", err, out)
+				return "", 0, 0, fmt.Errorf("useradd: %w: %s", err, out)
 			}
 		}
 		random := make([]byte, 18)
@@ -262,7 +266,7 @@ func ensureUser() (password string, uid, gid int, err error) {
 		chpasswd := exec.Command("chpasswd")
 		chpasswd.Stdin = strings.NewReader(User + ":" + string(b) + "\n")
 		if out, err := chpasswd.CombinedOutput(); err != nil {
-			return "", 0, 0, fmt.Errorf("chpasswd: %v: %s", err, out)
+			return "", 0, 0, fmt.Errorf("chpasswd: %w: %s", err, out)
 		}
 		if err := os.WriteFile(passwordFile, b, 0o600); err != nil {
 			return "", 0, 0, err

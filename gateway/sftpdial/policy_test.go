@@ -1,0 +1,51 @@
+package sftpdial
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+func TestPolicy(t *testing.T) {
+	policy, err := ParsePolicy(DefaultDeniedNetworks + ", 203.0.113.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"169.254.169.254":  "link-local",
+		"fe80::1":          "link-local",
+		"100.100.100.200":  "metadata",
+		"127.0.0.1":        "loopback",
+		"::ffff:127.0.0.1": "loopback", // IPv4-mapped addresses are checked as IPv4
+		"::1":              "loopback",
+		"0.0.0.0":          "unspecified",
+		"224.0.0.1":        "multicast",
+		"203.0.113.7":      "203.0.113.0/24",
+		"10.1.2.3":         "", // private ranges are allowed unless denied
+		"192.0.2.1":        "",
+		"2001:db8::1":      "",
+	}
+	for addr, want := range cases {
+		err := policy.Check(netip.MustParseAddr(addr))
+		var denied *DeniedError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: denied (%v), want allowed", addr, err)
+		case want != "" && !errors.As(err, &denied):
+			t.Errorf("%s: allowed, want denied as %s", addr, want)
+		case want != "" && denied.Network != want:
+			t.Errorf("%s: denied as %s, want %s", addr, denied.Network, want)
+		}
+	}
+}
+
+func TestParsePolicyRejectsUnknownNames(t *testing.T) {
+	for _, list := range []string{"intranet", "10.0.0.0/33", "loopback,foo"} {
+		if _, err := ParsePolicy(list); err == nil {
+			t.Errorf("ParsePolicy(%q) accepted", list)
+		}
+	}
+	if p, err := ParsePolicy(""); err != nil || p.Check(netip.MustParseAddr("127.0.0.1")) != nil {
+		t.Errorf("an empty list must deny nothing: %v", err)
+	}
+}
