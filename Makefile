@@ -89,8 +89,8 @@ test-prereqs: ## Install the system packages the tests need (OpenSSH server).
 	hack/test-prereqs.sh
 
 .PHONY: envtest
-envtest: $(ENVTEST_ASSETS)/kube-apiserver ## Build kube-apiserver and etcd for the tests (minutes, once).
-$(ENVTEST_ASSETS)/kube-apiserver:
+envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build kube-apiserver and etcd for the tests (minutes, once).
+$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd &:
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/control-plane.sh $(ENVTEST_ASSETS)
 
 .PHONY: controller-gen

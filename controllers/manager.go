@@ -9,9 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -59,6 +61,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	return (&SftpConnectionReconciler{
 		Client:             mgr.GetClient(),
+		SecretMetadata:     mgr.GetCache(),
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
 		Dialer:             &sftpdial.Dialer{Policy: policy},
@@ -68,12 +71,28 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 // ManagerOptions are the controller-runtime options every sftpgate manager
-// uses: Secrets are never cached, only read when a connection is tested.
+// uses. Secrets' data is never cached: the client reads Secrets from the API
+// server, and the cache keeps only their metadata, without annotations
+// (kubectl's last-applied-configuration annotation holds a Secret's data).
 func ManagerOptions() ctrl.Options {
 	return ctrl.Options{
 		Scheme: Scheme(),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Transform: stripSecretMetadata},
+			},
+		},
 	}
+}
+
+func stripSecretMetadata(in any) (any, error) {
+	if obj, err := meta.Accessor(in); err == nil {
+		obj.SetAnnotations(nil)
+		obj.SetManagedFields(nil)
+	}
+	return in, nil
 }
 
 // RunManager runs "sftpgate manager": the controllers, until ctx ends.

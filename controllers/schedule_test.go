@@ -43,10 +43,12 @@ func TestNextTest(t *testing.T) {
 		{"spec changed", tested(time.Minute, v1alpha1.ReasonConnected, func(c *v1alpha1.SftpConnection) { c.Generation = 4 }), "sha256:a", 5 * time.Minute, true, 0},
 		{"slug freed", tested(time.Minute, v1alpha1.ReasonSlugConflict), "sha256:a", 5 * time.Minute, true, 0},
 		{"test requested", tested(time.Minute, v1alpha1.ReasonConnected, func(c *v1alpha1.SftpConnection) {
-			c.Annotations = map[string]string{v1alpha1.AnnotationTestRequestedAt: now.Format(time.RFC3339)}
+			c.Annotations = map[string]string{v1alpha1.AnnotationTestRequestedAt: "2"}
+			c.Status.LastHandledTestRequest = "1"
 		}), "sha256:a", 0, true, 0},
-		{"old request", tested(time.Minute, v1alpha1.ReasonConnected, func(c *v1alpha1.SftpConnection) {
-			c.Annotations = map[string]string{v1alpha1.AnnotationTestRequestedAt: now.Add(-time.Hour).Format(time.RFC3339)}
+		{"request answered", tested(time.Minute, v1alpha1.ReasonConnected, func(c *v1alpha1.SftpConnection) {
+			c.Annotations = map[string]string{v1alpha1.AnnotationTestRequestedAt: "2"}
+			c.Status.LastHandledTestRequest = "2"
 		}), "sha256:a", 0, false, 0},
 	}
 	for _, tc := range cases {

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/ssh"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -43,8 +47,11 @@ const (
 type SftpConnectionReconciler struct {
 	// Client reads SftpConnections from the cache and writes their status.
 	Client client.Client
-	// APIReader reads Secrets straight from the API server when a test runs,
-	// so the manager never holds every Secret of the cluster in memory.
+	// SecretMetadata reads Secrets' metadata from the cache of the metadata
+	// watch; it is how the controller learns that a Secret changed.
+	SecretMetadata client.Reader
+	// APIReader reads a Secret straight from the API server when a test is
+	// due, so the manager never holds Secrets' data in memory.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Dialer    *sftpdial.Dialer
@@ -95,33 +102,51 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	}
 	if holder != nil {
 		conn.Status.Slug = ""
+		// Name the holder only to its own namespace's users.
+		by := "another SftpConnection"
+		if holder.Namespace == conn.Namespace {
+			by = fmt.Sprintf("SftpConnection %q", holder.Name)
+		}
 		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q is already served for SftpConnection %s/%s, which was created earlier; choose another spec.slug",
-			conn.EffectiveSlug(), holder.Namespace, holder.Name))
+			"slug %q is already served for %s; choose another spec.slug", conn.EffectiveSlug(), by))
 		return ctrl.Result{}, nil
 	}
 	conn.Status.Slug = conn.EffectiveSlug()
 
-	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
-	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		conn.Status.CredentialsHash = ""
-		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-			"Secret %q does not exist in namespace %q; the connection is tested as soon as it is created",
-			key.Name, key.Namespace))
-		return ctrl.Result{}, nil
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.SecretMetadata.Get(ctx, key, secretMeta); err != nil {
+		return ctrl.Result{}, secretMissing(conn, key, err)
 	}
-
-	hash := sftpdial.CredentialsHash(&secret)
-	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
+	if wait, due := r.nextTest(conn, sftpdial.CredentialsHash(secretMeta), time.Now()); !due {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
+		return ctrl.Result{}, secretMissing(conn, key, err)
+	}
 	r.test(ctx, conn, &secret)
-	conn.Status.CredentialsHash = hash
+	if ctx.Err() != nil {
+		// Shutting down: the test was cut short, not failed.
+		return ctrl.Result{}, ctx.Err()
+	}
+	conn.Status.CredentialsHash = sftpdial.CredentialsHash(&secret)
+	conn.Status.LastHandledTestRequest = conn.Annotations[v1alpha1.AnnotationTestRequestedAt]
 	return ctrl.Result{RequeueAfter: r.TestInterval}, nil
+}
+
+// secretMissing records a missing credentials Secret (and passes on other
+// errors); the Secret watch tests the connection when it appears.
+func secretMissing(conn *v1alpha1.SftpConnection, key types.NamespacedName, err error) error {
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	conn.Status.CredentialsHash = ""
+	setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+		"Secret %q does not exist in namespace %q; the connection is tested as soon as it is created",
+		key.Name, key.Namespace))
+	return nil
 }
 
 // nextTest says whether a test is due now and, if not, how long until it is
@@ -132,13 +157,10 @@ func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash 
 	last := conn.Status.LastTestTime
 	switch {
 	case ready == nil, last == nil, ready.ObservedGeneration != conn.Generation,
-		ready.Reason == v1alpha1.ReasonSlugConflict, conn.Status.CredentialsHash != hash:
+		ready.Reason == v1alpha1.ReasonSlugConflict, conn.Status.CredentialsHash != hash,
+		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest:
 		return 0, true
-	}
-	if requested, err := time.Parse(time.RFC3339, conn.Annotations[v1alpha1.AnnotationTestRequestedAt]); err == nil && requested.After(last.Time) {
-		return 0, true
-	}
-	if r.TestInterval <= 0 {
+	case r.TestInterval <= 0:
 		return 0, false
 	}
 	wait := last.Add(r.TestInterval).Sub(now)
@@ -154,7 +176,8 @@ func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.Sftp
 	root, session, err := r.dialAndResolveRoot(ctx, conn, secret)
 	if session != nil {
 		// The handshake accepted this key: it is what trust on first use pins.
-		conn.Status.HostKeyFingerprint = session.HostKeyFingerprint
+		conn.Status.HostKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(session.HostKey)))
+		conn.Status.HostKeyFingerprint = ssh.FingerprintSHA256(session.HostKey)
 		conn.Status.HostKeyAddress = sftpdial.Address(conn)
 		conn.Status.ServerVersion = session.ServerVersion
 	}
@@ -177,7 +200,7 @@ func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.Sftp
 }
 
 func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) (string, *sftpdial.Session, error) {
-	target, err := sftpdial.NewTarget(conn, secret)
+	target, err := sftpdial.NewTarget(conn, secret, sftpdial.RecordFirstUse)
 	if err != nil {
 		return "", nil, err
 	}
@@ -187,8 +210,9 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 	}
 	defer func() { _ = session.Close() }()
 	// The SFTP client has no context: closing the session ends a stat that
-	// hangs past the operation timeout.
-	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
+	// hangs. A stat is quick, so the test does not wait a long operation
+	// timeout for it and hold up the tests of other connections.
+	timeout := min(conn.Spec.Limits.OperationTimeoutOrDefault(), conn.Spec.Limits.ConnectTimeoutOrDefault())
 	opCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer context.AfterFunc(opCtx, func() { _ = session.Close() })()
@@ -228,7 +252,7 @@ func (r *SftpConnectionReconciler) patchStatus(ctx context.Context, before, conn
 	if now.Status == metav1.ConditionTrue {
 		eventType = corev1.EventTypeNormal
 	}
-	r.Recorder.Eventf(conn, nil, eventType, now.Reason, "ConnectionTest", "%s", now.Message)
+	r.Recorder.Eventf(conn, nil, eventType, now.Reason, "ConnectionTest", "%s", eventNote(now.Message))
 	if now.Status == metav1.ConditionTrue && conn.Spec.HostKey.InsecureSkipVerify {
 		r.Recorder.Eventf(conn, nil, corev1.EventTypeWarning, "HostKeyNotVerified", "ConnectionTest",
 			"the server's host key is not verified (spec.hostKey.insecureSkipVerify): the connection can be intercepted")
@@ -236,11 +260,28 @@ func (r *SftpConnectionReconciler) patchStatus(ctx context.Context, before, conn
 	return nil
 }
 
+// eventNote fits a message into an event's note, which the API server
+// limits to 1 KiB.
+func eventNote(message string) string {
+	const limit = 1024
+	if len(message) <= limit {
+		return message
+	}
+	cut := limit - len("…")
+	for !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + "…"
+}
+
 // slugHolder returns the connection that holds conn's slug when it is not
-// conn itself: the oldest one asking for it, by creation time then name.
+// conn itself. A slug stays with the connection serving it (status.slug), so
+// a newer claim, even from an older object, cannot take it over; when none
+// serves it, the oldest claim wins, by creation time then namespace and name.
 func (r *SftpConnectionReconciler) slugHolder(ctx context.Context, conn *v1alpha1.SftpConnection) (*v1alpha1.SftpConnection, error) {
+	slug := conn.EffectiveSlug()
 	var list v1alpha1.SftpConnectionList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: conn.EffectiveSlug()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: slug}); err != nil {
 		return nil, err
 	}
 	claims := slices.DeleteFunc(list.Items, func(c v1alpha1.SftpConnection) bool { return !c.DeletionTimestamp.IsZero() })
@@ -248,6 +289,13 @@ func (r *SftpConnectionReconciler) slugHolder(ctx context.Context, conn *v1alpha
 		return nil, nil
 	}
 	holder := slices.MinFunc(claims, func(a, b v1alpha1.SftpConnection) int {
+		aServes, bServes := a.Status.Slug == slug, b.Status.Slug == slug
+		if aServes != bServes {
+			if aServes {
+				return -1
+			}
+			return 1
+		}
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})

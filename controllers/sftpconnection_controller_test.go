@@ -76,7 +76,7 @@ func inProcessConnection(ns, name string, s *testsftp.Server, secret string) *v1
 func requestTest(t *testing.T, conn *v1alpha1.SftpConnection) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		v1alpha1.AnnotationTestRequestedAt: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}}})
+		v1alpha1.AnnotationTestRequestedAt: time.Now().UTC().Format(time.RFC3339Nano)}}})
 	if err := k8s.Patch(context.Background(), conn, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +104,8 @@ func waitForEvent(t *testing.T, conn *v1alpha1.SftpConnection, eventType, reason
 	}
 }
 
-// assertNoSecret fails if a secret value shows in the connection's status
-// or events.
+// assertNoSecret fails if a secret value shows in the connection's status,
+// its events or the manager's logs.
 func assertNoSecret(t *testing.T, conn *v1alpha1.SftpConnection, secret string) {
 	t.Helper()
 	status, _ := json.Marshal(conn.Status)
@@ -114,8 +114,10 @@ func assertNoSecret(t *testing.T, conn *v1alpha1.SftpConnection, secret string) 
 		t.Fatal(err)
 	}
 	events, _ := json.Marshal(list.Items)
-	if strings.Contains(string(status), secret) || strings.Contains(string(events), secret) {
-		t.Fatalf("a secret value appears in status or events of %s", conn.Name)
+	for where, text := range map[string]string{"status": string(status), "events": string(events), "logs": managerLogs.String()} {
+		if strings.Contains(text, secret) {
+			t.Fatalf("a secret value appears in the %s of %s", where, conn.Name)
+		}
 	}
 }
 
@@ -129,6 +131,9 @@ func TestPasswordAuthAgainstOpenSSH(t *testing.T) {
 	got := waitForReady(t, conn, metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	if want := ssh.FingerprintSHA256(server.HostKey); got.Status.HostKeyFingerprint != want {
 		t.Errorf("hostKeyFingerprint = %q, want %q", got.Status.HostKeyFingerprint, want)
+	}
+	if got.Status.HostKey != server.HostKeyLine {
+		t.Errorf("hostKey = %q, want %q", got.Status.HostKey, server.HostKeyLine)
 	}
 	if !strings.HasPrefix(got.Status.ServerVersion, "SSH-2.0-OpenSSH") {
 		t.Errorf("serverVersion = %q, want OpenSSH's", got.Status.ServerVersion)
@@ -264,8 +269,8 @@ func TestTrustOnFirstUseRecordsThenEnforces(t *testing.T) {
 
 	first := ssh.FingerprintSHA256(server.HostKey())
 	got := waitForReady(t, conn, metav1.ConditionTrue, v1alpha1.ReasonConnected)
-	if got.Status.HostKeyFingerprint != first {
-		t.Fatalf("recorded %q, want %q", got.Status.HostKeyFingerprint, first)
+	if got.Status.HostKeyFingerprint != first || got.Status.HostKey != server.HostKeyLine() {
+		t.Fatalf("recorded %q (%q), want %q", got.Status.HostKeyFingerprint, got.Status.HostKey, first)
 	}
 
 	server.RotateHostKey(t)
@@ -308,14 +313,21 @@ func TestNetworkFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = silent.Close() })
+	accepted := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		_ = silent.Close()
+		close(accepted)
+		for c := range accepted {
+			_ = c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := silent.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { _ = c.Close() })
+			accepted <- c
 		}
 	}()
 
@@ -404,6 +416,8 @@ func TestInvalidCredentials(t *testing.T) {
 			if msg := readyCondition(got).Message; !strings.Contains(msg, tc.message) {
 				t.Errorf("message %q does not say %q", msg, tc.message)
 			}
+			assertNoSecret(t, got, "secret words")
+			assertNoSecret(t, got, "guess")
 		})
 	}
 }
@@ -428,35 +442,51 @@ func TestPasswordRotationRetests(t *testing.T) {
 	assertNoSecret(t, after, "rotated-on-the-client-only")
 }
 
-func TestSlugConflictAcrossNamespaces(t *testing.T) {
+// TestSlugStaysWithItsHolder: slugs are unique across namespaces; the
+// connection serving a slug keeps it, even against an older object that
+// switches to it; when it goes away, the oldest remaining claim gets it.
+func TestSlugStaysWithItsHolder(t *testing.T) {
 	server := testsftp.Start(t)
-	nsOld, nsNew := newNamespace(t), newNamespace(t)
-	slug := "shared-" + nsOld
-	var conns []*v1alpha1.SftpConnection
-	for _, ns := range []string{nsOld, nsNew} {
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	slug := "shared-" + nsA
+	for _, ns := range []string{nsA, nsB} {
 		create(t, passwordSecret(ns, "creds", server.Password))
-		conn := inProcessConnection(ns, "conn", server, "creds")
+	}
+	start := func(ns, name, slug string) *v1alpha1.SftpConnection {
+		conn := inProcessConnection(ns, name, server, "creds")
 		conn.Spec.Slug = slug
 		create(t, conn)
-		conns = append(conns, conn)
 		// Creation times have a one-second resolution: keep them apart so
 		// that "older" is well defined.
 		time.Sleep(1100 * time.Millisecond)
+		return conn
 	}
-	waitForReady(t, conns[0], metav1.ConditionTrue, v1alpha1.ReasonConnected)
-	got := waitForReady(t, conns[1], metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
-	if got.Status.Slug != "" || !strings.Contains(readyCondition(got).Message, nsOld+"/conn") {
-		t.Errorf("status = %+v", got.Status)
+	elder := start(nsB, "elder", "elder-"+nsB)
+	holder := start(nsA, "holder", slug)
+	late := start(nsB, "late", slug)
+	waitForReady(t, holder, metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	got := waitForReady(t, late, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+	if msg := readyCondition(got).Message; got.Status.Slug != "" || strings.Contains(msg, "holder") {
+		t.Errorf("slug %q, message %q: want no slug, and no name from another namespace", got.Status.Slug, msg)
 	}
 
-	// When the holder goes away, the slug passes to the next in line.
-	if err := k8s.Delete(context.Background(), conns[0]); err != nil {
+	patch := client.MergeFrom(elder.DeepCopy())
+	elder.Spec.Slug = slug
+	if err := k8s.Patch(context.Background(), elder, patch); err != nil {
 		t.Fatal(err)
 	}
-	got = waitForReady(t, conns[1], metav1.ConditionTrue, v1alpha1.ReasonConnected)
-	if got.Status.Slug != slug {
+	waitForReady(t, elder, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+	if got := waitForReady(t, holder, metav1.ConditionTrue, v1alpha1.ReasonConnected); got.Status.Slug != slug {
+		t.Fatalf("the holder lost its slug to an older object: %+v", got.Status)
+	}
+
+	if err := k8s.Delete(context.Background(), holder); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitForReady(t, elder, metav1.ConditionTrue, v1alpha1.ReasonConnected); got.Status.Slug != slug {
 		t.Errorf("slug = %q, want %q", got.Status.Slug, slug)
 	}
+	waitForReady(t, late, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
 }
 
 func TestInvalidSpecsAreRejected(t *testing.T) {

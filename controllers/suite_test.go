@@ -1,9 +1,12 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +23,30 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
-// k8s is a client straight to the API server, as kubectl would be.
-var k8s client.Client
+var (
+	// k8s is a client straight to the API server, as kubectl would be.
+	k8s client.Client
+	// managerLogs is everything the manager logged, for tests that check
+	// that no secret shows there.
+	managerLogs syncBuffer
+)
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // TestMain runs one control plane and one manager for the whole package;
 // each test works in a namespace of its own.
@@ -30,7 +55,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, &managerLogs)), zap.UseDevMode(true)))
 	env, err := testcluster.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need, when they are missing:
 # OpenSSH's sshd (the tests start their own on loopback; the system service
-# is never started or touched).
+# is never started or touched), make, and CA certificates for the Go module
+# proxy.
 set -euo pipefail
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v make >/dev/null || missing+=(make)
+[ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=()

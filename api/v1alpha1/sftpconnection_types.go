@@ -40,9 +40,10 @@ const (
 	ReasonSlugConflict          = "SlugConflict"
 )
 
-// AnnotationTestRequestedAt asks for a new connection test: when its value,
-// an RFC 3339 time, is later than status.lastTestTime, the controller tests
-// again (the web UI's "test again" button sets it to the current time).
+// AnnotationTestRequestedAt asks for a new connection test: whenever its
+// value differs from status.lastHandledTestRequest, the controller tests
+// again and records the value there. Any new value works; the current time
+// is the convention (the web UI's "test again" button sets it).
 const AnnotationTestRequestedAt = "sftpgate.dev/test-requested-at"
 
 // SftpConnectionSpec describes one remote SFTP server and how to log in to it.
@@ -206,14 +207,19 @@ type SftpConnectionStatus struct {
 	// +optional
 	Slug string `json:"slug,omitempty"`
 
-	// HostKeyFingerprint is the SHA256 fingerprint of the host key the server
-	// presented in the last successful test. With trust on first use it is
-	// the key every later connection must present.
+	// HostKey is the public host key (authorized_keys format) the server
+	// presented in the last test that got past the host-key check. With
+	// trust on first use it is the key every later connection must present.
+	// +optional
+	HostKey string `json:"hostKey,omitempty"`
+
+	// HostKeyFingerprint is the SHA256 fingerprint of hostKey, as
+	// "ssh-keygen -lf" prints it, for people to compare.
 	// +optional
 	HostKeyFingerprint string `json:"hostKeyFingerprint,omitempty"`
 
-	// HostKeyAddress is the host:port hostKeyFingerprint was seen at.
-	// Trust on first use starts afresh when spec.host or spec.port changes.
+	// HostKeyAddress is the host:port hostKey was seen at. Trust on first
+	// use starts afresh when spec.host or spec.port changes.
 	// +optional
 	HostKeyAddress string `json:"hostKeyAddress,omitempty"`
 
@@ -228,6 +234,11 @@ type SftpConnectionStatus struct {
 	// LastTestTime is when the connection was last tested.
 	// +optional
 	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
+
+	// LastHandledTestRequest is the value of the
+	// sftpgate.dev/test-requested-at annotation the last test answered.
+	// +optional
+	LastHandledTestRequest string `json:"lastHandledTestRequest,omitempty"`
 
 	// CredentialsHash identifies the version of the credentials Secret that
 	// was tested. It changes whenever the Secret does and reveals nothing of

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
@@ -64,8 +65,9 @@ func parsePrivateKey(pem, passphrase []byte) (ssh.Signer, error) {
 
 // CredentialsHash identifies one version of a credentials Secret. It is made
 // from the Secret's UID and resource version, never from its data, so it can
-// be shown in status without helping anyone guess a password.
-func CredentialsHash(secret *corev1.Secret) string {
-	sum := sha256.Sum256([]byte(string(secret.UID) + "/" + secret.ResourceVersion))
+// be shown in status without helping anyone guess a password, and computed
+// from the Secret's metadata alone.
+func CredentialsHash(secret metav1.Object) string {
+	sum := sha256.Sum256([]byte(string(secret.GetUID()) + "/" + secret.GetResourceVersion()))
 	return "sha256:" + hex.EncodeToString(sum[:16])
 }

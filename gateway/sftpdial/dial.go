@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,9 +47,17 @@ type Target struct {
 	timeout time.Duration
 }
 
+// TargetOption changes how a Target dials.
+type TargetOption func(*Target)
+
+// RecordFirstUse lets the dial accept any host key while the connection has
+// none pinned or recorded, so that the caller can record it (trust on first
+// use). Only the connection test uses it.
+func RecordFirstUse(t *Target) { t.trust.recordFirstUse = true }
+
 // NewTarget prepares a dial of conn with the credentials in secret. It fails
 // with an *Error when the Secret or the host-key trust cannot be used.
-func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, error) {
+func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret, opts ...TargetOption) (*Target, error) {
 	auth, err := authMethods(secret)
 	if err != nil {
 		return nil, err
@@ -57,7 +66,7 @@ func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, e
 	if err != nil {
 		return nil, err
 	}
-	return &Target{
+	t := &Target{
 		addr: Address(conn),
 		config: &ssh.ClientConfig{
 			User:              conn.Spec.Username,
@@ -67,7 +76,11 @@ func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret) (*Target, e
 		},
 		trust:   trust,
 		timeout: conn.Spec.Limits.ConnectTimeoutOrDefault(),
-	}, nil
+	}
+	for _, opt := range opts {
+		opt(t)
+	}
+	return t, nil
 }
 
 // Address is the host:port a connection dials.
@@ -83,8 +96,8 @@ func Address(conn *v1alpha1.SftpConnection) string {
 type Session struct {
 	SSH  *ssh.Client
 	SFTP *sftp.Client
-	// HostKeyFingerprint is the SHA256 fingerprint of the server's host key.
-	HostKeyFingerprint string
+	// HostKey is the host key the server presented and we accepted.
+	HostKey ssh.PublicKey
 	// ServerVersion is the SSH version string the server announced.
 	ServerVersion string
 }
@@ -102,13 +115,16 @@ type Dialer struct {
 // Dial connects, verifies the host key, authenticates and opens the SFTP
 // subsystem, all within the target's connect timeout and ctx. Failures are
 // *Error values whose Reason says which step failed.
-func (d *Dialer) Dial(ctx context.Context, t *Target) (*Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
+	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
 	addr := t.addr
 	nd := net.Dialer{ControlContext: d.control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if parent.Err() != nil {
+			return nil, parent.Err()
+		}
 		return nil, d.networkError(err, addr, t.timeout)
 	}
 	// The SSH handshake and SFTP start have no context of their own: the
@@ -117,40 +133,63 @@ func (d *Dialer) Dial(ctx context.Context, t *Target) (*Session, error) {
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 
-	var fingerprint string
+	// The callback runs again on every key re-exchange, in another goroutine.
+	var (
+		mu        sync.Mutex
+		presented ssh.PublicKey
+	)
 	config := *t.config
 	config.HostKeyCallback = func(_ string, _ net.Addr, key ssh.PublicKey) error {
-		fingerprint = ssh.FingerprintSHA256(key)
+		mu.Lock()
+		defer mu.Unlock()
+		if presented == nil {
+			presented = key
+		}
 		return t.trust.check(key)
+	}
+	failed := func(err error) error {
+		switch {
+		case parent.Err() != nil: // cancelled by the caller, not a server's fault
+			return parent.Err()
+		case ctx.Err() != nil, isTimeout(err):
+			return timeoutError(addr, t.timeout, err)
+		}
+		return nil
 	}
 	sshConn, chans, reqs, err := ssh.NewClientConn(conn, addr, &config)
 	if err != nil {
 		_ = conn.Close()
-		if ctx.Err() != nil || isTimeout(err) {
-			return nil, timeoutError(addr, t.timeout, err)
+		if ferr := failed(err); ferr != nil {
+			return nil, ferr
 		}
 		return nil, handshakeError(err, addr, t.config.User)
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
 	sftpClient, err := sftp.NewClient(client)
+	if err == nil {
+		// Clear the deadline before checking that ctx has not fired: a
+		// deadline passing in between would break the session we return.
+		_ = conn.SetDeadline(time.Time{})
+		if !stop() {
+			_ = sftpClient.Close()
+			err = ctx.Err()
+		}
+	}
 	if err != nil {
 		_ = client.Close()
-		if ctx.Err() != nil || isTimeout(err) {
-			return nil, timeoutError(addr, t.timeout, err)
+		if ferr := failed(err); ferr != nil {
+			return nil, ferr
 		}
 		return nil, &Error{Reason: v1alpha1.ReasonSFTPUnavailable, Err: err,
 			Message: fmt.Sprintf("logged in to %s, but the server did not start the SFTP subsystem: %v", addr, err)}
 	}
-	if !stop() {
-		_ = client.Close()
-		return nil, timeoutError(addr, t.timeout, ctx.Err())
-	}
-	_ = conn.SetDeadline(time.Time{})
+	mu.Lock()
+	defer mu.Unlock()
 	return &Session{
-		SSH:                client,
-		SFTP:               sftpClient,
-		HostKeyFingerprint: fingerprint,
-		ServerVersion:      string(sshConn.ServerVersion()),
+		SSH:           client,
+		SFTP:          sftpClient,
+		HostKey:       presented,
+		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil
 }
 

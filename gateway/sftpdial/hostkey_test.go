@@ -31,34 +31,39 @@ func line(k ssh.PublicKey) string { return strings.TrimSpace(string(ssh.MarshalA
 
 func TestHostKeyTrust(t *testing.T) {
 	server, other := newKey(t), newKey(t)
-	conn := func(trusted []string, insecure bool, recorded, recordedAt string) *v1alpha1.SftpConnection {
+	conn := func(trusted []string, insecure bool, recorded ssh.PublicKey, recordedAt string) *v1alpha1.SftpConnection {
 		c := &v1alpha1.SftpConnection{}
 		c.Spec.Host, c.Spec.Port = "sftp.example.com", 22
 		c.Spec.HostKey = v1alpha1.HostKeyTrust{Trusted: trusted, InsecureSkipVerify: insecure}
-		c.Status.HostKeyFingerprint, c.Status.HostKeyAddress = recorded, recordedAt
+		if recorded != nil {
+			c.Status.HostKey, c.Status.HostKeyAddress = line(recorded), recordedAt
+		}
 		return c
 	}
 	here := "sftp.example.com:22"
 	cases := []struct {
 		name   string
 		conn   *v1alpha1.SftpConnection
+		record bool // the connection test may record a first key
 		accept bool
 	}{
-		{"first use accepts", conn(nil, false, "", ""), true},
-		{"first use then same key", conn(nil, false, ssh.FingerprintSHA256(server), here), true},
-		{"first use then other key", conn(nil, false, ssh.FingerprintSHA256(other), here), false},
-		{"recorded for another address starts afresh", conn(nil, false, ssh.FingerprintSHA256(other), "old.example.com:22"), true},
-		{"pinned key", conn([]string{line(other), line(server) + " comment"}, false, "", ""), true},
-		{"pinned fingerprint", conn([]string{ssh.FingerprintSHA256(server)}, false, "", ""), true},
-		{"pinned other key", conn([]string{line(other)}, false, "", ""), false},
-		{"pin wins over first use", conn([]string{line(server)}, false, ssh.FingerprintSHA256(other), here), true},
-		{"insecure accepts anything", conn(nil, true, ssh.FingerprintSHA256(other), here), true},
+		{"first use: the test accepts and records", conn(nil, false, nil, ""), true, true},
+		{"first use: the gateway refuses an unseen key", conn(nil, false, nil, ""), false, false},
+		{"recorded, same key", conn(nil, false, server, here), false, true},
+		{"recorded, other key", conn(nil, false, other, here), true, false},
+		{"recorded for another address starts afresh", conn(nil, false, other, "old.example.com:22"), true, true},
+		{"pinned key", conn([]string{line(other), line(server) + " comment"}, false, nil, ""), false, true},
+		{"pinned fingerprint", conn([]string{ssh.FingerprintSHA256(server)}, false, nil, ""), false, true},
+		{"pinned other key", conn([]string{line(other)}, false, nil, ""), true, false},
+		{"pin wins over first use", conn([]string{line(server)}, false, other, here), false, true},
+		{"insecure accepts anything", conn(nil, true, other, here), false, true},
 	}
 	for _, tc := range cases {
 		trust, err := newHostKeyTrust(tc.conn)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		trust.recordFirstUse = tc.record
 		err = trust.check(server)
 		var mismatch *hostKeyMismatchError
 		if tc.accept && err != nil || !tc.accept && !errors.As(err, &mismatch) {
@@ -82,6 +87,12 @@ func TestPinnedKeysChooseHostKeyAlgorithms(t *testing.T) {
 	want := []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA, ssh.KeyAlgoED25519}
 	if got := trust.algorithms(); !slices.Equal(got, want) {
 		t.Errorf("algorithms = %v, want %v", got, want)
+	}
+	// A key recorded on first use is asked for by its type, too.
+	tofu := &v1alpha1.SftpConnection{}
+	tofu.Status.HostKey, tofu.Status.HostKeyAddress = line(rsaPub), Address(tofu)
+	if trust, _ = newHostKeyTrust(tofu); !slices.Equal(trust.algorithms(), want[:3]) {
+		t.Errorf("algorithms for a recorded RSA key = %v", trust.algorithms())
 	}
 	// A fingerprint does not say the key's type: leave the choice open.
 	c.Spec.HostKey.Trusted = append(c.Spec.HostKey.Trusted, ssh.FingerprintSHA256(rsaPub))

@@ -70,12 +70,25 @@ func networkNames() []string {
 	return names
 }
 
-// Check returns a *DeniedError when addr lies in a denied network.
+// nat64 is the well-known NAT64 prefix (RFC 6052), whose addresses carry an
+// IPv4 address in their last four bytes: 64:ff9b::a9fe:a9fe reaches
+// 169.254.169.254 through a NAT64 gateway.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// Check returns a *DeniedError when addr, or the IPv4 address it carries
+// (IPv4-mapped or NAT64), lies in a denied network.
 func (p Policy) Check(addr netip.Addr) error {
-	addr = addr.Unmap()
-	for _, d := range p.denied {
-		if d.prefix.Contains(addr) {
-			return &DeniedError{Addr: addr, Network: d.name}
+	addr = addr.WithZone("").Unmap()
+	candidates := []netip.Addr{addr}
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		candidates = append(candidates, netip.AddrFrom4([4]byte(b[12:])))
+	}
+	for _, a := range candidates {
+		for _, d := range p.denied {
+			if d.prefix.Contains(a) {
+				return &DeniedError{Addr: addr, Network: d.name}
+			}
 		}
 	}
 	return nil

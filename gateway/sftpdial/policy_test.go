@@ -1,9 +1,15 @@
 package sftpdial
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
 func TestPolicy(t *testing.T) {
@@ -12,18 +18,20 @@ func TestPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]string{
-		"169.254.169.254":  "link-local",
-		"fe80::1":          "link-local",
-		"100.100.100.200":  "metadata",
-		"127.0.0.1":        "loopback",
-		"::ffff:127.0.0.1": "loopback", // IPv4-mapped addresses are checked as IPv4
-		"::1":              "loopback",
-		"0.0.0.0":          "unspecified",
-		"224.0.0.1":        "multicast",
-		"203.0.113.7":      "203.0.113.0/24",
-		"10.1.2.3":         "", // private ranges are allowed unless denied
-		"192.0.2.1":        "",
-		"2001:db8::1":      "",
+		"169.254.169.254":    "link-local",
+		"fe80::1":            "link-local",
+		"100.100.100.200":    "metadata",
+		"127.0.0.1":          "loopback",
+		"::ffff:127.0.0.1":   "loopback", // IPv4-mapped addresses are checked as IPv4
+		"::1":                "loopback",
+		"fe80::1%eth0":       "link-local", // zones do not hide an address
+		"64:ff9b::a9fe:a9fe": "link-local", // NAT64 of 169.254.169.254
+		"0.0.0.0":            "unspecified",
+		"224.0.0.1":          "multicast",
+		"203.0.113.7":        "203.0.113.0/24",
+		"10.1.2.3":           "", // private ranges are allowed unless denied
+		"192.0.2.1":          "",
+		"2001:db8::1":        "",
 	}
 	for addr, want := range cases {
 		err := policy.Check(netip.MustParseAddr(addr))
@@ -47,5 +55,21 @@ func TestParsePolicyRejectsUnknownNames(t *testing.T) {
 	}
 	if p, err := ParsePolicy(""); err != nil || p.Check(netip.MustParseAddr("127.0.0.1")) != nil {
 		t.Errorf("an empty list must deny nothing: %v", err)
+	}
+}
+
+// TestDialChecksTheResolvedAddress: a host name is refused for the address
+// it resolves to, not let through because it is a name.
+func TestDialChecksTheResolvedAddress(t *testing.T) {
+	policy, err := ParsePolicy(DefaultDeniedNetworks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dialer{Policy: policy}
+	target := &Target{addr: "localhost:22", config: &ssh.ClientConfig{}, trust: &hostKeyTrust{}, timeout: 5 * time.Second}
+	_, err = d.Dial(context.Background(), target)
+	var dialErr *Error
+	if !errors.As(err, &dialErr) || dialErr.Reason != v1alpha1.ReasonDestinationNotAllowed {
+		t.Fatalf("dialling localhost: %v, want reason %s", err, v1alpha1.ReasonDestinationNotAllowed)
 	}
 }

@@ -1,6 +1,6 @@
 // Package testcluster starts a real kube-apiserver and etcd (controller-
 // runtime's envtest) with sftpgate's CRDs installed. The binaries come from
-// KUBEBUILDER_ASSETS, or else from the newest build of hack/control-plane.sh
+// KUBEBUILDER_ASSETS, or else from the latest build of hack/control-plane.sh
 // under the repository's bin/k8s/ (make envtest builds them).
 package testcluster
 
@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -28,8 +29,7 @@ func Start() (*envtest.Environment, error) {
 		if len(builds) == 0 {
 			return nil, errors.New("no kube-apiserver: run 'make envtest' (or 'make test', which does) to build the control plane")
 		}
-		slices.Sort(builds)
-		assets = filepath.Dir(builds[len(builds)-1])
+		assets = filepath.Dir(slices.MaxFunc(builds, func(a, b string) int { return modTime(a).Compare(modTime(b)) }))
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -41,6 +41,14 @@ func Start() (*envtest.Environment, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	return env, nil
+}
+
+func modTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // repoRoot finds the directory of go.mod above the working directory, which
