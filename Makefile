@@ -60,7 +60,7 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 
 .PHONY: test
 test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./... -count=1
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race ./... -count=1
 
 ##@ Build
 

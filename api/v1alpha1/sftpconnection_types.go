@@ -70,9 +70,9 @@ type SftpConnectionSpec struct {
 	Credentials Credentials `json:"credentials"`
 
 	// HostKey says which host keys the server may present. When it names no
-	// keys, the first successful test records the server's key fingerprint in
-	// status.hostKeyFingerprint and every later connection must present it
-	// (trust on first use).
+	// keys, the first connection test records the server's key in
+	// status.hostKey and every later connection must present it (trust on
+	// first use); the gateway never connects before that.
 	// +optional
 	HostKey HostKeyTrust `json:"hostKey,omitempty"`
 
@@ -85,10 +85,11 @@ type SftpConnectionSpec struct {
 	RootPath string `json:"rootPath,omitempty"`
 
 	// Slug is the path segment the gateway serves this connection under:
-	// POST {base}/<slug>/<command>. It is unique across the cluster: when two
-	// connections claim the same slug, the older one keeps it and the newer
-	// one is not Ready (reason SlugConflict). Defaults to metadata.name.
-	// Names the gateway uses for its own endpoints are reserved.
+	// POST {base}/<slug>/<command>. It is unique across the cluster: a slug
+	// stays with the connection serving it, and any other connection that
+	// claims it is not Ready (reason SlugConflict) until it is free; then the
+	// oldest claim gets it. Defaults to metadata.name. Names the gateway uses
+	// for its own endpoints are reserved.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
