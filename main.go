@@ -18,7 +18,7 @@ var subcommands = []struct {
 	name, summary string
 	run           func(ctx context.Context, args []string) error
 }{
-	{"manager", "run the controllers that test SftpConnections", controllers.RunManager},
+	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 }
 
 func usage() {

@@ -53,11 +53,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
 }
 
-// Setup adds the controllers to mgr.
+// Setup adds the controllers to mgr: connection tests and API keys.
 func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	policy, err := sftpdial.ParsePolicy(o.DeniedNetworks)
 	if err != nil {
 		return fmt.Errorf("--denied-networks: %w", err)
+	}
+	if err := (&ApiKeyReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("apikey-controller"),
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return err
 	}
 	return (&SftpConnectionReconciler{
 		Client:             mgr.GetClient(),

@@ -8,12 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/crypto/ssh"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,15 +80,12 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.patchStatus(ctx, before, &conn); err != nil {
-		if apierrors.IsConflict(err) {
-			// Read from a cache that had not yet seen our last write (or
-			// someone else's): try again with the fresh object.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
+	transitioned, err := patchStatus(ctx, r.Client, r.Recorder, before, &conn)
+	if transitioned && conn.Spec.HostKey.InsecureSkipVerify && meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
+		r.Recorder.Eventf(&conn, nil, corev1.EventTypeWarning, "HostKeyNotVerified", "ConnectionTest",
+			"the server's host key is not verified (spec.hostKey.insecureSkipVerify): the connection can be intercepted")
 	}
-	return result, nil
+	return finish(result, err)
 }
 
 func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection) (ctrl.Result, error) {
@@ -222,56 +217,6 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 			"%s did not answer a stat of rootPath within %s", sftpdial.Address(conn), timeout)}
 	}
 	return root, session, err
-}
-
-func setReady(conn *v1alpha1.SftpConnection, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&conn.Status.Conditions, metav1.Condition{
-		Type:               v1alpha1.ConditionReady,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: conn.Generation,
-	})
-}
-
-// patchStatus writes the status if it changed, and emits an event when the
-// Ready condition moved to another status or reason.
-func (r *SftpConnectionReconciler) patchStatus(ctx context.Context, before, conn *v1alpha1.SftpConnection) error {
-	if equality.Semantic.DeepEqual(before.Status, conn.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, conn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
-	}
-	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
-	now := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
-		return nil
-	}
-	eventType := corev1.EventTypeWarning
-	if now.Status == metav1.ConditionTrue {
-		eventType = corev1.EventTypeNormal
-	}
-	r.Recorder.Eventf(conn, nil, eventType, now.Reason, "ConnectionTest", "%s", eventNote(now.Message))
-	if now.Status == metav1.ConditionTrue && conn.Spec.HostKey.InsecureSkipVerify {
-		r.Recorder.Eventf(conn, nil, corev1.EventTypeWarning, "HostKeyNotVerified", "ConnectionTest",
-			"the server's host key is not verified (spec.hostKey.insecureSkipVerify): the connection can be intercepted")
-	}
-	return nil
-}
-
-// eventNote fits a message into an event's note, which the API server
-// limits to 1 KiB.
-func eventNote(message string) string {
-	const limit = 1024
-	if len(message) <= limit {
-		return message
-	}
-	cut := limit - len("…")
-	for !utf8.RuneStart(message[cut]) {
-		cut--
-	}
-	return message[:cut] + "…"
 }
 
 // slugHolder returns the connection that holds conn's slug when it is not

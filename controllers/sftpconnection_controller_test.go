@@ -82,41 +82,41 @@ func requestTest(t *testing.T, conn *v1alpha1.SftpConnection) {
 	}
 }
 
-// waitForEvent waits for an event about conn with the given reason and
+// waitForEvent waits for an event about obj with the given reason and
 // returns its note.
-func waitForEvent(t *testing.T, conn *v1alpha1.SftpConnection, eventType, reason string) string {
+func waitForEvent(t *testing.T, obj client.Object, eventType, reason string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var list eventsv1.EventList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(conn.Namespace)); err != nil {
+		if err := k8s.List(context.Background(), &list, client.InNamespace(obj.GetNamespace())); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == conn.Name && e.Type == eventType && e.Reason == reason {
+			if e.Regarding.UID == obj.GetUID() && e.Type == eventType && e.Reason == reason {
 				return e.Note
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s event %q for %s", eventType, reason, conn.Name)
+			t.Fatalf("no %s event %q for %s", eventType, reason, obj.GetName())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// assertNoSecret fails if a secret value shows in the connection's status,
-// its events or the manager's logs.
-func assertNoSecret(t *testing.T, conn *v1alpha1.SftpConnection, secret string) {
+// assertNoSecret fails if a secret value shows in the object's status, the
+// events of its namespace or the manager's logs.
+func assertNoSecret(t *testing.T, obj client.Object, secret string) {
 	t.Helper()
-	status, _ := json.Marshal(conn.Status)
+	status, _ := json.Marshal(obj)
 	var list eventsv1.EventList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(conn.Namespace)); err != nil {
+	if err := k8s.List(context.Background(), &list, client.InNamespace(obj.GetNamespace())); err != nil {
 		t.Fatal(err)
 	}
 	events, _ := json.Marshal(list.Items)
-	for where, text := range map[string]string{"status": string(status), "events": string(events), "logs": managerLogs.String()} {
+	for where, text := range map[string]string{"object": string(status), "events": string(events), "logs": managerLogs.String()} {
 		if strings.Contains(text, secret) {
-			t.Fatalf("a secret value appears in the %s of %s", where, conn.Name)
+			t.Fatalf("a secret value appears in the %s of %s", where, obj.GetName())
 		}
 	}
 }

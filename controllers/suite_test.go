@@ -20,6 +20,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
@@ -29,6 +30,9 @@ var (
 	// managerLogs is everything the manager logged, for tests that check
 	// that no secret shows there.
 	managerLogs syncBuffer
+	// authorizer decides requests from the manager's cache, as the gateway
+	// does from its own.
+	authorizer *apikeys.Authorizer
 )
 
 type syncBuffer struct {
@@ -84,6 +88,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := apikeys.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	authorizer = &apikeys.Authorizer{Reader: mgr.GetClient()}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
@@ -112,22 +121,28 @@ func create(t *testing.T, obj client.Object) {
 	}
 }
 
-// waitFor polls until cond holds for the connection, or fails after 30s
-// with its last status.
-func waitFor(t *testing.T, conn *v1alpha1.SftpConnection, what string, cond func(*v1alpha1.SftpConnection) bool) *v1alpha1.SftpConnection {
+// conditioned are the objects whose Ready condition tests wait for.
+type conditioned interface {
+	client.Object
+	GetConditions() *[]metav1.Condition
+}
+
+// waitFor polls until cond holds for obj (re-read into obj), or fails after
+// 30s with its last state.
+func waitFor[T conditioned](t *testing.T, obj T, what string, cond func(T) bool) T {
 	t.Helper()
-	key := client.ObjectKeyFromObject(conn)
+	key := client.ObjectKeyFromObject(obj)
 	deadline := time.Now().Add(30 * time.Second)
-	var got v1alpha1.SftpConnection
 	for {
-		if err := k8s.Get(context.Background(), key, &got); err != nil {
+		got := obj.DeepCopyObject().(T)
+		if err := k8s.Get(context.Background(), key, got); err != nil {
 			t.Fatal(err)
 		}
-		if cond(&got) {
-			return &got
+		if cond(got) {
+			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out waiting until %s; status: %+v", key, what, got.Status)
+			t.Fatalf("%s: timed out waiting until %s; conditions: %+v", key, what, *got.GetConditions())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -135,15 +150,15 @@ func waitFor(t *testing.T, conn *v1alpha1.SftpConnection, what string, cond func
 
 // waitForReady waits until the Ready condition, for the current generation,
 // has the given status and reason.
-func waitForReady(t *testing.T, conn *v1alpha1.SftpConnection, status metav1.ConditionStatus, reason string) *v1alpha1.SftpConnection {
+func waitForReady[T conditioned](t *testing.T, obj T, status metav1.ConditionStatus, reason string) T {
 	t.Helper()
-	return waitFor(t, conn, fmt.Sprintf("Ready=%s/%s", status, reason), func(c *v1alpha1.SftpConnection) bool {
-		ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
-		return ready != nil && ready.ObservedGeneration == c.Generation &&
+	return waitFor(t, obj, fmt.Sprintf("Ready=%s/%s", status, reason), func(o T) bool {
+		ready := meta.FindStatusCondition(*o.GetConditions(), v1alpha1.ConditionReady)
+		return ready != nil && ready.ObservedGeneration == o.GetGeneration() &&
 			ready.Status == status && ready.Reason == reason
 	})
 }
 
-func readyCondition(c *v1alpha1.SftpConnection) *metav1.Condition {
-	return meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+func readyCondition(o conditioned) *metav1.Condition {
+	return meta.FindStatusCondition(*o.GetConditions(), v1alpha1.ConditionReady)
 }

@@ -1,5 +1,6 @@
 // Package v1alpha1 contains the sftpgate.dev/v1alpha1 API: SftpConnection,
-// one remote SFTP server the gateway serves under a slug.
+// one remote SFTP server the gateway serves under a slug, and ApiKey, a
+// bearer token for the gateway.
 // +kubebuilder:object:generate=true
 // +groupName=sftpgate.dev
 package v1alpha1
@@ -24,6 +25,7 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&SftpConnection{}, &SftpConnectionList{},
+		&ApiKey{}, &ApiKeyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -280,6 +280,9 @@ func (c *SftpConnection) EffectiveSlug() string {
 	return c.Name
 }
 
+// GetConditions gives the controllers' shared status code the conditions.
+func (c *SftpConnection) GetConditions() *[]metav1.Condition { return &c.Status.Conditions }
+
 // +kubebuilder:object:root=true
 
 // SftpConnectionList is a list of SftpConnections.

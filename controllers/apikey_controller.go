@@ -1,0 +1,264 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+)
+
+// IndexTokenSecret is the cache index of ApiKeys by the name of the
+// existing Secret their token is read from.
+const IndexTokenSecret = "sftpgate.dev/token-secret" //nolint:gosec // an index name, not a credential
+
+// ApiKeyReconciler issues tokens for ApiKeys and keeps only their hash in
+// status, which is all the gateway reads.
+type ApiKeyReconciler struct {
+	// Client reads ApiKeys from the cache and writes Secrets and status.
+	Client client.Client
+	// APIReader reads Secrets from the API server: their data is never cached.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+
+// Reconcile issues or reads the key's token and records whether the key works.
+func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var key v1alpha1.ApiKey
+	if err := r.Client.Get(ctx, req.NamespacedName, &key); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !key.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := key.DeepCopy()
+	result, err := r.reconcile(ctx, &key)
+	if err != nil {
+		return finish(ctrl.Result{}, err)
+	}
+	_, err = patchStatus(ctx, r.Client, r.Recorder, before, &key)
+	return finish(result, err)
+}
+
+func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) (ctrl.Result, error) {
+	key.Status.ObservedGeneration = key.Generation
+	var (
+		known bool
+		err   error
+	)
+	switch token := key.Spec.Token; {
+	case token.SHA256 != "":
+		recordToken(key, token.SHA256, cmp.Or(token.KeyID, token.SHA256[:8]), "")
+		known = true
+	case token.ExistingSecret != nil:
+		known, err = r.readExistingSecret(ctx, key)
+	default:
+		known, err = r.issueIntoSecret(ctx, key)
+	}
+	if err != nil || !known {
+		return ctrl.Result{}, err
+	}
+
+	expires := key.Spec.ExpiresAt
+	switch {
+	case key.Spec.Disabled:
+		setReady(key, metav1.ConditionFalse, v1alpha1.ReasonDisabled, fmt.Sprintf("key %s is disabled (spec.disabled)", key.Status.KeyID))
+	case expires != nil && !time.Now().Before(expires.Time):
+		setReady(key, metav1.ConditionFalse, v1alpha1.ReasonExpired, fmt.Sprintf("key %s expired at %s", key.Status.KeyID, expires.UTC().Format(time.RFC3339)))
+	default:
+		setReady(key, metav1.ConditionTrue, v1alpha1.ReasonIssued, fmt.Sprintf("key %s may use %s", key.Status.KeyID, describeScope(&key.Spec)))
+		if expires != nil {
+			// Flip to Expired when the time comes, without an edit.
+			return ctrl.Result{RequeueAfter: time.Until(expires.Time) + time.Second}, nil
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// recordToken puts a token's hash and key id in status; issuedAt moves only
+// when the token changes.
+func recordToken(key *v1alpha1.ApiKey, hash, keyID, secretName string) {
+	if key.Status.TokenSHA256 != hash || key.Status.IssuedAt == nil {
+		now := metav1.Now()
+		key.Status.IssuedAt = &now
+	}
+	key.Status.TokenSHA256, key.Status.KeyID, key.Status.SecretName = hash, keyID, secretName
+}
+
+// clearToken forgets a token that no longer works, so the gateway stops
+// accepting it at once.
+func clearToken(key *v1alpha1.ApiKey, reason, message string) {
+	key.Status.TokenSHA256, key.Status.KeyID, key.Status.IssuedAt = "", "", nil
+	setReady(key, metav1.ConditionFalse, reason, message)
+}
+
+// issueIntoSecret makes sure the Secret the key owns holds a token: it
+// creates the Secret with a new token if there is none, rotates the token
+// when asked to, and otherwise leaves the token alone.
+func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.ApiKey) (bool, error) {
+	name := cmp.Or(key.Spec.Token.SecretName, key.Name)
+	rotation := key.Annotations[v1alpha1.AnnotationRotateRequestedAt]
+	var secret corev1.Secret
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.createSecret(ctx, key, name, rotation)
+	case err != nil:
+		return false, err
+	case !metav1.IsControlledBy(&secret, key):
+		clearToken(key, v1alpha1.ReasonSecretNotOwned, fmt.Sprintf(
+			"Secret %q exists and does not belong to this ApiKey; sftpgate never overwrites it: delete it or choose another spec.token.secretName", name))
+		return false, nil
+	case secret.Annotations[v1alpha1.AnnotationRotateRequestedAt] != rotation:
+		// The Secret remembers which request its token answers, so a
+		// rotation happens once even if writing status fails afterwards.
+		token, keyID := apikeys.NewToken()
+		secret.Data = map[string][]byte{v1alpha1.SecretKeyToken: []byte(token)}
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, rotation)
+		// Update carries the resource version read: a concurrent rotation
+		// conflicts instead of issuing a second token.
+		if err := r.Client.Update(ctx, &secret); err != nil {
+			return false, err
+		}
+		r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "TokenRotated", "Reconcile",
+			"issued key %s into Secret %q; the previous token no longer works", keyID, name)
+	}
+	token := strings.TrimSpace(string(secret.Data[v1alpha1.SecretKeyToken]))
+	if err := apikeys.Validate(token); err != nil {
+		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf(
+			"Secret %q, key %q: %v; rotate the key to issue a new token", name, v1alpha1.SecretKeyToken, err))
+		return false, nil
+	}
+	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), name)
+	key.Status.LastHandledRotateRequest = rotation
+	return true, nil
+}
+
+func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (bool, error) {
+	token, keyID := apikeys.NewToken()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace,
+			Name:      name,
+			Labels:    map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy, v1alpha1.LabelApiKey: key.Name},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{v1alpha1.SecretKeyToken: []byte(token)},
+	}
+	if rotation != "" {
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, rotation)
+	}
+	if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
+		return false, err
+	}
+	// Create is the one step that issues a token: of two reconciles racing
+	// here, one gets AlreadyExists and retries, reading the winner's token.
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return false, err
+	}
+	r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "TokenIssued", "Reconcile", "issued key %s into Secret %q", keyID, name)
+	recordToken(key, apikeys.Hash(token), keyID, name)
+	key.Status.LastHandledRotateRequest = rotation
+	return true, nil
+}
+
+// readExistingSecret hashes the token in a Secret the user provides.
+func (r *ApiKeyReconciler) readExistingSecret(ctx context.Context, key *v1alpha1.ApiKey) (bool, error) {
+	ref := key.Spec.Token.ExistingSecret
+	field := cmp.Or(ref.Key, v1alpha1.SecretKeyToken)
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: ref.Name}, &secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		clearToken(key, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+			"Secret %q does not exist in namespace %q; the key works as soon as it is created", ref.Name, key.Namespace))
+		return false, nil
+	}
+	raw, ok := secret.Data[field]
+	if !ok {
+		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q has no key %q", ref.Name, field))
+		return false, nil
+	}
+	token := strings.TrimSpace(string(raw))
+	if err := apikeys.Validate(token); err != nil {
+		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q, key %q: %v", ref.Name, field, err))
+		return false, nil
+	}
+	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), ref.Name)
+	return true, nil
+}
+
+// describeScope says in words what a key may do.
+func describeScope(spec *v1alpha1.ApiKeySpec) string {
+	connections := "every SftpConnection in its namespace"
+	if len(spec.Connections) > 0 {
+		connections = "SftpConnections " + strings.Join(spec.Connections, ", ")
+	}
+	switch {
+	case spec.ReadOnly:
+		return connections + ", read-only"
+	case len(spec.Commands) > 0:
+		commands := make([]string, len(spec.Commands))
+		for i, c := range spec.Commands {
+			commands[i] = string(c)
+		}
+		return connections + ", commands " + strings.Join(commands, ", ")
+	}
+	return connections + ", all commands"
+}
+
+// SetupWithManager watches ApiKeys and the metadata of Secrets: those the
+// keys own (a deleted one is issued again) and those they read.
+func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenSecret, func(o client.Object) []string {
+		if ref := o.(*v1alpha1.ApiKey).Spec.Token.ExistingSecret; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ApiKey{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.keysOfSecret)).
+		Complete(r)
+}
+
+func (r *ApiKeyReconciler) keysOfSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	var requests []reconcile.Request
+	if owner := metav1.GetControllerOf(secret); owner != nil && owner.Kind == "ApiKey" && owner.APIVersion == v1alpha1.GroupVersion.String() {
+		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: secret.GetNamespace(), Name: owner.Name}})
+	}
+	var list v1alpha1.ApiKeyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(secret.GetNamespace()),
+		client.MatchingFields{IndexTokenSecret: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing API keys by Secret")
+		return requests
+	}
+	for _, k := range list.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
+	}
+	return requests
+}

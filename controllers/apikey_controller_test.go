@@ -1,0 +1,329 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+)
+
+func apiKey(ns, name string, mutate ...func(*v1alpha1.ApiKey)) *v1alpha1.ApiKey {
+	k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, m := range mutate {
+		m(k)
+	}
+	return k
+}
+
+// tokenIn reads the token of a Secret, as `kubectl get secret -o jsonpath`
+// would.
+func tokenIn(t *testing.T, ns, name string) (string, *corev1.Secret) {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return string(s.Data[v1alpha1.SecretKeyToken]), &s
+}
+
+// waitForHash waits until the key's status matches token.
+func waitForHash(t *testing.T, key *v1alpha1.ApiKey, token string) *v1alpha1.ApiKey {
+	t.Helper()
+	return waitFor(t, key, "status.tokenSHA256 matches the token", func(k *v1alpha1.ApiKey) bool {
+		return k.Status.TokenSHA256 == apikeys.Hash(token)
+	})
+}
+
+// authorize runs the gateway's decision from the manager's cache, waiting
+// until the cache has caught up with the key's state.
+func authorize(t *testing.T, token, ns, conn string, command v1alpha1.Command, want error) {
+	t.Helper()
+	target := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: conn}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := authorizer.Authorize(context.Background(), token, target, command)
+		if errors.Is(err, want) || (want == nil && err == nil) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Authorize(%s/%s, %s) = %v, want %v", ns, conn, command, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestGeneratedKey(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "ci")
+	create(t, key)
+
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, secret := tokenIn(t, ns, "ci")
+	if !strings.HasPrefix(token, "sgk_"+got.Status.KeyID+"_") {
+		t.Errorf("token does not carry key id %q", got.Status.KeyID)
+	}
+	if got.Status.TokenSHA256 != apikeys.Hash(token) || got.Status.SecretName != "ci" || got.Status.IssuedAt == nil {
+		t.Errorf("status = %+v", got.Status)
+	}
+	// envtest runs no garbage collector: assert the reference that makes
+	// the Secret go with its ApiKey.
+	if owner := metav1.GetControllerOf(secret); owner == nil || owner.UID != got.UID || owner.Kind != "ApiKey" {
+		t.Errorf("Secret's controller reference = %+v", owner)
+	}
+	if secret.Labels[v1alpha1.LabelManagedBy] != "sftpgate" || secret.Labels[v1alpha1.LabelApiKey] != "ci" {
+		t.Errorf("Secret labels = %v", secret.Labels)
+	}
+	waitForEvent(t, got, corev1.EventTypeNormal, "TokenIssued")
+	assertNoSecret(t, got, token)
+	authorize(t, token, ns, "anything", v1alpha1.CommandWrite, nil)
+}
+
+// TestIssueIsIdempotent runs many reconcilers at once on one key, besides
+// the manager's, then a fresh one as after a restart: exactly one token is
+// ever issued.
+func TestIssueIsIdempotent(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "racy")
+	create(t, key)
+
+	recorder := events.NewFakeRecorder(100)
+	reconcileOnce := func() {
+		r := &controllers.ApiKeyReconciler{Client: k8s, APIReader: k8s, Recorder: recorder}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(key)}); err != nil {
+			t.Error(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(reconcileOnce)
+	}
+	wg.Wait()
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, secret := tokenIn(t, ns, "racy")
+	got = waitForHash(t, got, token)
+
+	reconcileOnce() // a new manager's first pass
+	after, secretAfter := tokenIn(t, ns, "racy")
+	final := waitForHash(t, got, after)
+	if after != token || secretAfter.ResourceVersion != secret.ResourceVersion || !final.Status.IssuedAt.Equal(got.Status.IssuedAt) {
+		t.Errorf("the token was issued again")
+	}
+}
+
+func TestExistingSecret(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "byo", func(k *v1alpha1.ApiKey) {
+		k.Spec.Token.ExistingSecret = &v1alpha1.SecretKeySelector{Name: "sealed", Key: "api-key"}
+	})
+	create(t, key)
+	waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+
+	first := strings.Repeat("0123456789abcdef", 3)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sealed"},
+		StringData: map[string]string{"api-key": first + "\n"}}
+	create(t, secret)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	waitForHash(t, got, first)
+	if got.Status.KeyID != apikeys.Hash(first)[:8] {
+		t.Errorf("keyID = %q", got.Status.KeyID)
+	}
+
+	// The user rotates the token in their Secret: the old one stops working.
+	second := strings.Repeat("fedcba9876543210", 3)
+	secret.StringData = map[string]string{"api-key": second}
+	if err := k8s.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitForHash(t, got, second)
+	authorize(t, first, ns, "x", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, second, ns, "x", v1alpha1.CommandRead, nil)
+
+	// A token too short to be a secret is refused, and forgotten.
+	secret.StringData = map[string]string{"api-key": "short"}
+	if err := k8s.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonInvalidToken)
+	if got.Status.TokenSHA256 != "" {
+		t.Errorf("an invalid token left a hash in status")
+	}
+	authorize(t, second, ns, "x", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	var original corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(secret), &original); err != nil || len(original.OwnerReferences) > 0 {
+		t.Errorf("the controller changed the user's Secret: %v %v", err, original.OwnerReferences)
+	}
+}
+
+func TestHashOnlyKey(t *testing.T) {
+	ns := newNamespace(t)
+	token, keyID := apikeys.NewToken()
+	key := apiKey(ns, "from-ui", func(k *v1alpha1.ApiKey) {
+		k.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
+	})
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	if got.Status.TokenSHA256 != apikeys.Hash(token) || got.Status.KeyID != keyID || got.Status.SecretName != "" {
+		t.Errorf("status = %+v", got.Status)
+	}
+	var secrets corev1.SecretList
+	if err := k8s.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil || len(secrets.Items) != 0 {
+		t.Errorf("a hash-only key made Secrets: %v, %d", err, len(secrets.Items))
+	}
+	authorize(t, token, ns, "any", v1alpha1.CommandPing, nil)
+	assertNoSecret(t, got, token)
+}
+
+func TestRotation(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "rotating")
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	old, _ := tokenIn(t, ns, "rotating")
+	authorize(t, old, ns, "c", v1alpha1.CommandRead, nil)
+
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		v1alpha1.AnnotationRotateRequestedAt: "2026-11-21T10:00:00Z"}}})
+	if err := k8s.Patch(context.Background(), got, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, got, "rotated", func(k *v1alpha1.ApiKey) bool {
+		return k.Status.LastHandledRotateRequest == "2026-11-21T10:00:00Z"
+	})
+	fresh, _ := tokenIn(t, ns, "rotating")
+	if fresh == old || got.Status.TokenSHA256 != apikeys.Hash(fresh) {
+		t.Fatalf("no new token after rotation")
+	}
+	waitForEvent(t, got, corev1.EventTypeNormal, "TokenRotated")
+	authorize(t, old, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, fresh, ns, "c", v1alpha1.CommandRead, nil)
+}
+
+func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
+	ns := newNamespace(t)
+	expires := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
+	key := apiKey(ns, "short-lived", func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = &expires })
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, _ := tokenIn(t, ns, "short-lived")
+	got = waitForReady(t, got, metav1.ConditionFalse, v1alpha1.ReasonExpired)
+	if got.Generation != 1 {
+		t.Errorf("the key was edited (generation %d)", got.Generation)
+	}
+	authorize(t, token, ns, "c", v1alpha1.CommandRead, apikeys.ErrExpired)
+}
+
+func TestDisable(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "revoked")
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, _ := tokenIn(t, ns, "revoked")
+
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Disabled = true
+	if err := k8s.Patch(context.Background(), got, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitForReady(t, got, metav1.ConditionFalse, v1alpha1.ReasonDisabled)
+	authorize(t, token, ns, "c", v1alpha1.CommandRead, apikeys.ErrDisabled)
+}
+
+func TestDeletedSecretIsIssuedAgain(t *testing.T) {
+	ns := newNamespace(t)
+	key := apiKey(ns, "lost", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "lost-token" })
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	old, secret := tokenIn(t, ns, "lost-token")
+
+	if err := k8s.Delete(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, got, "a new token", func(k *v1alpha1.ApiKey) bool {
+		return k.Status.TokenSHA256 != "" && k.Status.TokenSHA256 != apikeys.Hash(old)
+	})
+	fresh, _ := tokenIn(t, ns, "lost-token")
+	if got.Status.TokenSHA256 != apikeys.Hash(fresh) {
+		t.Errorf("status does not match the new Secret")
+	}
+	authorize(t, old, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+}
+
+func TestForeignSecretIsNeverOverwritten(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+		StringData: map[string]string{"token": "someone else's"}})
+	key := apiKey(ns, "taken")
+	create(t, key)
+	waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonSecretNotOwned)
+	if token, _ := tokenIn(t, ns, "taken"); token != "someone else's" {
+		t.Errorf("the Secret was overwritten")
+	}
+}
+
+func TestScopeDecisions(t *testing.T) {
+	ns, other := newNamespace(t), newNamespace(t)
+	key := apiKey(ns, "scoped", func(k *v1alpha1.ApiKey) {
+		k.Spec.Connections = []string{"reports"}
+		k.Spec.Commands = []v1alpha1.Command{v1alpha1.CommandRead, v1alpha1.CommandList}
+	})
+	readOnly := apiKey(ns, "reader", func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true })
+	create(t, key)
+	create(t, readOnly)
+	waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	waitForReady(t, readOnly, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, _ := tokenIn(t, ns, "scoped")
+	reader, _ := tokenIn(t, ns, "reader")
+
+	authorize(t, token, ns, "reports", v1alpha1.CommandRead, nil)
+	authorize(t, token, ns, "reports", v1alpha1.CommandList, nil)
+	authorize(t, token, ns, "reports", v1alpha1.CommandWrite, apikeys.ErrCommandNotAllowed)
+	authorize(t, token, ns, "archive", v1alpha1.CommandRead, apikeys.ErrConnectionNotAllowed)
+	authorize(t, token, other, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, reader, ns, "anything", v1alpha1.CommandExists, nil)
+	authorize(t, reader, ns, "anything", v1alpha1.CommandMkdir, apikeys.ErrCommandNotAllowed)
+	authorize(t, "sgk_nonsense", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+}
+
+func TestInvalidApiKeysAreRejected(t *testing.T) {
+	ns := newNamespace(t)
+	hash := strings.Repeat("ab", 32)
+	cases := []struct {
+		name    string
+		mutate  func(*v1alpha1.ApiKey)
+		message string
+	}{
+		{"readonly-and-commands", func(k *v1alpha1.ApiKey) {
+			k.Spec.ReadOnly, k.Spec.Commands = true, []v1alpha1.Command{v1alpha1.CommandRead}
+		}, "mutually exclusive"},
+		{"unknown-command", func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"format"} }, "spec.commands"},
+		{"two-token-sources", func(k *v1alpha1.ApiKey) {
+			k.Spec.Token = v1alpha1.TokenSource{SecretName: "a", SHA256: hash}
+		}, "at most one"},
+		{"bad-hash", func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = "ABC" }, "spec.token.sha256"},
+		{"key-id-without-hash", func(k *v1alpha1.ApiKey) { k.Spec.Token.KeyID = "abcd1234" }, "keyID goes with sha256"},
+		{"bad-connection-name", func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"Not Valid"} }, "spec.connections"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := apiKey(ns, tc.name, tc.mutate)
+			err := k8s.Create(context.Background(), key)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("got %v, want Invalid mentioning %q", err, tc.message)
+			}
+		})
+	}
+}

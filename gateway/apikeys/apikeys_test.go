@@ -1,0 +1,97 @@
+package apikeys
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+func TestNewToken(t *testing.T) {
+	token, keyID := NewToken()
+	other, _ := NewToken()
+	if token == other {
+		t.Fatal("two tokens are equal")
+	}
+	if !strings.HasPrefix(token, Prefix+keyID+"_") || KeyID(token) != keyID || len(keyID) != 8 {
+		t.Errorf("token %q does not carry key id %q", token[:13], keyID)
+	}
+	// 52 base32 characters are 260 bits, of which crypto/rand.Text fills 256.
+	if secret := strings.TrimPrefix(token, Prefix+keyID+"_"); len(secret) != 52 {
+		t.Errorf("secret part has %d characters", len(secret))
+	}
+	if err := Validate(token); err != nil {
+		t.Errorf("a generated token is invalid: %v", err)
+	}
+	if h := Hash(token); len(h) != 64 || KeyID(strings.Repeat("x", 40)) != Hash(strings.Repeat("x", 40))[:8] {
+		t.Errorf("hash %q", h)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for token, ok := range map[string]bool{
+		strings.Repeat("a", 32):                           true,
+		strings.Repeat("a", 31):                           false,
+		strings.Repeat("a", 1025):                         false,
+		strings.Repeat("a", 20) + " " + "bbbbbbbbbbbbbbb": false,
+		"sgk_" + strings.Repeat("a", 40):                  false, // looks generated, is not
+		strings.Repeat("é", 20):                           false,
+	} {
+		if err := Validate(token); (err == nil) != ok {
+			t.Errorf("Validate(%.12q...) = %v, want ok=%v", token, err, ok)
+		}
+	}
+}
+
+// TestDecide is the decision table of Authorize once a key is found.
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a := &Authorizer{Now: func() time.Time { return now }}
+	key := func(mutate func(*v1alpha1.ApiKey)) *v1alpha1.ApiKey {
+		k := &v1alpha1.ApiKey{}
+		k.Generation = 2
+		k.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 2}}
+		if mutate != nil {
+			mutate(k)
+		}
+		return k
+	}
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(d)} }
+	cases := []struct {
+		name    string
+		key     *v1alpha1.ApiKey
+		conn    string
+		command v1alpha1.Command
+		want    error
+	}{
+		{"all connections, all commands", key(nil), "any", v1alpha1.CommandWrite, nil},
+		{"disabled", key(func(k *v1alpha1.ApiKey) { k.Spec.Disabled = true }), "any", v1alpha1.CommandRead, ErrDisabled},
+		{"expired by the clock", key(func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = at(-time.Second) }), "any", v1alpha1.CommandRead, ErrExpired},
+		{"expires exactly now", key(func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = at(0) }), "any", v1alpha1.CommandRead, ErrExpired},
+		{"expires later", key(func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = at(time.Hour) }), "any", v1alpha1.CommandRead, nil},
+		{"not ready", key(func(k *v1alpha1.ApiKey) { k.Status.Conditions[0].Status = metav1.ConditionFalse }), "any", v1alpha1.CommandRead, ErrNotReady},
+		{"no condition", key(func(k *v1alpha1.ApiKey) { k.Status.Conditions = nil }), "any", v1alpha1.CommandRead, ErrNotReady},
+		{"spec changed, not yet seen", key(func(k *v1alpha1.ApiKey) { k.Generation = 3 }), "any", v1alpha1.CommandRead, ErrNotReady},
+		{"listed connection", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"a", "b"} }), "b", v1alpha1.CommandRead, nil},
+		{"unlisted connection", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"a", "b"} }), "c", v1alpha1.CommandRead, ErrConnectionNotAllowed},
+		{"allowed command", key(func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"read", "list"} }), "any", v1alpha1.CommandList, nil},
+		{"disallowed command", key(func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"read", "list"} }), "any", v1alpha1.CommandWrite, ErrCommandNotAllowed},
+		{"read-only reads", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandStat, nil},
+		{"read-only writes", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandUnlink, ErrCommandNotAllowed},
+		{"disabled wins over scope", key(func(k *v1alpha1.ApiKey) { k.Spec.Disabled, k.Spec.Connections = true, []string{"a"} }), "c", v1alpha1.CommandRead, ErrDisabled},
+	}
+	for _, tc := range cases {
+		err := a.decide(tc.key, tc.conn, tc.command)
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: decide = %v, want %v", tc.name, err, tc.want)
+		}
+		forbidden := errors.Is(err, ErrConnectionNotAllowed) || errors.Is(err, ErrCommandNotAllowed)
+		if err != nil && Unauthenticated(err) == forbidden {
+			t.Errorf("%s: %v: Unauthenticated = %v", tc.name, err, Unauthenticated(err))
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package apikeys
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// IndexTokenHash is the cache index of ApiKeys by status.tokenSHA256.
+const IndexTokenHash = "sftpgate.dev/token-sha256" //nolint:gosec // an index name, not a credential
+
+// IndexFields registers the index Authorizer looks keys up by.
+func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenHash, func(o client.Object) []string {
+		if h := o.(*v1alpha1.ApiKey).Status.TokenSHA256; h != "" {
+			return []string{h}
+		}
+		return nil
+	})
+}
+
+// Reasons a token is refused. Unauthenticated ones mean the token is no
+// good (HTTP 401); the others that it is good but not for this (HTTP 403).
+var (
+	ErrUnknownToken = errors.New("unknown API key")
+	ErrNotReady     = errors.New("API key is not ready")
+	ErrExpired      = errors.New("API key has expired")
+	ErrDisabled     = errors.New("API key is disabled")
+
+	ErrConnectionNotAllowed = errors.New("API key may not use this connection")
+	ErrCommandNotAllowed    = errors.New("API key may not run this command")
+)
+
+// Unauthenticated reports whether err says the token itself is no good, as
+// opposed to good but not allowed this.
+func Unauthenticated(err error) bool {
+	return errors.Is(err, ErrUnknownToken) || errors.Is(err, ErrNotReady) ||
+		errors.Is(err, ErrExpired) || errors.Is(err, ErrDisabled)
+}
+
+// Authorizer decides requests from ApiKeys in a cache (never the API
+// server: it runs on every request).
+type Authorizer struct {
+	// Reader reads ApiKeys, indexed with IndexFields.
+	Reader client.Reader
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Authorize finds the ApiKey of token and checks that it may run command on
+// conn. It returns the key either way when one was found, so that callers
+// can name it (by key id) in logs.
+func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
+	hash := Hash(token)
+	var list v1alpha1.ApiKeyList
+	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}); err != nil {
+		return nil, fmt.Errorf("looking up API key: %w", err)
+	}
+	// A key matches only in the connection's namespace: a token can never
+	// reach another namespace's connections.
+	i := slices.IndexFunc(list.Items, func(k v1alpha1.ApiKey) bool {
+		return k.Namespace == conn.Namespace &&
+			subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) == 1
+	})
+	if i < 0 {
+		return nil, ErrUnknownToken
+	}
+	key := &list.Items[i]
+	return key, a.decide(key, conn.Name, command)
+}
+
+func (a *Authorizer) decide(key *v1alpha1.ApiKey, connection string, command v1alpha1.Command) error {
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	ready := meta.FindStatusCondition(key.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case key.Spec.Disabled:
+		return ErrDisabled
+	case key.Spec.ExpiresAt != nil && !now().Before(key.Spec.ExpiresAt.Time):
+		// Checked against the clock: a key expires on time, whether or not
+		// the controller has noticed yet.
+		return ErrExpired
+	case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != key.Generation:
+		// Also refuses a key whose spec changed (say, its scope narrowed)
+		// until the controller has seen the change.
+		return ErrNotReady
+	case len(key.Spec.Connections) > 0 && !slices.Contains(key.Spec.Connections, connection):
+		return ErrConnectionNotAllowed
+	case !Allows(&key.Spec, command):
+		return ErrCommandNotAllowed
+	}
+	return nil
+}
+
+// Allows reports whether a key with spec may run command.
+func Allows(spec *v1alpha1.ApiKeySpec, command v1alpha1.Command) bool {
+	switch {
+	case spec.ReadOnly:
+		return slices.Contains(v1alpha1.ReadOnlyCommands, command)
+	case len(spec.Commands) > 0:
+		return slices.Contains(spec.Commands, command)
+	}
+	return true
+}
