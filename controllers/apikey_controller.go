@@ -33,14 +33,19 @@ const IndexTokenSecret = "sftpgate.dev/token-secret" //nolint:gosec // an index 
 type ApiKeyReconciler struct {
 	// Client reads ApiKeys from the cache and writes Secrets and status.
 	Client client.Client
-	// APIReader reads Secrets from the API server: their data is never cached.
+	// SecretMetadata lists Secrets' metadata from the cache of the metadata
+	// watch, to find Secrets a key owns but no longer uses.
+	SecretMetadata client.Reader
+	// APIReader reads Secrets (their data is never cached) and, before a
+	// rotation, the ApiKey itself from the API server.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 
 // Reconcile issues or reads the key's token and records whether the key works.
 func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -65,6 +70,7 @@ func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) 
 	var (
 		known bool
 		err   error
+		owned string // the Secret the key issues into, if it does
 	)
 	switch token := key.Spec.Token; {
 	case token.SHA256 != "":
@@ -73,9 +79,22 @@ func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) 
 	case token.ExistingSecret != nil:
 		known, err = r.readExistingSecret(ctx, key)
 	default:
-		known, err = r.issueIntoSecret(ctx, key)
+		owned = cmp.Or(token.SecretName, key.Name)
+		known, err = r.issueIntoSecret(ctx, key, owned)
+	}
+	if err == nil {
+		// A Secret the key no longer issues into would bring its old token
+		// back if the key were switched back to it.
+		err = r.deleteUnusedSecrets(ctx, key, owned)
 	}
 	if err != nil || !known {
+		return ctrl.Result{}, err
+	}
+	if holder, err := r.otherKeyWithHash(ctx, key); err != nil || holder != "" {
+		if holder != "" {
+			clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
+				"ApiKey %q in this namespace already has this token; give each key its own token", holder))
+		}
 		return ctrl.Result{}, err
 	}
 
@@ -115,8 +134,7 @@ func clearToken(key *v1alpha1.ApiKey, reason, message string) {
 // issueIntoSecret makes sure the Secret the key owns holds a token: it
 // creates the Secret with a new token if there is none, rotates the token
 // when asked to, and otherwise leaves the token alone.
-func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.ApiKey) (bool, error) {
-	name := cmp.Or(key.Spec.Token.SecretName, key.Name)
+func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.ApiKey, name string) (bool, error) {
 	rotation := key.Annotations[v1alpha1.AnnotationRotateRequestedAt]
 	var secret corev1.Secret
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &secret)
@@ -129,9 +147,13 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 		clearToken(key, v1alpha1.ReasonSecretNotOwned, fmt.Sprintf(
 			"Secret %q exists and does not belong to this ApiKey; sftpgate never overwrites it: delete it or choose another spec.token.secretName", name))
 		return false, nil
-	case secret.Annotations[v1alpha1.AnnotationRotateRequestedAt] != rotation:
-		// The Secret remembers which request its token answers, so a
-		// rotation happens once even if writing status fails afterwards.
+	case rotation != key.Status.LastHandledRotateRequest && rotation != secret.Annotations[v1alpha1.AnnotationRotateRequestedAt]:
+		// A new request. The Secret remembers which request its token
+		// answers, so a rotation happens once even if writing status fails
+		// afterwards; a cache that lags behind must not rotate again.
+		if fresh, err := r.rotationStillRequested(ctx, key, rotation); err != nil || !fresh {
+			return false, err
+		}
 		token, keyID := apikeys.NewToken()
 		secret.Data = map[string][]byte{v1alpha1.SecretKeyToken: []byte(token)}
 		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, rotation)
@@ -150,8 +172,60 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 		return false, nil
 	}
 	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), name)
-	key.Status.LastHandledRotateRequest = rotation
+	key.Status.LastHandledRotateRequest = secret.Annotations[v1alpha1.AnnotationRotateRequestedAt]
 	return true, nil
+}
+
+// rotationStillRequested re-reads the key from the API server: a rotation
+// is issued only for a request that is really new, not for the cache's
+// stale view of one that was already answered.
+func (r *ApiKeyReconciler) rotationStillRequested(ctx context.Context, key *v1alpha1.ApiKey, rotation string) (bool, error) {
+	var fresh v1alpha1.ApiKey
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), &fresh); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if fresh.Annotations[v1alpha1.AnnotationRotateRequestedAt] != rotation || fresh.Status.LastHandledRotateRequest == rotation {
+		return false, errStaleCache
+	}
+	return true, nil
+}
+
+// deleteUnusedSecrets deletes the Secrets the key owns other than keep.
+func (r *ApiKeyReconciler) deleteUnusedSecrets(ctx context.Context, key *v1alpha1.ApiKey, keep string) error {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := r.SecretMetadata.List(ctx, &list, client.InNamespace(key.Namespace),
+		client.MatchingLabels{v1alpha1.LabelApiKey: key.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Name == keep || !metav1.IsControlledBy(s, key) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "SecretDeleted", "Reconcile",
+			"deleted Secret %q: the key no longer keeps its token there", s.Name)
+	}
+	return nil
+}
+
+// otherKeyWithHash returns the name of another key of the namespace whose
+// status already has this key's token hash.
+func (r *ApiKeyReconciler) otherKeyWithHash(ctx context.Context, key *v1alpha1.ApiKey) (string, error) {
+	var list v1alpha1.ApiKeyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(key.Namespace),
+		client.MatchingFields{apikeys.IndexTokenHash: key.Status.TokenSHA256}); err != nil {
+		return "", err
+	}
+	for _, k := range list.Items {
+		if k.UID != key.UID {
+			return k.Name, nil
+		}
+	}
+	return "", nil
 }
 
 func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (bool, error) {
@@ -195,6 +269,12 @@ func (r *ApiKeyReconciler) readExistingSecret(ctx context.Context, key *v1alpha1
 			"Secret %q does not exist in namespace %q; the key works as soon as it is created", ref.Name, key.Namespace))
 		return false, nil
 	}
+	if secret.Labels[v1alpha1.LabelApiKeyToken] != "true" {
+		// Say nothing of what the Secret holds: it may not be meant for us.
+		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf(
+			"Secret %q is not labelled %s=true; label it to let ApiKeys read their token from it", ref.Name, v1alpha1.LabelApiKeyToken))
+		return false, nil
+	}
 	raw, ok := secret.Data[field]
 	if !ok {
 		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q has no key %q", ref.Name, field))
@@ -231,6 +311,9 @@ func describeScope(spec *v1alpha1.ApiKeySpec) string {
 // SetupWithManager watches ApiKeys and the metadata of Secrets: those the
 // keys own (a deleted one is issued again) and those they read.
 func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := apikeys.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenSecret, func(o client.Object) []string {
 		if ref := o.(*v1alpha1.ApiKey).Spec.Token.ExistingSecret; ref != nil {
 			return []string{ref.Name}

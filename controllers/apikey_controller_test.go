@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -67,6 +69,7 @@ func authorize(t *testing.T, token, ns, conn string, command v1alpha1.Command, w
 }
 
 func TestGeneratedKey(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "ci")
 	create(t, key)
@@ -96,13 +99,14 @@ func TestGeneratedKey(t *testing.T) {
 // the manager's, then a fresh one as after a restart: exactly one token is
 // ever issued.
 func TestIssueIsIdempotent(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "racy")
 	create(t, key)
 
 	recorder := events.NewFakeRecorder(100)
 	reconcileOnce := func() {
-		r := &controllers.ApiKeyReconciler{Client: k8s, APIReader: k8s, Recorder: recorder}
+		r := &controllers.ApiKeyReconciler{Client: mgr.GetClient(), SecretMetadata: mgr.GetCache(), APIReader: k8s, Recorder: recorder}
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(key)}); err != nil {
 			t.Error(err)
 		}
@@ -122,9 +126,47 @@ func TestIssueIsIdempotent(t *testing.T) {
 	if after != token || secretAfter.ResourceVersion != secret.ResourceVersion || !final.Status.IssuedAt.Equal(got.Status.IssuedAt) {
 		t.Errorf("the token was issued again")
 	}
+	// Every issuance is announced with its key id: all announcements, from
+	// the racing reconcilers and the manager, name the one token.
+	close(recorder.Events)
+	var fake []string
+	for e := range recorder.Events {
+		fake = append(fake, e)
+	}
+	// The manager's events are written asynchronously: wait until the
+	// issuance was announced by someone.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		notes := slices.Clone(fake)
+		for _, e := range list.Items {
+			notes = append(notes, e.Note)
+		}
+		issued := 0
+		for _, n := range notes {
+			if !strings.HasPrefix(strings.TrimPrefix(n, "Normal TokenIssued "), "issued key") {
+				continue
+			}
+			issued++
+			if !strings.Contains(n, final.Status.KeyID) {
+				t.Fatalf("a second token was issued: %q (the key's is %s)", n, final.Status.KeyID)
+			}
+		}
+		if issued > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no issuance was announced: %q", notes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestExistingSecret(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "byo", func(k *v1alpha1.ApiKey) {
 		k.Spec.Token.ExistingSecret = &v1alpha1.SecretKeySelector{Name: "sealed", Key: "api-key"}
@@ -136,7 +178,17 @@ func TestExistingSecret(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sealed"},
 		StringData: map[string]string{"api-key": first + "\n"}}
 	create(t, secret)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	// A Secret not labelled for the purpose is not read: an ApiKey must not
+	// be a way to learn hashes of other Secrets.
+	got := waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonInvalidToken)
+	if msg := readyCondition(got).Message; got.Status.TokenSHA256 != "" || !strings.Contains(msg, v1alpha1.LabelApiKeyToken) || strings.Contains(msg, "api-key\"") {
+		t.Errorf("unlabelled Secret: hash %q, message %q", got.Status.TokenSHA256, msg)
+	}
+	secret.Labels = map[string]string{v1alpha1.LabelApiKeyToken: "true"}
+	if err := k8s.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
 	waitForHash(t, got, first)
 	if got.Status.KeyID != apikeys.Hash(first)[:8] {
 		t.Errorf("keyID = %q", got.Status.KeyID)
@@ -151,6 +203,7 @@ func TestExistingSecret(t *testing.T) {
 	waitForHash(t, got, second)
 	authorize(t, first, ns, "x", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
 	authorize(t, second, ns, "x", v1alpha1.CommandRead, nil)
+	assertNoSecret(t, got, second)
 
 	// A token too short to be a secret is refused, and forgotten.
 	secret.StringData = map[string]string{"api-key": "short"}
@@ -169,6 +222,7 @@ func TestExistingSecret(t *testing.T) {
 }
 
 func TestHashOnlyKey(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	token, keyID := apikeys.NewToken()
 	key := apiKey(ns, "from-ui", func(k *v1alpha1.ApiKey) {
@@ -188,6 +242,7 @@ func TestHashOnlyKey(t *testing.T) {
 }
 
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "rotating")
 	create(t, key)
@@ -208,13 +263,16 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("no new token after rotation")
 	}
 	waitForEvent(t, got, corev1.EventTypeNormal, "TokenRotated")
+	assertNoSecret(t, got, old)
+	assertNoSecret(t, got, fresh)
 	authorize(t, old, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
 	authorize(t, fresh, ns, "c", v1alpha1.CommandRead, nil)
 }
 
 func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
-	expires := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
+	expires := metav1.NewTime(time.Now().Add(5 * time.Second).Truncate(time.Second))
 	key := apiKey(ns, "short-lived", func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = &expires })
 	create(t, key)
 	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
@@ -227,6 +285,7 @@ func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
 }
 
 func TestDisable(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "revoked")
 	create(t, key)
@@ -243,6 +302,7 @@ func TestDisable(t *testing.T) {
 }
 
 func TestDeletedSecretIsIssuedAgain(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	key := apiKey(ns, "lost", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "lost-token" })
 	create(t, key)
@@ -263,18 +323,73 @@ func TestDeletedSecretIsIssuedAgain(t *testing.T) {
 }
 
 func TestForeignSecretIsNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 		StringData: map[string]string{"token": "someone else's"}})
 	key := apiKey(ns, "taken")
 	create(t, key)
-	waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonSecretNotOwned)
-	if token, _ := tokenIn(t, ns, "taken"); token != "someone else's" {
-		t.Errorf("the Secret was overwritten")
+	got := waitForReady(t, key, metav1.ConditionFalse, v1alpha1.ReasonSecretNotOwned)
+	if token, _ := tokenIn(t, ns, "taken"); token != "someone else's" || got.Status.TokenSHA256 != "" {
+		t.Errorf("the Secret was overwritten, or its hash recorded")
 	}
 }
 
+// TestSwitchingSecretsDeletesTheOldOne: a Secret the key no longer issues
+// into is deleted, so switching back issues a new token instead of
+// reviving the old one.
+func TestSwitchingSecretsDeletesTheOldOne(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	key := apiKey(ns, "moving", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "one" })
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	first, _ := tokenIn(t, ns, "one")
+
+	move := func(to string) {
+		t.Helper()
+		patch := client.MergeFrom(got.DeepCopy())
+		got.Spec.Token.SecretName = to
+		if err := k8s.Patch(context.Background(), got, patch); err != nil {
+			t.Fatal(err)
+		}
+		got = waitFor(t, got, "issued into "+to, func(k *v1alpha1.ApiKey) bool {
+			return k.Status.SecretName == to && k.Status.ObservedGeneration == k.Generation
+		})
+	}
+	move("two")
+	waitForEvent(t, got, corev1.EventTypeNormal, "SecretDeleted")
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "one"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Secret one still exists: %v", err)
+	}
+	move("one")
+	if again, _ := tokenIn(t, ns, "one"); again == first {
+		t.Errorf("switching back revived the old token")
+	}
+	authorize(t, first, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+}
+
+func TestDuplicateTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	token, _ := apikeys.NewToken()
+	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash(token) }
+	first := apiKey(ns, "first", hashOnly)
+	create(t, first)
+	waitForReady(t, first, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	copied := apiKey(ns, "copied", hashOnly, func(k *v1alpha1.ApiKey) { k.Spec.Disabled = true })
+	create(t, copied)
+	got := waitForReady(t, copied, metav1.ConditionFalse, v1alpha1.ReasonDuplicateToken)
+	if got.Status.TokenSHA256 != "" {
+		t.Errorf("the duplicate recorded the hash")
+	}
+	// The first key is unaffected by the copy (whose disabled flag would
+	// otherwise make the answer depend on which key the lookup found).
+	authorize(t, token, ns, "c", v1alpha1.CommandRead, nil)
+}
+
 func TestScopeDecisions(t *testing.T) {
+	t.Parallel()
 	ns, other := newNamespace(t), newNamespace(t)
 	key := apiKey(ns, "scoped", func(k *v1alpha1.ApiKey) {
 		k.Spec.Connections = []string{"reports"}
@@ -296,9 +411,11 @@ func TestScopeDecisions(t *testing.T) {
 	authorize(t, reader, ns, "anything", v1alpha1.CommandExists, nil)
 	authorize(t, reader, ns, "anything", v1alpha1.CommandMkdir, apikeys.ErrCommandNotAllowed)
 	authorize(t, "sgk_nonsense", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, "", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
 }
 
 func TestInvalidApiKeysAreRejected(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	hash := strings.Repeat("ab", 32)
 	cases := []struct {
@@ -315,6 +432,15 @@ func TestInvalidApiKeysAreRejected(t *testing.T) {
 		}, "at most one"},
 		{"bad-hash", func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = "ABC" }, "spec.token.sha256"},
 		{"key-id-without-hash", func(k *v1alpha1.ApiKey) { k.Spec.Token.KeyID = "abcd1234" }, "keyID goes with sha256"},
+		{"key-id-with-existing-secret", func(k *v1alpha1.ApiKey) {
+			k.Spec.Token = v1alpha1.TokenSource{ExistingSecret: &v1alpha1.SecretKeySelector{Name: "s"}, KeyID: "abcd1234"}
+		}, "keyID goes with sha256"},
+		{"hash-of-nothing", func(k *v1alpha1.ApiKey) {
+			k.Spec.Token.SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+		}, "empty token"},
+		{"bad-secret-key", func(k *v1alpha1.ApiKey) {
+			k.Spec.Token.ExistingSecret = &v1alpha1.SecretKeySelector{Name: "s", Key: "a/b"}
+		}, "spec.token.existingSecret.key"},
 		{"bad-connection-name", func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"Not Valid"} }, "spec.connections"},
 	}
 	for _, tc := range cases {

@@ -60,9 +60,10 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		return fmt.Errorf("--denied-networks: %w", err)
 	}
 	if err := (&ApiKeyReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("apikey-controller"),
+		Client:         mgr.GetClient(),
+		SecretMetadata: mgr.GetCache(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("apikey-controller"),
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

@@ -122,6 +122,7 @@ func assertNoSecret(t *testing.T, obj client.Object, secret string) {
 }
 
 func TestPasswordAuthAgainstOpenSSH(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", server.Password))
@@ -153,6 +154,7 @@ func TestPasswordAuthAgainstOpenSSH(t *testing.T) {
 }
 
 func TestKeyAuthAgainstOpenSSH(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	ns := newNamespace(t)
 
@@ -210,6 +212,7 @@ func TestKeyAuthAgainstOpenSSH(t *testing.T) {
 }
 
 func TestWrongPassword(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", "not-the-password"))
@@ -225,6 +228,7 @@ func TestWrongPassword(t *testing.T) {
 }
 
 func TestPinnedHostKeys(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	other := testsftp.Start(t) // any other server's key is a wrong one
 	ns := newNamespace(t)
@@ -261,6 +265,7 @@ func TestPinnedHostKeys(t *testing.T) {
 }
 
 func TestTrustOnFirstUseRecordsThenEnforces(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", server.Password))
@@ -283,6 +288,7 @@ func TestTrustOnFirstUseRecordsThenEnforces(t *testing.T) {
 }
 
 func TestInsecureSkipVerifyWarns(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", server.Password))
@@ -298,6 +304,7 @@ func TestInsecureSkipVerifyWarns(t *testing.T) {
 }
 
 func TestNetworkFailures(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", "irrelevant"))
 
@@ -354,6 +361,7 @@ func TestNetworkFailures(t *testing.T) {
 }
 
 func TestSFTPSubsystemUnavailable(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	server.NoSFTP.Store(true)
 	ns := newNamespace(t)
@@ -364,6 +372,7 @@ func TestSFTPSubsystemUnavailable(t *testing.T) {
 }
 
 func TestMissingRootPath(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	ns := newNamespace(t)
 	create(t, passwordSecret(ns, "creds", server.Password))
@@ -374,6 +383,7 @@ func TestMissingRootPath(t *testing.T) {
 }
 
 func TestSecretThatAppearsLater(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	ns := newNamespace(t)
 	conn := inProcessConnection(ns, "early", server, "later")
@@ -388,6 +398,7 @@ func TestSecretThatAppearsLater(t *testing.T) {
 }
 
 func TestInvalidCredentials(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	ns := newNamespace(t)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
@@ -423,6 +434,7 @@ func TestInvalidCredentials(t *testing.T) {
 }
 
 func TestPasswordRotationRetests(t *testing.T) {
+	t.Parallel()
 	server := testsshd.Start(t)
 	ns := newNamespace(t)
 	secret := passwordSecret(ns, "creds", server.Password)
@@ -446,6 +458,7 @@ func TestPasswordRotationRetests(t *testing.T) {
 // connection serving a slug keeps it, even against an older object that
 // switches to it; when it goes away, the oldest remaining claim gets it.
 func TestSlugStaysWithItsHolder(t *testing.T) {
+	t.Parallel()
 	server := testsftp.Start(t)
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	slug := "shared-" + nsA
@@ -490,6 +503,7 @@ func TestSlugStaysWithItsHolder(t *testing.T) {
 }
 
 func TestInvalidSpecsAreRejected(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cases := []struct {
 		name    string

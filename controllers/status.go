@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -60,12 +61,15 @@ func patchStatus(ctx context.Context, c client.Client, recorder events.EventReco
 	return true, nil
 }
 
+// errStaleCache says the cache has not caught up with the API server yet.
+var errStaleCache = errors.New("the cache is behind the API server")
+
 // finish ends a reconcile. A conflict (the object changed since it was read,
-// or the cache had not caught up with our last write) or an AlreadyExists
-// (a racing reconcile created the object first) is no failure: try again
-// shortly with fresh reads.
+// or the cache had not caught up with our last write), an AlreadyExists (a
+// racing reconcile created the object first) or a stale cache is no
+// failure: try again shortly with fresh reads.
 func finish(result ctrl.Result, err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return result, err

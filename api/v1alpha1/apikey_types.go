@@ -5,7 +5,7 @@ import (
 )
 
 // Command is the name of a gateway command: POST {base}/<slug>/<command>.
-// +kubebuilder:validation:Enum=write;append;read;list;stat;exists;mkdir;rmdir;unlink;ping
+// +kubebuilder:validation:Enum=write;append;read;list;stat;exists;mkdir;rmdir;unlink;ping;rename;copy;chmod;chtimes;symlink;readlink;realpath;statvfs;hash
 type Command string
 
 // The gateway's commands.
@@ -20,11 +20,24 @@ const (
 	CommandRmdir  Command = "rmdir"
 	CommandUnlink Command = "unlink"
 	CommandPing   Command = "ping"
+
+	CommandRename   Command = "rename"
+	CommandCopy     Command = "copy"
+	CommandChmod    Command = "chmod"
+	CommandChtimes  Command = "chtimes"
+	CommandSymlink  Command = "symlink"
+	CommandReadlink Command = "readlink"
+	CommandRealpath Command = "realpath"
+	CommandStatvfs  Command = "statvfs"
+	CommandHash     Command = "hash"
 )
 
 // ReadOnlyCommands are the commands an ApiKey with readOnly may run: none
 // changes anything on the server.
-var ReadOnlyCommands = []Command{CommandRead, CommandList, CommandStat, CommandExists, CommandPing}
+var ReadOnlyCommands = []Command{
+	CommandRead, CommandList, CommandStat, CommandExists, CommandPing,
+	CommandReadlink, CommandRealpath, CommandStatvfs, CommandHash,
+}
 
 // Ready reasons of an ApiKey.
 const (
@@ -33,6 +46,7 @@ const (
 	ReasonDisabled       = "Disabled"
 	ReasonInvalidToken   = "InvalidToken"
 	ReasonSecretNotOwned = "SecretNotOwned"
+	ReasonDuplicateToken = "DuplicateToken"
 	// ReasonSecretNotFound is shared with SftpConnection.
 )
 
@@ -44,6 +58,11 @@ const AnnotationRotateRequestedAt = "sftpgate.dev/rotate-requested-at"
 
 // SecretKeyToken is the key of the token in a Secret.
 const SecretKeyToken = "token"
+
+// LabelApiKeyToken marks a Secret of your own that ApiKeys may read their
+// token from (value "true"). Without it an ApiKey cannot read the Secret, so
+// that whoever may create ApiKeys cannot have other Secrets hashed.
+const LabelApiKeyToken = "sftpgate.dev/api-key-token" //nolint:gosec // a label name, not a credential
 
 // Labels on the Secrets the controller generates.
 const (
@@ -67,13 +86,13 @@ type ApiKeySpec struct {
 
 	// Commands the key may run. Empty means all, or the read-only ones with
 	// readOnly.
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=32
 	// +listType=set
 	// +optional
 	Commands []Command `json:"commands,omitempty"`
 
 	// ReadOnly limits the key to commands that change nothing: read, list,
-	// stat, exists and ping.
+	// stat, exists, ping, readlink, realpath, statvfs and hash.
 	// +optional
 	ReadOnly bool `json:"readOnly,omitempty"`
 
@@ -106,14 +125,17 @@ type TokenSource struct {
 	SecretName string `json:"secretName,omitempty"`
 
 	// ExistingSecret is a Secret you provide (for example with sealed-secrets
-	// or external-secrets); the controller only reads and hashes it. A
-	// change of the token in it takes effect at once.
+	// or external-secrets), labelled sftpgate.dev/api-key-token=true; the
+	// controller only reads and hashes it. A change of the token in it takes
+	// effect at once. The token must be random: 32 to 1024 printable
+	// characters, for example from "openssl rand -base64 32".
 	// +optional
 	ExistingSecret *SecretKeySelector `json:"existingSecret,omitempty"`
 
 	// SHA256 is the hex SHA-256 of a token generated elsewhere; the token
 	// itself never touches the cluster. The web UI makes keys this way.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +kubebuilder:validation:XValidation:rule="self != 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'",message="sha256 is the hash of an empty token"
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
 
@@ -129,12 +151,14 @@ type SecretKeySelector struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Name string `json:"name"`
 
 	// Key of the token in the Secret.
 	// +kubebuilder:default=token
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -142,7 +166,8 @@ type SecretKeySelector struct {
 // ApiKeyStatus is what the controller issued. It never holds the token.
 type ApiKeyStatus struct {
 	// Conditions: Ready, true while the key works; its reason says why not
-	// (Expired, Disabled, SecretNotFound, InvalidToken, SecretNotOwned).
+	// (Expired, Disabled, SecretNotFound, InvalidToken, SecretNotOwned,
+	// DuplicateToken).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -183,7 +208,7 @@ type ApiKeyStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sgkey,categories=sftpgate
 // +kubebuilder:printcolumn:name="Key ID",type=string,JSONPath=`.status.keyID`
-// +kubebuilder:printcolumn:name="Connections",type=string,JSONPath=`.spec.connections`
+// +kubebuilder:printcolumn:name="Connections",type=string,JSONPath=`.spec.connections`,description="Connections the key may use; none listed means all of the namespace's"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`

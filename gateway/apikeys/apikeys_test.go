@@ -83,6 +83,9 @@ func TestDecide(t *testing.T) {
 		{"read-only reads", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandStat, nil},
 		{"read-only writes", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandUnlink, ErrCommandNotAllowed},
 		{"disabled wins over scope", key(func(k *v1alpha1.ApiKey) { k.Spec.Disabled, k.Spec.Connections = true, []string{"a"} }), "c", v1alpha1.CommandRead, ErrDisabled},
+		{"being deleted", key(func(k *v1alpha1.ApiKey) { k.DeletionTimestamp = at(-time.Second) }), "any", v1alpha1.CommandRead, ErrNotReady},
+		{"read-only hashes", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandHash, nil},
+		{"read-only renames", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandRename, ErrCommandNotAllowed},
 	}
 	for _, tc := range cases {
 		err := a.decide(tc.key, tc.conn, tc.command)

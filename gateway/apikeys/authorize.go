@@ -60,21 +60,30 @@ type Authorizer struct {
 // conn. It returns the key either way when one was found, so that callers
 // can name it (by key id) in logs.
 func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
-	hash := Hash(token)
-	var list v1alpha1.ApiKeyList
-	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}); err != nil {
-		return nil, fmt.Errorf("looking up API key: %w", err)
-	}
-	// A key matches only in the connection's namespace: a token can never
-	// reach another namespace's connections.
-	i := slices.IndexFunc(list.Items, func(k v1alpha1.ApiKey) bool {
-		return k.Namespace == conn.Namespace &&
-			subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) == 1
-	})
-	if i < 0 {
+	if Validate(token) != nil {
 		return nil, ErrUnknownToken
 	}
-	key := &list.Items[i]
+	hash := Hash(token)
+	var list v1alpha1.ApiKeyList
+	if err := a.Reader.List(ctx, &list, client.InNamespace(conn.Namespace), client.MatchingFields{IndexTokenHash: hash}); err != nil {
+		return nil, fmt.Errorf("looking up API key: %w", err)
+	}
+	// Only keys of the connection's namespace are listed: a token can never
+	// reach another namespace's connections.
+	matches := slices.DeleteFunc(list.Items, func(k v1alpha1.ApiKey) bool {
+		return subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1
+	})
+	switch len(matches) {
+	case 0:
+		return nil, ErrUnknownToken
+	case 1:
+	default:
+		// Two keys with one token (the controller refuses to record a
+		// duplicate, but two may race): which scope applies is unclear,
+		// and disabling one must not leave the token working.
+		return nil, ErrNotReady
+	}
+	key := &matches[0]
 	return key, a.decide(key, conn.Name, command)
 }
 
@@ -87,6 +96,8 @@ func (a *Authorizer) decide(key *v1alpha1.ApiKey, connection string, command v1a
 	switch {
 	case key.Spec.Disabled:
 		return ErrDisabled
+	case !key.DeletionTimestamp.IsZero():
+		return ErrNotReady
 	case key.Spec.ExpiresAt != nil && !now().Before(key.Spec.ExpiresAt.Time):
 		// Checked against the clock: a key expires on time, whether or not
 		// the controller has noticed yet.

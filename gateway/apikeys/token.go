@@ -35,8 +35,10 @@ func NewToken() (token, keyID string) {
 }
 
 // Hash is the hex SHA-256 of a token: what ApiKeys keep and the gateway
-// matches. Tokens have at least 128 bits of entropy, so a fast hash is
-// enough: nobody can search back from it.
+// matches. Generated tokens carry 256 random bits, so a fast hash is enough:
+// nobody can search back from it. Tokens from users' own Secrets must be as
+// random (the docs say so, and only Secrets labelled for the purpose are
+// read).
 func Hash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
