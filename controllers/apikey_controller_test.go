@@ -42,6 +42,17 @@ func tokenIn(t *testing.T, ns, name string) (string, *corev1.Secret) {
 	return string(s.Data[v1alpha1.SecretKeyToken]), &s
 }
 
+// issuedKey creates a key whose token the controller generates, and waits
+// until it is issued.
+func issuedKey(t *testing.T, ns, name string, mutate ...func(*v1alpha1.ApiKey)) (*v1alpha1.ApiKey, string) {
+	t.Helper()
+	key := apiKey(ns, name, mutate...)
+	create(t, key)
+	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	token, _ := tokenIn(t, ns, got.Status.SecretName)
+	return got, token
+}
+
 // waitForHash waits until the key's status matches token.
 func waitForHash(t *testing.T, key *v1alpha1.ApiKey, token string) *v1alpha1.ApiKey {
 	t.Helper()
@@ -244,10 +255,7 @@ func TestHashOnlyKey(t *testing.T) {
 func TestRotation(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	key := apiKey(ns, "rotating")
-	create(t, key)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	old, _ := tokenIn(t, ns, "rotating")
+	got, old := issuedKey(t, ns, "rotating")
 	authorize(t, old, ns, "c", v1alpha1.CommandRead, nil)
 
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
@@ -273,10 +281,7 @@ func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	expires := metav1.NewTime(time.Now().Add(5 * time.Second).Truncate(time.Second))
-	key := apiKey(ns, "short-lived", func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = &expires })
-	create(t, key)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	token, _ := tokenIn(t, ns, "short-lived")
+	got, token := issuedKey(t, ns, "short-lived", func(k *v1alpha1.ApiKey) { k.Spec.ExpiresAt = &expires })
 	got = waitForReady(t, got, metav1.ConditionFalse, v1alpha1.ReasonExpired)
 	if got.Generation != 1 {
 		t.Errorf("the key was edited (generation %d)", got.Generation)
@@ -287,10 +292,7 @@ func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
 func TestDisable(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	key := apiKey(ns, "revoked")
-	create(t, key)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	token, _ := tokenIn(t, ns, "revoked")
+	got, token := issuedKey(t, ns, "revoked")
 
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.Disabled = true
@@ -304,10 +306,8 @@ func TestDisable(t *testing.T) {
 func TestDeletedSecretIsIssuedAgain(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	key := apiKey(ns, "lost", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "lost-token" })
-	create(t, key)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	old, secret := tokenIn(t, ns, "lost-token")
+	got, old := issuedKey(t, ns, "lost", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "lost-token" })
+	_, secret := tokenIn(t, ns, "lost-token")
 
 	if err := k8s.Delete(context.Background(), secret); err != nil {
 		t.Fatal(err)
@@ -341,10 +341,7 @@ func TestForeignSecretIsNeverOverwritten(t *testing.T) {
 func TestSwitchingSecretsDeletesTheOldOne(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	key := apiKey(ns, "moving", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "one" })
-	create(t, key)
-	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	first, _ := tokenIn(t, ns, "one")
+	got, first := issuedKey(t, ns, "moving", func(k *v1alpha1.ApiKey) { k.Spec.Token.SecretName = "one" })
 
 	move := func(to string) {
 		t.Helper()
@@ -391,17 +388,11 @@ func TestDuplicateTokenIsRefused(t *testing.T) {
 func TestScopeDecisions(t *testing.T) {
 	t.Parallel()
 	ns, other := newNamespace(t), newNamespace(t)
-	key := apiKey(ns, "scoped", func(k *v1alpha1.ApiKey) {
+	_, token := issuedKey(t, ns, "scoped", func(k *v1alpha1.ApiKey) {
 		k.Spec.Connections = []string{"reports"}
 		k.Spec.Commands = []v1alpha1.Command{v1alpha1.CommandRead, v1alpha1.CommandList}
 	})
-	readOnly := apiKey(ns, "reader", func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true })
-	create(t, key)
-	create(t, readOnly)
-	waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	waitForReady(t, readOnly, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	token, _ := tokenIn(t, ns, "scoped")
-	reader, _ := tokenIn(t, ns, "reader")
+	_, reader := issuedKey(t, ns, "reader", func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true })
 
 	authorize(t, token, ns, "reports", v1alpha1.CommandRead, nil)
 	authorize(t, token, ns, "reports", v1alpha1.CommandList, nil)
