@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway"
 )
 
 var subcommands = []struct {
@@ -19,6 +20,7 @@ var subcommands = []struct {
 	run           func(ctx context.Context, args []string) error
 }{
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
+	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
 }
 
 func usage() {

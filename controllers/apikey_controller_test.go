@@ -398,7 +398,7 @@ func TestScopeDecisions(t *testing.T) {
 	authorize(t, token, ns, "reports", v1alpha1.CommandList, nil)
 	authorize(t, token, ns, "reports", v1alpha1.CommandWrite, apikeys.ErrCommandNotAllowed)
 	authorize(t, token, ns, "archive", v1alpha1.CommandRead, apikeys.ErrConnectionNotAllowed)
-	authorize(t, token, other, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, token, other, "reports", v1alpha1.CommandRead, apikeys.ErrNoSuchConnection)
 	authorize(t, reader, ns, "anything", v1alpha1.CommandExists, nil)
 	authorize(t, reader, ns, "anything", v1alpha1.CommandMkdir, apikeys.ErrCommandNotAllowed)
 	authorize(t, "sgk_nonsense", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)

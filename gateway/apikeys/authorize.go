@@ -38,6 +38,11 @@ var (
 
 	ErrConnectionNotAllowed = errors.New("API key may not use this connection")
 	ErrCommandNotAllowed    = errors.New("API key may not run this command")
+
+	// ErrNoSuchConnection: the token is a key's, but there is no such
+	// connection in that key's namespace. A connection of another
+	// namespace looks the same as none (HTTP 404).
+	ErrNoSuchConnection = errors.New("no such connection")
 )
 
 // Unauthenticated reports whether err says the token itself is no good, as
@@ -56,31 +61,42 @@ type Authorizer struct {
 	Now func() time.Time
 }
 
-// Authorize finds the ApiKey of token and checks that it may run command on
-// conn. It returns the key either way when one was found, so that callers
-// can name it (by key id) in logs.
+// Authorize finds the ApiKey of token in conn's namespace and checks that
+// it may run command on conn; conn is nil when the slug names no
+// connection. It returns the key whenever one was found, so that callers
+// can name it (by key id) in logs. A token that is no key's is refused
+// before anything is said about connections.
 func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
 	if Validate(token) != nil {
 		return nil, ErrUnknownToken
 	}
 	hash := Hash(token)
 	var list v1alpha1.ApiKeyList
-	if err := a.Reader.List(ctx, &list, client.InNamespace(conn.Namespace), client.MatchingFields{IndexTokenHash: hash}); err != nil {
+	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}); err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)
 	}
-	// Only keys of the connection's namespace are listed: a token can never
-	// reach another namespace's connections.
-	matches := slices.DeleteFunc(list.Items, func(k v1alpha1.ApiKey) bool {
-		return subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1
-	})
-	switch len(matches) {
-	case 0:
+	known := false
+	var matches []v1alpha1.ApiKey
+	for _, k := range list.Items {
+		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
+			continue
+		}
+		known = true
+		// A key works only in its own namespace: a token can never reach
+		// another namespace's connections.
+		if conn != nil && k.Namespace == conn.Namespace {
+			matches = append(matches, k)
+		}
+	}
+	switch {
+	case !known:
 		return nil, ErrUnknownToken
-	case 1:
-	default:
-		// Two keys with one token (the controller refuses to record a
-		// duplicate, but two may race): which scope applies is unclear,
-		// and disabling one must not leave the token working.
+	case len(matches) == 0:
+		return nil, ErrNoSuchConnection
+	case len(matches) > 1:
+		// Two keys of one namespace with one token (the controller refuses
+		// to record a duplicate, but two may race): which scope applies is
+		// unclear, and disabling one must not leave the token working.
 		return nil, ErrNotReady
 	}
 	key := &matches[0]

@@ -1,0 +1,124 @@
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// Command is one gateway command.
+type Command struct {
+	Name v1alpha1.Command
+	// Idempotent commands may be retried on a fresh connection when the
+	// one they ran on broke.
+	Idempotent bool
+	run        func(fs *FS, body []byte) (any, error)
+}
+
+// Run decodes body and runs the command. An error is a *BadRequest (the
+// request is wrong), a *Failure (the server refused the operation), or
+// anything else (the session failed).
+func (c Command) Run(fs *FS, body []byte) (any, error) { return c.run(fs, body) }
+
+// command makes a Command of a typed request and its implementation.
+func command[Req any](name v1alpha1.Command, idempotent bool, run func(*FS, *Req) (any, error)) Command {
+	return Command{Name: name, Idempotent: idempotent, run: func(fs *FS, body []byte) (any, error) {
+		var req Req
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return run(fs, &req)
+	}}
+}
+
+var registry = map[v1alpha1.Command]Command{}
+
+func init() {
+	for _, c := range []Command{
+		command(v1alpha1.CommandWrite, false, write),
+		command(v1alpha1.CommandAppend, false, appendFile),
+		command(v1alpha1.CommandRead, true, read),
+		command(v1alpha1.CommandList, true, list),
+		command(v1alpha1.CommandStat, true, stat),
+		command(v1alpha1.CommandExists, true, exists),
+		command(v1alpha1.CommandMkdir, true, mkdir),
+		command(v1alpha1.CommandRmdir, false, rmdir),
+		command(v1alpha1.CommandUnlink, false, unlink),
+		command(v1alpha1.CommandPing, true, ping),
+	} {
+		registry[c.Name] = c
+	}
+}
+
+// Lookup finds a command by name.
+func Lookup(name string) (Command, bool) {
+	c, ok := registry[v1alpha1.Command(name)]
+	return c, ok
+}
+
+// decode reads one JSON object into req, refusing unknown fields and
+// trailing data. An empty body is an empty object.
+func decode(body []byte, req any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &BadRequest{Field: "body", Message: "must hold exactly one JSON object"}
+	}
+	return nil
+}
+
+// decodeError names the field a JSON error is about.
+func decodeError(err error) error {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		return &BadRequest{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonType(typeErr.Type.Kind().String()), typeErr.Value)}
+	case errors.As(err, &syntaxErr):
+		return &BadRequest{Field: "body", Message: fmt.Sprintf("is not valid JSON (at byte %d)", syntaxErr.Offset)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return &BadRequest{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Message: "is not a field of this command"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &BadRequest{Field: "body", Message: "is cut short"}
+	}
+	return &BadRequest{Field: "body", Message: err.Error()}
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "struct", "map", "ptr":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "a number"
+}
+
+// requirePath refuses a request without a path.
+func requirePath(p string) error {
+	if p == "" {
+		return &BadRequest{Field: "path", Message: "is required"}
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+// Package commands implements the gateway's commands on an SFTP session,
+// confined to a connection's root directory. Each command is a typed
+// request, decoded strictly from JSON, and a typed result.
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/pkg/sftp"
+)
+
+// FS is an SFTP client confined to Root: every path a request names is
+// resolved inside it, and one that leads outside through a symlink on the
+// server is refused.
+type FS struct {
+	Client *sftp.Client
+	// Root is the absolute, resolved root directory (status.rootPath).
+	Root string
+	// ServerVersion is the SSH version string of the server, for ping.
+	ServerVersion string
+}
+
+// Errors of path resolution.
+var (
+	ErrNULInPath   = &BadRequest{Field: "path", Message: "contains a NUL byte"}
+	ErrOutsideRoot = &BadRequest{Field: "path", Message: "leads outside the connection's root directory"}
+)
+
+// Lexical maps a client path to a server path inside root, without asking
+// the server: ".." cannot climb above root, and absolute paths are taken
+// relative to it.
+func Lexical(root, p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", ErrNULInPath
+	}
+	return path.Join(root, path.Clean("/"+p)), nil
+}
+
+// within reports whether p is root or below it.
+func within(root, p string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
+}
+
+// Resolve returns the server path for p, after checking on the server that
+// p (or, while it does not exist yet, its nearest existing ancestor) does
+// not resolve outside the root through a symlink.
+func (fs *FS) Resolve(p string) (string, error) {
+	target, err := Lexical(fs.Root, p)
+	if err != nil {
+		return "", err
+	}
+	return target, fs.checkReal(target)
+}
+
+// ResolveParent is Resolve for operations on a name itself rather than
+// what it points to (lstat, unlink, readlink): only the directory holding
+// it must resolve inside the root.
+func (fs *FS) ResolveParent(p string) (string, error) {
+	target, err := Lexical(fs.Root, p)
+	if err != nil {
+		return "", err
+	}
+	if target == fs.Root {
+		return target, nil
+	}
+	return target, fs.checkReal(path.Dir(target))
+}
+
+func (fs *FS) checkReal(p string) error {
+	for {
+		real, err := fs.Client.RealPath(p)
+		switch {
+		case err == nil:
+			if !within(fs.Root, real) {
+				return ErrOutsideRoot
+			}
+			return nil
+		case !errors.Is(err, os.ErrNotExist) && !isNoSuchFile(err):
+			return err
+		case p == fs.Root || !within(fs.Root, p):
+			return err
+		}
+		// Servers resolve only existing paths: check the nearest ancestor
+		// that exists, which is where a new file would land.
+		p = path.Dir(p)
+	}
+}
+
+// isNoSuchFile covers servers that answer realpath of a missing path with
+// a plain failure status rather than "no such file".
+func isNoSuchFile(err error) bool {
+	var status *sftp.StatusError
+	return errors.As(err, &status) && status.FxCode() == sftp.ErrSSHFxNoSuchFile
+}
+
+// Rel is a server path as the client sees it: relative to the root, with
+// a leading slash.
+func (fs *FS) Rel(p string) string {
+	rel := strings.TrimPrefix(p, strings.TrimSuffix(fs.Root, "/"))
+	if rel == "" {
+		return "/"
+	}
+	return rel
+}
+
+// BadRequest is a request the gateway refuses before any SFTP operation.
+type BadRequest struct {
+	Field   string
+	Message string
+}
+
+func (e *BadRequest) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
+
+// SessionFailed reports whether an error of Command.Run is the session's
+// (the connection broke) rather than the request's or the server's answer.
+func SessionFailed(err error) bool {
+	var (
+		bad     *BadRequest
+		failure *Failure
+	)
+	return err != nil && !errors.As(err, &bad) && !errors.As(err, &failure)
+}

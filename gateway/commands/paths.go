@@ -1,0 +1,297 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+)
+
+// FileInfo describes a file in results.
+type FileInfo struct {
+	Name     string    `json:"name"`
+	Path     string    `json:"path"`
+	Type     string    `json:"type"`
+	Size     int64     `json:"size"`
+	Mode     string    `json:"mode"`
+	Modified time.Time `json:"modified"`
+}
+
+// StatResult is the result of stat.
+type StatResult struct {
+	FileInfo
+	UID      uint32    `json:"uid"`
+	GID      uint32    `json:"gid"`
+	Accessed time.Time `json:"accessed"`
+}
+
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}
+
+// unixMode is a mode as "ls -l" users know it: octal permissions with the
+// setuid, setgid and sticky bits.
+func unixMode(m os.FileMode) string {
+	bits := uint32(m.Perm())
+	for flag, bit := range map[os.FileMode]uint32{os.ModeSetuid: 0o4000, os.ModeSetgid: 0o2000, os.ModeSticky: 0o1000} {
+		if m&flag != 0 {
+			bits |= bit
+		}
+	}
+	return fmt.Sprintf("%04o", bits)
+}
+
+func info(fs *FS, p string, fi os.FileInfo) FileInfo {
+	return FileInfo{
+		Name:     path.Base(fs.Rel(p)),
+		Path:     fs.Rel(p),
+		Type:     fileType(fi.Mode()),
+		Size:     fi.Size(),
+		Mode:     unixMode(fi.Mode()),
+		Modified: fi.ModTime().UTC(),
+	}
+}
+
+// Listing limits: a page holds at most this many entries.
+const (
+	DefaultListLimit = 1000
+	MaxListLimit     = 10000
+)
+
+type listRequest struct {
+	Path  string `json:"path"`
+	Limit int    `json:"limit,omitempty"`
+	// After continues a listing: entries whose name sorts after it.
+	After string `json:"after,omitempty"`
+}
+
+// ListResult is the result of list: entries sorted by name, and Next,
+// the After of the next page, when there is one.
+type ListResult struct {
+	Path    string     `json:"path"`
+	Entries []FileInfo `json:"entries"`
+	Next    string     `json:"next,omitempty"`
+}
+
+func list(fs *FS, req *listRequest) (any, error) {
+	if req.Path == "" {
+		req.Path = "/"
+	}
+	limit := req.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, &BadRequest{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxListLimit)}
+	}
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	all, err := fs.Client.ReadDir(target)
+	if err != nil {
+		return nil, notADirectory(fs, err, target)
+	}
+	slices.SortFunc(all, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	start, _ := slices.BinarySearchFunc(all, req.After, func(fi os.FileInfo, after string) int {
+		if fi.Name() <= after {
+			return -1
+		}
+		return 1
+	})
+	page := all[start:]
+	res := ListResult{Path: fs.Rel(target), Entries: make([]FileInfo, 0, min(len(page), limit))}
+	if len(page) > limit {
+		page = page[:limit]
+		res.Next = page[limit-1].Name()
+	}
+	for _, fi := range page {
+		res.Entries = append(res.Entries, info(fs, path.Join(target, fi.Name()), fi))
+	}
+	return res, nil
+}
+
+// notADirectory says so when a directory operation met a file: SFTP v3
+// servers answer it with "no such file" (OpenSSH) or a generic failure.
+func notADirectory(fs *FS, err error, target string) error {
+	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
+		return failure
+	}
+	if fi, statErr := fs.Client.Stat(target); statErr == nil && !fi.IsDir() {
+		return fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory")
+	}
+	return serverFailure(err, fs.Rel(target))
+}
+
+type statRequest struct {
+	Path           string `json:"path"`
+	FollowSymlinks *bool  `json:"followSymlinks,omitempty"`
+}
+
+func stat(fs *FS, req *statRequest) (any, error) {
+	if err := requirePath(req.Path); err != nil {
+		return nil, err
+	}
+	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
+	resolve, statFn := fs.Resolve, fs.Client.Stat
+	if !follow {
+		resolve, statFn = fs.ResolveParent, fs.Client.Lstat
+	}
+	target, err := resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := statFn(target)
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	res := StatResult{FileInfo: info(fs, target, fi)}
+	if st, ok := fi.Sys().(*sftp.FileStat); ok {
+		res.UID, res.GID = st.UID, st.GID
+		res.Accessed = time.Unix(int64(st.Atime), 0).UTC()
+	}
+	return res, nil
+}
+
+type pathRequest struct {
+	Path string `json:"path"`
+}
+
+func exists(fs *FS, req *pathRequest) (any, error) {
+	if err := requirePath(req.Path); err != nil {
+		return nil, err
+	}
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fs.Client.Stat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, serverFailure(err, fs.Rel(target))
+}
+
+// PathResult is the result of commands that act on one path.
+type PathResult struct {
+	Path string `json:"path"`
+}
+
+type mkdirRequest struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+}
+
+func mkdir(fs *FS, req *mkdirRequest) (any, error) {
+	if err := requirePath(req.Path); err != nil {
+		return nil, err
+	}
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if req.Parents {
+		err = fs.Client.MkdirAll(target)
+	} else if err = fs.Client.Mkdir(target); err != nil {
+		if _, statErr := fs.Client.Lstat(target); statErr == nil {
+			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists")
+		}
+	}
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+type rmdirRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+func rmdir(fs *FS, req *rmdirRequest) (any, error) {
+	if err := requirePath(req.Path); err != nil {
+		return nil, err
+	}
+	target, err := fs.ResolveParent(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if target == fs.Root {
+		return nil, &BadRequest{Field: "path", Message: "is the connection's root directory, which cannot be removed"}
+	}
+	fi, err := fs.Client.Lstat(target)
+	switch {
+	case err != nil:
+		return nil, serverFailure(err, fs.Rel(target))
+	case !fi.IsDir():
+		return nil, fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
+	case req.Recursive:
+		err = fs.Client.RemoveAll(target)
+	default:
+		err = fs.Client.RemoveDirectory(target)
+		if err != nil {
+			if entries, readErr := fs.Client.ReadDir(target); readErr == nil && len(entries) > 0 {
+				return nil, fail("not_empty", fxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
+			}
+		}
+	}
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+func unlink(fs *FS, req *pathRequest) (any, error) {
+	if err := requirePath(req.Path); err != nil {
+		return nil, err
+	}
+	target, err := fs.ResolveParent(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := fs.Client.Lstat(target)
+	if err == nil && fi.IsDir() {
+		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
+	}
+	if err == nil {
+		err = fs.Client.Remove(target)
+	}
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+type pingRequest struct{}
+
+// PingResult is the result of ping.
+type PingResult struct {
+	OK            bool    `json:"ok"`
+	RoundTripMs   float64 `json:"roundTripMs"`
+	ServerVersion string  `json:"serverVersion"`
+}
+
+func ping(fs *FS, _ *pingRequest) (any, error) {
+	start := time.Now()
+	if _, err := fs.Client.Stat(fs.Root); err != nil {
+		return nil, serverFailure(err, "/")
+	}
+	return PingResult{
+		OK:            true,
+		RoundTripMs:   float64(time.Since(start).Microseconds()) / 1000,
+		ServerVersion: fs.ServerVersion,
+	}, nil
+}

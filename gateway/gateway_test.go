@@ -1,0 +1,367 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+var (
+	k8s     client.Client
+	baseURL string
+)
+
+const maxBody = 1 << 20
+
+// TestMain runs a control plane, the manager and a gateway on loopback.
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	env, err := testcluster.Start()
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	mgrOpts := controllers.ManagerOptions()
+	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
+	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
+	if err != nil {
+		return fail(err)
+	}
+	opts := controllers.Options{MaxConcurrentTests: 4, DeniedNetworks: "link-local,metadata"}
+	if err := opts.Setup(ctx, mgr); err != nil {
+		return fail(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	gw, err := gateway.New(env.Config, gateway.Options{
+		BasePath:       "/",
+		DeniedNetworks: "link-local,metadata",
+		IdleTimeout:    time.Minute,
+		Limits:         gateway.Limits{MaxBodyBytes: maxBody, RequestTimeout: 30 * time.Second},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := gw.Start(ctx); err != nil {
+		return fail(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	baseURL = srv.URL
+	return m.Run()
+}
+
+// fixture is an SftpConnection to a real sshd and a key for it.
+type fixture struct {
+	ns, slug, token string
+	sshd            *testsshd.Server
+}
+
+func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	sshd := testsshd.Start(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+	conn := &v1alpha1.SftpConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"},
+		Spec: v1alpha1.SftpConnectionSpec{
+			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+		},
+	}
+	must(t, k8s.Create(ctx, conn))
+	token, keyID := apikeys.NewToken()
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "key"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+	for _, m := range mutateKey {
+		m(key)
+	}
+	must(t, k8s.Create(ctx, key))
+	f := &fixture{ns: ns.Name, slug: conn.Spec.Slug, token: token, sshd: sshd}
+	// Wait until the gateway's cache has the Ready connection and key.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, _ := f.call(t, "exists", `{"path": "/"}`)
+		if status != http.StatusUnauthorized && status != http.StatusNotFound && status != http.StatusServiceUnavailable {
+			return f
+		}
+		if time.Now().After(deadline) {
+			var c v1alpha1.SftpConnection
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(conn), &c)
+			t.Fatalf("the gateway does not serve the connection: last status %d; %+v", status,
+				meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// call POSTs a command with the fixture's key and decodes the answer.
+func (f *fixture) call(t *testing.T, command, body string) (int, map[string]any) {
+	t.Helper()
+	return do(t, http.MethodPost, "/"+f.slug+"/"+command, f.token, "application/json", body)
+}
+
+func do(t *testing.T, method, path, token, contentType, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, baseURL+path, strings.NewReader(body))
+	must(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// ok calls a command that must succeed and returns its result.
+func (f *fixture) ok(t *testing.T, command, body string) any {
+	t.Helper()
+	status, out := f.call(t, command, body)
+	if status != http.StatusOK || out["error"] != nil {
+		t.Fatalf("%s %s: %d %v", command, body, status, out)
+	}
+	return out[command]
+}
+
+// failure calls a command that must fail on the server with code.
+func (f *fixture) failure(t *testing.T, command, body, code string) {
+	t.Helper()
+	status, out := f.call(t, command, body)
+	e, _ := out["error"].(map[string]any)
+	if status != http.StatusOK || e == nil || e["code"] != code || out[command] != nil {
+		t.Fatalf("%s %s: %d %v, want 200 with error %s", command, body, status, out, code)
+	}
+}
+
+// rejected calls a command that must be refused with status.
+func (f *fixture) rejected(t *testing.T, command, body string, status int, code string) map[string]any {
+	t.Helper()
+	got, out := f.call(t, command, body)
+	e, _ := out["error"].(map[string]any)
+	if got != status || e == nil || e["code"] != code {
+		t.Fatalf("%s %s: %d %v, want %d %s", command, body, got, out, status, code)
+	}
+	return e
+}
+
+func TestCommandsAgainstOpenSSH(t *testing.T) {
+	f := newFixture(t)
+
+	w := f.ok(t, "write", `{"path": "hello.txt", "file": {"text": "Hello, SFTP!"}}`).(map[string]any)
+	if w["path"] != "/hello.txt" || w["bytesWritten"] != float64(12) {
+		t.Errorf("write = %v", w)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "hello.txt")); string(b) != "Hello, SFTP!" {
+		t.Errorf("on the server: %q", b)
+	}
+	r := f.ok(t, "read", `{"path": "/hello.txt"}`).(map[string]any)
+	if r["content"] != "Hello, SFTP!" || r["size"] != float64(12) || r["encoding"] != "text" {
+		t.Errorf("read = %v", r)
+	}
+	if r := f.ok(t, "read", `{"path": "hello.txt", "offset": 7, "length": 4}`).(map[string]any); r["content"] != "SFTP" {
+		t.Errorf("read range = %v", r)
+	}
+	if a := f.ok(t, "append", `{"path": "hello.txt", "file": {"base64": "IQo="}}`).(map[string]any); a["size"] != float64(14) {
+		t.Errorf("append = %v", a)
+	}
+	if r := f.ok(t, "read", `{"path": "hello.txt", "encoding": "base64"}`).(map[string]any); r["content"] != "SGVsbG8sIFNGVFAhIQo=" {
+		t.Errorf("read base64 = %v", r)
+	}
+	f.failure(t, "write", `{"path": "hello.txt", "file": {"text": "x"}, "overwrite": false}`, "already_exists")
+
+	f.ok(t, "write", `{"path": "deep/er/file.bin", "file": {"base64": "AP8="}, "createParents": true, "mode": "0600"}`)
+	f.failure(t, "read", `{"path": "deep/er/file.bin"}`, "not_text")
+	st := f.ok(t, "stat", `{"path": "deep/er/file.bin"}`).(map[string]any)
+	if st["type"] != "file" || st["size"] != float64(2) || st["mode"] != "0600" || st["modified"] == "" {
+		t.Errorf("stat = %v", st)
+	}
+	if st := f.ok(t, "stat", `{"path": "deep"}`).(map[string]any); st["type"] != "directory" {
+		t.Errorf("stat dir = %v", st)
+	}
+	if f.ok(t, "exists", `{"path": "deep/er"}`) != true || f.ok(t, "exists", `{"path": "nope"}`) != false {
+		t.Errorf("exists is wrong")
+	}
+
+	f.ok(t, "mkdir", `{"path": "a/b/c", "parents": true}`)
+	f.failure(t, "mkdir", `{"path": "a"}`, "already_exists")
+	f.failure(t, "mkdir", `{"path": "x/y"}`, "not_found")
+	for i := range 5 {
+		f.ok(t, "write", fmt.Sprintf(`{"path": "a/f%d", "file": {"text": "%d"}}`, i, i))
+	}
+	page := f.ok(t, "list", `{"path": "a", "limit": 3}`).(map[string]any)
+	entries := page["entries"].([]any)
+	if len(entries) != 3 || page["next"] != "f1" || entries[0].(map[string]any)["name"] != "b" ||
+		entries[0].(map[string]any)["type"] != "directory" || entries[1].(map[string]any)["path"] != "/a/f0" {
+		t.Errorf("list page 1 = %v", page)
+	}
+	rest := f.ok(t, "list", `{"path": "a", "after": "f1"}`).(map[string]any)
+	if n := len(rest["entries"].([]any)); n != 3 || rest["next"] != nil {
+		t.Errorf("list page 2 = %v", rest)
+	}
+	f.failure(t, "list", `{"path": "hello.txt"}`, "not_a_directory")
+
+	f.failure(t, "rmdir", `{"path": "a"}`, "not_empty")
+	f.failure(t, "unlink", `{"path": "a"}`, "is_a_directory")
+	f.failure(t, "rmdir", `{"path": "hello.txt"}`, "not_a_directory")
+	f.ok(t, "rmdir", `{"path": "a", "recursive": true}`)
+	f.ok(t, "unlink", `{"path": "hello.txt"}`)
+	f.failure(t, "unlink", `{"path": "hello.txt"}`, "not_found")
+	f.failure(t, "read", `{"path": "hello.txt"}`, "not_found")
+
+	p := f.ok(t, "ping", ``).(map[string]any)
+	if p["ok"] != true || !strings.HasPrefix(p["serverVersion"].(string), "SSH-2.0-OpenSSH") {
+		t.Errorf("ping = %v", p)
+	}
+	// The path pattern is written with a trailing slash.
+	if status, out := do(t, http.MethodPost, "/"+f.slug+"/ping/", f.token, "", ""); status != http.StatusOK || out["ping"] == nil {
+		t.Errorf("POST .../ping/ = %d %v", status, out)
+	}
+}
+
+func TestPathsStayInsideTheRoot(t *testing.T) {
+	f := newFixture(t)
+	// A symlink on the server that leads out of the root.
+	must(t, os.Symlink("/etc", filepath.Join(f.sshd.Dir, "escape")))
+
+	for _, p := range []string{"../../../../etc/hostname", "/etc/hostname", "a/../../etc/hostname"} {
+		f.failure(t, "read", fmt.Sprintf(`{"path": %q}`, p), "not_found")
+	}
+	f.rejected(t, "read", `{"path": "escape/hostname"}`, http.StatusBadRequest, "invalid_request")
+	f.rejected(t, "write", `{"path": "escape/evil", "file": {"text": "x"}}`, http.StatusBadRequest, "invalid_request")
+	f.rejected(t, "list", `{"path": "escape"}`, http.StatusBadRequest, "invalid_request")
+	e := f.rejected(t, "read", `{"path": "a\u0000b"}`, http.StatusBadRequest, "invalid_request")
+	if e["field"] != "path" {
+		t.Errorf("NUL error = %v", e)
+	}
+	// The link itself may be looked at and removed: it is inside the root.
+	if st := f.ok(t, "stat", `{"path": "escape", "followSymlinks": false}`).(map[string]any); st["type"] != "symlink" {
+		t.Errorf("lstat = %v", st)
+	}
+	f.ok(t, "unlink", `{"path": "escape"}`)
+	f.rejected(t, "rmdir", `{"path": "/"}`, http.StatusBadRequest, "invalid_request")
+}
+
+func TestRequestErrors(t *testing.T) {
+	f := newFixture(t, func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"read", "exists", "write"} })
+	path := "/" + f.slug + "/read"
+
+	status, out := do(t, http.MethodPost, path, "", "application/json", `{"path": "x"}`)
+	if status != http.StatusUnauthorized {
+		t.Errorf("no key: %d %v", status, out)
+	}
+	if status, _ := do(t, http.MethodPost, path, "sgk_wrong", "application/json", `{}`); status != http.StatusUnauthorized {
+		t.Errorf("wrong key: %d", status)
+	}
+	if status, _ := do(t, http.MethodPost, "/no-such-slug/read", f.token, "application/json", `{}`); status != http.StatusNotFound {
+		t.Errorf("unknown slug: %d", status)
+	}
+	if status, _ := do(t, http.MethodPost, "/no-such-slug/read", "sgk_wrong", "application/json", `{}`); status != http.StatusUnauthorized {
+		t.Errorf("unknown slug without a valid key must not say it is unknown: %d", status)
+	}
+	f.rejected(t, "mkdir", `{"path": "x"}`, http.StatusForbidden, "forbidden")
+	f.rejected(t, "format", `{}`, http.StatusNotFound, "unknown_command")
+	if status, out := do(t, http.MethodGet, path, f.token, "", ""); status != http.StatusMethodNotAllowed || out["error"] == nil {
+		t.Errorf("GET: %d %v", status, out)
+	}
+	if status, _ := do(t, http.MethodPost, path, f.token, "text/plain", `{"path": "x"}`); status != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: %d", status)
+	}
+	big := `{"path": "x", "file": {"text": "` + strings.Repeat("a", maxBody) + `"}}`
+	if status, _ := do(t, http.MethodPost, "/"+f.slug+"/write", f.token, "application/json", big); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("too large: %d", status)
+	}
+	for body, field := range map[string]string{
+		`{"path": 5}`:                         "path",
+		`{"path": "x", "colour": "red"}`:      "colour",
+		`{"path": "x"`:                        "body",
+		`{"path": "x"} {}`:                    "body",
+		`{}`:                                  "path",
+		`{"path": "x", "encoding": "utf-16"}`: "encoding",
+	} {
+		if e := f.rejected(t, "read", body, http.StatusBadRequest, "invalid_request"); e["field"] != field {
+			t.Errorf("%s: field %v, want %s (%v)", body, e["field"], field, e["message"])
+		}
+	}
+	f.rejected(t, "write", `{"path": "x", "file": {"text": "a", "base64": "YQ=="}}`, http.StatusBadRequest, "invalid_request")
+}
+
+func TestOtherNamespacesConnectionsLookMissing(t *testing.T) {
+	a, b := newFixture(t), newFixture(t)
+	if status, _ := do(t, http.MethodPost, "/"+b.slug+"/exists", a.token, "application/json", `{"path": "/"}`); status != http.StatusNotFound {
+		t.Errorf("a key on another namespace's slug: %d, want 404", status)
+	}
+}
+
+func TestFailingConnectionAnswers503(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "ping", ``)
+	// Once the connection is tested again and fails, the gateway refuses it.
+	var conn v1alpha1.SftpConnection
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "box"}, &conn))
+	patch := client.MergeFrom(conn.DeepCopy())
+	conn.Spec.Port = 1
+	must(t, k8s.Patch(context.Background(), &conn, patch))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// First "being tested", then the test's outcome with its reason.
+		status, out := f.call(t, "ping", ``)
+		e, _ := out["error"].(map[string]any)
+		if status == http.StatusServiceUnavailable && strings.Contains(fmt.Sprint(e["message"]), "ConnectionRefused") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d %v, want 503 naming ConnectionRefused", status, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+)
+
+// IndexServedSlug is the gateway's cache index of SftpConnections by
+// status.slug: only the connection that holds a slug is served under it.
+const IndexServedSlug = "sftpgate.dev/served-slug"
+
+// indexServedSlug extracts IndexServedSlug.
+func indexServedSlug(o client.Object) []string {
+	if slug := o.(*v1alpha1.SftpConnection).Status.Slug; slug != "" {
+		return []string{slug}
+	}
+	return nil
+}
+
+// handler serves POST {base}/<slug>/<command>.
+type handler struct {
+	cache      client.Reader
+	authorizer *apikeys.Authorizer
+	pools      *pool.Pools
+	limits     Limits
+	log        *slog.Logger
+}
+
+// Limits bound what one request may take.
+type Limits struct {
+	// MaxBodyBytes is the largest JSON request body.
+	MaxBodyBytes int64
+	// RequestTimeout bounds a whole request, dial included; each SFTP
+	// operation is bounded by its connection's operationTimeout too.
+	RequestTimeout time.Duration
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	slug, name := chi.URLParam(r, "slug"), chi.URLParam(r, "command")
+	rec := &requestLog{}
+	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+	defer func() {
+		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("requestID", middleware.GetReqID(r.Context())),
+			slog.String("keyID", rec.keyID),
+			slog.String("slug", slug),
+			slog.String("command", name),
+			slog.Int("status", ww.Status()),
+			slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", time.Since(start)))
+	}()
+	if err := h.serve(ww, r, slug, name, rec); err != nil {
+		var e *apiError
+		if !errors.As(err, &e) {
+			h.log.Error("request failed", "requestID", middleware.GetReqID(r.Context()), "error", err)
+			e = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+		}
+		writeError(ww, e)
+	}
+}
+
+// requestLog collects what the request's log line says beyond the request.
+type requestLog struct {
+	keyID string
+}
+
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name string, rec *requestLog) error {
+	if r.Method != http.MethodPost {
+		return &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "commands are sent with POST"}
+	}
+	cmd, ok := commands.Lookup(name)
+	if !ok {
+		return &apiError{Status: http.StatusNotFound, Code: "unknown_command", Message: fmt.Sprintf("there is no command %q", name)}
+	}
+	token, ok := bearerToken(r)
+	if !ok {
+		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send an API key: Authorization: Bearer <key>"}
+	}
+	conn, err := h.connection(r.Context(), slug)
+	if err != nil {
+		return err
+	}
+	key, err := h.authorizer.Authorize(r.Context(), token, conn, cmd.Name)
+	if key != nil {
+		rec.keyID = key.Status.KeyID
+	}
+	if err != nil {
+		return authError(err)
+	}
+	if err := ready(conn); err != nil {
+		return err
+	}
+	body, err := readBody(w, r, h.limits.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), h.limits.RequestTimeout)
+	defer cancel()
+	p, err := h.pools.Get(ctx, conn)
+	if err != nil {
+		return upstreamError(err)
+	}
+	opCtx, opCancel := context.WithTimeout(ctx, conn.Spec.Limits.OperationTimeoutOrDefault())
+	defer opCancel()
+	var result any
+	err = p.Do(opCtx, cmd.Idempotent, func(s *sftpdial.Session) error {
+		fs := &commands.FS{Client: s.SFTP, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
+		var runErr error
+		result, runErr = cmd.Run(fs, body)
+		if commands.SessionFailed(runErr) {
+			return &pool.BrokenError{Err: runErr}
+		}
+		return runErr
+	})
+	var (
+		bad     *commands.BadRequest
+		failure *commands.Failure
+	)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{name: result})
+	case errors.As(err, &failure):
+		writeJSON(w, http.StatusOK, map[string]any{name: nil, "error": failure})
+	case errors.As(err, &bad):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: bad.Error(), Field: bad.Field}
+	default:
+		return upstreamError(err)
+	}
+	return nil
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// connection finds the connection serving slug; nil when none does.
+func (h *handler) connection(ctx context.Context, slug string) (*v1alpha1.SftpConnection, error) {
+	var list v1alpha1.SftpConnectionList
+	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}); err != nil {
+		return nil, err
+	}
+	switch len(list.Items) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &list.Items[0], nil
+	}
+	return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
+		Message: "the slug is being handed from one connection to another; retry"}
+}
+
+func authError(err error) error {
+	switch {
+	case errors.Is(err, apikeys.ErrNoSuchConnection):
+		return &apiError{Status: http.StatusNotFound, Code: "connection_not_found", Message: "there is no such connection"}
+	case apikeys.Unauthenticated(err):
+		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: err.Error()}
+	case errors.Is(err, apikeys.ErrConnectionNotAllowed), errors.Is(err, apikeys.ErrCommandNotAllowed):
+		return &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: err.Error()}
+	}
+	return err
+}
+
+// ready refuses a connection whose last test, for its current spec, failed.
+func ready(conn *v1alpha1.SftpConnection) error {
+	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case c == nil || c.ObservedGeneration != conn.Generation:
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
+			Message: "the connection is being tested; retry shortly"}
+	case c.Status != metav1.ConditionTrue:
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
+			Message: fmt.Sprintf("the connection is not ready (%s): %s", c.Reason, c.Message)}
+	}
+	return nil
+}
+
+// readBody reads a JSON request body within the limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+				Message: "send the request as Content-Type: application/json"}
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+	case err != nil:
+		return nil, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "cannot read the request body", Field: "body"}
+	}
+	return body, nil
+}
+
+// upstreamError says why the SFTP server could not serve the request.
+func upstreamError(err error) error {
+	var dialErr *sftpdial.Error
+	switch {
+	case errors.Is(err, pool.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time"}
+	case errors.As(err, &dialErr):
+		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: dialErr.Message}
+	}
+	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: "the connection to the SFTP server failed: " + err.Error()}
+}

@@ -1,0 +1,183 @@
+// Package gateway is the HTTP API: POST {base}/<slug>/<command> runs a
+// command on the SFTP server of the SftpConnection serving slug, for a
+// client holding an ApiKey of that connection's namespace. Connections and
+// keys come from an informer cache; Secrets are read only when a
+// connection's session pool is built.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+)
+
+// Options configure the gateway; Run reads them from flags.
+type Options struct {
+	Addr           string
+	BasePath       string
+	DeniedNetworks string
+	IdleTimeout    time.Duration
+	Limits         Limits
+}
+
+// BindFlags registers the options on fs with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the API listens on.")
+	fs.StringVar(&o.BasePath, "base-path", "/", "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
+	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
+		"Comma-separated networks SFTP connections may not reach (as for the manager).")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
+	fs.Int64Var(&o.Limits.MaxBodyBytes, "max-body-bytes", 32<<20, "Largest JSON request body.")
+	fs.DurationVar(&o.Limits.RequestTimeout, "request-timeout", 5*time.Minute, "Bound on a whole request.")
+}
+
+// Server is a running gateway's state.
+type Server struct {
+	cache   cache.Cache
+	handler http.Handler
+	pools   *pool.Pools
+}
+
+// New builds a gateway reading from the cluster of restConfig. Start the
+// returned server's cache with Start before serving.
+func New(restConfig *rest.Config, opts Options) (*Server, error) {
+	policy, err := sftpdial.ParsePolicy(opts.DeniedNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("--denied-networks: %w", err)
+	}
+	scheme := controllers.Scheme()
+	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := apikeys.IndexFields(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := c.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexServedSlug, indexServedSlug); err != nil {
+		return nil, err
+	}
+	secrets, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cache: c,
+		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
+	}
+	h := &handler{
+		cache:      c,
+		authorizer: &apikeys.Authorizer{Reader: c},
+		pools:      s.pools,
+		limits:     opts.Limits,
+		log:        slog.Default(),
+	}
+	s.handler = s.routes(opts.BasePath, h)
+	return s, nil
+}
+
+func (s *Server) routes(base string, h *handler) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, middleware.Recoverer)
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint"})
+	})
+	r.Route("/"+strings.Trim(base, "/"), func(r chi.Router) {
+		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})
+		r.Get("/readyz", s.readyz)
+		r.Handle("/{slug}/{command}", h)
+		r.Handle("/{slug}/{command}/", h)
+	})
+	return r
+}
+
+// readyz is ready once the cache has synced: before, every key and
+// connection would look unknown.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
+	defer cancel()
+	if !s.cache.WaitForCacheSync(ctx) {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the cache has not synced yet"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Handler is the gateway's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start runs the cache and the pools' upkeep until ctx ends, and waits for
+// the cache to sync.
+func (s *Server) Start(ctx context.Context) error {
+	for _, obj := range []client.Object{&v1alpha1.SftpConnection{}, &v1alpha1.ApiKey{}} {
+		if _, err := s.cache.GetInformer(ctx, obj); err != nil {
+			return err
+		}
+	}
+	go func() { _ = s.cache.Start(ctx) }()
+	go s.pools.Run(ctx)
+	if !s.cache.WaitForCacheSync(ctx) {
+		return errors.New("the cache did not sync")
+	}
+	return nil
+}
+
+// Run runs "sftpgate gateway" until ctx ends, then stops accepting
+// requests and finishes those in flight.
+func Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	var opts Options
+	opts.BindFlags(fs)
+	shutdownGrace := fs.Duration("shutdown-grace", 25*time.Second, "How long in-flight requests may finish after SIGTERM.")
+	config.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	restConfig, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	s, err := New(restConfig, opts)
+	if err != nil {
+		return err
+	}
+	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPools()
+	if err := s.Start(poolCtx); err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	slog.Info("gateway listening", "address", opts.Addr)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), *shutdownGrace)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
