@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,5 +364,51 @@ func TestFailingConnectionAnswers503(t *testing.T) {
 			t.Fatalf("still %d %v, want 503 naming ConnectionRefused", status, out)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRestartedServer: sshd restarts, dropping the pooled connection; the
+// next request succeeds on a fresh one.
+func TestRestartedServer(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "write", `{"path": "before", "file": {"text": "1"}}`)
+	logins := f.sshd.Logins(t)
+	f.sshd.Restart(t)
+	if f.ok(t, "exists", `{"path": "before"}`) != true {
+		t.Error("the file is gone")
+	}
+	f.ok(t, "write", `{"path": "after", "file": {"text": "2"}}`)
+	if got := f.sshd.Logins(t); got != logins+1 {
+		t.Errorf("%d logins after the restart, want one more than %d", got, logins)
+	}
+}
+
+// TestConcurrentClients runs many clients at once on one connection (under
+// -race in make test).
+func TestConcurrentClients(t *testing.T) {
+	f := newFixture(t)
+	const clients, rounds = 16, 5
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for r := range rounds {
+				content := fmt.Sprintf("client %d round %d", c, r)
+				file := fmt.Sprintf("c%d.txt", c)
+				f.ok(t, "write", fmt.Sprintf(`{"path": %q, "file": {"text": %q}}`, file, content))
+				if got := f.ok(t, "read", fmt.Sprintf(`{"path": %q}`, file)).(map[string]any)["content"]; got != content {
+					t.Errorf("read %q, want %q", got, content)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(f.ok(t, "list", `{"path": "/"}`).(map[string]any)["entries"].([]any)); n != clients {
+		t.Errorf("%d files, want %d", n, clients)
+	}
+	// Sessions are pooled: no handshake per request, and no more SSH
+	// connections than the connection's limit (4 by default) plus the
+	// controller's test and the one the fixture's first request opened.
+	if logins := f.sshd.Logins(t); logins > 4+2 {
+		t.Errorf("%d logins for %d requests", logins, clients*rounds*2)
 	}
 }

@@ -55,8 +55,12 @@ type Server struct {
 	Dir string
 
 	confDir        string
+	hostKeyFile    string
 	authorizedKeys string
-	mu             sync.Mutex
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // Start starts an sshd for t and stops it when t ends.
@@ -105,9 +109,21 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 
+	s.hostKeyFile = hostKeyFile
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			log, _ := os.ReadFile(s.logFile())
+			t.Logf("sshd log:\n%s", log)
+		}
+	})
 	for attempt := 0; ; attempt++ {
-		err := s.start(t, hostKeyFile)
+		port, err := freePort()
 		if err == nil {
+			err = s.start(port)
+		}
+		if err == nil {
+			s.Port = int32(port)
 			return s
 		}
 		if attempt == 4 || !errors.Is(err, errPortTaken) {
@@ -131,19 +147,24 @@ func (s *Server) AuthorizeKey(t testing.TB, key ssh.PublicKey) {
 	}
 }
 
+// Restart stops sshd, dropping every connection, and starts it again on
+// the same port with the same host key, as a server reboot would.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.stop()
+	if err := s.start(int(s.Port)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var errPortTaken = errors.New("port taken")
 
-func (s *Server) start(t testing.TB, hostKeyFile string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+func (s *Server) start(port int) error {
 	config := filepath.Join(s.confDir, "sshd_config")
 	pidFile := filepath.Join(s.confDir, "sshd.pid")
-	logFile := filepath.Join(s.confDir, "sshd.log")
 	conf := strings.Join([]string{
 		"ListenAddress " + net.JoinHostPort(s.Host, strconv.Itoa(port)),
-		"HostKey " + hostKeyFile,
+		"HostKey " + s.hostKeyFile,
 		"PidFile " + pidFile,
 		"AuthorizedKeysFile " + s.authorizedKeys,
 		"AllowUsers " + User,
@@ -161,7 +182,7 @@ func (s *Server) start(t testing.TB, hostKeyFile string) error {
 	if err := os.WriteFile(config, []byte(conf), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command(sshdPath, "-D", "-f", config, "-E", logFile)
+	cmd := exec.Command(sshdPath, "-D", "-f", config, "-E", s.logFile())
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -174,40 +195,102 @@ func (s *Server) start(t testing.TB, hostKeyFile string) error {
 
 	addr := net.JoinHostPort(s.Host, strconv.Itoa(port))
 	deadline := time.Now().Add(startWait)
-	for {
+	for !sshdAnswers(addr) {
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(logFile)
+			log, _ := os.ReadFile(s.logFile())
 			if strings.Contains(string(log), "Address already in use") {
 				return errPortTaken
 			}
 			return fmt.Errorf("sshd exited (%w): %s", waitErr, log)
 		default:
 		}
-		if sshdAnswers(addr) {
-			break
-		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
+			<-exited
 			return fmt.Errorf("sshd did not listen on %s within %s", addr, startWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.Port = int32(port)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			log, _ := os.ReadFile(logFile)
-			t.Logf("sshd log:\n%s", log)
-		}
-	})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	return nil
+}
+
+func (s *Server) logFile() string { return filepath.Join(s.confDir, "sshd.log") }
+
+// Logins counts the successful logins so far, from sshd's log: tests see
+// through it whether connections are reused.
+func (s *Server) Logins(t testing.TB) int {
+	t.Helper()
+	log, err := os.ReadFile(s.logFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(log), "Accepted ")
+}
+
+// stop ends sshd and the sessions it forked.
+func (s *Server) stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	// sshd leaves the connections it forked running when it ends, in
+	// sessions of their own: end them first, as a reboot would.
+	for _, pid := range descendants(cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// descendants lists the processes below pid, from /proc.
+func descendants(pid int) []int {
+	parents := map[int][]int{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces, so split after it.
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
+		if len(fields) > 1 {
+			ppid, _ := strconv.Atoi(fields[1])
+			parents[ppid] = append(parents[ppid], child)
+		}
+	}
+	var out []int
+	for queue := parents[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, parents[queue[0]]...)
+	}
+	return out
+}
+
+// sshdAnswers reports whether an OpenSSH server greets on addr: another
+// process may have taken the port between freePort and sshd's start.
+func sshdAnswers(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	banner := make([]byte, len("SSH-2.0-OpenSSH"))
+	_, err = io.ReadFull(c, banner)
+	return err == nil && string(banner) == "SSH-2.0-OpenSSH"
 }
 
 // openTempDir makes a directory that uid and gid own and everyone may
@@ -226,20 +309,6 @@ func openTempDir(t testing.TB, pattern string, uid, gid int) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// sshdAnswers reports whether an OpenSSH server greets on addr: another
-// process may have taken the port between freePort and sshd's start.
-func sshdAnswers(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetReadDeadline(time.Now().Add(time.Second))
-	banner := make([]byte, len("SSH-2.0-OpenSSH"))
-	_, err = io.ReadFull(c, banner)
-	return err == nil && string(banner) == "SSH-2.0-OpenSSH"
 }
 
 func freePort() (int, error) {
