@@ -280,6 +280,12 @@ func TestPathsStayInsideTheRoot(t *testing.T) {
 	f.rejected(t, "read", `{"path": "escape/hostname"}`, http.StatusBadRequest, "invalid_request")
 	f.rejected(t, "write", `{"path": "escape/evil", "file": {"text": "x"}}`, http.StatusBadRequest, "invalid_request")
 	f.rejected(t, "list", `{"path": "escape"}`, http.StatusBadRequest, "invalid_request")
+	// A dangling symlink cannot be checked: a write would follow it anywhere.
+	must(t, os.Symlink("/tmp/sftpgate-nonexistent/new", filepath.Join(f.sshd.Dir, "dangling")))
+	f.rejected(t, "write", `{"path": "dangling", "file": {"text": "x"}}`, http.StatusBadRequest, "invalid_request")
+	if _, err := os.Stat("/tmp/sftpgate-nonexistent"); err == nil {
+		t.Error("the write escaped through the dangling symlink")
+	}
 	e := f.rejected(t, "read", `{"path": "a\u0000b"}`, http.StatusBadRequest, "invalid_request")
 	if e["field"] != "path" {
 		t.Errorf("NUL error = %v", e)
@@ -340,6 +346,41 @@ func TestOtherNamespacesConnectionsLookMissing(t *testing.T) {
 	a, b := newFixture(t), newFixture(t)
 	if status, _ := do(t, http.MethodPost, "/"+b.slug+"/exists", a.token, "application/json", `{"path": "/"}`); status != http.StatusNotFound {
 		t.Errorf("a key on another namespace's slug: %d, want 404", status)
+	}
+	// A revoked key learns nothing of slugs: it is refused as revoked.
+	var key v1alpha1.ApiKey
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: "key"}, &key))
+	patch := client.MergeFrom(key.DeepCopy())
+	key.Spec.Disabled = true
+	must(t, k8s.Patch(context.Background(), &key, patch))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, _ := do(t, http.MethodPost, "/"+b.slug+"/exists", a.token, "application/json", `{"path": "/"}`)
+		if status == http.StatusUnauthorized {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a disabled key on another namespace's slug: %d, want 401", status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServerAnswersKeepTheSession: an operation the server refuses is the
+// answer, not a broken session: no reconnect, no 502.
+func TestServerAnswersKeepTheSession(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "ping", ``)
+	logins := f.sshd.Logins(t)
+	must(t, os.Mkdir(filepath.Join(f.sshd.Dir, "locked"), 0o700)) // root's, closed to the SFTP user
+	f.failure(t, "exists", `{"path": "locked/x"}`, "permission_denied")
+	f.failure(t, "write", `{"path": "locked/x", "file": {"text": "x"}}`, "permission_denied")
+	f.failure(t, "read", fmt.Sprintf(`{"path": %q}`, strings.Repeat("n", 300)), "failure")
+	f.failure(t, "mkdir", `{"path": "locked/a/b", "parents": true}`, "permission_denied")
+	f.ok(t, "write", `{"path": "file", "file": {"text": "x"}}`)
+	f.failure(t, "mkdir", `{"path": "file/sub", "parents": true}`, "not_a_directory")
+	if got := f.sshd.Logins(t); got != logins {
+		t.Errorf("%d logins after server errors, want %d: sessions were discarded", got, logins)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -96,13 +97,17 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if !ok {
 		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send an API key: Authorization: Bearer <key>"}
 	}
-	conn, err := h.connection(r.Context(), slug)
+	conn, handover, err := h.connection(r.Context(), slug)
 	if err != nil {
 		return err
 	}
 	key, err := h.authorizer.Authorize(r.Context(), token, conn, cmd.Name)
 	if key != nil {
 		rec.keyID = key.Status.KeyID
+	}
+	if errors.Is(err, apikeys.ErrNoSuchConnection) && handover {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
+			Message: "the slug is being handed from one connection to another; retry"}
 	}
 	if err != nil {
 		return authError(err)
@@ -121,7 +126,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err != nil {
 		return upstreamError(err)
 	}
-	opCtx, opCancel := context.WithTimeout(ctx, conn.Spec.Limits.OperationTimeoutOrDefault())
+	// A client that goes away does not cut an operation short: the session
+	// it runs on is shared, and closing it would fail the others.
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), conn.Spec.Limits.OperationTimeoutOrDefault())
 	defer opCancel()
 	var result any
 	err = p.Do(opCtx, cmd.Idempotent, func(s *sftpdial.Session) error {
@@ -159,20 +166,17 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// connection finds the connection serving slug; nil when none does.
-func (h *handler) connection(ctx context.Context, slug string) (*v1alpha1.SftpConnection, error) {
+// connection finds the connection serving slug; nil when none does, or
+// when two claim it for a moment while the slug changes hands (handover).
+func (h *handler) connection(ctx context.Context, slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
 	var list v1alpha1.SftpConnectionList
 	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	switch len(list.Items) {
-	case 0:
-		return nil, nil
-	case 1:
-		return &list.Items[0], nil
+	if len(list.Items) == 1 {
+		return &list.Items[0], false, nil
 	}
-	return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
-		Message: "the slug is being handed from one connection to another; retry"}
+	return nil, len(list.Items) > 1, nil
 }
 
 func authError(err error) error {
@@ -190,8 +194,9 @@ func authError(err error) error {
 // ready refuses a connection whose last test, for its current spec, failed.
 func ready(conn *v1alpha1.SftpConnection) error {
 	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	root := conn.Status.RootPath
 	switch {
-	case c == nil || c.ObservedGeneration != conn.Generation:
+	case c == nil || c.ObservedGeneration != conn.Generation || !path.IsAbs(root) || path.Clean(root) != root:
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
 			Message: "the connection is being tested; retry shortly"}
 	case c.Status != metav1.ConditionTrue:
@@ -230,6 +235,9 @@ func upstreamError(err error) error {
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time"}
 	case errors.As(err, &dialErr):
 		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: dialErr.Message}
+	case errors.Is(err, pool.ErrClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: err.Error()}
 	}
-	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: "the connection to the SFTP server failed: " + err.Error()}
+	// The error's text may name the server's absolute paths: say less.
+	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: "the connection to the SFTP server broke; retry"}
 }

@@ -97,7 +97,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 
 func (s *Server) routes(base string, h *handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer)
+	r.Use(middleware.RequestID, recoverer)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint"})
 	})
@@ -110,6 +110,22 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 		r.Handle("/{slug}/{command}/", h)
 	})
 	return r
+}
+
+// recoverer answers a panic with a 500 in the JSON error shape and logs it.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with
+					panic(v)
+				}
+				slog.Error("panic serving a request", "requestID", middleware.GetReqID(r.Context()), "panic", v)
+				writeError(w, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // readyz is ready once the cache has synced: before, every key and
@@ -168,7 +184,15 @@ func Run(ctx context.Context, args []string) error {
 	if err := s.Start(poolCtx); err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Addr:              opts.Addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// A request's body and answer are bounded like the request itself.
+		ReadTimeout:  opts.Limits.RequestTimeout,
+		WriteTimeout: opts.Limits.RequestTimeout + 10*time.Second,
+		IdleTimeout:  2 * time.Minute,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	slog.Info("gateway listening", "address", opts.Addr)

@@ -75,13 +75,12 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1
 	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}); err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)
 	}
-	known := false
-	var matches []v1alpha1.ApiKey
+	var known, matches []v1alpha1.ApiKey
 	for _, k := range list.Items {
 		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
 			continue
 		}
-		known = true
+		known = append(known, k)
 		// A key works only in its own namespace: a token can never reach
 		// another namespace's connections.
 		if conn != nil && k.Namespace == conn.Namespace {
@@ -89,10 +88,15 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1
 		}
 	}
 	switch {
-	case !known:
+	case len(known) == 0:
 		return nil, ErrUnknownToken
 	case len(matches) == 0:
-		return nil, ErrNoSuchConnection
+		// Only a key that works may learn that a slug is not its own: a
+		// revoked one is refused as such, whatever slug it asks for.
+		if err := a.usable(&known[0]); err != nil {
+			return &known[0], err
+		}
+		return &known[0], ErrNoSuchConnection
 	case len(matches) > 1:
 		// Two keys of one namespace with one token (the controller refuses
 		// to record a duplicate, but two may race): which scope applies is
@@ -104,6 +108,20 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1
 }
 
 func (a *Authorizer) decide(key *v1alpha1.ApiKey, connection string, command v1alpha1.Command) error {
+	if err := a.usable(key); err != nil {
+		return err
+	}
+	switch {
+	case len(key.Spec.Connections) > 0 && !slices.Contains(key.Spec.Connections, connection):
+		return ErrConnectionNotAllowed
+	case !Allows(&key.Spec, command):
+		return ErrCommandNotAllowed
+	}
+	return nil
+}
+
+// usable says why a key does not work at all, whatever it is used for.
+func (a *Authorizer) usable(key *v1alpha1.ApiKey) error {
 	now := time.Now
 	if a.Now != nil {
 		now = a.Now
@@ -122,10 +140,6 @@ func (a *Authorizer) decide(key *v1alpha1.ApiKey, connection string, command v1a
 		// Also refuses a key whose spec changed (say, its scope narrowed)
 		// until the controller has seen the change.
 		return ErrNotReady
-	case len(key.Spec.Connections) > 0 && !slices.Contains(key.Spec.Connections, connection):
-		return ErrConnectionNotAllowed
-	case !Allows(&key.Spec, command):
-		return ErrCommandNotAllowed
 	}
 	return nil
 }

@@ -46,7 +46,9 @@ func init() {
 		command(v1alpha1.CommandList, true, list),
 		command(v1alpha1.CommandStat, true, stat),
 		command(v1alpha1.CommandExists, true, exists),
-		command(v1alpha1.CommandMkdir, true, mkdir),
+		// Not retried: a mkdir that succeeded before the session broke
+		// would report already_exists the second time.
+		command(v1alpha1.CommandMkdir, false, mkdir),
 		command(v1alpha1.CommandRmdir, false, rmdir),
 		command(v1alpha1.CommandUnlink, false, unlink),
 		command(v1alpha1.CommandPing, true, ping),

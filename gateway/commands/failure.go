@@ -2,7 +2,10 @@ package commands
 
 import (
 	"errors"
+	"io"
+	"net"
 	"os"
+	"syscall"
 
 	"github.com/pkg/sftp"
 )
@@ -35,14 +38,19 @@ func fail(code string, status uint32, message string) *Failure {
 	return &Failure{Code: code, Message: message, SFTPStatus: &status}
 }
 
-// serverFailure turns an error of an SFTP operation into a *Failure when the
-// server answered with a status; other errors (the session broke) pass
-// through unchanged.
+// serverFailure turns an error of an SFTP operation into a *Failure, unless
+// the session itself failed (SessionFailed), which passes through. Messages
+// name paths as the client sees them, never the server's absolute paths.
 func serverFailure(err error, what string) error {
-	var status *sftp.StatusError
+	var (
+		status  *sftp.StatusError
+		pathErr *os.PathError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case SessionFailed(err):
+		return err
 	case errors.Is(err, os.ErrNotExist):
 		return fail("not_found", fxNoSuchFile, what+": no such file or directory")
 	case errors.Is(err, os.ErrPermission):
@@ -61,6 +69,18 @@ func serverFailure(err error, what string) error {
 			return fail("is_a_directory", status.Code, what+": is a directory")
 		}
 		return fail("failure", status.Code, what+": the server reported a failure")
+	case errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.ENOTDIR):
+		// pkg/sftp's MkdirAll meeting a file on the way.
+		return fail("not_a_directory", fxNotADirectory, what+": a part of the path is a file, not a directory")
 	}
-	return err
+	return fail("failure", fxFailure, what+": the server reported a failure")
+}
+
+// SessionFailed reports whether err means that the SFTP session broke (the
+// connection was lost or closed), as opposed to the server answering the
+// request or the request being wrong: only then is the session discarded.
+func SessionFailed(err error) bool {
+	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

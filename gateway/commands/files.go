@@ -33,7 +33,7 @@ func (c *FileContent) bytes() ([]byte, error) {
 type writeRequest struct {
 	Path          string       `json:"path"`
 	File          *FileContent `json:"file"`
-	Mode          string       `json:"mode,omitempty"`
+	Mode          *string      `json:"mode,omitempty"`
 	Overwrite     *bool        `json:"overwrite,omitempty"`
 	CreateParents bool         `json:"createParents,omitempty"`
 }
@@ -50,15 +50,17 @@ type AppendResult struct {
 	Size int64  `json:"size"`
 }
 
-func parseMode(mode string) (os.FileMode, error) {
-	if mode == "" {
-		return 0, nil
+// parseMode reads octal permissions; nil when none are given.
+func parseMode(mode *string) (*os.FileMode, error) {
+	if mode == nil {
+		return nil, nil
 	}
-	m, err := strconv.ParseUint(mode, 8, 32)
-	if err != nil || m > 0o7777 {
-		return 0, &BadRequest{Field: "mode", Message: `must be octal permissions such as "0644"`}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil || m > 0o777 {
+		return nil, &BadRequest{Field: "mode", Message: `must be octal permissions such as "0644"`}
 	}
-	return os.FileMode(m), nil
+	fm := os.FileMode(m)
+	return &fm, nil
 }
 
 // open validates a write or append request and opens its file.
@@ -104,14 +106,19 @@ type openFile struct {
 	}
 	target string
 	data   []byte
-	mode   os.FileMode
+	mode   *os.FileMode
 }
 
-// finish writes the data, applies the mode and closes the file.
+// finish applies the mode (before the data arrives, so a private file is
+// never readable with default permissions), writes the data and closes.
 func (o *openFile) finish(fs *FS) (int64, error) {
-	n, err := o.f.Write(o.data)
-	if err == nil && o.mode != 0 {
-		err = o.f.Chmod(o.mode)
+	var err error
+	if o.mode != nil {
+		err = o.f.Chmod(*o.mode)
+	}
+	var n int
+	if err == nil {
+		n, err = o.f.Write(o.data)
 	}
 	if closeErr := o.f.Close(); err == nil {
 		err = closeErr

@@ -28,6 +28,9 @@ type FS struct {
 var (
 	ErrNULInPath   = &BadRequest{Field: "path", Message: "contains a NUL byte"}
 	ErrOutsideRoot = &BadRequest{Field: "path", Message: "leads outside the connection's root directory"}
+	// ErrDanglingSymlink is a symlink whose target does not exist: where it
+	// leads cannot be checked.
+	ErrDanglingSymlink = &BadRequest{Field: "path", Message: "is a symlink whose target does not exist"}
 )
 
 // Lexical maps a client path to a server path inside root, without asking
@@ -75,17 +78,21 @@ func (fs *FS) checkReal(p string) error {
 		real, err := fs.Client.RealPath(p)
 		switch {
 		case err == nil:
-			if !within(fs.Root, real) {
+			if !within(fs.Root, path.Clean(real)) {
 				return ErrOutsideRoot
 			}
 			return nil
-		case !errors.Is(err, os.ErrNotExist) && !isNoSuchFile(err):
-			return err
-		case p == fs.Root || !within(fs.Root, p):
-			return err
+		case !errors.Is(err, os.ErrNotExist) && !isNoSuchFile(err),
+			p == fs.Root || !within(fs.Root, p):
+			return serverFailure(err, fs.Rel(p))
 		}
-		// Servers resolve only existing paths: check the nearest ancestor
-		// that exists, which is where a new file would land.
+		// Some servers resolve only existing paths. A name that exists but
+		// does not resolve is a dangling symlink, which a write would
+		// follow wherever it points: refuse it.
+		if _, lerr := fs.Client.Lstat(p); lerr == nil {
+			return ErrDanglingSymlink
+		}
+		// Check the nearest ancestor that exists, where a new file lands.
 		p = path.Dir(p)
 	}
 }
@@ -114,13 +121,3 @@ type BadRequest struct {
 }
 
 func (e *BadRequest) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Message) }
-
-// SessionFailed reports whether an error of Command.Run is the session's
-// (the connection broke) rather than the request's or the server's answer.
-func SessionFailed(err error) bool {
-	var (
-		bad     *BadRequest
-		failure *Failure
-	)
-	return err != nil && !errors.As(err, &bad) && !errors.As(err, &failure)
-}

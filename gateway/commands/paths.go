@@ -239,7 +239,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	case !fi.IsDir():
 		return nil, fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
 	case req.Recursive:
-		err = fs.Client.RemoveAll(target)
+		err = fs.removeAll(target)
 	default:
 		err = fs.Client.RemoveDirectory(target)
 		if err != nil {
@@ -252,6 +252,29 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+// removeAll removes a tree. Unlike pkg/sftp's RemoveAll it lstat's every
+// entry rather than trusting readdir's attributes, so a symlink to a
+// directory is unlinked, never followed, whatever the server reports.
+func (fs *FS) removeAll(p string) error {
+	fi, err := fs.Client.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fs.Client.Remove(p)
+	}
+	entries, err := fs.Client.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := fs.removeAll(path.Join(p, e.Name())); err != nil {
+			return err
+		}
+	}
+	return fs.Client.RemoveDirectory(p)
 }
 
 func unlink(fs *FS, req *pathRequest) (any, error) {

@@ -28,9 +28,16 @@ type BrokenError struct{ Err error }
 func (e *BrokenError) Error() string { return e.Err.Error() }
 func (e *BrokenError) Unwrap() error { return e.Err }
 
-// ErrTimeout is an operation that outlived its timeout; its session was
-// closed to end it.
-var ErrTimeout = errors.New("the SFTP server did not answer in time")
+var (
+	// ErrTimeout is an operation that outlived its timeout; its session
+	// was closed to end it.
+	ErrTimeout = errors.New("the SFTP server did not answer in time")
+	// ErrClosed is a pool replaced because its connection changed.
+	ErrClosed = errors.New("the connection changed while the request waited; retry")
+)
+
+// keepaliveTimeout bounds the answer to a keepalive.
+const keepaliveTimeout = 10 * time.Second
 
 // Pools holds one Pool per SftpConnection.
 type Pools struct {
@@ -38,11 +45,19 @@ type Pools struct {
 	// Secrets reads a connection's credentials when its pool is built: the
 	// gateway keeps no watch on Secrets.
 	Secrets client.Reader
-	// IdleTimeout closes sessions unused for this long.
+	// IdleTimeout closes sessions unused for this long, and forgets a
+	// connection's credentials once it has had no session for as long.
 	IdleTimeout time.Duration
 
-	mu    sync.Mutex
-	pools map[types.UID]*Pool
+	mu      sync.Mutex
+	entries map[types.UID]*entry
+}
+
+// entry serializes the (re)building of one connection's pool, so that a
+// slow Secret read or key decryption holds up only that connection.
+type entry struct {
+	mu   sync.Mutex
+	pool *Pool
 }
 
 // version is what a pool is built from: when the spec, the tested Secret,
@@ -55,11 +70,21 @@ func version(conn *v1alpha1.SftpConnection) string {
 // first time and whenever the connection changed.
 func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	if p.entries == nil {
+		p.entries = map[types.UID]*entry{}
+	}
+	e := p.entries[conn.UID]
+	if e == nil {
+		e = &entry{}
+		p.entries[conn.UID] = e
+	}
+	p.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	v := version(conn)
-	existing := p.pools[conn.UID]
-	if existing != nil && existing.version == v {
-		return existing, nil
+	if e.pool != nil && e.pool.version == v {
+		return e.pool, nil
 	}
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
@@ -70,48 +95,75 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	if err != nil {
 		return nil, err
 	}
-	if existing != nil {
-		existing.Close()
+	if e.pool != nil {
+		e.pool.Close()
 	}
-	pool := &Pool{
-		dialer:  p.Dialer,
-		target:  target,
-		max:     int(max(conn.Spec.Limits.MaxConnections, 1)),
-		version: v,
+	e.pool = &Pool{
+		dialer:   p.Dialer,
+		target:   target,
+		max:      int(max(conn.Spec.Limits.MaxConnections, 1)),
+		version:  v,
+		lastUsed: time.Now(),
+		wake:     make(chan struct{}),
 	}
-	if p.pools == nil {
-		p.pools = map[types.UID]*Pool{}
-	}
-	p.pools[conn.UID] = pool
-	return pool, nil
+	return e.pool, nil
 }
 
-// Run closes idle sessions and keeps the others alive until ctx ends, then
-// closes every pool.
+// Run closes idle sessions, keeps the others alive and forgets unused
+// pools until ctx ends, then closes every pool.
 func (p *Pools) Run(ctx context.Context) {
-	tick := time.NewTicker(min(p.IdleTimeout/2, 30*time.Second))
+	idle := p.IdleTimeout
+	if idle <= 0 {
+		idle = 5 * time.Minute
+	}
+	tick := time.NewTicker(min(idle/2, 30*time.Second))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			p.mu.Lock()
-			for _, pool := range p.pools {
+			for _, pool := range p.forget(func(*Pool) bool { return true }) {
 				pool.Close()
 			}
-			p.mu.Unlock()
 			return
 		case <-tick.C:
-			p.mu.Lock()
-			pools := make([]*Pool, 0, len(p.pools))
-			for _, pool := range p.pools {
-				pools = append(pools, pool)
+		}
+		// A pool without sessions for a while belongs to a connection no
+		// longer used (or deleted): drop it with its credentials.
+		for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
+			pool.Close()
+		}
+		p.mu.Lock()
+		var pools []*Pool
+		for _, e := range p.entries {
+			e.mu.Lock()
+			if e.pool != nil {
+				pools = append(pools, e.pool)
 			}
-			p.mu.Unlock()
-			for _, pool := range pools {
-				pool.tend(p.IdleTimeout)
-			}
+			e.mu.Unlock()
+		}
+		p.mu.Unlock()
+		for _, pool := range pools {
+			pool.tend(idle)
 		}
 	}
+}
+
+// forget removes the pools that match and returns them.
+func (p *Pools) forget(match func(*Pool) bool) []*Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*Pool
+	for uid, e := range p.entries {
+		if !e.mu.TryLock() {
+			continue // being rebuilt: in use
+		}
+		if e.pool != nil && match(e.pool) {
+			out = append(out, e.pool)
+			delete(p.entries, uid)
+		}
+		e.mu.Unlock()
+	}
+	return out
 }
 
 // Pool is the sessions of one connection.
@@ -125,6 +177,10 @@ type Pool struct {
 	sessions []*session
 	dialing  int
 	closed   bool
+	lastUsed time.Time
+	// wake is closed (and replaced) when a session is added or removed or
+	// a dial ends, for requests waiting for room to dial.
+	wake chan struct{}
 }
 
 type session struct {
@@ -143,12 +199,14 @@ func (p *Pool) Do(ctx context.Context, idempotent bool, fn func(*sftpdial.Sessio
 		if err != nil {
 			return err
 		}
+		// On timeout, close the session at once: that ends fn, and the
+		// other requests on a session that hangs would hang too.
 		stop := context.AfterFunc(ctx, func() { p.discard(s) })
 		err = fn(s.Session)
 		timedOut := !stop()
 		var broken *BrokenError
 		isBroken := errors.As(err, &broken)
-		p.release(s, isBroken || timedOut)
+		p.release(s, isBroken)
 		switch {
 		case timedOut:
 			return ErrTimeout
@@ -159,82 +217,121 @@ func (p *Pool) Do(ctx context.Context, idempotent bool, fn func(*sftpdial.Sessio
 	}
 }
 
-// acquire picks the least busy session, dialling a new one while all are
-// busy and the limit allows.
+// acquire picks the least busy session. While all are busy it dials a new
+// one if the limit allows, else shares the least busy; with none open and
+// the limit reached by dials under way, it waits for them.
 func (p *Pool) acquire(ctx context.Context) (*session, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, errors.New("the connection changed; retry")
-	}
-	var best *session
-	for _, s := range p.sessions {
-		if best == nil || s.inflight < best.inflight {
-			best = s
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
 		}
-	}
-	if best != nil && (best.inflight == 0 || len(p.sessions)+p.dialing >= p.max) {
-		best.inflight++
+		p.lastUsed = time.Now()
+		var best *session
+		for _, s := range p.sessions {
+			if best == nil || s.inflight < best.inflight {
+				best = s
+			}
+		}
+		room := len(p.sessions)+p.dialing < p.max
+		if best != nil && (best.inflight == 0 || !room) {
+			best.inflight++
+			p.mu.Unlock()
+			return best, nil
+		}
+		if !room {
+			wake := p.wake
+			p.mu.Unlock()
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return nil, ErrTimeout
+			}
+		}
+		p.dialing++
 		p.mu.Unlock()
-		return best, nil
+		return p.dial(ctx)
 	}
-	p.dialing++
-	p.mu.Unlock()
+}
 
+func (p *Pool) dial(ctx context.Context) (*session, error) {
 	dialed, err := p.dialer.Dial(ctx, p.target)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dialing--
-	if err != nil {
+	p.notify()
+	switch {
+	case err != nil:
 		return nil, err
+	case p.closed:
+		go func() { _ = dialed.Close() }()
+		return nil, ErrClosed
 	}
 	s := &session{Session: dialed, inflight: 1}
-	if p.closed {
-		_ = dialed.Close()
-		return nil, errors.New("the connection changed; retry")
-	}
 	p.sessions = append(p.sessions, s)
 	return s, nil
 }
 
+// notify wakes the requests waiting for room; p.mu is held.
+func (p *Pool) notify() {
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// release ends a request's use of s; broken takes s out of the pool. A
+// session out of the pool is closed once no request uses it.
 func (p *Pool) release(s *session, broken bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s.inflight--
 	s.lastUsed = time.Now()
 	if broken {
 		p.remove(s)
 	}
-	if (s.broken || p.closed) && s.inflight == 0 {
-		_ = s.Close()
+	closing := s.broken && s.inflight == 0
+	p.mu.Unlock()
+	if closing {
+		go func() { _ = s.Close() }()
 	}
 }
 
-// discard takes s out of the pool at once (closing it ends what runs on it).
+// discard takes s out of the pool and closes it now, in use or not.
 func (p *Pool) discard(s *session) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.remove(s)
-	_ = s.Close()
+	p.mu.Unlock()
+	// Outside the lock: closing may wait on the network.
+	go func() { _ = s.Close() }()
 }
 
+// remove takes s out of the pool; p.mu is held.
 func (p *Pool) remove(s *session) {
+	if s.broken {
+		return
+	}
 	s.broken = true
 	p.sessions = slices.DeleteFunc(p.sessions, func(x *session) bool { return x == s })
+	p.notify()
 }
 
 // Close closes idle sessions now and busy ones when their requests finish.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	var idle []*session
 	for _, s := range p.sessions {
 		s.broken = true
 		if s.inflight == 0 {
-			_ = s.Close()
+			idle = append(idle, s)
 		}
 	}
 	p.sessions = nil
+	p.notify()
+	p.mu.Unlock()
+	for _, s := range idle {
+		go func() { _ = s.Close() }()
+	}
 }
 
 // Size is the number of open sessions.
@@ -244,25 +341,52 @@ func (p *Pool) Size() int {
 	return len(p.sessions)
 }
 
+func (p *Pool) unusedFor(d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sessions) == 0 && p.dialing == 0 && time.Since(p.lastUsed) > d
+}
+
 // tend closes sessions idle longer than idle and checks the others with an
-// SSH keepalive, dropping those that do not answer.
+// SSH keepalive, dropping those that do not answer in time.
 func (p *Pool) tend(idle time.Duration) {
 	p.mu.Lock()
-	var check []*session
-	for _, s := range slices.Clone(p.sessions) {
+	var expired, check []*session
+	for _, s := range p.sessions {
 		switch {
 		case s.inflight > 0:
 		case time.Since(s.lastUsed) > idle:
-			p.remove(s)
-			_ = s.Close()
+			expired = append(expired, s)
 		default:
 			check = append(check, s)
 		}
 	}
-	p.mu.Unlock()
+	for _, s := range expired {
+		s.inflight++ // released as broken below
+	}
 	for _, s := range check {
-		if _, _, err := s.SSH.SendRequest("keepalive@openssh.com", true, nil); err != nil {
-			p.discard(s)
-		}
+		s.inflight++
+	}
+	p.mu.Unlock()
+	for _, s := range expired {
+		p.release(s, true)
+	}
+	for _, s := range check {
+		go func() { p.release(s, !keepalive(s)) }()
+	}
+}
+
+// keepalive asks the server to answer within keepaliveTimeout.
+func keepalive(s *session) bool {
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := s.SSH.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		return err == nil
+	case <-time.After(keepaliveTimeout):
+		return false
 	}
 }

@@ -102,9 +102,11 @@ type Session struct {
 	ServerVersion string
 }
 
-// Close ends the SFTP session and the SSH connection under it.
+// Close ends the SSH connection and the SFTP session on it. The socket goes
+// first: closing the SFTP client first waits for the server, which may be
+// the one that hangs.
 func (s *Session) Close() error {
-	return errors.Join(s.SFTP.Close(), s.SSH.Close())
+	return errors.Join(s.SSH.Close(), s.SFTP.Close())
 }
 
 // Dialer dials Targets within a Policy.
