@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	legacyrouter "github.com/getkin/kin-openapi/routers/legacy"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +37,10 @@ import (
 var (
 	k8s     client.Client
 	baseURL string
+	// apiDoc is the gateway's OpenAPI document, as served; every response
+	// the tests see is validated against it.
+	apiDoc *openapi3.T
+	router routers.Router
 )
 
 const maxBody = 1 << 20
@@ -79,7 +88,63 @@ func run(m *testing.M) int {
 	srv := httptest.NewServer(gw.Handler())
 	defer srv.Close()
 	baseURL = srv.URL
+	if err := loadAPIDoc(ctx); err != nil {
+		return fail(err)
+	}
 	return m.Run()
+}
+
+// loadAPIDoc fetches the served document and checks that it is valid.
+func loadAPIDoc(ctx context.Context) error {
+	resp, err := http.Get(baseURL + "/openapi.json")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if apiDoc, err = openapi3.NewLoader().LoadFromData(raw); err != nil {
+		return err
+	}
+	if err := apiDoc.Validate(ctx); err != nil {
+		return fmt.Errorf("the OpenAPI document is invalid: %w", err)
+	}
+	// The document names the base path; the router matches whole URLs.
+	apiDoc.Servers = openapi3.Servers{{URL: baseURL + apiDoc.Servers[0].URL}}
+	router, err = legacyrouter.NewRouter(apiDoc)
+	return err
+}
+
+// validate checks a response against the OpenAPI document: the operation's
+// declared statuses and schemas, or for requests no operation matches
+// (unknown commands, other methods) the error shape.
+func validate(t *testing.T, req *http.Request, body string, resp *http.Response, raw []byte) {
+	t.Helper()
+	req = req.Clone(context.Background())
+	req.URL.Path = strings.TrimSuffix(req.URL.Path, "/") // the trailing-slash alias
+	req.Body = io.NopCloser(strings.NewReader(body))
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		schema := apiDoc.Components.Schemas["Error"].Value
+		var v any
+		if jsonErr := json.Unmarshal(raw, &v); jsonErr != nil || schema.VisitJSON(v) != nil {
+			t.Errorf("%s %s: %d %s does not have the error shape (no route: %v)", req.Method, req.URL.Path, resp.StatusCode, raw, err)
+		}
+		return
+	}
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}},
+		Status:  resp.StatusCode,
+		Header:  resp.Header,
+		Body:    io.NopCloser(bytes.NewReader(raw)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
+		t.Errorf("%s %s: response %d %s does not match the OpenAPI document: %v", req.Method, req.URL.Path, resp.StatusCode, raw, err)
+	}
 }
 
 // fixture is an SftpConnection to a real sshd and a key for it.
@@ -157,6 +222,7 @@ func do(t *testing.T, method, path, token, contentType, body string) (int, map[s
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	must(t, err)
+	validate(t, req, body, resp, raw)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s %s: %d, body is not JSON: %q", method, path, resp.StatusCode, raw)

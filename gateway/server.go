@@ -26,6 +26,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
@@ -52,9 +53,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Server is a running gateway's state.
 type Server struct {
-	cache   cache.Cache
-	handler http.Handler
-	pools   *pool.Pools
+	cache    cache.Cache
+	handler  http.Handler
+	pools    *pool.Pools
+	document []byte
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -80,9 +82,14 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	document, err := openapi.Document(opts.BasePath)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cache: c,
-		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
+		cache:    c,
+		pools:    &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
+		document: document,
 	}
 	h := &handler{
 		cache:      c,
@@ -106,6 +113,10 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		})
 		r.Get("/readyz", s.readyz)
+		r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(s.document)
+		})
 		r.Handle("/{slug}/{command}", h)
 		r.Handle("/{slug}/{command}/", h)
 	})
