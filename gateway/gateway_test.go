@@ -519,3 +519,19 @@ func TestConcurrentClients(t *testing.T) {
 		t.Errorf("%d logins for %d requests", logins, clients*rounds*2)
 	}
 }
+
+func TestServiceEndpoints(t *testing.T) {
+	for path, contentType := range map[string]string{
+		"/healthz":      "application/json",
+		"/readyz":       "application/json",
+		"/openapi.json": "application/json",
+		"/docs":         "text/html; charset=utf-8",
+	} {
+		resp, err := http.Get(baseURL + path)
+		must(t, err)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != contentType {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+}

@@ -57,6 +57,7 @@ type Server struct {
 	handler  http.Handler
 	pools    *pool.Pools
 	document []byte
+	docs     []byte
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -86,10 +87,15 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	docs, err := openapi.Docs(opts.BasePath)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cache:    c,
 		pools:    &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
 		document: document,
+		docs:     docs,
 	}
 	h := &handler{
 		cache:      c,
@@ -116,6 +122,10 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 		r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(s.document)
+		})
+		r.Get("/docs", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(s.docs)
 		})
 		r.Handle("/{slug}/{command}", h)
 		r.Handle("/{slug}/{command}/", h)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -55,6 +56,16 @@ func init() {
 	} {
 		registry[c.Name] = c
 	}
+}
+
+// Names lists the commands, sorted.
+func Names() []v1alpha1.Command {
+	names := make([]v1alpha1.Command, 0, len(registry))
+	for name := range registry {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Lookup finds a command by name.

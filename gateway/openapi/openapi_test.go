@@ -1,0 +1,49 @@
+package openapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/sftpgate/sftpgate/gateway/commands"
+)
+
+func TestDocumentDescribesEveryCommand(t *testing.T) {
+	raw, err := Document("/sftp/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" || doc.Servers[0].URL != "/sftp" {
+		t.Errorf("openapi %q, server %q", doc.OpenAPI, doc.Servers[0].URL)
+	}
+	for _, name := range commands.Names() {
+		op := doc.Paths.Find("/{slug}/" + string(name))
+		if op == nil || op.Post == nil || op.Post.OperationID != string(name) {
+			t.Errorf("command %s is not described", name)
+		}
+	}
+	if got, want := doc.Paths.Len(), len(commands.Names()); got != want {
+		t.Errorf("%d paths for %d commands", got, want)
+	}
+}
+
+func TestDocsPage(t *testing.T) {
+	page, err := Docs("/sftp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"POST /sftp/{slug}/write", `href="/sftp/openapi.json"`, "createParents", "sftpStatus", "504"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page does not show %q", want)
+		}
+	}
+}
