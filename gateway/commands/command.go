@@ -107,7 +107,11 @@ func decodeError(err error) error {
 	case errors.As(err, &syntaxErr):
 		return &BadRequest{Field: "body", Message: fmt.Sprintf("is not valid JSON (at byte %d)", syntaxErr.Offset)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return &BadRequest{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Message: "is not a field of this command"}
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if name == "" {
+			return &BadRequest{Field: "body", Message: "has a field with an empty name"}
+		}
+		return &BadRequest{Field: name, Message: "is not a field of this command"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &BadRequest{Field: "body", Message: "is cut short"}
 	}
