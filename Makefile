@@ -62,6 +62,12 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race ./... -count=1
 
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
+	go test ./gateway/commands/ -run '^$$' -fuzz '^FuzzLexical$$' -fuzztime $(FUZZTIME)
+	go test ./gateway/commands/ -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+
 ##@ Build
 
 .PHONY: build

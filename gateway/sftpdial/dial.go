@@ -129,6 +129,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		}
 		return nil, d.networkError(err, addr, t.timeout)
 	}
+	conn = withQuickAck(conn)
 	// The SSH handshake and SFTP start have no context of their own: the
 	// deadline bounds them and cancelling ctx closes the socket.
 	deadline, _ := ctx.Deadline()
@@ -168,6 +169,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
 	sftpClient, err := sftp.NewClient(client)
+	disarmQuickAck(conn)
 	if err == nil {
 		// Clear the deadline before checking that ctx has not fired: a
 		// deadline passing in between would break the session we return.
