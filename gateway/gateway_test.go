@@ -535,3 +535,29 @@ func TestServiceEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolIsWarmedWhenReady: once a connection is Ready, the gateway opens
+// a session to it before any request asks.
+func TestPoolIsWarmedWhenReady(t *testing.T) {
+	ctx := context.Background()
+	sshd := testsshd.Start(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+	must(t, k8s.Create(ctx, &v1alpha1.SftpConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "warm"},
+		Spec: v1alpha1.SftpConnectionSpec{
+			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "warm-" + ns.Name,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+		},
+	}))
+	// One login for the controller's test, one for the gateway's pool.
+	deadline := time.Now().Add(30 * time.Second)
+	for sshd.Logins(t) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d logins: the gateway did not warm the pool", sshd.Logins(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -167,10 +168,19 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start runs the cache and the pools' upkeep until ctx ends, and waits for
 // the cache to sync.
 func (s *Server) Start(ctx context.Context) error {
-	for _, obj := range []client.Object{&v1alpha1.SftpConnection{}, &v1alpha1.ApiKey{}} {
-		if _, err := s.cache.GetInformer(ctx, obj); err != nil {
-			return err
-		}
+	connections, err := s.cache.GetInformer(ctx, &v1alpha1.SftpConnection{})
+	if err != nil {
+		return err
+	}
+	if _, err := s.cache.GetInformer(ctx, &v1alpha1.ApiKey{}); err != nil {
+		return err
+	}
+	warm := s.prewarmer(ctx)
+	if _, err := connections.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    warm,
+		UpdateFunc: func(_, obj any) { warm(obj) },
+	}); err != nil {
+		return err
 	}
 	go func() { _ = s.cache.Start(ctx) }()
 	go s.pools.Run(ctx)
@@ -178,6 +188,40 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("the cache did not sync")
 	}
 	return nil
+}
+
+// prewarmConcurrency bounds the dials of pre-warming, so that a gateway
+// starting next to many connections does not dial them all at once.
+const prewarmConcurrency = 4
+
+// prewarmer returns an informer handler that opens a first session to
+// each connection that is Ready, in the background: the first request to
+// a connection then finds its pool warm.
+func (s *Server) prewarmer(ctx context.Context) func(obj any) {
+	slots := make(chan struct{}, prewarmConcurrency)
+	return func(obj any) {
+		conn, ok := obj.(*v1alpha1.SftpConnection)
+		if !ok || conn.Status.Slug == "" || ready(conn) != nil {
+			return
+		}
+		go func() {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-slots }()
+			warmCtx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
+			defer cancel()
+			p, err := s.pools.Get(warmCtx, conn)
+			if err == nil {
+				err = p.Warm(warmCtx)
+			}
+			if err != nil {
+				slog.Warn("pre-warming a connection failed", "namespace", conn.Namespace, "name", conn.Name, "error", err)
+			}
+		}()
+	}
 }
 
 // Run runs "sftpgate gateway" until ctx ends, then stops accepting

@@ -195,7 +195,9 @@ type session struct {
 // the session is closed to stop fn, and Do returns ErrTimeout.
 func (p *Pool) Do(ctx context.Context, idempotent bool, fn func(*sftpdial.Session) error) error {
 	for attempt := 0; ; attempt++ {
-		s, err := p.acquire(ctx)
+		// A retry goes to a new connection: when one broke, the others to
+		// the same server (restarted, say) may have broken too.
+		s, err := p.acquire(ctx, attempt > 0)
 		if err != nil {
 			return err
 		}
@@ -217,10 +219,10 @@ func (p *Pool) Do(ctx context.Context, idempotent bool, fn func(*sftpdial.Sessio
 	}
 }
 
-// acquire picks the least busy session. While all are busy it dials a new
-// one if the limit allows, else shares the least busy; with none open and
-// the limit reached by dials under way, it waits for them.
-func (p *Pool) acquire(ctx context.Context) (*session, error) {
+// acquire picks the least busy session. While all are busy (or for a fresh
+// one) it dials a new one if the limit allows, else shares the least busy;
+// with none open and the limit reached by dials under way, it waits.
+func (p *Pool) acquire(ctx context.Context, fresh bool) (*session, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -235,7 +237,7 @@ func (p *Pool) acquire(ctx context.Context) (*session, error) {
 			}
 		}
 		room := len(p.sessions)+p.dialing < p.max
-		if best != nil && (best.inflight == 0 || !room) {
+		if best != nil && ((best.inflight == 0 && !fresh) || !room) {
 			best.inflight++
 			p.mu.Unlock()
 			return best, nil
@@ -281,18 +283,30 @@ func (p *Pool) notify() {
 }
 
 // release ends a request's use of s; broken takes s out of the pool. A
-// session out of the pool is closed once no request uses it.
+// session out of the pool is closed once no request uses it. When one
+// session broke, the idle ones to the same server are suspect too (the
+// server restarted, say): they go as well, before a request that cannot be
+// retried lands on one; busy ones show for themselves.
 func (p *Pool) release(s *session, broken bool) {
 	p.mu.Lock()
 	s.inflight--
 	s.lastUsed = time.Now()
+	var closing []*session
 	if broken {
+		for _, other := range slices.Clone(p.sessions) {
+			if other.inflight == 0 && other != s {
+				p.remove(other)
+				closing = append(closing, other)
+			}
+		}
 		p.remove(s)
 	}
-	closing := s.broken && s.inflight == 0
+	if s.broken && s.inflight == 0 {
+		closing = append(closing, s)
+	}
 	p.mu.Unlock()
-	if closing {
-		go func() { _ = s.Close() }()
+	for _, c := range closing {
+		go func() { _ = c.Close() }()
 	}
 }
 
@@ -334,6 +348,23 @@ func (p *Pool) Close() {
 	}
 }
 
+// Warm opens a first session if the pool has none, so that the first
+// request does not wait for a dial.
+func (p *Pool) Warm(ctx context.Context) error {
+	p.mu.Lock()
+	cold := len(p.sessions) == 0 && p.dialing == 0
+	p.mu.Unlock()
+	if !cold {
+		return nil
+	}
+	s, err := p.acquire(ctx, false)
+	if err != nil {
+		return err
+	}
+	p.release(s, false)
+	return nil
+}
+
 // Size is the number of open sessions.
 func (p *Pool) Size() int {
 	p.mu.Lock()
@@ -352,24 +383,20 @@ func (p *Pool) unusedFor(d time.Duration) bool {
 func (p *Pool) tend(idle time.Duration) {
 	p.mu.Lock()
 	var expired, check []*session
-	for _, s := range p.sessions {
+	for _, s := range slices.Clone(p.sessions) {
 		switch {
 		case s.inflight > 0:
 		case time.Since(s.lastUsed) > idle:
+			p.remove(s)
 			expired = append(expired, s)
 		default:
+			s.inflight++ // held while the keepalive is out
 			check = append(check, s)
 		}
 	}
-	for _, s := range expired {
-		s.inflight++ // released as broken below
-	}
-	for _, s := range check {
-		s.inflight++
-	}
 	p.mu.Unlock()
 	for _, s := range expired {
-		p.release(s, true)
+		go func() { _ = s.Close() }()
 	}
 	for _, s := range check {
 		go func() { p.release(s, !keepalive(s)) }()
