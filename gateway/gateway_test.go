@@ -526,11 +526,12 @@ func TestServiceEndpoints(t *testing.T) {
 		"/readyz":       "application/json",
 		"/openapi.json": "application/json",
 		"/docs":         "text/html; charset=utf-8",
+		"/metrics":      "text/plain",
 	} {
 		resp, err := http.Get(baseURL + path)
 		must(t, err)
 		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != contentType {
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), contentType) {
 			t.Errorf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 	}
@@ -559,5 +560,25 @@ func TestPoolIsWarmedWhenReady(t *testing.T) {
 			t.Fatalf("%d logins: the gateway did not warm the pool", sshd.Logins(t))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "ping", ``)
+	resp, err := http.Get(baseURL + "/metrics")
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	for _, want := range []string{
+		`sftpgate_gateway_requests_total{command="ping",status="200"}`,
+		`sftpgate_gateway_request_duration_seconds_bucket{command="ping"`,
+		`sftpgate_gateway_dials_total{result="ok"}`,
+		`sftpgate_gateway_pool_sessions{name="box",namespace="` + f.ns + `"}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 }

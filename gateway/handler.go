@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
@@ -61,6 +63,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &requestLog{}
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	defer func() {
+		label := name
+		if _, known := commands.Lookup(name); !known {
+			label = "unknown" // bounded label values
+		}
+		metrics.Requests.WithLabelValues(label, strconv.Itoa(ww.Status())).Inc()
+		metrics.Duration.WithLabelValues(label).Observe(time.Since(start).Seconds())
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("requestID", middleware.GetReqID(r.Context())),
 			slog.String("keyID", rec.keyID),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +28,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
@@ -98,6 +100,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		document: document,
 		docs:     docs,
 	}
+	// Pools report their sizes; a second gateway in one process (tests)
+	// keeps the first one's.
+	var registered prometheus.AlreadyRegisteredError
+	if err := metrics.Register(s.pools); err != nil && !errors.As(err, &registered) {
+		return nil, err
+	}
 	h := &handler{
 		cache:      c,
 		authorizer: &apikeys.Authorizer{Reader: c},
@@ -124,6 +132,7 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(s.document)
 		})
+		r.Handle("/metrics", metrics.Handler())
 		r.Get("/docs", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(s.docs)

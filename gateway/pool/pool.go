@@ -12,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -99,12 +101,14 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 		e.pool.Close()
 	}
 	e.pool = &Pool{
-		dialer:   p.Dialer,
-		target:   target,
-		max:      int(max(conn.Spec.Limits.MaxConnections, 1)),
-		version:  v,
-		lastUsed: time.Now(),
-		wake:     make(chan struct{}),
+		namespace: conn.Namespace,
+		name:      conn.Name,
+		dialer:    p.Dialer,
+		target:    target,
+		max:       int(max(conn.Spec.Limits.MaxConnections, 1)),
+		version:   v,
+		lastUsed:  time.Now(),
+		wake:      make(chan struct{}),
 	}
 	return e.pool, nil
 }
@@ -166,12 +170,38 @@ func (p *Pools) forget(match func(*Pool) bool) []*Pool {
 	return out
 }
 
+// poolSessions describes the pools' sizes, which Pools collects.
+var poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
+	"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
+
+// Describe and Collect make Pools a Prometheus collector of pool sizes.
+func (p *Pools) Describe(ch chan<- *prometheus.Desc) { ch <- poolSessions }
+
+// Collect reports each pool's size.
+func (p *Pools) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	pools := make([]*Pool, 0, len(p.entries))
+	for _, e := range p.entries {
+		if e.mu.TryLock() { // one being rebuilt is reported next time
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+			e.mu.Unlock()
+		}
+	}
+	p.mu.Unlock()
+	for _, pool := range pools {
+		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(pool.Size()), pool.namespace, pool.name)
+	}
+}
+
 // Pool is the sessions of one connection.
 type Pool struct {
-	dialer  *sftpdial.Dialer
-	target  *sftpdial.Target
-	max     int
-	version string
+	namespace, name string
+	dialer          *sftpdial.Dialer
+	target          *sftpdial.Target
+	max             int
+	version         string
 
 	mu       sync.Mutex
 	sessions []*session
@@ -260,6 +290,15 @@ func (p *Pool) acquire(ctx context.Context, fresh bool) (*session, error) {
 
 func (p *Pool) dial(ctx context.Context) (*session, error) {
 	dialed, err := p.dialer.Dial(ctx, p.target)
+	var dialErr *sftpdial.Error
+	switch {
+	case err == nil:
+		metrics.Dials.WithLabelValues("ok").Inc()
+	case errors.As(err, &dialErr):
+		metrics.Dials.WithLabelValues(dialErr.Reason).Inc()
+	default:
+		metrics.Dials.WithLabelValues("error").Inc()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dialing--

@@ -1,0 +1,46 @@
+// Package metrics holds the gateway's Prometheus metrics, served at
+// {base}/metrics.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+var (
+	// Requests counts requests by command and HTTP status.
+	Requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sftpgate_gateway_requests_total",
+		Help: "Requests by command and HTTP status.",
+	}, []string{"command", "status"})
+
+	// Duration observes how long requests take, by command.
+	Duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sftpgate_gateway_request_duration_seconds",
+		Help:    "How long requests take, by command.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"command"})
+
+	// Dials counts new SSH connections by result: "ok", or the Ready reason
+	// that says why the dial failed.
+	Dials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sftpgate_gateway_dials_total",
+		Help: "New SSH connections to SFTP servers, by result (ok, or the reason of the failure).",
+	}, []string{"result"})
+
+	registry = prometheus.NewRegistry()
+)
+
+func init() {
+	registry.MustRegister(Requests, Duration, Dials,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// Register adds a collector, such as the pools' sizes.
+func Register(c prometheus.Collector) error { return registry.Register(c) }
+
+// Handler serves the metrics in the Prometheus format.
+func Handler() http.Handler { return promhttp.HandlerFor(registry, promhttp.HandlerOpts{}) }
