@@ -43,7 +43,10 @@ var (
 	router routers.Router
 )
 
-const maxBody = 1 << 20
+const (
+	maxBody   = 1 << 20
+	maxUpload = 8 << 20
+)
 
 // TestMain runs a control plane, the manager and a gateway on loopback.
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -77,7 +80,7 @@ func run(m *testing.M) int {
 		BasePath:       "/",
 		DeniedNetworks: "link-local,metadata",
 		IdleTimeout:    time.Minute,
-		Limits:         gateway.Limits{MaxBodyBytes: maxBody, RequestTimeout: 30 * time.Second},
+		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
 	})
 	if err != nil {
 		return fail(err)
@@ -580,5 +583,70 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics has no %s", want)
 		}
+	}
+}
+
+// raw sends a request with a raw body or asking for raw bytes, and returns
+// the answer's status, headers and body (validated like every answer).
+func (f *fixture) raw(t *testing.T, command, query, contentType, accept, rangeHeader string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/"+command+"?"+query, bytes.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", contentType)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if rangeHeader != "" {
+		req.Header.Set("Range", rangeHeader)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	out, err := io.ReadAll(resp.Body)
+	must(t, err)
+	validate(t, req, string(body), resp, out)
+	return resp.StatusCode, resp.Header, out
+}
+
+func TestRawUploadAndDownload(t *testing.T) {
+	f := newFixture(t)
+	data := make([]byte, 5<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	status, _, out := f.raw(t, "write", "path=big/blob.bin&createParents=true&mode=0640", "application/octet-stream", "", "", data)
+	if status != http.StatusOK || !strings.Contains(string(out), `"bytesWritten":5242880`) {
+		t.Fatalf("raw write: %d %s", status, out)
+	}
+	onServer, err := os.ReadFile(filepath.Join(f.sshd.Dir, "big/blob.bin"))
+	must(t, err)
+	if !bytes.Equal(onServer, data) {
+		t.Fatal("the server holds other bytes")
+	}
+	if status, _, out := f.raw(t, "append", "path=big/blob.bin", "application/octet-stream", "", "", []byte("tail")); status != http.StatusOK || !strings.Contains(string(out), `"size":5242884`) {
+		t.Errorf("raw append: %d %s", status, out)
+	}
+
+	status, header, got := f.raw(t, "read", "", "application/json", "application/octet-stream", "", []byte(`{"path": "big/blob.bin"}`))
+	if status != http.StatusOK || !bytes.Equal(got, append(data, "tail"...)) || header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("raw read: %d, %d bytes, %s", status, len(got), header.Get("Content-Type"))
+	}
+	status, header, got = f.raw(t, "read", "", "application/json", "application/octet-stream", "bytes=10-19", []byte(`{"path": "big/blob.bin"}`))
+	if status != http.StatusPartialContent || !bytes.Equal(got, data[10:20]) || header.Get("Content-Range") != "bytes 10-19/5242884" {
+		t.Errorf("ranged read: %d %q %s", status, got, header.Get("Content-Range"))
+	}
+	// The server's refusal is still the envelope.
+	if status, _, out := f.raw(t, "read", "", "application/json", "application/octet-stream", "", []byte(`{"path": "missing"}`)); status != http.StatusOK || !strings.Contains(string(out), `"not_found"`) {
+		t.Errorf("raw read of a missing file: %d %s", status, out)
+	}
+	if status, _, _ := f.raw(t, "read", "", "application/json", "application/octet-stream", "", []byte(`{"path": "big/blob.bin", "offset": 3}`)); status != http.StatusBadRequest {
+		t.Errorf("offset with a raw read: %d", status)
+	}
+	if status, _, _ := f.raw(t, "write", "path=x&colour=red", "application/octet-stream", "", "", []byte("x")); status != http.StatusBadRequest {
+		t.Errorf("unknown query parameter: %d", status)
+	}
+	if status, _, _ := f.raw(t, "write", "path=too-big", "application/octet-stream", "", "", make([]byte, maxUpload+1)); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("upload over the limit: %d", status)
 	}
 }

@@ -52,8 +52,11 @@ type handler struct {
 type Limits struct {
 	// MaxBodyBytes is the largest JSON request body.
 	MaxBodyBytes int64
+	// MaxUploadBytes is the largest raw upload.
+	MaxUploadBytes int64
 	// RequestTimeout bounds a whole request, dial included; each SFTP
-	// operation is bounded by its connection's operationTimeout too.
+	// operation is bounded by its connection's operationTimeout too, except
+	// raw uploads and downloads, which may take the whole request's time.
 	RequestTimeout time.Duration
 }
 
@@ -123,9 +126,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err := ready(conn); err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.limits.MaxBodyBytes)
-	if err != nil {
-		return err
+	upload := (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mediaType(r.Header.Get("Content-Type")) == octetStream
+	download := cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream)
+	var body []byte
+	if !upload {
+		if body, err = readBody(w, r, h.limits.MaxBodyBytes); err != nil {
+			return err
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), h.limits.RequestTimeout)
@@ -135,34 +142,83 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		return upstreamError(err)
 	}
 	// A client that goes away does not cut an operation short: the session
-	// it runs on is shared, and closing it would fail the others.
-	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), conn.Spec.Limits.OperationTimeoutOrDefault())
+	// it runs on is shared, and closing it would fail the others. A stream
+	// may take as long as the request may.
+	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
+	if upload || download {
+		timeout = h.limits.RequestTimeout
+	}
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer opCancel()
-	var result any
-	err = p.Do(opCtx, cmd.Idempotent, func(s *sftpdial.Session) error {
+	var (
+		result   any
+		streamed bool
+	)
+	err = p.Do(opCtx, cmd.Idempotent && !upload && !download, func(s *sftpdial.Session) error {
 		fs := &commands.FS{Client: s.SFTP, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
-		result, runErr = cmd.Run(fs, body)
+		switch {
+		case upload:
+			body := http.MaxBytesReader(w, r.Body, h.limits.MaxUploadBytes)
+			result, runErr = commands.WriteStream(fs, cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), body, r.ContentLength)
+		case download:
+			streamed, runErr = serveFile(w, r, fs, body)
+		default:
+			result, runErr = cmd.Run(fs, body)
+		}
 		if commands.SessionFailed(runErr) {
 			return &pool.BrokenError{Err: runErr}
 		}
 		return runErr
 	})
 	var (
-		bad     *commands.BadRequest
-		failure *commands.Failure
+		bad      *commands.BadRequest
+		failure  *commands.Failure
+		bodyErr  *commands.BodyError
+		tooLarge *http.MaxBytesError
 	)
 	switch {
+	case streamed:
+		// The answer is sent; a failure halfway shows as a short body.
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{name: result})
 	case errors.As(err, &failure):
 		writeJSON(w, http.StatusOK, map[string]any{name: nil, "error": failure})
 	case errors.As(err, &bad):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: bad.Error(), Field: bad.Field}
+	case errors.As(err, &tooLarge):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
+	case errors.As(err, &bodyErr):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the request body ended early", Field: "body"}
 	default:
 		return upstreamError(err)
 	}
 	return nil
+}
+
+const octetStream = "application/octet-stream"
+
+func mediaType(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
+}
+
+// serveFile answers a raw read with the file's bytes, honouring Range and
+// conditional headers; it reports whether it sent the answer.
+func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS, body []byte) (bool, error) {
+	p, err := commands.ReadStreamPath(body)
+	if err != nil {
+		return false, err
+	}
+	f, fi, err := commands.OpenRead(fs, p)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = f.Close() }()
+	w.Header().Set("Content-Type", octetStream)
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+	return true, nil
 }
 
 func bearerToken(r *http.Request) (string, bool) {

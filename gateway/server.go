@@ -51,6 +51,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated networks SFTP connections may not reach (as for the manager).")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
 	fs.Int64Var(&o.Limits.MaxBodyBytes, "max-body-bytes", 32<<20, "Largest JSON request body.")
+	fs.Int64Var(&o.Limits.MaxUploadBytes, "max-upload-bytes", 64<<30, "Largest raw upload (Content-Type: application/octet-stream).")
 	fs.DurationVar(&o.Limits.RequestTimeout, "request-timeout", 5*time.Minute, "Bound on a whole request.")
 }
 

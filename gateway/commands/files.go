@@ -8,6 +8,8 @@ import (
 	"path"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/pkg/sftp"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
@@ -63,8 +65,74 @@ func parseMode(mode *string) (*os.FileMode, error) {
 	return &fm, nil
 }
 
-// open validates a write or append request and opens its file.
-func open(fs *FS, req *writeRequest, flags int) (*openFile, error) {
+// openForWrite opens a file to write or append to, making its parents
+// first if asked, and applies mode before any data arrives (so a private
+// file is never readable with default permissions).
+func openForWrite(fs *FS, p string, mode *os.FileMode, createParents bool, flags int) (*sftp.File, string, error) {
+	if err := requirePath(p); err != nil {
+		return nil, "", err
+	}
+	target, err := fs.Resolve(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if createParents {
+		if err := fs.Client.MkdirAll(path.Dir(target)); err != nil {
+			return nil, "", serverFailure(err, fs.Rel(path.Dir(target)))
+		}
+	}
+	f, err := fs.Client.OpenFile(target, flags)
+	if err != nil {
+		if flags&os.O_EXCL != 0 {
+			if _, statErr := fs.Client.Lstat(target); statErr == nil {
+				return nil, "", fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+			}
+		}
+		return nil, "", serverFailure(err, fs.Rel(target))
+	}
+	if mode != nil {
+		if err := f.Chmod(*mode); err != nil {
+			_ = f.Close()
+			return nil, "", serverFailure(err, fs.Rel(target))
+		}
+	}
+	return f, target, nil
+}
+
+// writeFlags are the open flags of write (append false) or append.
+func writeFlags(appending bool, overwrite *bool) int {
+	if appending {
+		return os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if overwrite != nil && !*overwrite {
+		flags |= os.O_EXCL
+	}
+	return flags
+}
+
+// fill writes the data into f, closes it, and answers write's or append's
+// result.
+func fill(fs *FS, f *sftp.File, target string, appending bool, data func(*sftp.File) (int64, error)) (any, error) {
+	n, err := data(f)
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	if !appending {
+		return WriteResult{Path: fs.Rel(target), BytesWritten: n}, nil
+	}
+	fi, err := fs.Client.Stat(target)
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return AppendResult{Path: fs.Rel(target), Size: fi.Size()}, nil
+}
+
+// writeJSON runs write or append with the content in the JSON request.
+func writeJSON(fs *FS, req *writeRequest, appending bool) (any, error) {
 	if err := requirePath(req.Path); err != nil {
 		return nil, err
 	}
@@ -76,88 +144,23 @@ func open(fs *FS, req *writeRequest, flags int) (*openFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	target, err := fs.Resolve(req.Path)
+	f, target, err := openForWrite(fs, req.Path, mode, req.CreateParents, writeFlags(appending, req.Overwrite))
 	if err != nil {
 		return nil, err
 	}
-	if req.CreateParents {
-		if err := fs.Client.MkdirAll(path.Dir(target)); err != nil {
-			return nil, serverFailure(err, fs.Rel(path.Dir(target)))
-		}
-	}
-	f, err := fs.Client.OpenFile(target, flags)
-	if err != nil {
-		if flags&os.O_EXCL != 0 {
-			if _, statErr := fs.Client.Lstat(target); statErr == nil {
-				return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-			}
-		}
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	return &openFile{f: f, target: target, data: data, mode: mode}, nil
+	return fill(fs, f, target, appending, func(f *sftp.File) (int64, error) {
+		n, err := f.Write(data)
+		return int64(n), err
+	})
 }
 
-type openFile struct {
-	f interface {
-		io.Writer
-		io.Closer
-		Chmod(os.FileMode) error
-		Stat() (os.FileInfo, error)
-	}
-	target string
-	data   []byte
-	mode   *os.FileMode
-}
-
-// finish applies the mode (before the data arrives, so a private file is
-// never readable with default permissions), writes the data and closes.
-func (o *openFile) finish(fs *FS) (int64, error) {
-	var err error
-	if o.mode != nil {
-		err = o.f.Chmod(*o.mode)
-	}
-	var n int
-	if err == nil {
-		n, err = o.f.Write(o.data)
-	}
-	if closeErr := o.f.Close(); err == nil {
-		err = closeErr
-	}
-	return int64(n), serverFailure(err, fs.Rel(o.target))
-}
-
-func write(fs *FS, req *writeRequest) (any, error) {
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if req.Overwrite != nil && !*req.Overwrite {
-		flags |= os.O_EXCL
-	}
-	o, err := open(fs, req, flags)
-	if err != nil {
-		return nil, err
-	}
-	n, err := o.finish(fs)
-	if err != nil {
-		return nil, err
-	}
-	return WriteResult{Path: fs.Rel(o.target), BytesWritten: n}, nil
-}
+func write(fs *FS, req *writeRequest) (any, error) { return writeJSON(fs, req, false) }
 
 func appendFile(fs *FS, req *writeRequest) (any, error) {
 	if req.Overwrite != nil {
 		return nil, &BadRequest{Field: "overwrite", Message: "does not apply to append"}
 	}
-	o, err := open(fs, req, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := o.finish(fs); err != nil {
-		return nil, err
-	}
-	fi, err := fs.Client.Stat(o.target)
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(o.target))
-	}
-	return AppendResult{Path: fs.Rel(o.target), Size: fi.Size()}, nil
+	return writeJSON(fs, req, true)
 }
 
 // MaxReadLength is the most a JSON read returns at once; larger files are

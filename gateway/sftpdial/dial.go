@@ -168,7 +168,9 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return nil, handshakeError(err, addr, t.config.User)
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
-	sftpClient, err := sftp.NewClient(client)
+	// Concurrent writes: a large upload is not bound by one round trip per
+	// chunk. (On a failure the file may hold gaps; it is partial anyway.)
+	sftpClient, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
 	disarmQuickAck(conn)
 	if err == nil {
 		// Clear the deadline before checking that ctx has not fired: a

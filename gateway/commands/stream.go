@@ -1,0 +1,138 @@
+package commands
+
+import (
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+
+	"github.com/pkg/sftp"
+)
+
+// Raw bodies: write and append also take the file's bytes as the request
+// body (Content-Type: application/octet-stream) with their other
+// parameters in the query, and read answers with the bytes themselves
+// (Accept: application/octet-stream). Neither holds the file in memory.
+
+// WriteStream runs write or append with the request body as the content:
+// size is its length, or -1 when unknown (a chunked upload).
+func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size int64) (any, error) {
+	allowed := map[string]bool{"path": true, "mode": true, "createParents": true, "overwrite": !appending}
+	for name := range query {
+		if !allowed[name] {
+			return nil, &BadRequest{Field: name, Message: "is not a query parameter of this command"}
+		}
+	}
+	var mode *string
+	if query.Has("mode") {
+		m := query.Get("mode")
+		mode = &m
+	}
+	fileMode, err := parseMode(mode)
+	if err != nil {
+		return nil, err
+	}
+	createParents, err := boolParam(query, "createParents")
+	if err != nil {
+		return nil, err
+	}
+	var overwrite *bool
+	if query.Has("overwrite") {
+		o, err := boolParam(query, "overwrite")
+		if err != nil {
+			return nil, err
+		}
+		overwrite = &o
+	}
+	f, target, err := openForWrite(fs, query.Get("path"), fileMode, createParents, writeFlags(appending, overwrite))
+	if err != nil {
+		return nil, err
+	}
+	client := &clientBody{r: body}
+	if size >= 0 {
+		// A known length lets pkg/sftp write chunks concurrently.
+		client.r = io.LimitReader(body, size)
+	}
+	result, err := fill(fs, f, target, appending, func(f *sftp.File) (int64, error) {
+		return f.ReadFrom(client)
+	})
+	if client.err != nil {
+		// The client's body failed (too large, cut off), not the server.
+		return nil, &BodyError{Err: client.err}
+	}
+	return result, err
+}
+
+// BodyError is a request body that could not be read to its end. The file
+// holds what arrived before.
+type BodyError struct{ Err error }
+
+func (e *BodyError) Error() string { return "reading the request body: " + e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// clientBody remembers why reading the client's body failed.
+type clientBody struct {
+	r   io.Reader
+	err error
+}
+
+func (c *clientBody) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if err != nil && err != io.EOF { //nolint:errorlint // io.EOF is returned as is, by contract
+		c.err = err
+	}
+	return n, err
+}
+
+// ReadStreamPath reads the path of a raw read from its JSON request, where
+// a part of the file is asked for with a Range header, not offset and
+// length.
+func ReadStreamPath(body []byte) (string, error) {
+	var req readRequest
+	if err := decode(body, &req); err != nil {
+		return "", err
+	}
+	switch {
+	case req.Encoding != "":
+		return "", &BadRequest{Field: "encoding", Message: "does not apply to a raw read (Accept: application/octet-stream)"}
+	case req.Offset != 0 || req.Length != nil:
+		return "", &BadRequest{Field: "offset", Message: "does not apply to a raw read: send a Range header"}
+	}
+	return req.Path, requirePath(req.Path)
+}
+
+func boolParam(query url.Values, name string) (bool, error) {
+	if !query.Has(name) {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(query.Get(name))
+	if err != nil {
+		return false, &BadRequest{Field: name, Message: "must be true or false"}
+	}
+	return b, nil
+}
+
+// OpenRead opens a file to stream to the client, refusing directories.
+func OpenRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
+	if err := requirePath(p); err != nil {
+		return nil, nil, err
+	}
+	target, err := fs.Resolve(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := fs.Client.Open(target)
+	if err != nil {
+		return nil, nil, serverFailure(err, fs.Rel(target))
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		_ = f.Close()
+		return nil, nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, serverFailure(err, fs.Rel(target))
+	}
+	return f, fi, nil
+}
