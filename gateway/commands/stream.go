@@ -78,7 +78,7 @@ type clientBody struct {
 
 func (c *clientBody) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
-	if err != nil && err != io.EOF { //nolint:errorlint // io.EOF is returned as is, by contract
+	if err != nil && err != io.EOF {
 		c.err = err
 	}
 	return n, err
