@@ -650,3 +650,62 @@ func TestRawUploadAndDownload(t *testing.T) {
 		t.Errorf("upload over the limit: %d", status)
 	}
 }
+
+func TestFurtherCommandsAgainstOpenSSH(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "write", `{"path": "a.txt", "file": {"text": "abc"}}`)
+
+	// rename refuses to replace unless asked; copy likewise.
+	f.ok(t, "write", `{"path": "b.txt", "file": {"text": "other"}}`)
+	f.failure(t, "rename", `{"from": "a.txt", "to": "b.txt"}`, "already_exists")
+	if r := f.ok(t, "rename", `{"from": "a.txt", "to": "b.txt", "overwrite": true}`).(map[string]any); r["to"] != "/b.txt" {
+		t.Errorf("rename = %v", r)
+	}
+	f.failure(t, "read", `{"path": "a.txt"}`, "not_found")
+	if c := f.ok(t, "copy", `{"from": "b.txt", "to": "c.txt"}`).(map[string]any); c["bytesCopied"] != float64(3) {
+		t.Errorf("copy = %v", c)
+	}
+	f.failure(t, "copy", `{"from": "b.txt", "to": "c.txt"}`, "already_exists")
+	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "c.txt")); string(got) != "abc" {
+		t.Errorf("copied %q", got)
+	}
+
+	f.ok(t, "chmod", `{"path": "c.txt", "mode": "0600"}`)
+	if st := f.ok(t, "stat", `{"path": "c.txt"}`).(map[string]any); st["mode"] != "0600" {
+		t.Errorf("after chmod: %v", st)
+	}
+	f.ok(t, "chtimes", `{"path": "c.txt", "modified": "2020-01-02T03:04:05Z"}`)
+	if st := f.ok(t, "stat", `{"path": "c.txt"}`).(map[string]any); st["modified"] != "2020-01-02T03:04:05Z" {
+		t.Errorf("after chtimes: %v", st)
+	}
+
+	// A symlink's target is taken inside the root, whatever it says.
+	if l := f.ok(t, "symlink", `{"path": "link", "target": "../../../../c.txt"}`).(map[string]any); l["target"] != "/c.txt" {
+		t.Errorf("symlink = %v", l)
+	}
+	if l := f.ok(t, "readlink", `{"path": "link"}`).(map[string]any); l["target"] != "/c.txt" {
+		t.Errorf("readlink = %v", l)
+	}
+	if r := f.ok(t, "read", `{"path": "link"}`).(map[string]any); r["content"] != "abc" {
+		t.Errorf("read through the link = %v", r)
+	}
+	if r := f.ok(t, "realpath", `{"path": "link"}`).(map[string]any); r["path"] != "/c.txt" {
+		t.Errorf("realpath = %v", r)
+	}
+	must(t, os.Symlink("/etc/hostname", filepath.Join(f.sshd.Dir, "outside")))
+	f.rejected(t, "readlink", `{"path": "outside"}`, http.StatusBadRequest, "invalid_request")
+	f.rejected(t, "realpath", `{"path": "outside"}`, http.StatusBadRequest, "invalid_request")
+	f.rejected(t, "copy", `{"from": "outside", "to": "stolen"}`, http.StatusBadRequest, "invalid_request")
+
+	if v := f.ok(t, "statvfs", ``).(map[string]any); v["totalBytes"].(float64) <= 0 {
+		t.Errorf("statvfs = %v", v)
+	}
+	h := f.ok(t, "hash", `{"path": "c.txt"}`).(map[string]any)
+	if h["hash"] != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" || h["size"] != float64(3) {
+		t.Errorf("sha256 = %v", h)
+	}
+	if h := f.ok(t, "hash", `{"path": "c.txt", "algorithm": "md5"}`).(map[string]any); h["hash"] != "900150983cd24fb0d6963f7d28e17f72" {
+		t.Errorf("md5 = %v", h)
+	}
+	f.rejected(t, "hash", `{"path": "c.txt", "algorithm": "crc32"}`, http.StatusBadRequest, "invalid_request")
+}

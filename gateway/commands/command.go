@@ -53,6 +53,15 @@ func init() {
 		command(v1alpha1.CommandRmdir, false, rmdir),
 		command(v1alpha1.CommandUnlink, false, unlink),
 		command(v1alpha1.CommandPing, true, ping),
+		command(v1alpha1.CommandRename, false, rename),
+		command(v1alpha1.CommandCopy, false, copyFile),
+		command(v1alpha1.CommandChmod, true, chmod),
+		command(v1alpha1.CommandChtimes, true, chtimes),
+		command(v1alpha1.CommandSymlink, false, symlink),
+		command(v1alpha1.CommandReadlink, true, readlink),
+		command(v1alpha1.CommandRealpath, true, realpath),
+		command(v1alpha1.CommandStatvfs, true, statvfs),
+		command(v1alpha1.CommandHash, true, hashFile),
 	} {
 		registry[c.Name] = c
 	}
