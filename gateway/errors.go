@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // apiError is the one shape of every error outside the command envelope:
@@ -13,6 +14,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// retryAfter is sent as Retry-After with 429.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -34,6 +37,8 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sftpgate"`)
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", retryAfterSeconds(e.retryAfter))
 	}
 	writeJSON(w, e.Status, map[string]*apiError{"error": e})
 }

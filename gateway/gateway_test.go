@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -35,8 +36,9 @@ import (
 )
 
 var (
-	k8s     client.Client
-	baseURL string
+	k8s        client.Client
+	restConfig *rest.Config
+	baseURL    string
 	// apiDoc is the gateway's OpenAPI document, as served; every response
 	// the tests see is validated against it.
 	apiDoc *openapi3.T
@@ -58,6 +60,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer func() { _ = env.Stop() }()
+	restConfig = env.Config
 	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
 		return fail(err)
 	}
@@ -126,7 +129,8 @@ func loadAPIDoc(ctx context.Context) error {
 func validate(t *testing.T, req *http.Request, body string, resp *http.Response, raw []byte) {
 	t.Helper()
 	req = req.Clone(context.Background())
-	req.URL.Path = strings.TrimSuffix(req.URL.Path, "/") // the trailing-slash alias
+	req.URL.Path = strings.TrimSuffix(req.URL.Path, "/")  // the trailing-slash alias
+	req.URL.Host = strings.TrimPrefix(baseURL, "http://") // any of the tests' gateways
 	req.Body = io.NopCloser(strings.NewReader(body))
 	route, params, err := router.FindRoute(req)
 	if err != nil {
@@ -708,4 +712,37 @@ func TestFurtherCommandsAgainstOpenSSH(t *testing.T) {
 		t.Errorf("md5 = %v", h)
 	}
 	f.rejected(t, "hash", `{"path": "c.txt", "algorithm": "crc32"}`, http.StatusBadRequest, "invalid_request")
+}
+
+// TestRateLimitPerKey runs a gateway whose keys may send one request a
+// second, in bursts of two.
+func TestRateLimitPerKey(t *testing.T) {
+	f := newFixture(t)
+	gw, err := gateway.New(restConfig, gateway.Options{
+		BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute,
+		Limits: gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second, RatePerKey: 1, RateBurst: 2},
+	})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	must(t, gw.Start(ctx))
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+
+	statuses := make([]int, 3)
+	var retryAfter string
+	for i := range statuses {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/"+f.slug+"/ping", nil)
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		validate(t, req, "", resp, raw)
+		statuses[i], retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	if statuses[0] != http.StatusOK || statuses[1] != http.StatusOK || statuses[2] != http.StatusTooManyRequests || retryAfter != "1" {
+		t.Errorf("statuses %v, Retry-After %q; want 200, 200, 429 with 1", statuses, retryAfter)
+	}
 }

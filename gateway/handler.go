@@ -45,6 +45,7 @@ type handler struct {
 	authorizer *apikeys.Authorizer
 	pools      *pool.Pools
 	limits     Limits
+	limiter    *keyLimiter
 	log        *slog.Logger
 }
 
@@ -54,6 +55,10 @@ type Limits struct {
 	MaxBodyBytes int64
 	// MaxUploadBytes is the largest raw upload.
 	MaxUploadBytes int64
+	// RatePerKey is how many requests per second one API key may send to
+	// one gateway replica, with bursts up to RateBurst; 0 is no limit.
+	RatePerKey float64
+	RateBurst  int
 	// RequestTimeout bounds a whole request, dial included; each SFTP
 	// operation is bounded by its connection's operationTimeout too, except
 	// raw uploads and downloads, which may take the whole request's time.
@@ -122,6 +127,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	}
 	if err != nil {
 		return authError(err)
+	}
+	if err := h.limiter.allow(key.UID); err != nil {
+		return err
 	}
 	if err := ready(conn); err != nil {
 		return err

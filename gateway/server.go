@@ -52,6 +52,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
 	fs.Int64Var(&o.Limits.MaxBodyBytes, "max-body-bytes", 32<<20, "Largest JSON request body.")
 	fs.Int64Var(&o.Limits.MaxUploadBytes, "max-upload-bytes", 64<<30, "Largest raw upload (Content-Type: application/octet-stream).")
+	fs.Float64Var(&o.Limits.RatePerKey, "rate-per-key", 1000, "Requests per second one API key may send to this replica; 0 is no limit.")
+	fs.IntVar(&o.Limits.RateBurst, "rate-burst", 2000, "Requests one API key may send at once above its rate.")
 	fs.DurationVar(&o.Limits.RequestTimeout, "request-timeout", 5*time.Minute, "Bound on a whole request.")
 }
 
@@ -112,6 +114,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		authorizer: &apikeys.Authorizer{Reader: c},
 		pools:      s.pools,
 		limits:     opts.Limits,
+		limiter:    newKeyLimiter(opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		log:        slog.Default(),
 	}
 	s.handler = s.routes(opts.BasePath, h)
