@@ -62,6 +62,11 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race ./... -count=1
 
+.PHONY: bench
+bench: build envtest test-prereqs ## Compare the gateway with a direct SFTP client to a real sshd (prints a table).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
+		go test ./hack/bench/ -run TestBenchmark -count=1 -v -timeout 30m
+
 FUZZTIME ?= 30s
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).

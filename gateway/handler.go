@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/pkg/sftp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,7 +138,12 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	upload := (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mediaType(r.Header.Get("Content-Type")) == octetStream
 	download := cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream)
 	var body []byte
-	if !upload {
+	switch {
+	case upload && r.ContentLength > h.limits.MaxUploadBytes:
+		// Refused before the file is opened (and truncated).
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
+	case !upload:
 		if body, err = readBody(w, r, h.limits.MaxBodyBytes); err != nil {
 			return err
 		}
@@ -151,10 +157,12 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	}
 	// A client that goes away does not cut an operation short: the session
 	// it runs on is shared, and closing it would fail the others. A stream
-	// may take as long as the request may.
+	// may take as long as the request may, and a minute more, so that a
+	// slow client's own timeout (which fails only its request) ends it
+	// first: this one closes the session, for a server that hangs.
 	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
-	if upload || download {
-		timeout = h.limits.RequestTimeout
+	if upload || download || cmd.Streams {
+		timeout = h.limits.RequestTimeout + time.Minute
 	}
 	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer opCancel()
@@ -225,8 +233,58 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS, body []b
 	}
 	defer func() { _ = f.Close() }()
 	w.Header().Set("Content-Type", octetStream)
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	if conditional(r) {
+		src := &recordingFile{File: f}
+		http.ServeContent(w, r, "", fi.ModTime(), src)
+		return true, src.err
+	}
+	// The whole file: File.WriteTo reads ahead with many requests in
+	// flight, where ServeContent would read 32 KiB at a time.
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.WriteHeader(http.StatusOK)
+	_, err = f.WriteTo(w)
+	// The answer has gone out; an error of the session still takes the
+	// session out of the pool (one of the client's is not the session's).
+	if commands.SessionFailed(err) {
+		return true, err
+	}
 	return true, nil
+}
+
+// recordingFile keeps the first error of the session while
+// http.ServeContent, which swallows it, reads the file.
+type recordingFile struct {
+	*sftp.File
+	err error
+}
+
+func (f *recordingFile) Read(b []byte) (int, error) {
+	n, err := f.File.Read(b)
+	if f.err == nil && commands.SessionFailed(err) && err != io.EOF { //nolint:errorlint // io.EOF as returned by Read
+		f.err = err
+	}
+	return n, err
+}
+
+func (f *recordingFile) Seek(offset int64, whence int) (int64, error) {
+	n, err := f.File.Seek(offset, whence)
+	if f.err == nil && commands.SessionFailed(err) {
+		f.err = err
+	}
+	return n, err
+}
+
+// conditional reports whether a request asks for a part of a file or
+// depends on its state, which http.ServeContent answers.
+func conditional(r *http.Request) bool {
+	for _, h := range []string{"Range", "If-Range", "If-Modified-Since", "If-Unmodified-Since", "If-Match", "If-None-Match"} {
+		if r.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func bearerToken(r *http.Request) (string, bool) {

@@ -37,6 +37,7 @@ import (
 // Options configure the gateway; Run reads them from flags.
 type Options struct {
 	Addr           string
+	MetricsAddr    string
 	BasePath       string
 	DeniedNetworks string
 	IdleTimeout    time.Duration
@@ -46,6 +47,8 @@ type Options struct {
 // BindFlags registers the options on fs with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the API listens on.")
+	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090",
+		"Address of the Prometheus metrics endpoint (/metrics), apart from the API since it names every connection; 0 turns it off.")
 	fs.StringVar(&o.BasePath, "base-path", "/", "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach (as for the manager).")
@@ -136,7 +139,6 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(s.document)
 		})
-		r.Handle("/metrics", metrics.Handler())
 		r.Get("/docs", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(s.docs)
@@ -177,6 +179,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// MetricsHandler serves the Prometheus metrics.
+func (s *Server) MetricsHandler() http.Handler { return metrics.Handler() }
 
 // Start runs the cache and the pools' upkeep until ctx ends, and waits for
 // the cache to sync.
@@ -224,6 +229,13 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 				return
 			}
 			defer func() { <-slots }()
+			// Events wait here in no order: warm with the connection as it
+			// is now, never with an older state that would rebuild the pool.
+			var latest v1alpha1.SftpConnection
+			if err := s.cache.Get(ctx, client.ObjectKeyFromObject(conn), &latest); err != nil || ready(&latest) != nil {
+				return
+			}
+			conn := &latest
 			warmCtx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
 			defer cancel()
 			p, err := s.pools.Get(warmCtx, conn)
@@ -271,8 +283,13 @@ func Run(ctx context.Context, args []string) error {
 		WriteTimeout: opts.Limits.RequestTimeout + 10*time.Second,
 		IdleTimeout:  2 * time.Minute,
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
+	if opts.MetricsAddr != "0" {
+		metricsSrv := &http.Server{Addr: opts.MetricsAddr, Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- metricsSrv.ListenAndServe() }()
+		defer func() { _ = metricsSrv.Close() }()
+	}
 	slog.Info("gateway listening", "address", opts.Addr)
 	select {
 	case err := <-errc:

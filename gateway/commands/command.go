@@ -18,7 +18,10 @@ type Command struct {
 	// Idempotent commands may be retried on a fresh connection when the
 	// one they ran on broke.
 	Idempotent bool
-	run        func(fs *FS, body []byte) (any, error)
+	// Streams says the command moves a whole file, however large, and so
+	// gets the request's time rather than one operation's.
+	Streams bool
+	run     func(fs *FS, body []byte) (any, error)
 }
 
 // Run decodes body and runs the command. An error is a *BadRequest (the
@@ -35,6 +38,11 @@ func command[Req any](name v1alpha1.Command, idempotent bool, run func(*FS, *Req
 		}
 		return run(fs, &req)
 	}}
+}
+
+func streaming(c Command) Command {
+	c.Streams = true
+	return c
 }
 
 var registry = map[v1alpha1.Command]Command{}
@@ -54,14 +62,14 @@ func init() {
 		command(v1alpha1.CommandUnlink, false, unlink),
 		command(v1alpha1.CommandPing, true, ping),
 		command(v1alpha1.CommandRename, false, rename),
-		command(v1alpha1.CommandCopy, false, copyFile),
+		streaming(command(v1alpha1.CommandCopy, false, copyFile)),
 		command(v1alpha1.CommandChmod, true, chmod),
 		command(v1alpha1.CommandChtimes, true, chtimes),
 		command(v1alpha1.CommandSymlink, false, symlink),
 		command(v1alpha1.CommandReadlink, true, readlink),
 		command(v1alpha1.CommandRealpath, true, realpath),
 		command(v1alpha1.CommandStatvfs, true, statvfs),
-		command(v1alpha1.CommandHash, true, hashFile),
+		streaming(command(v1alpha1.CommandHash, true, hashFile)),
 	} {
 		registry[c.Name] = c
 	}

@@ -80,6 +80,10 @@ func serverFailure(err error, what string) error {
 // connection was lost or closed), as opposed to the server answering the
 // request or the request being wrong: only then is the session discarded.
 func SessionFailed(err error) bool {
+	var body *BodyError
+	if errors.As(err, &body) {
+		return false // the client's body failed, whatever the error says
+	}
 	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)

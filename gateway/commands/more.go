@@ -79,6 +79,12 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	defer func() { _ = src.Close() }()
 	from := src.Name()
+	if real, err := fs.Client.RealPath(from); err == nil {
+		if toReal, err := fs.Client.RealPath(path.Join(fs.Root, path.Clean("/"+req.To))); err == nil && toReal == real {
+			// Opening the target would truncate the source before it is read.
+			return nil, &BadRequest{Field: "to", Message: "is the same file as from"}
+		}
+	}
 	mode := fi.Mode().Perm()
 	dst, to, err := openForWrite(fs, req.To, &mode, false, writeFlags(false, &req.Overwrite))
 	if err != nil {
@@ -203,7 +209,13 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(link))
 	}
 	if !strings.HasPrefix(target, "/") {
-		target = path.Join(path.Dir(link), target)
+		// Relative to where the link really is: its directory may itself
+		// be reached through a symlink.
+		dir, err := fs.Client.RealPath(path.Dir(link))
+		if err != nil {
+			return nil, serverFailure(err, fs.Rel(link))
+		}
+		target = path.Join(dir, target)
 	}
 	if target = path.Clean(target); !within(fs.Root, target) {
 		// Say nothing of the server outside the root.
@@ -224,7 +236,10 @@ func realpath(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
-	return PathResult{Path: fs.Rel(path.Clean(real))}, nil
+	if real = path.Clean(real); !within(fs.Root, real) {
+		return nil, ErrOutsideRoot // changed since Resolve checked it
+	}
+	return PathResult{Path: fs.Rel(real)}, nil
 }
 
 // StatvfsResult is the result of statvfs: the file system's space.

@@ -50,11 +50,13 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 	}
 	client := &clientBody{r: body}
 	if size >= 0 {
-		// A known length lets pkg/sftp write chunks concurrently.
 		client.r = io.LimitReader(body, size)
 	}
 	result, err := fill(fs, f, target, appending, func(f *sftp.File) (int64, error) {
-		return f.ReadFrom(client)
+		// Many writes in flight: a large upload is not bound by one round
+		// trip per 32 KiB (ReadFrom would write one at a time here, as it
+		// cannot see the body's length through clientBody).
+		return f.ReadFromWithConcurrency(client, 0)
 	})
 	if client.err != nil {
 		// The client's body failed (too large, cut off), not the server.

@@ -139,11 +139,12 @@ func (p *Pools) Run(ctx context.Context) {
 		p.mu.Lock()
 		var pools []*Pool
 		for _, e := range p.entries {
-			e.mu.Lock()
-			if e.pool != nil {
-				pools = append(pools, e.pool)
+			if e.mu.TryLock() { // one being built is tended next time
+				if e.pool != nil {
+					pools = append(pools, e.pool)
+				}
+				e.mu.Unlock()
 			}
-			e.mu.Unlock()
 		}
 		p.mu.Unlock()
 		for _, pool := range pools {
@@ -215,6 +216,7 @@ type Pool struct {
 
 type session struct {
 	*sftpdial.Session
+	dialed   time.Time
 	inflight int
 	lastUsed time.Time
 	broken   bool
@@ -234,11 +236,16 @@ func (p *Pool) Do(ctx context.Context, idempotent bool, fn func(*sftpdial.Sessio
 		// On timeout, close the session at once: that ends fn, and the
 		// other requests on a session that hangs would hang too.
 		stop := context.AfterFunc(ctx, func() { p.discard(s) })
+		started := time.Now()
 		err = fn(s.Session)
 		timedOut := !stop()
 		var broken *BrokenError
 		isBroken := errors.As(err, &broken)
-		p.release(s, isBroken)
+		if isBroken {
+			p.release(s, started)
+		} else {
+			p.release(s, time.Time{})
+		}
 		switch {
 		case timedOut:
 			return ErrTimeout
@@ -310,7 +317,7 @@ func (p *Pool) dial(ctx context.Context) (*session, error) {
 		go func() { _ = dialed.Close() }()
 		return nil, ErrClosed
 	}
-	s := &session{Session: dialed, inflight: 1}
+	s := &session{Session: dialed, dialed: time.Now(), inflight: 1}
 	p.sessions = append(p.sessions, s)
 	return s, nil
 }
@@ -321,19 +328,21 @@ func (p *Pool) notify() {
 	p.wake = make(chan struct{})
 }
 
-// release ends a request's use of s; broken takes s out of the pool. A
-// session out of the pool is closed once no request uses it. When one
-// session broke, the idle ones to the same server are suspect too (the
-// server restarted, say): they go as well, before a request that cannot be
-// retried lands on one; busy ones show for themselves.
-func (p *Pool) release(s *session, broken bool) {
+// release ends a request's use of s. A session that broke in an operation
+// started at brokenSince (zero: it did not break) leaves the pool, and is
+// closed once no request uses it. The idle sessions dialled before that
+// operation started are suspect too (the server restarted, say): they go
+// as well, before a request that cannot be retried lands on one; busy ones
+// show for themselves, and ones dialled since are fine.
+func (p *Pool) release(s *session, brokenSince time.Time) {
+	broken := !brokenSince.IsZero()
 	p.mu.Lock()
 	s.inflight--
 	s.lastUsed = time.Now()
 	var closing []*session
 	if broken {
 		for _, other := range slices.Clone(p.sessions) {
-			if other.inflight == 0 && other != s {
+			if other.inflight == 0 && other != s && other.dialed.Before(brokenSince) {
 				p.remove(other)
 				closing = append(closing, other)
 			}
@@ -400,7 +409,7 @@ func (p *Pool) Warm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.release(s, false)
+	p.release(s, time.Time{})
 	return nil
 }
 
@@ -438,7 +447,14 @@ func (p *Pool) tend(idle time.Duration) {
 		go func() { _ = s.Close() }()
 	}
 	for _, s := range check {
-		go func() { p.release(s, !keepalive(s)) }()
+		go func() {
+			sent := time.Now()
+			if keepalive(s) {
+				p.release(s, time.Time{})
+			} else {
+				p.release(s, sent)
+			}
+		}()
 	}
 }
 

@@ -1,0 +1,342 @@
+// Package bench compares the gateway with a direct pkg/sftp client over one
+// SSH connection to the same OpenSSH server: the floor the gateway cannot
+// beat. Run it with `make bench`; it is skipped otherwise.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+const (
+	phase     = 3 * time.Second // each small-write phase
+	largeSize = 256 << 20
+)
+
+func TestBenchmark(t *testing.T) {
+	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
+	if binary == "" {
+		t.Skip("run with make bench")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sshd := testsshd.Start(t)
+	env, err := testcluster.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrOpts := controllers.ManagerOptions()
+	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
+	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := controllers.Options{MaxConcurrentTests: 2, DeniedNetworks: "link-local,metadata"}
+	if err := opts.Setup(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	// The connection, with a limit of 8 SSH connections, and a key.
+	ns := "bench"
+	token, keyID := apikeys.NewToken()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": sshd.Password}},
+		&v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
+			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
+			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
+		}},
+		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
+			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
+	} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The gateway, as its own process, so that its memory and CPU are its own.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
+		"--denied-networks=link-local,metadata", "--rate-per-key=0", "--request-timeout=10m")
+	gw.Stderr = io.Discard
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = gw.Process.Kill(); _ = gw.Wait() }()
+	g := &gatewayClient{url: "http://" + addr + "/box/", token: token,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+	deadline := time.Now().Add(60 * time.Second)
+	for g.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway does not serve the connection")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The floor: pkg/sftp over one SSH connection.
+	secret := &corev1.Secret{Data: map[string][]byte{"password": []byte(sshd.Password)}}
+	var conn v1alpha1.SftpConnection
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "box"}, &conn); err != nil {
+		t.Fatal(err)
+	}
+	target, err := sftpdial.NewTarget(&conn, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := (&sftpdial.Dialer{}).Dial(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = session.Close() }()
+	direct := session.SFTP
+
+	kib := strings.Repeat("x", 1024)
+	body := `{"path": "small/%d.txt", "file": {"text": "` + kib + `"}}`
+	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
+	cpuBefore, err := cpuTime(gw.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := 0
+	_ = direct.MkdirAll(filepath.Join(sshd.Dir, "small"))
+	for _, concurrency := range []int{1, 16, 64} {
+		d := run(concurrency, func(i int) error {
+			f, err := direct.OpenFile(fmt.Sprintf("%s/small/d%d.txt", sshd.Dir, i%1000), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+			if err != nil {
+				return err
+			}
+			_, err = f.Write([]byte(kib))
+			if closeErr := f.Close(); err == nil {
+				err = closeErr
+			}
+			return err
+		})
+		w := run(concurrency, func(i int) error {
+			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(body, i%1000)), -1)
+		})
+		requests += w.ops
+		label := fmt.Sprintf("1 KiB writes, concurrency %d", concurrency)
+		target := ""
+		if concurrency == 16 {
+			target = ">= 0.70"
+		}
+		fmt.Printf("%-34s %9.0f/s %9.0f/s %10.2f %10s\n", label, d.rate(), w.rate(), w.rate()/d.rate(), target)
+		fmt.Printf("%-34s %12s %12s\n", "  p50 / p99 latency", d.percentiles(), w.percentiles())
+	}
+	cpuAfter, err := cpuTime(gw.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%-34s %12s %9.3f ms %10s %10s\n", "gateway CPU per small write", "", float64(cpuAfter-cpuBefore)/float64(requests)/float64(time.Millisecond), "", "< 0.1 ms")
+
+	upDirect := timed(func() error {
+		f, err := direct.OpenFile(sshd.Dir+"/large-direct", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+		if err != nil {
+			return err
+		}
+		if _, err := f.ReadFrom(io.LimitReader(zeros{}, largeSize)); err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	upGateway := timed(func() error {
+		return g.call("write?path=large-gateway", "application/octet-stream", io.LimitReader(zeros{}, largeSize), largeSize)
+	})
+	fmt.Printf("%-34s %7.0f MB/s %7.0f MB/s %10.2f %10s\n", "256 MiB upload", mbps(upDirect), mbps(upGateway), upDirect.Seconds()/upGateway.Seconds(), ">= 0.80")
+	downDirect := timed(func() error {
+		f, err := direct.Open(sshd.Dir + "/large-direct")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		_, err = f.WriteTo(io.Discard)
+		return err
+	})
+	downGateway := timed(func() error { return g.download("large-gateway") })
+	fmt.Printf("%-34s %7.0f MB/s %7.0f MB/s %10.2f %10s\n", "256 MiB download", mbps(downDirect), mbps(downGateway), downDirect.Seconds()/downGateway.Seconds(), ">= 0.80")
+	rss, err := peakRSS(gw.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%-34s %12s %9d MB %10s %10s\n\n", "gateway peak RSS", "", rss>>20, "", "< 100 MB")
+}
+
+type gatewayClient struct {
+	url, token string
+	http       *http.Client
+}
+
+// call runs a command and fails on anything but a result.
+func (g *gatewayClient) call(command, contentType string, body io.Reader, size int64) error {
+	req, err := http.NewRequest(http.MethodPost, g.url+command, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out["error"] != nil {
+		return fmt.Errorf("%s: %d %v: %w", command, resp.StatusCode, out, err)
+	}
+	return nil
+}
+
+func (g *gatewayClient) download(p string) error {
+	req, err := http.NewRequest(http.MethodPost, g.url+"read", bytes.NewReader([]byte(`{"path": "`+p+`"}`)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/octet-stream")
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && n != largeSize {
+		err = fmt.Errorf("downloaded %d bytes", n)
+	}
+	return err
+}
+
+type result struct {
+	ops       int
+	elapsed   time.Duration
+	latencies []time.Duration
+}
+
+func (r result) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
+
+func (r result) percentiles() string {
+	slices.Sort(r.latencies)
+	at := func(q float64) time.Duration { return r.latencies[int(q*float64(len(r.latencies)-1))] }
+	return fmt.Sprintf("%.2f/%.2fms", float64(at(0.5).Microseconds())/1000, float64(at(0.99).Microseconds())/1000)
+}
+
+// run calls op from concurrency goroutines for one phase.
+func run(concurrency int, op func(i int) error) result {
+	var (
+		mu  sync.Mutex
+		all result
+		wg  sync.WaitGroup
+	)
+	start := time.Now()
+	for w := range concurrency {
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := w; time.Since(start) < phase; i += concurrency {
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					panic(err)
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			all.latencies = append(all.latencies, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	all.elapsed, all.ops = time.Since(start), len(all.latencies)
+	return all
+}
+
+func timed(op func() error) time.Duration {
+	start := time.Now()
+	if err := op(); err != nil {
+		panic(err)
+	}
+	return time.Since(start)
+}
+
+func mbps(d time.Duration) float64 { return float64(largeSize) / 1e6 / d.Seconds() }
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}
+
+// cpuTime is a process's user and system CPU time, from /proc.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100, nil // clock ticks: 100 Hz
+}
+
+// peakRSS is a process's peak resident memory, from /proc.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM")
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
