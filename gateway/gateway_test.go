@@ -228,12 +228,7 @@ func do(t *testing.T, method, path, token, contentType, body string) (int, map[s
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
-	validate(t, req, body, resp, raw)
+	resp, raw := send(t, req, body)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s %s: %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
@@ -610,13 +605,21 @@ func (f *fixture) raw(t *testing.T, command, query, contentType, accept, rangeHe
 	if rangeHeader != "" {
 		req.Header.Set("Range", rangeHeader)
 	}
+	resp, out := send(t, req, string(body))
+	return resp.StatusCode, resp.Header, out
+}
+
+// send sends req and returns the answer, validated against the OpenAPI
+// document.
+func send(t *testing.T, req *http.Request, body string) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
-	out, err := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
 	must(t, err)
-	validate(t, req, string(body), resp, out)
-	return resp.StatusCode, resp.Header, out
+	validate(t, req, body, resp, raw)
+	return resp, raw
 }
 
 func TestRawUploadAndDownload(t *testing.T) {
@@ -741,11 +744,7 @@ func TestRateLimitPerKey(t *testing.T) {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/"+f.slug+"/ping", nil)
 		must(t, err)
 		req.Header.Set("Authorization", "Bearer "+f.token)
-		resp, err := http.DefaultClient.Do(req)
-		must(t, err)
-		raw, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		validate(t, req, "", resp, raw)
+		resp, _ := send(t, req, "")
 		statuses[i], retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 	}
 	if statuses[0] != http.StatusOK || statuses[1] != http.StatusOK || statuses[2] != http.StatusTooManyRequests || retryAfter != "1" {

@@ -136,21 +136,27 @@ func (p *Pools) Run(ctx context.Context) {
 		for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
 			pool.Close()
 		}
-		p.mu.Lock()
-		var pools []*Pool
-		for _, e := range p.entries {
-			if e.mu.TryLock() { // one being built is tended next time
-				if e.pool != nil {
-					pools = append(pools, e.pool)
-				}
-				e.mu.Unlock()
-			}
-		}
-		p.mu.Unlock()
-		for _, pool := range pools {
+		for _, pool := range p.current() {
 			pool.tend(idle)
 		}
 	}
+}
+
+// current lists the pools, leaving out any being built right now (which
+// the next caller sees): nothing waits for a Secret read or a decryption.
+func (p *Pools) current() []*Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pools := make([]*Pool, 0, len(p.entries))
+	for _, e := range p.entries {
+		if e.mu.TryLock() {
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+			e.mu.Unlock()
+		}
+	}
+	return pools
 }
 
 // forget removes the pools that match and returns them.
@@ -180,18 +186,7 @@ func (p *Pools) Describe(ch chan<- *prometheus.Desc) { ch <- poolSessions }
 
 // Collect reports each pool's size.
 func (p *Pools) Collect(ch chan<- prometheus.Metric) {
-	p.mu.Lock()
-	pools := make([]*Pool, 0, len(p.entries))
-	for _, e := range p.entries {
-		if e.mu.TryLock() { // one being rebuilt is reported next time
-			if e.pool != nil {
-				pools = append(pools, e.pool)
-			}
-			e.mu.Unlock()
-		}
-	}
-	p.mu.Unlock()
-	for _, pool := range pools {
+	for _, pool := range p.current() {
 		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(pool.Size()), pool.namespace, pool.name)
 	}
 }
