@@ -228,12 +228,12 @@ func do(t *testing.T, method, path, token, contentType, body string) (int, map[s
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, raw := send(t, req, body)
+	status, _, raw := send(t, req, body)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
+		t.Fatalf("%s %s: %d, body is not JSON: %q", method, path, status, raw)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 // ok calls a command that must succeed and returns its result.
@@ -605,13 +605,12 @@ func (f *fixture) raw(t *testing.T, command, query, contentType, accept, rangeHe
 	if rangeHeader != "" {
 		req.Header.Set("Range", rangeHeader)
 	}
-	resp, out := send(t, req, string(body))
-	return resp.StatusCode, resp.Header, out
+	return send(t, req, string(body))
 }
 
-// send sends req and returns the answer, validated against the OpenAPI
-// document.
-func send(t *testing.T, req *http.Request, body string) (*http.Response, []byte) {
+// send sends req and returns the answer's status, headers and body,
+// validated against the OpenAPI document.
+func send(t *testing.T, req *http.Request, body string) (int, http.Header, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
@@ -619,7 +618,7 @@ func send(t *testing.T, req *http.Request, body string) (*http.Response, []byte)
 	raw, err := io.ReadAll(resp.Body)
 	must(t, err)
 	validate(t, req, body, resp, raw)
-	return resp, raw
+	return resp.StatusCode, resp.Header, raw
 }
 
 func TestRawUploadAndDownload(t *testing.T) {
@@ -744,8 +743,8 @@ func TestRateLimitPerKey(t *testing.T) {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/"+f.slug+"/ping", nil)
 		must(t, err)
 		req.Header.Set("Authorization", "Bearer "+f.token)
-		resp, _ := send(t, req, "")
-		statuses[i], retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+		status, header, _ := send(t, req, "")
+		statuses[i], retryAfter = status, header.Get("Retry-After")
 	}
 	if statuses[0] != http.StatusOK || statuses[1] != http.StatusOK || statuses[2] != http.StatusTooManyRequests || retryAfter != "1" {
 		t.Errorf("statuses %v, Retry-After %q; want 200, 200, 429 with 1", statuses, retryAfter)
