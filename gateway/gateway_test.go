@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -748,5 +749,62 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 	if statuses[0] != http.StatusOK || statuses[1] != http.StatusOK || statuses[2] != http.StatusTooManyRequests || retryAfter != "1" {
 		t.Errorf("statuses %v, Retry-After %q; want 200, 200, 429 with 1", statuses, retryAfter)
+	}
+}
+
+// failingReader gives n bytes, then fails, as a client whose upload is cut off.
+type failingReader struct{ n int }
+
+func (r *failingReader) Read(b []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, errors.New("cut off")
+	}
+	b = b[:min(len(b), r.n)]
+	clear(b)
+	r.n -= len(b)
+	return len(b), nil
+}
+
+// TestUploadCutOffLosesNothing: a raw upload replaces a file only once it
+// is complete.
+func TestUploadCutOffLosesNothing(t *testing.T) {
+	f := newFixture(t)
+	original := filepath.Join(f.sshd.Dir, "precious.txt")
+	f.ok(t, "write", `{"path": "precious.txt", "file": {"text": "keep me"}, "mode": "0600"}`)
+
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/write?path=precious.txt", &failingReader{n: 1 << 20})
+	must(t, err)
+	req.ContentLength = 4 << 20
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+	// The gateway notices the cut when its read of the body fails.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, err := os.ReadDir(f.sshd.Dir)
+		must(t, err)
+		if len(entries) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a temporary file was left behind: %v", entries)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, _ := os.ReadFile(original); string(got) != "keep me" {
+		t.Errorf("the file holds %d bytes (%.20q...) after a cut-off upload", len(got), got)
+	}
+
+	// A complete upload replaces it, keeping its permissions.
+	if status, _, out := f.raw(t, "write", "path=precious.txt", "application/octet-stream", "", "", []byte("new")); status != http.StatusOK {
+		t.Fatalf("upload: %d %s", status, out)
+	}
+	if st := f.ok(t, "stat", `{"path": "precious.txt"}`).(map[string]any); st["mode"] != "0600" || st["size"] != float64(3) {
+		t.Errorf("after the upload: %v", st)
+	}
+	if status, _, out := f.raw(t, "write", "path=precious.txt&overwrite=false", "application/octet-stream", "", "", []byte("x")); status != http.StatusOK || !strings.Contains(string(out), "already_exists") {
+		t.Errorf("overwrite=false: %d %s", status, out)
 	}
 }

@@ -49,15 +49,12 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if req.Overwrite {
-		err = fs.Client.PosixRename(from, to)
-	} else {
+	if !req.Overwrite {
 		if _, statErr := fs.Client.Lstat(to); statErr == nil {
 			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
 		}
-		err = fs.Client.Rename(from, to)
 	}
-	if err != nil {
+	if err := fs.rename(from, to, req.Overwrite); err != nil {
 		return nil, serverFailure(err, fs.Rel(from))
 	}
 	return TwoPathResult{From: fs.Rel(from), To: fs.Rel(to)}, nil
