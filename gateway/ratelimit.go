@@ -35,6 +35,9 @@ func (l *keyLimiter) allow(key types.UID) error {
 	l.mu.Lock()
 	b := l.buckets[key]
 	if b == nil {
+		if len(l.buckets) >= sweepAt {
+			l.sweep(time.Now())
+		}
 		b = rate.NewLimiter(l.limit, l.burst)
 		l.buckets[key] = b
 	}
@@ -48,6 +51,20 @@ func (l *keyLimiter) allow(key types.UID) error {
 	return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message:    "this API key is over its rate limit; retry after the time in Retry-After",
 		retryAfter: time.Duration(math.Ceil(delay.Seconds())) * time.Second}
+}
+
+// sweepAt is how many buckets may pile up before full ones are dropped.
+const sweepAt = 1024
+
+// sweep drops the buckets that are full again: a new bucket starts full,
+// so nothing is lost, and keys that are gone (or idle) take no memory.
+// l.mu is held.
+func (l *keyLimiter) sweep(now time.Time) {
+	for key, b := range l.buckets {
+		if b.TokensAt(now) >= float64(l.burst) {
+			delete(l.buckets, key)
+		}
+	}
 }
 
 func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(max(d.Seconds(), 1))) }
