@@ -165,7 +165,9 @@ type fixture struct {
 	sshd            *testsshd.Server
 }
 
-func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+// newConnection starts an sshd and makes an SftpConnection "box" to it in
+// a new namespace.
+func newConnection(t *testing.T) (*v1alpha1.SftpConnection, *testsshd.Server) {
 	t.Helper()
 	ctx := context.Background()
 	sshd := testsshd.Start(t)
@@ -181,14 +183,23 @@ func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 		},
 	}
 	must(t, k8s.Create(ctx, conn))
+	return conn, sshd
+}
+
+// newFixture makes a connection and a key for it, and waits until the
+// gateway serves them.
+func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	conn, sshd := newConnection(t)
 	token, keyID := apikeys.NewToken()
-	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "key"},
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: conn.Namespace, Name: "key"},
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
 	for _, m := range mutateKey {
 		m(key)
 	}
 	must(t, k8s.Create(ctx, key))
-	f := &fixture{ns: ns.Name, slug: conn.Spec.Slug, token: token, sshd: sshd}
+	f := &fixture{ns: conn.Namespace, slug: conn.Spec.Slug, token: token, sshd: sshd}
 	// Wait until the gateway's cache has the Ready connection and key.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -546,19 +557,7 @@ func TestServiceEndpoints(t *testing.T) {
 // TestPoolIsWarmedWhenReady: once a connection is Ready, the gateway opens
 // a session to it before any request asks.
 func TestPoolIsWarmedWhenReady(t *testing.T) {
-	ctx := context.Background()
-	sshd := testsshd.Start(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
-	must(t, k8s.Create(ctx, ns))
-	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
-		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
-	must(t, k8s.Create(ctx, &v1alpha1.SftpConnection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "warm"},
-		Spec: v1alpha1.SftpConnectionSpec{
-			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "warm-" + ns.Name,
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-		},
-	}))
+	_, sshd := newConnection(t) // and no request
 	// One login for the controller's test, one for the gateway's pool.
 	deadline := time.Now().Add(30 * time.Second)
 	for sshd.Logins(t) < 2 {
