@@ -22,7 +22,6 @@ import (
 type statusObject interface {
 	client.Object
 	GetConditions() *[]metav1.Condition
-	GetGeneration() int64
 }
 
 // setReady sets the Ready condition for the object's current generation.

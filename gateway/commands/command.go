@@ -148,11 +148,3 @@ func jsonType(kind string) string {
 	}
 	return "a number"
 }
-
-// requirePath refuses a request without a path.
-func requirePath(p string) error {
-	if p == "" {
-		return &BadRequest{Field: "path", Message: "is required"}
-	}
-	return nil
-}

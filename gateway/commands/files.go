@@ -69,9 +69,6 @@ func parseMode(mode *string) (*os.FileMode, error) {
 // first if asked, and applies mode before any data arrives (so a private
 // file is never readable with default permissions).
 func openForWrite(fs *FS, p string, mode *os.FileMode, createParents bool, flags int) (*sftp.File, string, error) {
-	if err := requirePath(p); err != nil {
-		return nil, "", err
-	}
 	target, err := fs.Resolve(p)
 	if err != nil {
 		return nil, "", err
@@ -133,9 +130,6 @@ func fill(fs *FS, f *sftp.File, target string, appending bool, data func(*sftp.F
 
 // writeJSON runs write or append with the content in the JSON request.
 func writeJSON(fs *FS, req *writeRequest, appending bool) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	data, err := req.File.bytes()
 	if err != nil {
 		return nil, err
@@ -184,9 +178,6 @@ type ReadResult struct {
 }
 
 func read(fs *FS, req *readRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	encoding := req.Encoding
 	switch encoding {
 	case "":

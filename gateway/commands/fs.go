@@ -26,6 +26,7 @@ type FS struct {
 
 // Errors of path resolution.
 var (
+	ErrNoPath      = &BadRequest{Field: "path", Message: "is required"}
 	ErrNULInPath   = &BadRequest{Field: "path", Message: "contains a NUL byte"}
 	ErrOutsideRoot = &BadRequest{Field: "path", Message: "leads outside the connection's root directory"}
 	// ErrDanglingSymlink is a symlink whose target does not exist: where it
@@ -48,10 +49,13 @@ func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
-// Resolve returns the server path for p, after checking on the server that
+// Resolve returns the server path for p (which is required), after checking on the server that
 // p (or, while it does not exist yet, its nearest existing ancestor) does
 // not resolve outside the root through a symlink.
 func (fs *FS) Resolve(p string) (string, error) {
+	if p == "" {
+		return "", ErrNoPath
+	}
 	target, err := Lexical(fs.Root, p)
 	if err != nil {
 		return "", err
@@ -63,6 +67,9 @@ func (fs *FS) Resolve(p string) (string, error) {
 // what it points to (lstat, unlink, readlink): only the directory holding
 // it must resolve inside the root.
 func (fs *FS) ResolveParent(p string) (string, error) {
+	if p == "" {
+		return "", ErrNoPath
+	}
 	target, err := Lexical(fs.Root, p)
 	if err != nil {
 		return "", err

@@ -103,9 +103,6 @@ type chmodRequest struct {
 }
 
 func chmod(fs *FS, req *chmodRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	if req.Mode == "" {
 		return nil, &BadRequest{Field: "mode", Message: "is required"}
 	}
@@ -130,9 +127,6 @@ type chtimesRequest struct {
 }
 
 func chtimes(fs *FS, req *chtimesRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	if req.Modified == nil {
 		return nil, &BadRequest{Field: "modified", Message: "is required (RFC 3339)"}
 	}
@@ -164,9 +158,6 @@ type SymlinkResult struct {
 // symlink makes path a symlink to target, a path as the client sees it:
 // the link stored on the server points inside the root, never outside.
 func symlink(fs *FS, req *symlinkRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	if req.Target == "" {
 		return nil, &BadRequest{Field: "target", Message: "is required"}
 	}
@@ -194,9 +185,6 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 }
 
 func readlink(fs *FS, req *pathRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	link, err := fs.ResolveParent(req.Path)
 	if err != nil {
 		return nil, err
@@ -222,9 +210,6 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 }
 
 func realpath(fs *FS, req *pathRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	target, err := fs.Resolve(req.Path)
 	if err != nil {
 		return nil, err

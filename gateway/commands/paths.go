@@ -142,9 +142,6 @@ type statRequest struct {
 }
 
 func stat(fs *FS, req *statRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
 	resolve, statFn := fs.Resolve, fs.Client.Stat
 	if !follow {
@@ -171,9 +168,6 @@ type pathRequest struct {
 }
 
 func exists(fs *FS, req *pathRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	target, err := fs.Resolve(req.Path)
 	if err != nil {
 		return nil, err
@@ -196,9 +190,6 @@ type mkdirRequest struct {
 }
 
 func mkdir(fs *FS, req *mkdirRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	target, err := fs.Resolve(req.Path)
 	if err != nil {
 		return nil, err
@@ -222,9 +213,6 @@ type rmdirRequest struct {
 }
 
 func rmdir(fs *FS, req *rmdirRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	target, err := fs.ResolveParent(req.Path)
 	if err != nil {
 		return nil, err
@@ -278,9 +266,6 @@ func (fs *FS) removeAll(p string) error {
 }
 
 func unlink(fs *FS, req *pathRequest) (any, error) {
-	if err := requirePath(req.Path); err != nil {
-		return nil, err
-	}
 	target, err := fs.ResolveParent(req.Path)
 	if err != nil {
 		return nil, err

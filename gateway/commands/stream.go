@@ -81,9 +81,6 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 // unless mode is given; a symlink (inside the root) is written through, as
 // an ordinary write would.
 func replaceFile(fs *FS, p string, mode *os.FileMode, createParents, overwrite bool, body io.Reader) (any, error) {
-	if err := requirePath(p); err != nil {
-		return nil, err
-	}
 	target, err := fs.Resolve(p)
 	if err != nil {
 		return nil, err
@@ -192,7 +189,7 @@ func ReadStreamPath(body []byte) (string, error) {
 	case req.Offset != 0 || req.Length != nil:
 		return "", &BadRequest{Field: "offset", Message: "does not apply to a raw read: send a Range header"}
 	}
-	return req.Path, requirePath(req.Path)
+	return req.Path, nil
 }
 
 func boolParam(query url.Values, name string) (bool, error) {
@@ -208,9 +205,6 @@ func boolParam(query url.Values, name string) (bool, error) {
 
 // OpenRead opens a file to stream to the client, refusing directories.
 func OpenRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
-	if err := requirePath(p); err != nil {
-		return nil, nil, err
-	}
 	target, err := fs.Resolve(p)
 	if err != nil {
 		return nil, nil, err
