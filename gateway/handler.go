@@ -69,15 +69,11 @@ type Limits struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	slug, name := chi.URLParam(r, "slug"), chi.URLParam(r, "command")
-	rec := &requestLog{}
+	rec := &requestLog{command: "unknown"} // metric labels stay bounded
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	defer func() {
-		label := name
-		if _, known := commands.Lookup(name); !known {
-			label = "unknown" // bounded label values
-		}
-		metrics.Requests.WithLabelValues(label, strconv.Itoa(ww.Status())).Inc()
-		metrics.Duration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+		metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
+		metrics.Duration.WithLabelValues(rec.command).Observe(time.Since(start).Seconds())
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("requestID", middleware.GetReqID(r.Context())),
 			slog.String("keyID", rec.keyID),
@@ -97,17 +93,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// requestLog collects what the request's log line says beyond the request.
+// requestLog collects what the request's log line and metrics say beyond
+// the request itself.
 type requestLog struct {
-	keyID string
+	command string // a known command's name
+	keyID   string
 }
 
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name string, rec *requestLog) error {
+	cmd, known := commands.Lookup(name)
+	if known {
+		rec.command = name
+	}
 	if r.Method != http.MethodPost {
 		return &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "commands are sent with POST"}
 	}
-	cmd, ok := commands.Lookup(name)
-	if !ok {
+	if !known {
 		return &apiError{Status: http.StatusNotFound, Code: "unknown_command", Message: fmt.Sprintf("there is no command %q", name)}
 	}
 	token, ok := bearerToken(r)
