@@ -168,8 +168,9 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return nil, handshakeError(err, addr, t.config.User)
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
-	// Concurrent writes: a large upload is not bound by one round trip per
-	// chunk. (On a failure the file may hold gaps; it is partial anyway.)
+	// Concurrent writes: a large Write (a big JSON write, copy) is not bound
+	// by one round trip per 32 KiB. (A write that fails may leave gaps; the
+	// file is incomplete then anyway.)
 	sftpClient, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
 	disarmQuickAck(conn)
 	if err == nil {
