@@ -44,19 +44,24 @@ func Lexical(root, p string) (string, error) {
 	return path.Join(root, path.Clean("/"+p)), nil
 }
 
+// lexical is Lexical for a path a request must give.
+func (fs *FS) lexical(p string) (string, error) {
+	if p == "" {
+		return "", ErrNoPath
+	}
+	return Lexical(fs.Root, p)
+}
+
 // within reports whether p is root or below it.
 func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
-// Resolve returns the server path for p (which is required), after checking on the server that
-// p (or, while it does not exist yet, its nearest existing ancestor) does
-// not resolve outside the root through a symlink.
+// Resolve returns the server path for p, which is required, after checking
+// on the server that p (or, while it does not exist yet, its nearest
+// existing ancestor) does not resolve outside the root through a symlink.
 func (fs *FS) Resolve(p string) (string, error) {
-	if p == "" {
-		return "", ErrNoPath
-	}
-	target, err := Lexical(fs.Root, p)
+	target, err := fs.lexical(p)
 	if err != nil {
 		return "", err
 	}
@@ -67,15 +72,9 @@ func (fs *FS) Resolve(p string) (string, error) {
 // what it points to (lstat, unlink, readlink): only the directory holding
 // it must resolve inside the root.
 func (fs *FS) ResolveParent(p string) (string, error) {
-	if p == "" {
-		return "", ErrNoPath
-	}
-	target, err := Lexical(fs.Root, p)
-	if err != nil {
-		return "", err
-	}
-	if target == fs.Root {
-		return target, nil
+	target, err := fs.lexical(p)
+	if err != nil || target == fs.Root {
+		return target, err
 	}
 	return target, fs.checkReal(path.Dir(target))
 }
