@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +97,7 @@ func run(m *testing.M) int {
 	srv := httptest.NewServer(gw.Handler())
 	defer srv.Close()
 	baseURL = srv.URL
-	metricsSrv := httptest.NewServer(gw.MetricsHandler())
+	metricsSrv := httptest.NewServer(gw.MetricsHandler(true))
 	defer metricsSrv.Close()
 	metricsURL = metricsSrv.URL
 	if err := loadAPIDoc(ctx); err != nil {
@@ -334,6 +335,34 @@ func TestCommandsAgainstOpenSSH(t *testing.T) {
 		t.Errorf("list page 2 = %v", rest)
 	}
 	f.failure(t, "list", `{"path": "hello.txt"}`, "not_a_directory")
+
+	// A directory larger than a page and than rmdir's batch: pages follow
+	// each other in name order, and a recursive rmdir removes it all.
+	f.ok(t, "mkdir", `{"path": "many"}`)
+	var want []string
+	for i := range 600 {
+		want = append(want, fmt.Sprintf("m%03d", i))
+		must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "many", want[i]), nil, 0o644))
+	}
+	var got []string
+	for after := ""; ; {
+		page := f.ok(t, "list", fmt.Sprintf(`{"path": "many", "limit": 250, "after": %q}`, after)).(map[string]any)
+		for _, e := range page["entries"].([]any) {
+			got = append(got, e.(map[string]any)["name"].(string))
+		}
+		next, more := page["next"].(string)
+		if !more {
+			break
+		}
+		after = next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("paging through 600 entries gave %d, in order: %v", len(got), slices.IsSorted(got))
+	}
+	f.ok(t, "rmdir", `{"path": "many", "recursive": true}`)
+	if f.ok(t, "exists", `{"path": "many"}`) != false {
+		t.Errorf("rmdir left many")
+	}
 
 	f.failure(t, "rmdir", `{"path": "a"}`, "not_empty")
 	f.failure(t, "unlink", `{"path": "a"}`, "is_a_directory")
@@ -588,6 +617,12 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics has no %s", want)
 		}
+	}
+	profiles, err := http.Get(metricsURL + "/debug/pprof/")
+	must(t, err)
+	_ = profiles.Body.Close()
+	if profiles.StatusCode != http.StatusOK {
+		t.Errorf("with profiling on, /debug/pprof/ answers %d", profiles.StatusCode)
 	}
 }
 

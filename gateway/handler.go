@@ -172,7 +172,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		streamed bool
 	)
 	err = p.Do(opCtx, cmd.Idempotent && !upload && !download, func(s *sftpdial.Session) error {
-		fs := &commands.FS{Client: s.SFTP, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
+		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
 		switch {
 		case upload:

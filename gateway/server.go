@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -41,7 +42,10 @@ type Options struct {
 	BasePath       string
 	DeniedNetworks string
 	IdleTimeout    time.Duration
-	Limits         Limits
+	// Profiling serves Go's pprof profiles at /debug/pprof/ next to the
+	// metrics, for finding where a busy gateway spends its CPU.
+	Profiling bool
+	Limits    Limits
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -49,6 +53,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the API listens on.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090",
 		"Address of the Prometheus metrics endpoint (/metrics), apart from the API since it names every connection; 0 turns it off.")
+	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's pprof profiles at /debug/pprof/ on the metrics address.")
 	fs.StringVar(&o.BasePath, "base-path", "/", "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach (as for the manager).")
@@ -180,8 +185,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// MetricsHandler serves the Prometheus metrics.
-func (s *Server) MetricsHandler() http.Handler { return metrics.Handler() }
+// MetricsHandler serves the Prometheus metrics at /metrics and, with
+// profiling, pprof at /debug/pprof/.
+func (s *Server) MetricsHandler(profiling bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
 
 // Start runs the cache and the pools' upkeep until ctx ends, and waits for
 // the cache to sync.
@@ -286,7 +301,7 @@ func Run(ctx context.Context, args []string) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
 	if opts.MetricsAddr != "0" {
-		metricsSrv := &http.Server{Addr: opts.MetricsAddr, Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv := &http.Server{Addr: opts.MetricsAddr, Handler: s.MetricsHandler(opts.Profiling), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- metricsSrv.ListenAndServe() }()
 		defer func() { _ = metricsSrv.Close() }()
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
 
 // FS is an SFTP client confined to Root: every path a request names is
@@ -18,6 +20,8 @@ import (
 // server is refused.
 type FS struct {
 	Client *sftp.Client
+	// Dirs lists directories without holding them whole.
+	Dirs *sftpdir.Reader
 	// Root is the absolute, resolved root directory (status.rootPath).
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
 
 // FileInfo describes a file in results.
@@ -101,27 +104,54 @@ func list(fs *FS, req *listRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := fs.Client.ReadDir(target)
+	// Keep the limit smallest names after req.After (and whether there are
+	// more) while the directory streams past: a page costs memory for its
+	// own entries only, however large the directory.
+	var (
+		page = &byNameDesc{}
+		more bool
+	)
+	err = fs.Dirs.Each(target, func(fi os.FileInfo) error {
+		if fi.Name() <= req.After {
+			return nil
+		}
+		if page.Len() == limit {
+			more = true
+			if fi.Name() >= (*page)[0].Name() {
+				return nil
+			}
+			heap.Pop(page)
+		}
+		heap.Push(page, fi)
+		return nil
+	})
 	if err != nil {
 		return nil, notADirectory(fs, err, target)
 	}
-	slices.SortFunc(all, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
-	start, _ := slices.BinarySearchFunc(all, req.After, func(fi os.FileInfo, after string) int {
-		if fi.Name() <= after {
-			return -1
-		}
-		return 1
-	})
-	page := all[start:]
-	res := ListResult{Path: fs.Rel(target), Entries: make([]FileInfo, 0, min(len(page), limit))}
-	if len(page) > limit {
-		page = page[:limit]
-		res.Next = page[limit-1].Name()
-	}
-	for _, fi := range page {
+	entries := []os.FileInfo(*page)
+	slices.SortFunc(entries, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	res := ListResult{Path: fs.Rel(target), Entries: make([]FileInfo, 0, len(entries))}
+	for _, fi := range entries {
 		res.Entries = append(res.Entries, info(fs, path.Join(target, fi.Name()), fi))
 	}
+	if more {
+		res.Next = entries[len(entries)-1].Name()
+	}
 	return res, nil
+}
+
+// byNameDesc is a max-heap of entries by name.
+type byNameDesc []os.FileInfo
+
+func (h byNameDesc) Len() int           { return len(h) }
+func (h byNameDesc) Less(i, j int) bool { return h[i].Name() > h[j].Name() }
+func (h byNameDesc) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byNameDesc) Push(x any)        { *h = append(*h, x.(os.FileInfo)) } //nolint:forcetypeassert // heap.Push gets what we push
+func (h *byNameDesc) Pop() any {
+	old := *h
+	last := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return last
 }
 
 // notADirectory says so when a directory operation met a file: SFTP v3
@@ -231,7 +261,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	default:
 		err = fs.Client.RemoveDirectory(target)
 		if err != nil {
-			if entries, readErr := fs.Client.ReadDir(target); readErr == nil && len(entries) > 0 {
+			if names, readErr := fs.names(target, 1); readErr == nil && len(names) > 0 {
 				return nil, fail("not_empty", fxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
 			}
 		}
@@ -253,16 +283,38 @@ func (fs *FS) removeAll(p string) error {
 	if !fi.IsDir() {
 		return fs.Client.Remove(p)
 	}
-	entries, err := fs.Client.ReadDir(p)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := fs.removeAll(path.Join(p, e.Name())); err != nil {
+	// A batch at a time, each read afresh: memory stays bounded, and
+	// nothing is removed under an open directory handle.
+	for {
+		names, err := fs.names(p, removeBatch)
+		if err != nil {
 			return err
 		}
+		for _, name := range names {
+			if err := fs.removeAll(path.Join(p, name)); err != nil {
+				return err
+			}
+		}
+		if len(names) < removeBatch {
+			return fs.Client.RemoveDirectory(p)
+		}
 	}
-	return fs.Client.RemoveDirectory(p)
+}
+
+// removeBatch is how many entries removeAll reads before removing them.
+const removeBatch = 256
+
+// names returns up to n names of the entries of dir.
+func (fs *FS) names(dir string, n int) ([]string, error) {
+	var names []string
+	err := fs.Dirs.Each(dir, func(fi os.FileInfo) error {
+		names = append(names, fi.Name())
+		if len(names) == n {
+			return sftpdir.Stop
+		}
+		return nil
+	})
+	return names, err
 }
 
 func unlink(fs *FS, req *pathRequest) (any, error) {

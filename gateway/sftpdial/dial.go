@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
 
 // Error is a failed dial or connection test. Reason is one of the Ready
@@ -96,6 +97,8 @@ func Address(conn *v1alpha1.SftpConnection) string {
 type Session struct {
 	SSH  *ssh.Client
 	SFTP *sftp.Client
+	// Dirs reads directories a batch at a time, beside SFTP.
+	Dirs *sftpdir.Reader
 	// HostKey is the host key the server presented and we accepted.
 	HostKey ssh.PublicKey
 	// ServerVersion is the SSH version string the server announced.
@@ -195,6 +198,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	return &Session{
 		SSH:           client,
 		SFTP:          sftpClient,
+		Dirs:          sftpdir.New(client),
 		HostKey:       presented,
 		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil

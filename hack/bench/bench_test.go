@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +40,8 @@ const (
 	phase     = 3 * time.Second // each small-write phase
 	largeSize = 256 << 20
 	hugeSize  = 1 << 30
+	// manyEntries is the size of the directory listed.
+	manyEntries = 200_000
 )
 
 func TestBenchmark(t *testing.T) {
@@ -46,6 +49,7 @@ func TestBenchmark(t *testing.T) {
 	if binary == "" {
 		t.Skip("run with make bench")
 	}
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sshd := testsshd.Start(t)
@@ -95,8 +99,9 @@ func TestBenchmark(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
+		"--metrics-address="+metricsAddr, "--profiling",
 		"--denied-networks=link-local,metadata", "--rate-per-key=0", "--request-timeout=10m")
 	gw.Stderr = io.Discard
 	if err := gw.Start(); err != nil {
@@ -151,10 +156,22 @@ func TestBenchmark(t *testing.T) {
 			}
 			return err
 		})
+		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
+		// of the concurrency-16 phase.
+		var profiled chan error
+		if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" && concurrency == 16 {
+			profiled = make(chan error, 1)
+			go func() { profiled <- saveProfile("http://"+metricsAddr, out) }()
+		}
 		w := run(concurrency, func(i int) error {
 			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(body, i%1000)), -1)
 		})
 		requests += w.ops
+		if profiled != nil {
+			if err := <-profiled; err != nil {
+				t.Error(err)
+			}
+		}
 		label := fmt.Sprintf("1 KiB writes, concurrency %d", concurrency)
 		target := ""
 		if concurrency == 16 {
@@ -168,6 +185,26 @@ func TestBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("%-34s %12s %9.3f ms %10s %10s\n", "gateway CPU per small write", "", float64(cpuAfter-cpuBefore)/float64(requests)/float64(time.Millisecond), "", "< 0.1 ms")
+
+	// A page of a huge directory: the gateway reads it all (to sort by
+	// name), but holds only the page.
+	if err := os.Mkdir(filepath.Join(sshd.Dir, "many"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range manyEntries {
+		if err := os.WriteFile(filepath.Join(sshd.Dir, "many", fmt.Sprintf("entry-%07d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := timed(func() error {
+		return g.call("list", "application/json", strings.NewReader(`{"path": "many", "limit": 1000}`), -1)
+	})
+	rss, err := peakRSS(gw.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%-34s %12s %9.0f ms\n", "list, 1000 of 200,000 entries", "", float64(listed.Microseconds())/1000)
+	fmt.Printf("%-34s %12s %9d MB\n", "  gateway peak RSS so far", "", rss>>20)
 
 	upDirect := timed(func() error {
 		f, err := direct.OpenFile(sshd.Dir+"/large-direct", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
@@ -202,7 +239,7 @@ func TestBenchmark(t *testing.T) {
 		}
 		return g.download("huge", hugeSize)
 	})
-	rss, err := peakRSS(gw.Process.Pid)
+	rss, err = peakRSS(gw.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +377,27 @@ func peakRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM")
+}
+
+// saveProfile saves a CPU profile of the gateway over one phase.
+func saveProfile(metricsURL, out string) error {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", metricsURL, int(phase.Seconds())-1))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func freeAddr(t *testing.T) string {

@@ -1,0 +1,345 @@
+// Package sftpdir reads directories a batch of entries at a time, on an
+// SFTP channel of its own. pkg/sftp's ReadDir returns every entry at once,
+// so a directory of millions of files would be held whole in memory; here
+// a listing holds one batch (the server's, about a hundred entries) at a
+// time. Only the SFTP version 3 requests a directory read needs are spoken:
+// init, opendir, readdir and close.
+package sftpdir
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// SFTP version 3 packet types and status codes (draft-ietf-secsh-filexfer-02).
+const (
+	fxpInit     = 1
+	fxpVersion  = 2
+	fxpClose    = 4
+	fxpOpendir  = 11
+	fxpReaddir  = 12
+	fxpStatus   = 101
+	fxpHandle   = 102
+	fxpName     = 104
+	fxOK        = 0
+	fxEOF       = 1
+	fxNoSuch    = 2
+	fxDenied    = 3
+	maxPacket   = 1 << 20 // far above any answer to these requests
+	attrSize    = 0x1
+	attrUIDGID  = 0x2
+	attrPerm    = 0x4
+	attrTimes   = 0x8
+	attrExtends = 0x80000000
+)
+
+// Stop ends a listing early, without error, when Each's callback returns it
+// (as fs.SkipAll does a walk).
+var Stop = errors.New("stop listing") //nolint:staticcheck // named like fs.SkipAll, which callbacks return too
+
+// Reader reads directories on its own SFTP channel of an SSH connection,
+// opened on first use. Listings on one Reader take turns.
+type Reader struct {
+	conn *ssh.Client
+
+	mu sync.Mutex
+	ch ssh.Channel
+	in *bufio.Reader
+	id uint32
+}
+
+// New returns a Reader for conn; it opens nothing yet.
+func New(conn *ssh.Client) *Reader { return &Reader{conn: conn} }
+
+// Each calls fn with every entry of dir but "." and "..", in the server's
+// order, until fn returns an error (Stop ends without one). A directory
+// the server refuses is an error as pkg/sftp returns it: fs.ErrNotExist,
+// fs.ErrPermission, or an *sftp.StatusError.
+func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		if err := r.open(); err != nil {
+			return err
+		}
+	}
+	err := r.each(dir, fn)
+	var (
+		status   *statusError
+		callback *callbackError
+	)
+	switch {
+	case errors.As(err, &callback):
+		return callback.err
+	case err != nil && !errors.As(err, &status):
+		// The channel is in an unknown state: the next listing opens a
+		// new one.
+		_ = r.ch.Close()
+		r.ch = nil
+	}
+	return err
+}
+
+// callbackError carries the callback's error, which leaves the channel
+// sound, out of each.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+func (r *Reader) each(dir string, fn func(os.FileInfo) error) (err error) {
+	opened, err := r.call(fxpOpendir, str(dir), fxpHandle)
+	if err != nil {
+		return err
+	}
+	name, _, err := text(opened)
+	if err != nil {
+		return err
+	}
+	handle := str(name)
+	defer func() {
+		// Close the handle, unless the channel itself failed.
+		var (
+			status   *statusError
+			callback *callbackError
+		)
+		if err == nil || errors.As(err, &status) || errors.As(err, &callback) {
+			if _, closeErr := r.call(fxpClose, handle, fxpStatus); err == nil {
+				err = closeErr
+			}
+		}
+	}()
+	for {
+		names, err := r.call(fxpReaddir, handle, fxpName)
+		var status *statusError
+		if errors.As(err, &status) && status.code == fxEOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		count, rest, err := u32(names)
+		if err != nil {
+			return err
+		}
+		for range count {
+			var (
+				name  string
+				attrs *sftp.FileStat
+			)
+			if name, rest, err = text(rest); err != nil {
+				return err
+			}
+			if _, rest, err = text(rest); err != nil { // the long name
+				return err
+			}
+			if attrs, rest, err = decodeAttrs(rest); err != nil {
+				return err
+			}
+			if name == "." || name == ".." {
+				continue
+			}
+			if err := fn(fileInfo{name, attrs}); errors.Is(err, Stop) {
+				return nil
+			} else if err != nil {
+				return &callbackError{err}
+			}
+		}
+	}
+}
+
+// open starts the SFTP subsystem on a new channel and agrees on version 3.
+func (r *Reader) open() error {
+	ch, reqs, err := r.conn.OpenChannel("session", nil)
+	if err != nil {
+		return err
+	}
+	go ssh.DiscardRequests(reqs)
+	ok, err := ch.SendRequest("subsystem", true, str("sftp"))
+	if err == nil && !ok {
+		err = errors.New("the server refused the SFTP subsystem")
+	}
+	if err == nil {
+		r.ch, r.in = ch, bufio.NewReader(ch)
+		err = r.send(fxpInit, nil, binary.BigEndian.AppendUint32(nil, 3))
+	}
+	if err == nil {
+		var typ byte
+		typ, _, err = r.receive()
+		if err == nil && typ != fxpVersion {
+			err = fmt.Errorf("the server answered init with packet type %d", typ)
+		}
+	}
+	if err != nil {
+		_ = ch.Close()
+		r.ch = nil
+	}
+	return err
+}
+
+// call sends a request and returns the payload after the id of an answer
+// of type want; a status answer (other than OK to a close) is an error.
+func (r *Reader) call(typ byte, payload []byte, want byte) ([]byte, error) {
+	r.id++
+	id := r.id
+	if err := r.send(typ, binary.BigEndian.AppendUint32(nil, id), payload); err != nil {
+		return nil, err
+	}
+	got, body, err := r.receive()
+	if err != nil {
+		return nil, err
+	}
+	answer, body, err := u32(body)
+	if err != nil {
+		return nil, err
+	}
+	if answer != id {
+		return nil, fmt.Errorf("the server answered request %d with %d", id, answer)
+	}
+	if got == fxpStatus {
+		code, body, err := u32(body)
+		if err != nil {
+			return nil, err
+		}
+		if code == fxOK && want == fxpStatus {
+			return nil, nil
+		}
+		message, _, _ := text(body)
+		return nil, &statusError{code: code, message: message}
+	}
+	if got != want {
+		return nil, fmt.Errorf("the server answered with packet type %d, not %d", got, want)
+	}
+	return body, nil
+}
+
+func (r *Reader) send(typ byte, head, payload []byte) error {
+	size := uint32(1 + len(head) + len(payload)) //nolint:gosec // a path, bounded by the request body limit far below 4 GiB
+	packet := binary.BigEndian.AppendUint32(nil, size)
+	packet = append(append(append(packet, typ), head...), payload...)
+	_, err := r.ch.Write(packet)
+	return err
+}
+
+func (r *Reader) receive() (byte, []byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r.in, size[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n == 0 || n > maxPacket {
+		return 0, nil, fmt.Errorf("the server sent a packet of %d bytes", n)
+	}
+	packet := make([]byte, n)
+	if _, err := io.ReadFull(r.in, packet); err != nil {
+		return 0, nil, err
+	}
+	return packet[0], packet[1:], nil
+}
+
+// fileInfo is an entry as Each reports it.
+type fileInfo struct {
+	name  string
+	attrs *sftp.FileStat
+}
+
+func (fi fileInfo) Name() string       { return fi.name }
+func (fi fileInfo) Size() int64        { return int64(fi.attrs.Size) } //nolint:gosec // sizes fit
+func (fi fileInfo) Mode() os.FileMode  { return fi.attrs.FileMode() }
+func (fi fileInfo) ModTime() time.Time { return fi.attrs.ModTime() }
+func (fi fileInfo) IsDir() bool        { return fi.Mode().IsDir() }
+func (fi fileInfo) Sys() any           { return fi.attrs }
+
+// statusError is a status the server answered a request with.
+type statusError struct {
+	code    uint32
+	message string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("sftp status %d: %s", e.code, e.message) }
+
+// Unwrap gives the error pkg/sftp would have returned for the status, so
+// that callers handle both alike.
+func (e *statusError) Unwrap() error {
+	switch e.code {
+	case fxNoSuch:
+		return fs.ErrNotExist
+	case fxDenied:
+		return fs.ErrPermission
+	}
+	return &sftp.StatusError{Code: e.code}
+}
+
+func decodeAttrs(b []byte) (*sftp.FileStat, []byte, error) {
+	flags, b, err := u32(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st sftp.FileStat
+	if flags&attrSize != 0 {
+		if len(b) < 8 {
+			return nil, nil, errShort
+		}
+		st.Size, b = binary.BigEndian.Uint64(b), b[8:]
+	}
+	fields := []struct {
+		flag uint32
+		dst  []*uint32
+	}{
+		{attrUIDGID, []*uint32{&st.UID, &st.GID}},
+		{attrPerm, []*uint32{&st.Mode}},
+		{attrTimes, []*uint32{&st.Atime, &st.Mtime}},
+	}
+	for _, f := range fields {
+		if flags&f.flag == 0 {
+			continue
+		}
+		for _, dst := range f.dst {
+			if *dst, b, err = u32(b); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if flags&attrExtends != 0 {
+		var count uint32
+		if count, b, err = u32(b); err != nil {
+			return nil, nil, err
+		}
+		for range 2 * count {
+			if _, b, err = text(b); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return &st, b, nil
+}
+
+var errShort = errors.New("the server sent a truncated packet")
+
+func u32(b []byte) (uint32, []byte, error) {
+	if len(b) < 4 {
+		return 0, nil, errShort
+	}
+	return binary.BigEndian.Uint32(b), b[4:], nil
+}
+
+func text(b []byte) (string, []byte, error) {
+	n, b, err := u32(b)
+	if err != nil || int(n) > len(b) {
+		return "", nil, errShort
+	}
+	return string(b[:n]), b[n:], nil
+}
+
+func str(s string) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) //nolint:gosec // as in send
+}

@@ -1,0 +1,124 @@
+package sftpdir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+// server is a session to an SFTP server, and a directory that is the same
+// path on this machine and on the server.
+type server struct {
+	session *sftpdial.Session
+	dir     string
+}
+
+func dial(t *testing.T, host string, port int32, user, password, hostKey string) *sftpdial.Session {
+	t.Helper()
+	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
+		Host: host, Port: port, Username: user,
+		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{hostKey}},
+	}}
+	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.SecretKeyPassword: []byte(password)}}
+	target, err := sftpdial.NewTarget(conn, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := (&sftpdial.Dialer{}).Dial(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func servers() map[string]func(t *testing.T) server {
+	return map[string]func(t *testing.T) server{
+		"openssh": func(t *testing.T) server {
+			sshd := testsshd.Start(t)
+			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
+		},
+		"pkg/sftp": func(t *testing.T) server {
+			s := testsftp.Start(t)
+			line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey())))
+			return server{dial(t, s.Host, s.Port, s.User, s.Password, line), s.Dir}
+		},
+	}
+}
+
+func TestEach(t *testing.T) {
+	for name, start := range servers() {
+		t.Run(name, func(t *testing.T) {
+			srv := start(t)
+			// More entries than one readdir answer holds, and a directory.
+			var want []string
+			for i := range 1000 {
+				want = append(want, fmt.Sprintf("f%04d", i))
+				if err := os.WriteFile(filepath.Join(srv.dir, want[i]), []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Mkdir(filepath.Join(srv.dir, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, "sub")
+			dirs := srv.session.Dirs
+
+			var got []string
+			err := dirs.Each(srv.dir, func(fi os.FileInfo) error {
+				got = append(got, fi.Name())
+				switch {
+				case fi.Name() == "sub" && !fi.IsDir():
+					t.Errorf("sub is not a directory: %v", fi.Mode())
+				case fi.Name() != "sub" && (fi.Size() != 1 || !fi.Mode().IsRegular()):
+					t.Errorf("%s: size %d, mode %v", fi.Name(), fi.Size(), fi.Mode())
+				}
+				return nil
+			})
+			slices.Sort(got)
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("Each = %d entries, %v; want %d", len(got), err, len(want))
+			}
+
+			// Stop ends early without error; the callback's own error
+			// comes back as it is; neither breaks the channel.
+			n := 0
+			if err := dirs.Each(srv.dir, func(os.FileInfo) error {
+				n++
+				if n == 5 {
+					return sftpdir.Stop
+				}
+				return nil
+			}); err != nil || n != 5 {
+				t.Errorf("stopped Each = %d entries, %v", n, err)
+			}
+			mine := errors.New("mine")
+			if err := dirs.Each(srv.dir, func(os.FileInfo) error { return mine }); err != mine { //nolint:errorlint // the very error
+				t.Errorf("Each returned %v, not the callback's error", err)
+			}
+			err = dirs.Each(srv.dir+"/missing", func(os.FileInfo) error { return nil })
+			if !errors.Is(err, iofs.ErrNotExist) {
+				t.Errorf("a missing directory: %v", err)
+			}
+			n = 0
+			if err := dirs.Each(srv.dir+"/sub", func(os.FileInfo) error { n++; return nil }); err != nil || n != 0 {
+				t.Errorf("an empty directory: %d entries, %v", n, err)
+			}
+		})
+	}
+}
