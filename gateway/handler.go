@@ -18,6 +18,7 @@ import (
 	"github.com/pkg/sftp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -25,6 +26,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -46,7 +48,7 @@ type handler struct {
 	authorizer *apikeys.Authorizer
 	pools      *pool.Pools
 	limits     Limits
-	limiter    *keyLimiter
+	limiter    *ratelimit.Keyed[types.UID]
 	log        *slog.Logger
 }
 
@@ -130,7 +132,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err != nil {
 		return authError(err)
 	}
-	if err := h.limiter.allow(key.UID); err != nil {
+	if err := rateLimited(h.limiter, key.UID); err != nil {
 		return err
 	}
 	if err := ready(conn); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,6 +33,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -122,7 +124,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		authorizer: &apikeys.Authorizer{Reader: c},
 		pools:      s.pools,
 		limits:     opts.Limits,
-		limiter:    newKeyLimiter(opts.Limits.RatePerKey, opts.Limits.RateBurst),
+		limiter:    ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		log:        slog.Default(),
 	}
 	s.handler = s.routes(opts.BasePath, h)

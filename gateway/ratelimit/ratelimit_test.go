@@ -1,0 +1,44 @@
+package ratelimit
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestKeyed(t *testing.T) {
+	l := New[string](1, 5)
+	for range 5 {
+		if ok, _ := l.Allow("busy"); !ok {
+			t.Fatal("a request within the burst was refused")
+		}
+	}
+	if ok, retry := l.Allow("busy"); ok || retry <= 0 || retry > time.Second {
+		t.Fatalf("the sixth request in a burst of five: %v, retry after %v", ok, retry)
+	}
+	if ok, _ := l.Allow("other"); !ok {
+		t.Error("one key's limit held up another")
+	}
+	if ok, _ := New[string](0, 1).Allow("busy"); !ok {
+		t.Error("a zero rate must not limit")
+	}
+}
+
+// TestSweep: a bucket that is full again is dropped, since a new one
+// starts full; one still short of tokens is kept.
+func TestSweep(t *testing.T) {
+	l := New[string](1, 5)
+	for i := range sweepAt {
+		_, _ = l.Allow("key-" + strconv.Itoa(i))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(time.Now())
+	if len(l.buckets) != sweepAt {
+		t.Fatalf("%d buckets kept, want all %d: none is full yet", len(l.buckets), sweepAt)
+	}
+	l.sweep(time.Now().Add(time.Minute))
+	if len(l.buckets) != 0 {
+		t.Errorf("%d buckets kept after they refilled", len(l.buckets))
+	}
+}
