@@ -13,6 +13,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/webui"
 )
 
 var subcommands = []struct {
@@ -21,6 +22,7 @@ var subcommands = []struct {
 }{
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
+	{"webui", "serve the web UI: accounts, connections and API keys", webui.Run},
 }
 
 func usage() {

@@ -25,9 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
@@ -70,21 +68,13 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	mgrOpts := controllers.ManagerOptions()
-	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
-	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
-	if err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}
-	opts := controllers.Options{MaxConcurrentTests: 4, DeniedNetworks: "link-local,metadata"}
-	if err := opts.Setup(ctx, mgr); err != nil {
-		return fail(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
 
 	gw, err := gateway.New(env.Config, gateway.Options{
 		BasePath:       "/",
-		DeniedNetworks: "link-local,metadata",
+		DeniedNetworks: testcluster.LoopbackNetworks,
 		IdleTimeout:    time.Minute,
 		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
 	})

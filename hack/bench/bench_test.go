@@ -26,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
@@ -62,17 +61,9 @@ func TestBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgrOpts := controllers.ManagerOptions()
-	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
-	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
-	if err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
 		t.Fatal(err)
 	}
-	opts := controllers.Options{MaxConcurrentTests: 2, DeniedNetworks: "link-local,metadata"}
-	if err := opts.Setup(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
 
 	// The connection, with a limit of 8 SSH connections, and a key.
 	ns := "bench"
@@ -102,7 +93,7 @@ func TestBenchmark(t *testing.T) {
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
 		"--metrics-address="+metricsAddr, "--profiling",
-		"--denied-networks=link-local,metadata", "--rate-per-key=0", "--request-timeout=10m")
+		"--denied-networks="+testcluster.LoopbackNetworks, "--rate-per-key=0", "--request-timeout=10m")
 	gw.Stderr = io.Discard
 	if err := gw.Start(); err != nil {
 		t.Fatal(err)

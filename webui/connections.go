@@ -1,0 +1,452 @@
+package webui
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// connView is a connection as the pages show it.
+type connView struct {
+	Name, Slug, Endpoint string
+	Host                 string
+	Port                 int32
+	Username             string
+	// State is "testing", "ready" or "failed".
+	State         string
+	Reason        string
+	Headline      string
+	Message       string
+	Fingerprint   string
+	ServerVersion string
+	LastTest      time.Time
+}
+
+// headlines say in words what a Ready reason means.
+var headlines = map[string]string{
+	v1alpha1.ReasonConnected:             "Connected",
+	v1alpha1.ReasonSecretNotFound:        "The credentials are missing",
+	v1alpha1.ReasonInvalidCredentials:    "The password or private key cannot be used",
+	v1alpha1.ReasonInvalidHostKey:        "The pinned host key is not valid",
+	v1alpha1.ReasonDNSError:              "The host name could not be found",
+	v1alpha1.ReasonDestinationNotAllowed: "This address is not allowed from here",
+	v1alpha1.ReasonConnectionRefused:     "Nothing answers on that port",
+	v1alpha1.ReasonHostUnreachable:       "The host cannot be reached",
+	v1alpha1.ReasonTimeout:               "The server did not answer in time",
+	v1alpha1.ReasonHostKeyMismatch:       "The server's host key does not match",
+	v1alpha1.ReasonAuthenticationFailed:  "The server refused the username, password or key",
+	v1alpha1.ReasonSSHHandshakeFailed:    "The SSH handshake failed",
+	v1alpha1.ReasonSFTPUnavailable:       "The server does not offer SFTP",
+	v1alpha1.ReasonRootPathNotFound:      "The folder does not exist on the server",
+	v1alpha1.ReasonRootPathInaccessible:  "The folder cannot be opened",
+	v1alpha1.ReasonSlugConflict:          "The endpoint name is taken",
+}
+
+func (u *ui) view(c *v1alpha1.SftpConnection) connView {
+	v := connView{
+		Name: c.Name, Slug: c.Status.Slug, Host: c.Spec.Host, Port: c.Spec.Port, Username: c.Spec.Username,
+		Fingerprint: c.Status.HostKeyFingerprint, ServerVersion: c.Status.ServerVersion, State: "testing",
+		Headline: "Testing the connection…",
+	}
+	if v.Slug == "" {
+		v.Slug = c.EffectiveSlug()
+	}
+	v.Endpoint = u.gatewayURL + "/" + v.Slug + "/"
+	if c.Status.LastTestTime != nil {
+		v.LastTest = c.Status.LastTestTime.Time
+	}
+	ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+	requested := c.Annotations[v1alpha1.AnnotationTestRequestedAt]
+	if ready == nil || ready.ObservedGeneration != c.Generation || (requested != "" && requested != c.Status.LastHandledTestRequest) {
+		return v
+	}
+	v.Reason, v.Message = ready.Reason, ready.Message
+	v.Headline = headlines[ready.Reason]
+	if v.Headline == "" {
+		v.Headline = ready.Reason
+	}
+	v.State = "failed"
+	if ready.Status == metav1.ConditionTrue {
+		v.State = "ready"
+	}
+	return v
+}
+
+func (u *ui) listConnections(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	var list v1alpha1.SftpConnectionList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(acct.Namespace)); err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	views := make([]connView, 0, len(list.Items))
+	testing := false
+	for i := range list.Items {
+		v := u.view(&list.Items[i])
+		testing = testing || v.State == "testing"
+		views = append(views, v)
+	}
+	slices.SortFunc(views, func(a, b connView) int { return strings.Compare(a.Name, b.Name) })
+	u.render(w, r, http.StatusOK, "connections", page{Title: "Connections", Data: views, Refresh: testing})
+}
+
+// connection gets the named connection of the request's account; any
+// other account's is simply not found.
+func (u *ui) connection(r *http.Request) (*v1alpha1.SftpConnection, error) {
+	var c v1alpha1.SftpConnection
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &c)
+	return &c, err
+}
+
+// withConnection runs fn with the named connection, or answers 404.
+func (u *ui) withConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha1.SftpConnection)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := u.connection(r)
+		switch {
+		case apierrors.IsNotFound(err):
+			u.notFound(w, r)
+		case err != nil:
+			u.serverError(w, r, err)
+		default:
+			fn(w, r, c)
+		}
+	}
+}
+
+// connectionPage is the data of a connection's page.
+type connectionPage struct {
+	Conn connView
+	Keys []keyView
+	Try  *tryResult
+}
+
+func (u *ui) showConnection(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		u.renderConnection(w, r, c, nil)
+	})(w, r)
+}
+
+func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection, try *tryResult) {
+	keys, err := u.keys(r.Context(), c.Name)
+	if err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	v := u.view(c)
+	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Try: try},
+		Refresh: v.State == "testing"})
+}
+
+// connectionStatus is the live status the connection page polls.
+func (u *ui) connectionStatus(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
+		v := u.view(c)
+		writeJSON(w, map[string]any{"state": v.State, "reason": v.Reason, "headline": v.Headline, "message": v.Message,
+			"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion})
+	})(w, r)
+}
+
+// The connection form's fields.
+const (
+	authPassword = "password"
+	authKey      = "key"
+	trustFirst   = "first-use"
+	trustPinned  = "pinned"
+)
+
+func (u *ui) newConnection(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusOK, "connection_form", page{Title: "Add a connection",
+		Form: map[string]string{"port": "22", "auth": authPassword, "trust": trustFirst}})
+}
+
+// connectionForm is the submitted form, checked.
+type connectionForm struct {
+	values map[string]string
+	// credentials are the Secret's data; empty when editing without
+	// changing them.
+	credentials map[string][]byte
+	port        int32
+	pinned      []string
+}
+
+// readConnectionForm reads and checks the form. creating: the name and
+// the credentials are required.
+func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error) {
+	if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		return nil, &personError{"the form is too large: a private key file is at most 1 MiB"}
+	}
+	f := &connectionForm{values: map[string]string{}}
+	for _, k := range []string{"name", "host", "port", "username", "auth", "trust", "hostKey", "rootPath"} {
+		f.values[k] = strings.TrimSpace(r.PostFormValue(k))
+	}
+	if !creating {
+		f.values["name"] = chi.URLParam(r, "name")
+	}
+	v := f.values
+	if errs := validation.IsDNS1123Label(v["name"]); creating && (len(errs) > 0 || len(v["name"]) > 40) {
+		return f, &personError{"the name must be at most 40 lower-case letters, digits and dashes, starting and ending with a letter or digit"}
+	}
+	if v["host"] == "" || strings.ContainsAny(v["host"], " /@") {
+		return f, &personError{"enter the server's host name or IP address, like sftp.example.com"}
+	}
+	port, err := strconv.ParseUint(cmpOr(v["port"], "22"), 10, 16)
+	if err != nil || port < 1 {
+		return f, &personError{"the port is a number from 1 to 65535 (SFTP is usually on 22)"}
+	}
+	f.port = int32(port)
+	if v["username"] == "" {
+		return f, &personError{"enter the username to log in as"}
+	}
+	switch v["auth"] {
+	case authPassword:
+		if pw := r.PostFormValue("password"); pw != "" {
+			f.credentials = map[string][]byte{v1alpha1.SecretKeyPassword: []byte(pw)}
+		}
+	case authKey:
+		key := strings.TrimSpace(r.PostFormValue("privateKey"))
+		if file, _, err := r.FormFile("privateKeyFile"); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(file, 1<<20))
+			_ = file.Close()
+			if len(b) > 0 {
+				key = strings.TrimSpace(string(b))
+			}
+		}
+		if key != "" {
+			f.credentials = map[string][]byte{v1alpha1.SecretKeyPrivateKey: []byte(key + "\n")}
+			if pass := r.PostFormValue("passphrase"); pass != "" {
+				f.credentials[v1alpha1.SecretKeyPassphrase] = []byte(pass)
+			}
+		}
+	default:
+		return f, &personError{"choose how to log in: a password or a private key"}
+	}
+	if creating && f.credentials == nil {
+		if v["auth"] == authKey {
+			return f, &personError{"paste the private key, or choose its file"}
+		}
+		return f, &personError{"enter the password"}
+	}
+	switch v["trust"] {
+	case trustFirst:
+	case trustPinned:
+		for line := range strings.SplitSeq(v["hostKey"], "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				f.pinned = append(f.pinned, line)
+			}
+		}
+		if len(f.pinned) == 0 {
+			return f, &personError{`paste the server's host key ("ssh-ed25519 AAAA…") or its fingerprint ("SHA256:…"), or choose to trust it on first use`}
+		}
+	default:
+		return f, &personError{"choose how to trust the server's host key"}
+	}
+	return f, nil
+}
+
+func cmpOr(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+// apply sets what the form says on a connection's spec.
+func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
+	c.Spec.Host, c.Spec.Port, c.Spec.Username = f.values["host"], f.port, f.values["username"]
+	c.Spec.RootPath = f.values["rootPath"]
+	c.Spec.HostKey = v1alpha1.HostKeyTrust{Trusted: f.pinned}
+}
+
+func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	f, err := readConnectionForm(r, true)
+	if err == nil {
+		err = u.create(r.Context(), acct.Namespace, f)
+	}
+	if err != nil {
+		u.formError(w, r, "connection_form", "Add a connection", f, err)
+		return
+	}
+	http.Redirect(w, r, "/connections/"+f.values["name"], http.StatusSeeOther)
+}
+
+// create makes the credentials Secret and the connection, owned by it.
+func (u *ui) create(ctx context.Context, namespace string, f *connectionForm) error {
+	name := f.values["name"]
+	var existing v1alpha1.SftpConnection
+	if err := u.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &existing); err == nil {
+		return &personError{fmt.Sprintf("you already have a connection named %q; choose another name", name)}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: name + "-credentials-",
+			Labels: map[string]string{labelConnection: name}},
+		Data: f.credentials,
+	}
+	if err := u.client.Create(ctx, secret); err != nil {
+		return err
+	}
+	// The slug is cluster-wide: a random suffix keeps two accounts' "prod"
+	// apart.
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	conn.Spec.Slug = name + "-" + strings.ToLower(rand.Text()[:6])
+	conn.Spec.Credentials.SecretRef.Name = secret.Name
+	f.apply(conn)
+	if err := u.client.Create(ctx, conn); err != nil {
+		_ = u.client.Delete(ctx, secret)
+		if apierrors.IsAlreadyExists(err) {
+			return &personError{fmt.Sprintf("you already have a connection named %q; choose another name", name)}
+		}
+		if apierrors.IsInvalid(err) {
+			return &personError{"the server refused these settings: " + invalidCauses(err)}
+		}
+		return err
+	}
+	// Deleting the connection (kubectl too) deletes its credentials.
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SftpConnection",
+		Name: conn.Name, UID: conn.UID}}
+	return u.client.Patch(ctx, secret, patch)
+}
+
+// labelConnection names the connection a credentials Secret belongs to.
+const labelConnection = "sftpgate.dev/connection"
+
+// invalidCauses lists what the API server's validation said, field by
+// field: the CRD's own messages are written for people.
+func invalidCauses(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return "invalid"
+	}
+	var causes []string
+	for _, c := range status.Status().Details.Causes {
+		causes = append(causes, strings.TrimPrefix(c.Field, "spec.")+": "+c.Message)
+	}
+	return strings.Join(causes, "; ")
+}
+
+// formError shows the form again, filled, with what to fix.
+func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title string, f *connectionForm, err error) {
+	var pe *personError
+	if !errors.As(err, &pe) {
+		u.serverError(w, r, err)
+		return
+	}
+	var values map[string]string
+	if f != nil {
+		values = f.values
+	}
+	u.render(w, r, http.StatusUnprocessableEntity, name, page{Title: title, Error: pe.msg, Form: values})
+}
+
+func (u *ui) editConnection(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
+			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": authPassword, "trust": trustFirst, "editing": "true"}
+		var secret corev1.Secret
+		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret); err == nil {
+			if _, ok := secret.Data[v1alpha1.SecretKeyPrivateKey]; ok {
+				values["auth"] = authKey
+			}
+		}
+		if len(c.Spec.HostKey.Trusted) > 0 {
+			values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
+		}
+		u.render(w, r, http.StatusOK, "connection_form", page{Title: "Edit " + c.Name, Form: values})
+	})(w, r)
+}
+
+func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		f, err := readConnectionForm(r, false)
+		if err == nil {
+			err = u.update(r.Context(), c, f)
+		}
+		if err != nil {
+			if f != nil {
+				f.values["editing"] = "true"
+			}
+			u.formError(w, r, "connection_form", "Edit "+c.Name, f, err)
+			return
+		}
+		http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
+	})(w, r)
+}
+
+// update writes new credentials (if given) and the spec; either change
+// makes the controller test again.
+func (u *ui) update(ctx context.Context, c *v1alpha1.SftpConnection, f *connectionForm) error {
+	if f.credentials != nil {
+		var secret corev1.Secret
+		if err := u.client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret); err != nil {
+			return err
+		}
+		secret.Data = f.credentials
+		if err := u.client.Update(ctx, &secret); err != nil {
+			return err
+		}
+	}
+	f.apply(c)
+	// Test again even when only the Secret changed, and let the page tell
+	// when that test has answered.
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[v1alpha1.AnnotationTestRequestedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := u.client.Update(ctx, c); err != nil {
+		switch {
+		case apierrors.IsConflict(err):
+			return &personError{"the connection changed while you edited it; open it again and redo your change"}
+		case apierrors.IsInvalid(err):
+			return &personError{"the server refused these settings: " + invalidCauses(err)}
+		}
+		return err
+	}
+	return nil
+}
+
+func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		u.render(w, r, http.StatusOK, "delete", page{Title: "Delete " + c.Name, Data: u.view(c)})
+	})(w, r)
+}
+
+func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		if err := client.IgnoreNotFound(u.client.Delete(r.Context(), c)); err != nil {
+			u.serverError(w, r, err)
+			return
+		}
+		// Its credentials too, when the UI made them for it (the owner
+		// reference does the same where garbage collection runs).
+		var secret corev1.Secret
+		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret)
+		if err == nil && secret.Labels[labelConnection] == c.Name {
+			err = u.client.Delete(r.Context(), &secret)
+		}
+		if err = client.IgnoreNotFound(err); err != nil {
+			u.serverError(w, r, err)
+			return
+		}
+		http.Redirect(w, r, "/connections", http.StatusSeeOther)
+	})(w, r)
+}

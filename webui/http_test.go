@@ -1,0 +1,180 @@
+package webui_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/webui"
+)
+
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// uiClient is a person using the UI without a browser: cookies, no
+// JavaScript.
+type uiClient struct {
+	base  string
+	http  *http.Client
+	email string
+}
+
+func newClient(t *testing.T) *uiClient {
+	jar, err := cookiejar.New(nil)
+	must(t, err)
+	return &uiClient{base: uiURL, http: &http.Client{Jar: jar}, email: newEmail(t)}
+}
+
+func (c *uiClient) do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := c.http.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(raw)
+}
+
+func (c *uiClient) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
+	must(t, err)
+	return c.do(t, req)
+}
+
+// form posts values as a same-origin page would, following redirects.
+func (c *uiClient) form(t *testing.T, path string, values url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(values.Encode()))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", c.base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	return c.do(t, req)
+}
+
+func (c *uiClient) signUp(t *testing.T) {
+	t.Helper()
+	status, body := c.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}})
+	if status != http.StatusOK || !strings.Contains(body, "Add a connection") {
+		t.Fatalf("sign-up: %d %s", status, body)
+	}
+}
+
+// TestAccountsAreApart: one account sees none of another's connections or
+// keys, and gets 404 on their URLs, for reading and changing alike.
+func TestAccountsAreApart(t *testing.T) {
+	t.Parallel()
+	alice, bob := newClient(t), newClient(t)
+	alice.signUp(t)
+	bob.signUp(t)
+	status, _ := alice.form(t, "/connections", url.Values{"name": {"alices"}, "host": {"127.0.0.1"}, "port": {"2"},
+		"username": {"alice"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}})
+	if status != http.StatusOK {
+		t.Fatalf("alice adds a connection: %d", status)
+	}
+	if _, body := bob.get(t, "/connections"); strings.Contains(body, "alices") {
+		t.Error("bob's list shows alice's connection")
+	}
+	for _, path := range []string{"/connections/alices", "/connections/alices/status", "/connections/alices/edit", "/connections/alices/delete"} {
+		if status, _ := bob.get(t, path); status != http.StatusNotFound {
+			t.Errorf("bob GET %s: %d, want 404", path, status)
+		}
+	}
+	for _, path := range []string{"/connections/alices/delete", "/connections/alices/edit", "/connections/alices/try"} {
+		if status, _ := bob.form(t, path, url.Values{"host": {"evil"}}); status != http.StatusNotFound {
+			t.Errorf("bob POST %s: %d, want 404", path, status)
+		}
+	}
+	if status, _ := alice.get(t, "/connections/alices"); status != http.StatusOK {
+		t.Errorf("alice lost her connection: %d", status)
+	}
+	// A key for a connection that is not bob's is refused.
+	if status, _ := bob.form(t, "/keys", url.Values{"connection": {"alices"}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
+		t.Errorf("bob makes a key for alice's connection: %d", status)
+	}
+}
+
+// TestCrossOriginPostRefused: a page elsewhere cannot post to the UI with
+// the person's cookies.
+func TestCrossOriginPostRefused(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.signUp(t)
+	req, err := http.NewRequest(http.MethodPost, c.base+"/keys", strings.NewReader("expires=never"))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if status, _ := c.do(t, req); status != http.StatusForbidden {
+		t.Errorf("a cross-origin POST: %d, want 403", status)
+	}
+	if _, body := c.get(t, "/keys"); !strings.Contains(body, "No API keys yet") {
+		t.Error("the cross-origin POST made a key")
+	}
+}
+
+// TestLogIn: the same answer for a wrong email and a wrong password; log-in
+// and log-out work; pages need a log-in.
+func TestLogIn(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.signUp(t)
+	status, _ := c.form(t, "/logout", nil)
+	if status != http.StatusOK {
+		t.Fatalf("log out: %d", status)
+	}
+	if _, body := c.get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
+		t.Error("after logging out, /connections does not ask to log in")
+	}
+	_, wrongPassword := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"not the password"}})
+	_, wrongEmail := c.form(t, "/login", url.Values{"email": {"nobody-" + c.email}, "password": {"not the password"}})
+	if !strings.Contains(wrongPassword, "wrong email or password") || !strings.Contains(wrongEmail, "wrong email or password") {
+		t.Errorf("wrong password and wrong email answer differently")
+	}
+	if status, body := c.form(t, "/login", url.Values{"email": {strings.ToUpper(c.email)}, "password": {"a long enough password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+		t.Errorf("log in: %d", status)
+	}
+	// Sign-up checks: a taken email, a short password.
+	other := newClient(t)
+	other.email = c.email
+	if _, body := other.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}}); !strings.Contains(body, "already exists") {
+		t.Error("signing up twice with one email is not refused")
+	}
+	if _, body := other.form(t, "/signup", url.Values{"email": {"new-" + c.email}, "password": {"short"}}); !strings.Contains(body, "at least 10 characters") {
+		t.Error("a short password is not refused")
+	}
+}
+
+// TestAuthRateLimited: log-in attempts from one address are limited.
+func TestAuthRateLimited(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.base = newUI(webui.Options{AuthPerMinute: 3}).URL
+	var statuses []int
+	for range 5 {
+		status, _ := c.form(t, "/login", url.Values{"email": {"x@example.com"}, "password": {"wrong password"}})
+		statuses = append(statuses, status)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
+		t.Errorf("five quick log-ins answered %v", statuses)
+	}
+}
+
+// TestSecurityHeaders: no inline script, no framing.
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	resp, err := http.Get(uiURL + "/login")
+	must(t, err)
+	_ = resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy: %q", csp)
+	}
+}

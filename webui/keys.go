@@ -1,0 +1,214 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+)
+
+// keyView is an API key as the pages show it: never its token.
+type keyView struct {
+	Name, KeyID string
+	// Scope is the connection the key is for; empty: all of the account's.
+	Scope   string
+	Expires *time.Time
+	Ready   bool
+	Status  string
+	Created time.Time
+}
+
+// keys lists the account's keys; with connection set, those that can use
+// it.
+func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
+	acct := accountFrom(ctx)
+	var list v1alpha1.ApiKeyList
+	if err := u.client.List(ctx, &list, client.InNamespace(acct.Namespace)); err != nil {
+		return nil, err
+	}
+	var views []keyView
+	for _, k := range list.Items {
+		if connection != "" && len(k.Spec.Connections) > 0 && !slices.Contains(k.Spec.Connections, connection) {
+			continue
+		}
+		v := keyView{Name: k.Name, KeyID: cmpOr(k.Status.KeyID, k.Spec.Token.KeyID), Scope: strings.Join(k.Spec.Connections, ", "),
+			Created: k.CreationTimestamp.Time, Status: "Being issued…"}
+		if k.Spec.ExpiresAt != nil {
+			t := k.Spec.ExpiresAt.Time
+			v.Expires = &t
+		}
+		if ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.ObservedGeneration == k.Generation {
+			v.Ready = ready.Status == metav1.ConditionTrue
+			v.Status = map[bool]string{true: "Active", false: ready.Reason}[v.Ready]
+		}
+		views = append(views, v)
+	}
+	slices.SortFunc(views, func(a, b keyView) int { return b.Created.Compare(a.Created) })
+	return views, nil
+}
+
+func (u *ui) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := u.keys(r.Context(), "")
+	if err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "keys", page{Title: "API keys", Data: keys})
+}
+
+// keyForm is the data of the new-key form: the connections to scope to.
+type keyForm struct {
+	Connections []string
+}
+
+func (u *ui) newKeyForm(w http.ResponseWriter, r *http.Request) {
+	u.renderKeyForm(w, r, http.StatusOK, map[string]string{"connection": r.URL.Query().Get("connection"), "expires": "never"}, "")
+}
+
+func (u *ui) renderKeyForm(w http.ResponseWriter, r *http.Request, status int, values map[string]string, problem string) {
+	var list v1alpha1.SftpConnectionList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	var names []string
+	for _, c := range list.Items {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	u.render(w, r, status, "key_form", page{Title: "Create an API key", Form: values, Error: problem, Data: keyForm{Connections: names}})
+}
+
+// expiries are the choices of the form.
+var expiries = map[string]time.Duration{"30d": 30 * 24 * time.Hour, "90d": 90 * 24 * time.Hour, "1y": 365 * 24 * time.Hour}
+
+// createKey makes a token, creates an ApiKey holding only its hash, and
+// hands the token to the one page that shows it.
+func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	values := map[string]string{"connection": r.PostFormValue("connection"), "expires": r.PostFormValue("expires")}
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace}}
+	if c := values["connection"]; c != "" {
+		var conn v1alpha1.SftpConnection
+		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: c}, &conn); err != nil {
+			if apierrors.IsNotFound(err) {
+				u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, "that connection does not exist any more")
+				return
+			}
+			u.serverError(w, r, err)
+			return
+		}
+		key.Spec.Connections = []string{c}
+	}
+	switch e := values["expires"]; {
+	case e == "never" || e == "":
+	case expiries[e] > 0:
+		key.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(expiries[e]).Truncate(time.Second)}
+	default:
+		u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, "choose when the key expires")
+		return
+	}
+	token, keyID := apikeys.NewToken()
+	key.Name = "key-" + keyID
+	key.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
+	if err := u.client.Create(r.Context(), key); err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}, 5*time.Minute); err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/keys/"+key.Name+"/created", http.StatusSeeOther)
+}
+
+// newKeyPage is the data of the page that shows a new key once.
+type newKeyPage struct {
+	Key   keyView
+	Token string
+	// Curl is a ready-to-paste write with the key; Slug is its connection.
+	Curl string
+}
+
+func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	name := chi.URLParam(r, "name")
+	var key v1alpha1.ApiKey
+	if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: name}, &key); err != nil {
+		if apierrors.IsNotFound(err) {
+			u.notFound(w, r)
+			return
+		}
+		u.serverError(w, r, err)
+		return
+	}
+	var flash newKey
+	got := u.cookies.get(r, flashCookie, &flash) && flash.Name == name
+	u.cookies.clear(w, r, flashCookie)
+	p := newKeyPage{Key: keyView{Name: key.Name, KeyID: key.Spec.Token.KeyID, Scope: strings.Join(key.Spec.Connections, ", ")}}
+	if got {
+		p.Token = flash.Token
+		p.Curl = u.curl(r.Context(), acct.Namespace, key.Spec.Connections, flash.Token)
+	}
+	u.render(w, r, http.StatusOK, "key_created", page{Title: "Your new API key", Data: p})
+}
+
+// curl is a write through the gateway with token, on the key's connection
+// (or the account's first).
+func (u *ui) curl(ctx context.Context, namespace string, connections []string, token string) string {
+	slug := "<connection>"
+	var list v1alpha1.SftpConnectionList
+	if err := u.client.List(ctx, &list, client.InNamespace(namespace)); err == nil {
+		for _, c := range list.Items {
+			if len(connections) == 0 || slices.Contains(connections, c.Name) {
+				slug = u.view(&c).Slug
+				break
+			}
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"path": "hello.txt", "file": map[string]string{"text": "Hello from sftpgate!"}})
+	return "curl -X POST " + u.gatewayURL + "/" + slug + "/write \\\n" +
+		"  -H 'Authorization: Bearer " + token + "' \\\n" +
+		"  -H 'Content-Type: application/json' \\\n" +
+		"  -d '" + string(body) + "'"
+}
+
+func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: chi.URLParam(r, "name")}}
+	err := u.client.Delete(r.Context(), key)
+	if apierrors.IsNotFound(err) {
+		u.notFound(w, r)
+		return
+	}
+	if err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, cmpOr(safeBack(r.PostFormValue("back")), "/keys"), http.StatusSeeOther)
+}
+
+// safeBack allows only the UI's own pages as a place to go back to.
+func safeBack(p string) string {
+	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.ContainsAny(p, "\\\r\n") {
+		return p
+	}
+	return ""
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}

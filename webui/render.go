@@ -1,0 +1,104 @@
+package webui
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/sftpgate/sftpgate/webui/accounts"
+)
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Account *accounts.Account
+	// Message is a notice, Error a problem, for the person.
+	Message string
+	Error   string
+	// Form holds submitted values, so that a form comes back filled.
+	Form map[string]string
+	// Data is the page's own content.
+	Data any
+	// Refresh reloads the page without JavaScript while a test runs.
+	Refresh bool
+}
+
+var funcs = template.FuncMap{
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		d := time.Since(t).Round(time.Second)
+		switch {
+		case d < 5*time.Second:
+			return "just now"
+		case d < time.Minute:
+			return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
+		case d < time.Hour:
+			return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
+		case d < 48*time.Hour:
+			return fmt.Sprintf("%d hours ago", int(d.Hours()))
+		}
+		return t.UTC().Format("2 Jan 2006")
+	},
+	"lower": strings.ToLower,
+}
+
+// parsePages parses each page with the layout it fills in.
+func parsePages() (map[string]*template.Template, error) {
+	files, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, f := range files {
+		name := strings.TrimSuffix(path.Base(f), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", f)
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes a page; a template error becomes a 500, never half a page.
+func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	if p.Account == nil {
+		p.Account = accountFrom(r.Context())
+	}
+	var buf bytes.Buffer
+	if err := u.pages[name].Execute(&buf, p); err != nil {
+		slog.Error("rendering a page", "page", name, "error", err, "requestID", middleware.GetReqID(r.Context()))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found",
+		Message: "There is nothing here. It may have been deleted, or the link is wrong."})
+}
+
+// serverError logs err and shows a page that says nothing of it.
+func (u *ui) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	id := middleware.GetReqID(r.Context())
+	slog.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
+	u.render(w, r, http.StatusInternalServerError, "message", page{Title: "Something went wrong",
+		Message: "Something went wrong on our side. Try again in a moment; if it keeps happening, tell your administrator the request id " + id + "."})
+}

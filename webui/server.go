@@ -1,0 +1,260 @@
+// Package webui is the self-service web UI: people sign up, add
+// SftpConnections and watch their test, and make API keys that are shown
+// once. It keeps no database: accounts, connections and keys are
+// Kubernetes objects, each account's in a namespace of its own.
+package webui
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"golang.org/x/crypto/bcrypt"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/webui/accounts"
+)
+
+//go:embed templates static
+var assets embed.FS
+
+// Options configure the web UI; Run reads them from flags.
+type Options struct {
+	Addr string
+	// Namespace holds the accounts' Secrets.
+	Namespace string
+	// GatewayURL is the gateway's base URL as clients reach it: shown in
+	// endpoints and examples.
+	GatewayURL string
+	// GatewayInternalURL is where the UI itself reaches the gateway, for
+	// "try it"; GatewayURL when empty.
+	GatewayInternalURL string
+	// SessionKeyFile holds the secret that signs and encrypts cookies; every
+	// replica needs the same. Random (log-ins end on restart) when empty.
+	SessionKeyFile string
+	SecureCookies  bool
+	// BcryptCost is the cost of password hashes.
+	BcryptCost int
+	// AuthPerMinute bounds log-ins and sign-ups per client address.
+	AuthPerMinute float64
+}
+
+// BindFlags registers the options on fs with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the web UI listens on.")
+	fs.StringVar(&o.Namespace, "namespace", "sftpgate-system", "Namespace of the accounts' Secrets.")
+	fs.StringVar(&o.GatewayURL, "gateway-url", "http://localhost:8080", "The gateway's base URL as its clients reach it, shown in endpoints and examples.")
+	fs.StringVar(&o.GatewayInternalURL, "gateway-internal-url", "", "Where the web UI reaches the gateway for \"try it\" (default: --gateway-url).")
+	fs.StringVar(&o.SessionKeyFile, "session-key-file", "", "File with the secret (32 bytes or more) that signs and encrypts cookies; the same for every replica. Random when empty: log-ins end on restart.")
+	fs.BoolVar(&o.SecureCookies, "secure-cookies", false, "Mark cookies Secure even when requests do not say they came over TLS.")
+	fs.IntVar(&o.BcryptCost, "bcrypt-cost", 12, "bcrypt cost of password hashes.")
+	fs.Float64Var(&o.AuthPerMinute, "auth-per-minute", 10, "Log-ins and sign-ups one client address may try per minute (burst of the same); 0 is no limit.")
+}
+
+// Server is the web UI.
+type Server struct {
+	handler http.Handler
+}
+
+type ui struct {
+	client     client.Client
+	accounts   *accounts.Store
+	cookies    *cookies
+	gatewayURL string
+	tryURL     string
+	authLimit  *ratelimit.Keyed[string]
+	pages      map[string]*template.Template
+	httpClient *http.Client
+}
+
+// New builds the web UI on a client of the cluster.
+func New(c client.Client, opts Options) (*Server, error) {
+	secret := make([]byte, 32)
+	if opts.SessionKeyFile != "" {
+		b, err := os.ReadFile(opts.SessionKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--session-key-file: %w", err)
+		}
+		if secret = []byte(strings.TrimSpace(string(b))); len(secret) < 32 {
+			return nil, errors.New("--session-key-file: the secret must be at least 32 bytes")
+		}
+	} else {
+		_, _ = rand.Read(secret)
+	}
+	if opts.BcryptCost < bcrypt.MinCost || opts.BcryptCost > bcrypt.MaxCost {
+		return nil, fmt.Errorf("--bcrypt-cost must be between %d and %d", bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	tryURL := opts.GatewayInternalURL
+	if tryURL == "" {
+		tryURL = opts.GatewayURL
+	}
+	u := &ui{
+		client:     c,
+		accounts:   &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost},
+		cookies:    newCookies(secret, opts.SecureCookies),
+		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
+		tryURL:     strings.TrimSuffix(tryURL, "/"),
+		authLimit:  ratelimit.New[string](opts.AuthPerMinute/60, int(max(opts.AuthPerMinute, 1))),
+		pages:      pages,
+		httpClient: &http.Client{Timeout: 30 * time.Second},
+	}
+	return &Server{handler: u.routes()}, nil
+}
+
+// Handler is the web UI's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (u *ui) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, securityHeaders, u.recoverer)
+	static, _ := fs.Sub(assets, "static")
+	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.notFound(w, r) })
+
+	r.Get("/", u.home)
+	r.Get("/signup", u.signUpForm)
+	r.Post("/signup", u.limited(u.signUp))
+	r.Get("/login", u.logInForm)
+	r.Post("/login", u.limited(u.logIn))
+	r.Post("/logout", u.logOut)
+
+	r.Group(func(r chi.Router) {
+		r.Use(u.requireAccount)
+		r.Get("/connections", u.listConnections)
+		r.Get("/connections/new", u.newConnection)
+		r.Post("/connections", u.createConnection)
+		r.Get("/connections/{name}", u.showConnection)
+		r.Get("/connections/{name}/status", u.connectionStatus)
+		r.Get("/connections/{name}/edit", u.editConnection)
+		r.Post("/connections/{name}/edit", u.updateConnection)
+		r.Get("/connections/{name}/delete", u.confirmDeleteConnection)
+		r.Post("/connections/{name}/delete", u.deleteConnection)
+		r.Post("/connections/{name}/try", u.tryIt)
+		r.Get("/keys", u.listKeys)
+		r.Get("/keys/new", u.newKeyForm)
+		r.Post("/keys", u.createKey)
+		r.Get("/keys/{name}/created", u.showNewKey)
+		r.Post("/keys/{name}/revoke", u.revokeKey)
+	})
+	// Every state-changing request must come from the UI's own pages.
+	return http.NewCrossOriginProtection().Handler(r)
+}
+
+// securityHeaders: no inline script, no framing, no sniffing.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheFor(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (u *ui) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with
+					panic(v)
+				}
+				slog.Error("panic serving a page", "requestID", middleware.GetReqID(r.Context()), "panic", v)
+				u.serverError(w, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limited rate-limits a log-in or sign-up by client address.
+func (u *ui) limited(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if ok, retry := u.authLimit.Allow(host); !ok {
+			w.Header().Set("Retry-After", fmt.Sprint(int(max(retry.Seconds(), 1))))
+			u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts",
+				Message: "Too many attempts from your address. Wait a minute, then try again."})
+			return
+		}
+		next(w, r)
+	}
+}
+
+// Run runs "sftpgate webui" until ctx ends.
+func Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
+	var opts Options
+	opts.BindFlags(fs)
+	config.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	restConfig, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	s, err := NewForConfig(restConfig, opts)
+	if err != nil {
+		return err
+	}
+	if opts.SessionKeyFile == "" {
+		slog.Warn("no --session-key-file: log-ins end when the web UI restarts, and replicas do not share them")
+	}
+	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	slog.Info("web UI listening", "address", opts.Addr)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+// NewForConfig is New with a client of the cluster of restConfig.
+func NewForConfig(restConfig *rest.Config, opts Options) (*Server, error) {
+	c, err := client.New(restConfig, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	return New(c, opts)
+}

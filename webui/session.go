@@ -1,0 +1,77 @@
+package webui
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/securecookie"
+)
+
+// Cookie names.
+const (
+	sessionCookie = "sftpgate_session"
+	// flashCookie carries a new API key from the POST that made it to the
+	// one page that shows it: encrypted, short-lived, and cleared there.
+	flashCookie = "sftpgate_new_key"
+)
+
+// sessionTTL is how long a log-in lasts.
+const sessionTTL = 12 * time.Hour
+
+// cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
+// always; Secure when the request came over TLS (directly or as an ingress
+// says) or --secure-cookies is set.
+type cookies struct {
+	codec        *securecookie.SecureCookie
+	alwaysSecure bool
+}
+
+// newCookies derives the signing and encryption keys from secret.
+func newCookies(secret []byte, alwaysSecure bool) *cookies {
+	sign := sha256.Sum256(append([]byte("sftpgate webui sign\x00"), secret...))
+	encrypt := sha256.Sum256(append([]byte("sftpgate webui encrypt\x00"), secret...))
+	codec := securecookie.New(sign[:], encrypt[:])
+	codec.MaxAge(int(sessionTTL.Seconds()))
+	return &cookies{codec: codec, alwaysSecure: alwaysSecure}
+}
+
+type session struct {
+	Account string `json:"a"`
+}
+
+type newKey struct {
+	Name  string `json:"n"`
+	Token string `json:"t"`
+}
+
+func (c *cookies) set(w http.ResponseWriter, r *http.Request, name string, value any, ttl time.Duration) error {
+	encoded, err := c.codec.Encode(name, value)
+	if err != nil {
+		return err
+	}
+	http.SetCookie(w, c.cookie(r, name, encoded, int(ttl.Seconds())))
+	return nil
+}
+
+// cookie is HttpOnly and SameSite=Lax, and Secure whenever the request came
+// over TLS: a plain-HTTP local UI could not use a Secure cookie at all.
+func (c *cookies) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, //nolint:gosec // Secure as above
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.secure(r)}
+}
+
+// get decodes cookie name into value; false when it is missing, forged or
+// expired.
+func (c *cookies) get(r *http.Request, name string, value any) bool {
+	cookie, err := r.Cookie(name)
+	return err == nil && c.codec.Decode(name, cookie.Value, value) == nil
+}
+
+func (c *cookies) clear(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, c.cookie(r, name, "", -1))
+}
+
+func (c *cookies) secure(r *http.Request) bool {
+	return c.alwaysSecure || r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}

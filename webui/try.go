@@ -1,0 +1,77 @@
+package webui
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// tryResult is what "try it" shows: the request and the gateway's answer.
+type tryResult struct {
+	Command string
+	Body    string
+	Status  int
+	Answer  string
+	Error   string
+}
+
+// tryCommands are offered in "try it"; the gateway knows more.
+var tryCommands = []string{"ping", "list", "write", "read", "stat", "exists", "mkdir", "unlink"}
+
+// tryIt sends a command through the gateway, as a client would, with the
+// key the person pasted, and shows the answer on the connection's page.
+func (u *ui) tryIt(w http.ResponseWriter, r *http.Request) {
+	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+		res := &tryResult{Command: r.PostFormValue("command"), Body: strings.TrimSpace(r.PostFormValue("body"))}
+		token := strings.TrimSpace(r.PostFormValue("key"))
+		switch {
+		case !validCommand(res.Command):
+			res.Error = "choose a command"
+		case token == "":
+			res.Error = "paste an API key: it is shown once, when you create it"
+		case res.Body != "" && !json.Valid([]byte(res.Body)):
+			res.Error = "the request body is not valid JSON"
+		default:
+			u.send(r, c, token, res)
+		}
+		u.renderConnection(w, r, c, res)
+	})(w, r)
+}
+
+func validCommand(c string) bool { return slices.Contains(tryCommands, c) }
+
+// maxTryAnswer bounds the answer shown.
+const maxTryAnswer = 64 << 10
+
+func (u *ui) send(r *http.Request, c *v1alpha1.SftpConnection, token string, res *tryResult) {
+	body := res.Body
+	if body == "" {
+		body = "{}"
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u.tryURL+"/"+u.view(c).Slug+"/"+res.Command, strings.NewReader(body))
+	if err != nil {
+		res.Error = "the gateway's address is not valid"
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := u.httpClient.Do(req)
+	if err != nil {
+		res.Error = "the gateway did not answer; is it running?"
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxTryAnswer))
+	res.Status = resp.StatusCode
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, raw, "", "  ") == nil {
+		res.Answer = pretty.String()
+	} else {
+		res.Answer = string(raw)
+	}
+}

@@ -1,0 +1,291 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/webui"
+)
+
+var (
+	k8s        client.Client
+	uiURL      string
+	gatewayURL string
+	newUI      func(opts webui.Options) *httptest.Server
+)
+
+// TestMain runs a control plane, the manager, a gateway and the web UI on
+// loopback.
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	env, err := testcluster.Start()
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
+		return fail(err)
+	}
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+		return fail(err)
+	}
+	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
+		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second}})
+	if err != nil {
+		return fail(err)
+	}
+	if err := gw.Start(ctx); err != nil {
+		return fail(err)
+	}
+	gwSrv := httptest.NewServer(gw.Handler())
+	defer gwSrv.Close()
+	gatewayURL = gwSrv.URL
+
+	if err := k8s.Create(ctx, namespace("sftpgate-system")); err != nil {
+		return fail(err)
+	}
+	var servers []*httptest.Server
+	newUI = func(opts webui.Options) *httptest.Server {
+		opts.Namespace, opts.GatewayURL, opts.BcryptCost = "sftpgate-system", gatewayURL, bcrypt.MinCost
+		ui, err := webui.New(k8s, opts)
+		if err != nil {
+			panic(err)
+		}
+		srv := httptest.NewServer(ui.Handler())
+		servers = append(servers, srv)
+		return srv
+	}
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	uiURL = newUI(webui.Options{AuthPerMinute: 1000}).URL
+	return m.Run()
+}
+
+// browser is a fresh headless Chromium with the flags this machine needs.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatal("no /usr/bin/chromium: make test-prereqs installs it")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath("/usr/bin/chromium"), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// screenshot saves the page as docs/screenshots/<name>.png when
+// SFTPGATE_SCREENSHOTS names a directory.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("SFTPGATE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var accountCount atomic.Int64
+
+func newEmail(t *testing.T) string {
+	return fmt.Sprintf("%s-%d@example.com", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), accountCount.Add(1))
+}
+
+// signUp signs a new account up in the browser.
+func signUp(t *testing.T, ctx context.Context) {
+	t.Helper()
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(uiURL+"/signup"),
+		chromedp.SendKeys(chromedp.ID("email"), newEmail(t)),
+		chromedp.SendKeys(chromedp.ID("password"), "a long enough password"),
+		chromedp.Submit(chromedp.ID("password")),
+		chromedp.WaitVisible(chromedp.ID("host")),
+	))
+}
+
+// addConnection fills the new-connection form for sshd with password and
+// submits it.
+func addConnection(t *testing.T, ctx context.Context, name string, sshd *testsshd.Server, password string) {
+	t.Helper()
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(uiURL+"/connections/new"),
+		chromedp.SendKeys(chromedp.ID("name"), name),
+		chromedp.SendKeys(chromedp.ID("host"), sshd.Host),
+		chromedp.SetValue(chromedp.ID("port"), fmt.Sprint(sshd.Port)),
+		chromedp.SendKeys(chromedp.ID("username"), testsshd.User),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.SendKeys(chromedp.ID("rootPath"), sshd.Dir),
+	))
+	screenshot(t, ctx, "add-connection")
+	must(t, chromedp.Do(ctx, chromedp.Submit(chromedp.ID("host")), chromedp.WaitVisible(chromedp.CSS("section.status"))))
+}
+
+// TestFlow is the whole flow: sign up, add a connection and watch its test
+// pass, create a key, and write a file through the gateway with it.
+func TestFlow(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	ctx := browser(t)
+	signUp(t, ctx)
+	addConnection(t, ctx, "reports", sshd, sshd.Password)
+	// The page updates by itself when the test ends.
+	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("section.status.ready .when-ready"))))
+	fingerprint, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-field="fingerprint"]`)))
+	must(t, err)
+	if !strings.HasPrefix(fingerprint, "SHA256:") {
+		t.Errorf("the fingerprint shown is %q", fingerprint)
+	}
+	screenshot(t, ctx, "connection-ready")
+
+	must(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(".next a.button")),
+		chromedp.WaitVisible(chromedp.ID("expires")),
+		chromedp.Submit(chromedp.ID("expires")),
+		chromedp.WaitVisible(chromedp.ID("token")),
+	))
+	token, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("token")))
+	must(t, err)
+	curl, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("curl")))
+	must(t, err)
+	screenshot(t, ctx, "key-created")
+	if !strings.HasPrefix(token, "sgk_") || !strings.Contains(curl, token) || !strings.Contains(curl, gatewayURL+"/reports-") {
+		t.Fatalf("the key page shows %q and %q", token, curl)
+	}
+
+	// The key works at once through the gateway, as the curl shows.
+	_, rest, _ := strings.Cut(curl, gatewayURL+"/")
+	slug, _, _ := strings.Cut(rest, "/")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body := post(t, gatewayURL+"/"+slug+"/write", token, `{"path": "hello.txt", "file": {"text": "Hello from sftpgate!"}}`)
+		if status == http.StatusOK && !strings.Contains(body, `"error"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write with the new key: %d %s", status, body)
+		}
+		time.Sleep(200 * time.Millisecond) // the gateway's cache catches up
+	}
+	if got, _ := os.ReadFile(filepath.Join(sshd.Dir, "hello.txt")); string(got) != "Hello from sftpgate!" {
+		t.Errorf("the file on the server holds %q", got)
+	}
+
+	// Reloading the key page shows no key.
+	must(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+	must(t, err)
+	if strings.Contains(html, token) || !strings.Contains(html, "cannot be shown again") {
+		t.Errorf("after a reload the key page shows: %s", html)
+	}
+
+	// The connections list, and "try it" with the key.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".badge.ready"))))
+	screenshot(t, ctx, "connections")
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(uiURL+"/connections/reports"),
+		chromedp.SendKeys(chromedp.ID("key"), token),
+		chromedp.SetValue(chromedp.ID("command"), "list"),
+		chromedp.Submit(chromedp.ID("key")),
+		chromedp.WaitVisible(chromedp.CSS("[data-try-answer]")),
+	))
+	answer, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("[data-try-answer]")))
+	must(t, err)
+	if !strings.Contains(answer, `"hello.txt"`) {
+		t.Errorf("try it answered %s", answer)
+	}
+}
+
+// TestWrongPassword: a failed test shows its reason in words, and the form
+// to fix it comes back filled.
+func TestWrongPassword(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	ctx := browser(t)
+	signUp(t, ctx)
+	addConnection(t, ctx, "typo", sshd, "not the password")
+	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("section.status.failed .when-failed"))))
+	headline, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-field="headline"]`)))
+	must(t, err)
+	if headline != "The server refused the username, password or key" {
+		t.Errorf("the failure shows %q", headline)
+	}
+	screenshot(t, ctx, "connection-failed")
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(".when-failed a.button")), chromedp.WaitVisible(chromedp.ID("host"))))
+	host, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("host")))
+	must(t, err)
+	if host != sshd.Host {
+		t.Errorf("the form to fix it holds host %q", host)
+	}
+	// Fixing the password makes the test pass.
+	must(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("password"), sshd.Password),
+		chromedp.Submit(chromedp.ID("host")),
+		chromedp.WaitVisible(chromedp.CSS("section.status.ready .when-ready")),
+	))
+}
+
+// TestHTMLIsText: what people type is shown as text, never as markup.
+func TestHTMLIsText(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.signUp(t)
+	status, body := c.form(t, "/connections", url.Values{"name": {"markup"}, "host": {"127.0.0.1"}, "port": {"22"},
+		"username": {`<b id="injected">bold</b>`}, "auth": {"password"}, "password": {"x"}, "trust": {"first-use"}})
+	if status != http.StatusOK || strings.Contains(body, `<b id="injected">`) || !strings.Contains(body, `&lt;b id=&#34;injected&#34;&gt;`) {
+		t.Errorf("the connection page with HTML in its username: %d %s", status, body)
+	}
+}
+
+func post(t *testing.T, u, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(raw)
+}
