@@ -159,7 +159,7 @@ func (u *ui) connectionStatus(w http.ResponseWriter, r *http.Request) {
 	u.withConnection(func(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
 		v := u.view(c)
 		writeJSON(w, map[string]any{"state": v.State, "reason": v.Reason, "headline": v.Headline, "message": v.Message,
-			"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion})
+			"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
 	})(w, r)
 }
 

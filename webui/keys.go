@@ -177,11 +177,11 @@ func (u *ui) curl(ctx context.Context, namespace string, connections []string, t
 			}
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"path": "hello.txt", "file": map[string]string{"text": "Hello from sftpgate!"}})
+	const body = `{"path": "hello.txt", "file": {"text": "Hello from sftpgate!"}}`
 	return "curl -X POST " + u.gatewayURL + "/" + slug + "/write \\\n" +
 		"  -H 'Authorization: Bearer " + token + "' \\\n" +
 		"  -H 'Content-Type: application/json' \\\n" +
-		"  -d '" + string(body) + "'"
+		"  -d '" + body + "'"
 }
 
 func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) {

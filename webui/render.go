@@ -31,25 +31,25 @@ type page struct {
 	Refresh bool
 }
 
-var funcs = template.FuncMap{
-	"ago": func(t time.Time) string {
-		if t.IsZero() {
-			return "never"
-		}
-		d := time.Since(t).Round(time.Second)
-		switch {
-		case d < 5*time.Second:
-			return "just now"
-		case d < time.Minute:
-			return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
-		case d < time.Hour:
-			return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
-		case d < 48*time.Hour:
-			return fmt.Sprintf("%d hours ago", int(d.Hours()))
-		}
-		return t.UTC().Format("2 Jan 2006")
-	},
-	"lower": strings.ToLower,
+var funcs = template.FuncMap{"ago": ago}
+
+// ago says when t was, in words.
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < 5*time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d hours ago", int(d.Hours()))
+	}
+	return t.UTC().Format("2 Jan 2006")
 }
 
 // parsePages parses each page with the layout it fills in.

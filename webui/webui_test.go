@@ -113,7 +113,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
 }
@@ -232,6 +232,20 @@ func TestFlow(t *testing.T) {
 	must(t, err)
 	if !strings.Contains(answer, `"hello.txt"`) {
 		t.Errorf("try it answered %s", answer)
+	}
+
+	// On a phone's width, nothing needs scrolling sideways.
+	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)))
+	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/keys", "/keys/new"} {
+		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+path), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+		fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.documentElement.scrollWidth <= window.innerWidth"))
+		must(t, err)
+		if !fits {
+			t.Errorf("%s is wider than a phone", path)
+		}
+		if path == "/connections/reports" {
+			screenshot(t, ctx, "connection-phone")
+		}
 	}
 }
 
