@@ -23,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"golang.org/x/crypto/bcrypt"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -54,6 +55,9 @@ type Options struct {
 	BcryptCost int
 	// AuthPerMinute bounds log-ins and sign-ups per client address.
 	AuthPerMinute float64
+	// ServiceAccount is the UI's own, "namespace/name": what each account
+	// namespace grants TenantRole to.
+	ServiceAccount string
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -65,6 +69,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SessionKeyFile, "session-key-file", "", "File with the secret (32 bytes or more) that signs and encrypts cookies; the same for every replica. Random when empty: log-ins end on restart.")
 	fs.BoolVar(&o.SecureCookies, "secure-cookies", false, "Mark cookies Secure even when requests do not say they came over TLS.")
 	fs.IntVar(&o.BcryptCost, "bcrypt-cost", 12, "bcrypt cost of password hashes.")
+	fs.StringVar(&o.ServiceAccount, "service-account", "sftpgate-system/sftpgate-webui",
+		"The web UI's service account, namespace/name: each account's namespace grants it the "+TenantRole+" ClusterRole.")
 	fs.Float64Var(&o.AuthPerMinute, "auth-per-minute", 10, "Log-ins and sign-ups one client address may try per minute (burst of the same); 0 is no limit.")
 }
 
@@ -105,13 +111,18 @@ func New(c client.Client, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	saNamespace, saName, ok := strings.Cut(opts.ServiceAccount, "/")
+	if !ok || saNamespace == "" || saName == "" {
+		return nil, errors.New("--service-account must be namespace/name")
+	}
 	tryURL := opts.GatewayInternalURL
 	if tryURL == "" {
 		tryURL = opts.GatewayURL
 	}
 	u := &ui{
-		client:     c,
-		accounts:   &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost},
+		client: c,
+		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
+			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}},
 		cookies:    newCookies(secret, opts.SecureCookies),
 		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
 		tryURL:     strings.TrimSuffix(tryURL, "/"),

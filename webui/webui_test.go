@@ -26,7 +26,9 @@ import (
 )
 
 var (
-	k8s        client.Client
+	k8s client.Client
+	// uiKube is the UI's service account's.
+	uiKube     client.Client
 	uiURL      string
 	gatewayURL string
 	newUI      func(opts webui.Options) *httptest.Server
@@ -63,13 +65,17 @@ func run(m *testing.M) int {
 	defer gwSrv.Close()
 	gatewayURL = gwSrv.URL
 
-	if err := k8s.Create(ctx, namespace("sftpgate-system")); err != nil {
+	// The UI runs as its service account with only the rights of
+	// config/rbac/webui: what the tests do, it may do in production.
+	uiKube, err = serviceAccountClient(ctx, env.Config)
+	if err != nil {
 		return fail(err)
 	}
 	var servers []*httptest.Server
 	newUI = func(opts webui.Options) *httptest.Server {
-		opts.Namespace, opts.GatewayURL, opts.BcryptCost = "sftpgate-system", gatewayURL, bcrypt.MinCost
-		ui, err := webui.New(k8s, opts)
+		opts.Namespace, opts.GatewayURL, opts.BcryptCost = uiNamespace, gatewayURL, bcrypt.MinCost
+		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
+		ui, err := webui.New(uiKube, opts)
 		if err != nil {
 			panic(err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,10 @@ type Account struct {
 type Store struct {
 	Client    client.Client
 	Namespace string
+	// TenantRole is the ClusterRole, and Subject who it is granted to (the
+	// UI's service account), in each account's namespace.
+	TenantRole string
+	Subject    rbacv1.Subject
 	// Cost is bcrypt's cost; bcrypt.DefaultCost when zero.
 	Cost int
 }
@@ -121,14 +126,32 @@ func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, e
 		}
 		return nil, fmt.Errorf("creating the account: %w", err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acct.Namespace, Labels: map[string]string{LabelAccount: acct.ID}}}
-	if err := s.Client.Create(ctx, ns); err != nil {
+	if err := s.createNamespace(ctx, acct); err != nil {
 		// Without its namespace the account is of no use: undo it, so the
-		// person can sign up again.
+		// person can sign up again. (An empty namespace may stay behind:
+		// the UI may not delete namespaces.)
 		_ = s.Client.Delete(ctx, secret)
-		return nil, fmt.Errorf("creating the account's namespace: %w", err)
+		return nil, err
 	}
 	return acct, nil
+}
+
+// createNamespace makes the account's namespace and grants the UI its
+// tenant role there, and there only.
+func (s *Store) createNamespace(ctx context.Context, acct *Account) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acct.Namespace, Labels: map[string]string{LabelAccount: acct.ID}}}
+	if err := s.Client.Create(ctx, ns); err != nil {
+		return fmt.Errorf("creating the account's namespace: %w", err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: "sftpgate-webui"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.TenantRole},
+		Subjects:   []rbacv1.Subject{s.Subject},
+	}
+	if err := s.Client.Create(ctx, binding); err != nil {
+		return fmt.Errorf("granting the web UI its role in the account's namespace: %w", err)
+	}
+	return nil
 }
 
 // dummyHash is compared against when no account has the email, so that a
