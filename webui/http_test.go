@@ -1,16 +1,31 @@
 package webui_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
 )
 
@@ -176,5 +191,88 @@ func TestSecurityHeaders(t *testing.T) {
 	_ = resp.Body.Close()
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("Content-Security-Policy: %q", csp)
+	}
+}
+
+// TestKeyLoginPinnedKeyRevokeDelete: a connection with a private key file
+// and a pinned host key passes its test; a key made for it is listed and
+// revoked; deleting the connection (after a confirmation page) removes it
+// and its credentials.
+func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	must(t, err)
+	sshPub, err := ssh.NewPublicKey(pub)
+	must(t, err)
+	sshd.AuthorizeKey(t, sshPub)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	must(t, err)
+
+	c := newClient(t)
+	c.signUp(t)
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, v := range map[string]string{"name": "keyed", "host": sshd.Host, "port": fmt.Sprint(sshd.Port), "username": testsshd.User,
+		"auth": "key", "trust": "pinned", "hostKey": sshd.HostKeyLine, "rootPath": sshd.Dir} {
+		must(t, mw.WriteField(k, v))
+	}
+	part, err := mw.CreateFormFile("privateKeyFile", "id_ed25519")
+	must(t, err)
+	_, _ = part.Write(pem.EncodeToMemory(block))
+	must(t, mw.Close())
+	req, err := http.NewRequest(http.MethodPost, c.base+"/connections", &body)
+	must(t, err)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if status, page := c.do(t, req); status != http.StatusOK || !strings.Contains(page, "keyed</h1>") {
+		t.Fatalf("adding a connection with a key file: %d %s", status, page)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, status := c.get(t, "/connections/keyed/status")
+		if strings.Contains(status, `"state":"ready"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection is not ready: %s", status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	status, page := c.form(t, "/keys", url.Values{"connection": {"keyed"}, "expires": {"30d"}})
+	if status != http.StatusOK || !strings.Contains(page, "sgk_") {
+		t.Fatalf("creating a key: %d", status)
+	}
+	var keys v1alpha1.ApiKeyList
+	must(t, k8s.List(context.Background(), &keys, client.MatchingLabels{}))
+	var key *v1alpha1.ApiKey
+	for i := range keys.Items {
+		if slices.Equal(keys.Items[i].Spec.Connections, []string{"keyed"}) {
+			key = &keys.Items[i]
+		}
+	}
+	if key == nil || key.Spec.ExpiresAt == nil || key.Spec.Token.SHA256 == "" || strings.Contains(page, key.Spec.Token.SHA256) {
+		t.Fatalf("the ApiKey made: %+v", key)
+	}
+	if _, list := c.get(t, "/keys"); !strings.Contains(list, key.Spec.Token.KeyID) {
+		t.Error("the keys page does not list the new key")
+	}
+	c.form(t, "/keys/"+key.Name+"/revoke", nil)
+	if _, list := c.get(t, "/keys"); strings.Contains(list, key.Spec.Token.KeyID) {
+		t.Error("a revoked key is still listed")
+	}
+
+	var conn v1alpha1.SftpConnection
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: "keyed"}, &conn))
+	if status, page := c.get(t, "/connections/keyed/delete"); status != http.StatusOK || !strings.Contains(page, "Delete keyed?") {
+		t.Errorf("the delete confirmation: %d", status)
+	}
+	if status, page := c.form(t, "/connections/keyed/delete", nil); status != http.StatusOK || strings.Contains(page, "keyed</a>") {
+		t.Errorf("deleting: %d", status)
+	}
+	err = k8s.Get(context.Background(), client.ObjectKeyFromObject(&conn), &conn)
+	secretErr := k8s.Get(context.Background(), client.ObjectKey{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) || !apierrors.IsNotFound(secretErr) {
+		t.Errorf("after deleting: connection %v, credentials %v", err, secretErr)
 	}
 }

@@ -294,6 +294,12 @@ func TestHTMLIsText(t *testing.T) {
 	if status != http.StatusOK || strings.Contains(body, `<b id="injected">`) || !strings.Contains(body, `&lt;b id=&#34;injected&#34;&gt;`) {
 		t.Errorf("the connection page with HTML in its username: %d %s", status, body)
 	}
+	// A name with HTML is refused, and the form shows it back as text.
+	status, body = c.form(t, "/connections", url.Values{"name": {`<script>alert(1)</script>`}, "host": {"127.0.0.1"},
+		"username": {"u"}, "auth": {"password"}, "password": {"x"}, "trust": {"first-use"}})
+	if status != http.StatusUnprocessableEntity || strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("a connection named with HTML: %d %s", status, body)
+	}
 }
 
 func post(t *testing.T, u, token, body string) (int, string) {
