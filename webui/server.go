@@ -170,7 +170,12 @@ func (u *ui) routes() http.Handler {
 		r.Post("/keys/{name}/revoke", u.revokeKey)
 	})
 	// Every state-changing request must come from the UI's own pages.
-	return http.NewCrossOriginProtection().Handler(r)
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
+			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
+	}))
+	return csrf.Handler(r)
 }
 
 // securityHeaders: no inline script, no framing, no sniffing.

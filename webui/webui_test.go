@@ -315,3 +315,52 @@ func post(t *testing.T, u, token, body string) (int, string) {
 	must(t, err)
 	return resp.StatusCode, string(raw)
 }
+
+// TestBrowserBoundaries, in a real browser: a second account gets 404 on
+// the first's connection, and a form on another origin cannot post to the
+// UI with the person's cookies.
+func TestBrowserBoundaries(t *testing.T) {
+	t.Parallel()
+	first, second := browser(t), browser(t)
+	signUp(t, first)
+	must(t, chromedp.Do(first,
+		chromedp.SendKeys(chromedp.ID("name"), "private"),
+		chromedp.SendKeys(chromedp.ID("host"), "127.0.0.1"),
+		chromedp.SendKeys(chromedp.ID("username"), "someone"),
+		chromedp.SendKeys(chromedp.ID("password"), "secret"),
+		chromedp.Submit(chromedp.ID("host")),
+		chromedp.WaitVisible(chromedp.CSS("section.status")),
+	))
+	signUp(t, second)
+	must(t, chromedp.Do(second, chromedp.Navigate(uiURL+"/connections/private"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	if title, err := chromedp.Run(second, chromedp.Text(chromedp.CSS("main h1"))); err != nil || title != "Not found" {
+		t.Errorf("the second account opens the first's connection: %q %v", title, err)
+	}
+
+	// Another origin (another port: the same site, not the same origin).
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintf(w, `<!doctype html><form method="post" action="%s/keys"><input name="expires" value="never"><button id="go">Win a prize</button></form>`, uiURL)
+	}))
+	defer evil.Close()
+	must(t, chromedp.Do(first, chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.ID("go")), chromedp.Click(chromedp.ID("go"))))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		location, err := chromedp.Run(first, chromedp.Location())
+		must(t, err)
+		if strings.HasPrefix(location, uiURL) {
+			title, err := chromedp.Run(first, chromedp.Text(chromedp.CSS("main h1")))
+			if err != nil || title != "Refused" {
+				t.Errorf("the cross-origin form led to %q %v", title, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cross-origin form did not submit")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	must(t, chromedp.Do(first, chromedp.Navigate(uiURL+"/keys"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	if html, err := chromedp.Run(first, chromedp.OuterHTML(chromedp.CSS("main"))); err != nil || !strings.Contains(html, "No API keys yet") {
+		t.Errorf("a cross-origin form made a key: %v", err)
+	}
+}
