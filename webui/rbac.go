@@ -1,10 +1,12 @@
 package webui
 
 // The web UI's rights. Cluster-wide it may only create namespaces, and
-// bind one ClusterRole, TenantRole, in them: each account's namespace gets
-// a RoleBinding to it at sign-up, so the UI reaches Secrets, SftpConnections
-// and ApiKeys in account namespaces only, never elsewhere in the cluster.
-// In its own namespace it keeps the account Secrets.
+// bind one ClusterRole, TenantRole: each account's namespace gets a
+// RoleBinding to it at sign-up. An admission policy
+// (config/rbac/webui/tenant_binding_policy.yaml) lets that role be bound in
+// account namespaces only, so the UI reaches Secrets, SftpConnections and
+// ApiKeys there and nowhere else in the cluster. In its own namespace it
+// keeps the account Secrets.
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create

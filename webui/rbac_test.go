@@ -3,9 +3,11 @@ package webui_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/webui"
 )
 
 const (
@@ -34,11 +37,14 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 		namespace(uiNamespace),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}},
 	}
-	files, err := filepath.Glob("../config/rbac/webui/*role.yaml")
+	files, err := filepath.Glob("../config/rbac/webui/*.yaml")
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
@@ -66,6 +72,18 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 			return nil, err
 		}
 	}
+	// The API server loads admission policies in the background: wait until
+	// the tenant-binding policy refuses a binding outside account
+	// namespaces.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := k8s.Create(ctx, bindTo("default", webui.TenantRole), client.DryRunAll)
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the tenant-binding admission policy does not take effect")
+		}
+	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}}
 	token := &authenticationv1.TokenRequest{}
 	if err := k8s.SubResource("token").Create(ctx, sa, token); err != nil {
@@ -83,16 +101,23 @@ func TestUIRightsAreNarrow(t *testing.T) {
 	ctx := context.Background()
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "not-the-uis"}}))
 	for what, err := range map[string]error{
-		"get a Secret in default":         uiKube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "not-the-uis"}, &corev1.Secret{}),
-		"list Secrets in its namespace":   uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(uiNamespace)),
-		"list SftpConnections everywhere": uiKube.List(ctx, &v1alpha1.SftpConnectionList{}),
-		"delete a namespace":              uiKube.Delete(ctx, namespace("default")),
-		"bind cluster-admin": uiKube.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "escalate"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: uiNamespace, Name: uiServiceAccount}}}),
+		"get a Secret in default":             uiKube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "not-the-uis"}, &corev1.Secret{}),
+		"list Secrets in its namespace":       uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(uiNamespace)),
+		"list SftpConnections everywhere":     uiKube.List(ctx, &v1alpha1.SftpConnectionList{}),
+		"delete a namespace":                  uiKube.Delete(ctx, namespace("default")),
+		"bind cluster-admin":                  uiKube.Create(ctx, bindTo("default", "cluster-admin")),
+		"bind its tenant role in kube-system": uiKube.Create(ctx, bindTo("kube-system", webui.TenantRole)),
+		"bind its tenant role in default":     uiKube.Create(ctx, bindTo("default", webui.TenantRole)),
 	} {
-		if !apierrors.IsForbidden(err) {
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			t.Errorf("the UI may %s: %v", what, err)
 		}
 	}
+}
+
+// bindTo is a RoleBinding of a ClusterRole to the UI in namespace.
+func bindTo(namespace, role string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "escalate"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: uiNamespace, Name: uiServiceAccount}}}
 }

@@ -225,7 +225,7 @@ func TestFlow(t *testing.T) {
 	}
 
 	// The connections list, and "try it" with the key.
-	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".badge.ready"))))
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".conn.ready .badge"))))
 	screenshot(t, ctx, "connections")
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(uiURL+"/connections/reports"),

@@ -24,9 +24,6 @@ function watch(el) {
       const s = await res.json();
       states.forEach((c) => el.classList.remove(c));
       el.classList.add(s.state);
-      if (el.classList.contains("badge")) {
-        el.textContent = s.headline;
-      }
       for (const field of el.querySelectorAll("[data-field]")) {
         field.textContent = s[field.dataset.field] || "";
         if (field.dataset.field === "message") field.hidden = s.state !== "failed";
