@@ -2,6 +2,7 @@ package webui
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 
@@ -24,10 +25,15 @@ func (u *ui) currentAccount(r *http.Request) (*accounts.Account, error) {
 		return nil, nil
 	}
 	acct, err := u.accounts.Get(r.Context(), s.Account)
-	if apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil, nil // the account is gone
+	case err != nil:
+		return nil, err
+	case subtle.ConstantTimeCompare([]byte(acct.Session), []byte(s.Epoch)) != 1:
+		return nil, nil // logged out since
 	}
-	return acct, err
+	return acct, nil
 }
 
 // requireAccount sends people who are not logged in to the log-in page.
@@ -45,15 +51,27 @@ func (u *ui) requireAccount(next http.Handler) http.Handler {
 	})
 }
 
+// home sends people to their connections, or to log in.
 func (u *ui) home(w http.ResponseWriter, r *http.Request) {
-	if acct, _ := u.currentAccount(r); acct != nil {
-		http.Redirect(w, r, "/connections", http.StatusSeeOther)
-		return
+	if !u.loggedIn(w, r) {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	}
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// loggedIn sends a logged-in person on to their connections and says so.
+func (u *ui) loggedIn(w http.ResponseWriter, r *http.Request) bool {
+	acct, err := u.currentAccount(r)
+	if err != nil || acct == nil {
+		return false
+	}
+	http.Redirect(w, r, "/connections", http.StatusSeeOther)
+	return true
 }
 
 func (u *ui) signUpForm(w http.ResponseWriter, r *http.Request) {
+	if u.loggedIn(w, r) {
+		return
+	}
 	u.render(w, r, http.StatusOK, "signup", page{Title: "Create your account", Data: accounts.MinPassword})
 }
 
@@ -73,11 +91,21 @@ func (u *ui) signUp(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) {
+	if u.loggedIn(w, r) {
+		return
+	}
 	u.render(w, r, http.StatusOK, "login", page{Title: "Log in"})
 }
 
 func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	email := r.PostFormValue("email")
+	// One account's password is not guessed from many addresses either.
+	if normalized, err := accounts.NormalizeEmail(email); err == nil {
+		if ok, retry := u.emailLimit.Allow(normalized); !ok {
+			u.tooMany(w, r, retry, "Too many attempts to log in to this account. Wait a minute, then try again.")
+			return
+		}
+	}
 	acct, err := u.accounts.LogIn(r.Context(), email, r.PostFormValue("password"))
 	if errors.Is(err, accounts.ErrWrongCredentials) {
 		u.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Error: err.Error(), Form: map[string]string{"email": email}})
@@ -91,14 +119,22 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) {
-	if err := u.cookies.set(w, r, sessionCookie, session{Account: acct.ID}, sessionTTL); err != nil {
+	if err := u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}, sessionTTL); err != nil {
 		u.serverError(w, r, err)
 		return
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logOut ends every session of the account, not only this browser's: a
+// copied cookie stops working too.
 func (u *ui) logOut(w http.ResponseWriter, r *http.Request) {
+	if acct, err := u.currentAccount(r); err == nil && acct != nil {
+		if err := u.accounts.EndSessions(r.Context(), acct.ID); err != nil {
+			u.serverError(w, r, err)
+			return
+		}
+	}
 	u.cookies.clear(w, r, sessionCookie)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -1,11 +1,13 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -135,6 +137,8 @@ type connectionPage struct {
 	Conn connView
 	Keys []keyView
 	Try  *tryResult
+	// Commands are those "try it" offers.
+	Commands []string
 }
 
 func (u *ui) showConnection(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +154,7 @@ func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 		return
 	}
 	v := u.view(c)
-	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Try: try},
+	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Try: try, Commands: tryCommands},
 		Refresh: v.State == "testing"})
 }
 
@@ -186,11 +190,15 @@ type connectionForm struct {
 	pinned      []string
 }
 
+// maxKeyFile bounds a private key file: real ones are a few KiB.
+const maxKeyFile = 64 << 10
+
 // readConnectionForm reads and checks the form. creating: the name and
-// the credentials are required.
-func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error) {
-	if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
-		return nil, &personError{"the form is too large: a private key file is at most 1 MiB"}
+// the credentials are required; currentAuth is how an existing connection
+// logs in now (authPassword or authKey).
+func readConnectionForm(r *http.Request, creating bool, currentAuth string) (*connectionForm, error) {
+	if err := r.ParseMultipartForm(maxBody); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		return nil, &personError{"the form is too large: a private key file is at most 64 KiB"}
 	}
 	f := &connectionForm{values: map[string]string{}}
 	for _, k := range []string{"name", "host", "port", "username", "auth", "trust", "hostKey", "rootPath"} {
@@ -206,7 +214,7 @@ func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error)
 	if v["host"] == "" || strings.ContainsAny(v["host"], " /@") {
 		return f, &personError{"enter the server's host name or IP address, like sftp.example.com"}
 	}
-	port, err := strconv.ParseUint(cmpOr(v["port"], "22"), 10, 16)
+	port, err := strconv.ParseUint(cmp.Or(v["port"], "22"), 10, 16)
 	if err != nil || port < 1 {
 		return f, &personError{"the port is a number from 1 to 65535 (SFTP is usually on 22)"}
 	}
@@ -221,9 +229,12 @@ func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error)
 		}
 	case authKey:
 		key := strings.TrimSpace(r.PostFormValue("privateKey"))
-		if file, _, err := r.FormFile("privateKeyFile"); err == nil {
-			b, _ := io.ReadAll(io.LimitReader(file, 1<<20))
+		if file, header, err := r.FormFile("privateKeyFile"); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(file, maxKeyFile+1))
 			_ = file.Close()
+			if len(b) > maxKeyFile {
+				return f, &personError{header.Filename + " is not a private key: it is over 64 KiB"}
+			}
 			if len(b) > 0 {
 				key = strings.TrimSpace(string(b))
 			}
@@ -237,7 +248,9 @@ func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error)
 	default:
 		return f, &personError{"choose how to log in: a password or a private key"}
 	}
-	if creating && f.credentials == nil {
+	// New credentials are needed for a new connection, and when the way to
+	// log in changes.
+	if f.credentials == nil && (creating || v["auth"] != currentAuth) {
 		if v["auth"] == authKey {
 			return f, &personError{"paste the private key, or choose its file"}
 		}
@@ -260,13 +273,6 @@ func readConnectionForm(r *http.Request, creating bool) (*connectionForm, error)
 	return f, nil
 }
 
-func cmpOr(s, fallback string) string {
-	if s == "" {
-		return fallback
-	}
-	return s
-}
-
 // apply sets what the form says on a connection's spec.
 func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
 	c.Spec.Host, c.Spec.Port, c.Spec.Username = f.values["host"], f.port, f.values["username"]
@@ -276,7 +282,7 @@ func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
 
 func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) {
 	acct := accountFrom(r.Context())
-	f, err := readConnectionForm(r, true)
+	f, err := readConnectionForm(r, true, "")
 	if err == nil {
 		err = u.create(r.Context(), acct.Namespace, f)
 	}
@@ -320,11 +326,16 @@ func (u *ui) create(ctx context.Context, namespace string, f *connectionForm) er
 		}
 		return err
 	}
-	// Deleting the connection (kubectl too) deletes its credentials.
+	// Deleting the connection (kubectl too) deletes its credentials. The
+	// connection exists now: a failure here is only logged (the UI's own
+	// delete finds the Secret by its label anyway).
 	patch := client.MergeFrom(secret.DeepCopy())
 	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SftpConnection",
 		Name: conn.Name, UID: conn.UID}}
-	return u.client.Patch(ctx, secret, patch)
+	if err := u.client.Patch(ctx, secret, patch); err != nil {
+		slog.Warn("setting the owner of a connection's credentials", "namespace", namespace, "connection", name, "error", err)
+	}
+	return nil
 }
 
 // labelConnection names the connection a credentials Secret belongs to.
@@ -361,13 +372,7 @@ func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title strin
 func (u *ui) editConnection(w http.ResponseWriter, r *http.Request) {
 	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
 		values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
-			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": authPassword, "trust": trustFirst, "editing": "true"}
-		var secret corev1.Secret
-		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret); err == nil {
-			if _, ok := secret.Data[v1alpha1.SecretKeyPrivateKey]; ok {
-				values["auth"] = authKey
-			}
-		}
+			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true"}
 		if len(c.Spec.HostKey.Trusted) > 0 {
 			values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
 		}
@@ -375,9 +380,20 @@ func (u *ui) editConnection(w http.ResponseWriter, r *http.Request) {
 	})(w, r)
 }
 
+// currentAuth is how a connection logs in now, as its credentials say.
+func (u *ui) currentAuth(ctx context.Context, c *v1alpha1.SftpConnection) string {
+	var secret corev1.Secret
+	if err := u.client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret); err == nil {
+		if _, ok := secret.Data[v1alpha1.SecretKeyPrivateKey]; ok {
+			return authKey
+		}
+	}
+	return authPassword
+}
+
 func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request) {
 	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		f, err := readConnectionForm(r, false)
+		f, err := readConnectionForm(r, false, u.currentAuth(r.Context(), c))
 		if err == nil {
 			err = u.update(r.Context(), c, f)
 		}
@@ -393,8 +409,19 @@ func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request) {
 }
 
 // update writes new credentials (if given) and the spec; either change
-// makes the controller test again.
+// makes the controller test again. The spec is checked by the API server
+// first, so that refused settings leave the credentials as they were.
 func (u *ui) update(ctx context.Context, c *v1alpha1.SftpConnection, f *connectionForm) error {
+	f.apply(c)
+	// Test again even when only the Secret changed, and let the page tell
+	// when that test has answered.
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[v1alpha1.AnnotationTestRequestedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := u.client.Update(ctx, c.DeepCopy(), client.DryRunAll); err != nil {
+		return updateError(err)
+	}
 	if f.credentials != nil {
 		var secret corev1.Secret
 		if err := u.client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret); err != nil {
@@ -405,21 +432,42 @@ func (u *ui) update(ctx context.Context, c *v1alpha1.SftpConnection, f *connecti
 			return err
 		}
 	}
-	f.apply(c)
-	// Test again even when only the Secret changed, and let the page tell
-	// when that test has answered.
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
+	return updateError(u.client.Update(ctx, c))
+}
+
+func updateError(err error) error {
+	switch {
+	case apierrors.IsConflict(err):
+		return &personError{"the connection changed while you edited it; open it again and redo your change"}
+	case apierrors.IsInvalid(err):
+		return &personError{"the server refused these settings: " + invalidCauses(err)}
 	}
-	c.Annotations[v1alpha1.AnnotationTestRequestedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := u.client.Update(ctx, c); err != nil {
-		switch {
-		case apierrors.IsConflict(err):
-			return &personError{"the connection changed while you edited it; open it again and redo your change"}
-		case apierrors.IsInvalid(err):
-			return &personError{"the server refused these settings: " + invalidCauses(err)}
-		}
+	return err
+}
+
+// forgetConnection takes a deleted connection out of its keys' scopes:
+// keys for it alone are revoked, so that a new connection of the same name
+// does not inherit them; others keep their other connections.
+func (u *ui) forgetConnection(ctx context.Context, c *v1alpha1.SftpConnection) error {
+	var keys v1alpha1.ApiKeyList
+	if err := u.client.List(ctx, &keys, client.InNamespace(c.Namespace)); err != nil {
 		return err
+	}
+	for i := range keys.Items {
+		key := &keys.Items[i]
+		if !slices.Contains(key.Spec.Connections, c.Name) {
+			continue
+		}
+		var err error
+		if len(key.Spec.Connections) == 1 {
+			err = client.IgnoreNotFound(u.client.Delete(ctx, key))
+		} else {
+			key.Spec.Connections = slices.DeleteFunc(key.Spec.Connections, func(n string) bool { return n == c.Name })
+			err = u.client.Update(ctx, key)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -443,7 +491,10 @@ func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request) {
 		if err == nil && secret.Labels[labelConnection] == c.Name {
 			err = u.client.Delete(r.Context(), &secret)
 		}
-		if err = client.IgnoreNotFound(err); err != nil {
+		if err = client.IgnoreNotFound(err); err == nil {
+			err = u.forgetConnection(r.Context(), c)
+		}
+		if err != nil {
 			u.serverError(w, r, err)
 			return
 		}

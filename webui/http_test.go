@@ -142,12 +142,23 @@ func TestLogIn(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	c.signUp(t)
+	// A copy of the session, as a stolen cookie would be.
+	copied := newClient(t)
+	u, err := url.Parse(c.base)
+	must(t, err)
+	copied.http.Jar.SetCookies(u, c.http.Jar.Cookies(u))
+	if _, body := copied.get(t, "/connections"); !strings.Contains(body, "Connections</h1>") {
+		t.Fatal("the copied session does not work before the log-out")
+	}
 	status, _ := c.form(t, "/logout", nil)
 	if status != http.StatusOK {
 		t.Fatalf("log out: %d", status)
 	}
 	if _, body := c.get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
 		t.Error("after logging out, /connections does not ask to log in")
+	}
+	if _, body := copied.get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
+		t.Error("after logging out, a copy of the session still works")
 	}
 	_, wrongPassword := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"not the password"}})
 	_, wrongEmail := c.form(t, "/login", url.Values{"email": {"nobody-" + c.email}, "password": {"not the password"}})
@@ -180,6 +191,20 @@ func TestAuthRateLimited(t *testing.T) {
 	}
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
 		t.Errorf("five quick log-ins answered %v", statuses)
+	}
+	// One account, from many addresses (proxies say which): limited too.
+	ui := newUI(webui.Options{AuthPerMinute: 3, TrustedProxies: "127.0.0.1"})
+	statuses = nil
+	for i := range 5 {
+		req, err := http.NewRequest(http.MethodPost, ui.URL+"/login", strings.NewReader("email=y%40example.com&password=wrong+password"))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))
+		status, _ := c.do(t, req)
+		statuses = append(statuses, status)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
+		t.Errorf("five log-ins to one account from five addresses answered %v", statuses)
 	}
 }
 
@@ -262,6 +287,10 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 		t.Error("a revoked key is still listed")
 	}
 
+	// A key for this connection alone, and one for all: deleting the
+	// connection revokes the first only.
+	c.form(t, "/keys", url.Values{"connection": {"keyed"}, "expires": {"never"}})
+	c.form(t, "/keys", url.Values{"connection": {""}, "expires": {"never"}})
 	var conn v1alpha1.SftpConnection
 	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: "keyed"}, &conn))
 	if status, page := c.get(t, "/connections/keyed/delete"); status != http.StatusOK || !strings.Contains(page, "Delete keyed?") {
@@ -274,5 +303,9 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 	secretErr := k8s.Get(context.Background(), client.ObjectKey{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}, &corev1.Secret{})
 	if !apierrors.IsNotFound(err) || !apierrors.IsNotFound(secretErr) {
 		t.Errorf("after deleting: connection %v, credentials %v", err, secretErr)
+	}
+	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace)))
+	if len(keys.Items) != 1 || len(keys.Items[0].Spec.Connections) != 0 {
+		t.Errorf("after deleting the connection, the keys left are %+v", keys.Items)
 	}
 }

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -42,7 +44,7 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 		if connection != "" && len(k.Spec.Connections) > 0 && !slices.Contains(k.Spec.Connections, connection) {
 			continue
 		}
-		v := keyView{Name: k.Name, KeyID: cmpOr(k.Status.KeyID, k.Spec.Token.KeyID), Scope: strings.Join(k.Spec.Connections, ", "),
+		v := keyView{Name: k.Name, KeyID: cmp.Or(k.Status.KeyID, k.Spec.Token.KeyID), Scope: strings.Join(k.Spec.Connections, ", "),
 			Created: k.CreationTimestamp.Time, Status: "Being issued…"}
 		if k.Spec.ExpiresAt != nil {
 			t := k.Spec.ExpiresAt.Time
@@ -126,7 +128,7 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 		u.serverError(w, r, err)
 		return
 	}
-	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}, 5*time.Minute); err != nil {
+	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}, flashTTL); err != nil {
 		u.serverError(w, r, err)
 		return
 	}
@@ -137,8 +139,11 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 type newKeyPage struct {
 	Key   keyView
 	Token string
-	// Curl is a ready-to-paste write with the key; Slug is its connection.
+	// Curl is a ready-to-paste write with the key.
 	Curl string
+	// Connection is the key's one connection, if it has one: where "Done"
+	// leads.
+	Connection string
 }
 
 func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
@@ -155,8 +160,13 @@ func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
 	}
 	var flash newKey
 	got := u.cookies.get(r, flashCookie, &flash) && flash.Name == name
-	u.cookies.clear(w, r, flashCookie)
+	if got {
+		u.cookies.clear(w, r, flashCookie)
+	}
 	p := newKeyPage{Key: keyView{Name: key.Name, KeyID: key.Spec.Token.KeyID, Scope: strings.Join(key.Spec.Connections, ", ")}}
+	if len(key.Spec.Connections) == 1 {
+		p.Connection = key.Spec.Connections[0]
+	}
 	if got {
 		p.Token = flash.Token
 		p.Curl = u.curl(r.Context(), acct.Namespace, key.Spec.Connections, flash.Token)
@@ -196,15 +206,11 @@ func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) {
 		u.serverError(w, r, err)
 		return
 	}
-	http.Redirect(w, r, cmpOr(safeBack(r.PostFormValue("back")), "/keys"), http.StatusSeeOther)
-}
-
-// safeBack allows only the UI's own pages as a place to go back to.
-func safeBack(p string) string {
-	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.ContainsAny(p, "\\\r\n") {
-		return p
+	back := "/keys"
+	if c := r.PostFormValue("connection"); validation.IsDNS1123Label(c) == nil {
+		back = "/connections/" + c // the page the key was revoked on
 	}
-	return ""
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

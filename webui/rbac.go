@@ -11,7 +11,7 @@ package webui
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=sftpgate-webui-tenant
-// +kubebuilder:rbac:groups="",namespace=sftpgate-system,resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",namespace=sftpgate-system,resources=secrets,verbs=get;create;update;delete
 
 // TenantRole is the ClusterRole (config/rbac/webui/tenant_role.yaml) the UI
 // is bound to in each account's namespace.

@@ -91,7 +91,11 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 }
 
 func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
-	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found",
+	acct := accountFrom(r.Context())
+	if acct == nil {
+		acct, _ = u.currentAccount(r) // for the navigation; none is fine
+	}
+	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Account: acct,
 		Message: "There is nothing here. It may have been deleted, or the link is wrong."})
 }
 

@@ -14,7 +14,6 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -58,6 +57,9 @@ type Options struct {
 	// ServiceAccount is the UI's own, "namespace/name": what each account
 	// namespace grants TenantRole to.
 	ServiceAccount string
+	// TrustedProxies are the addresses (CIDRs) of proxies whose
+	// X-Forwarded-For tells the client's address.
+	TrustedProxies string
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -71,7 +73,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.BcryptCost, "bcrypt-cost", 12, "bcrypt cost of password hashes.")
 	fs.StringVar(&o.ServiceAccount, "service-account", "sftpgate-system/sftpgate-webui",
 		"The web UI's service account, namespace/name: each account's namespace grants it the "+TenantRole+" ClusterRole.")
-	fs.Float64Var(&o.AuthPerMinute, "auth-per-minute", 10, "Log-ins and sign-ups one client address may try per minute (burst of the same); 0 is no limit.")
+	fs.Float64Var(&o.AuthPerMinute, "auth-per-minute", 10,
+		"Log-ins and sign-ups one client address, and log-ins to one account, may try per minute (burst of the same); 0 is no limit.")
+	fs.StringVar(&o.TrustedProxies, "trusted-proxies", "",
+		"Comma-separated addresses or CIDRs of proxies (an ingress) whose X-Forwarded-For gives the client's address for rate limits.")
 }
 
 // Server is the web UI.
@@ -85,7 +90,10 @@ type ui struct {
 	cookies    *cookies
 	gatewayURL string
 	tryURL     string
+	clients    clientAddrs
 	authLimit  *ratelimit.Keyed[string]
+	// emailLimit bounds log-ins to one account, from any address.
+	emailLimit *ratelimit.Keyed[string]
 	pages      map[string]*template.Template
 	httpClient *http.Client
 }
@@ -115,6 +123,10 @@ func New(c client.Client, opts Options) (*Server, error) {
 	if !ok || saNamespace == "" || saName == "" {
 		return nil, errors.New("--service-account must be namespace/name")
 	}
+	clients, err := parseTrustedProxies(opts.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	tryURL := opts.GatewayInternalURL
 	if tryURL == "" {
 		tryURL = opts.GatewayURL
@@ -126,7 +138,9 @@ func New(c client.Client, opts Options) (*Server, error) {
 		cookies:    newCookies(secret, opts.SecureCookies),
 		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
 		tryURL:     strings.TrimSuffix(tryURL, "/"),
+		clients:    clients,
 		authLimit:  ratelimit.New[string](opts.AuthPerMinute/60, int(max(opts.AuthPerMinute, 1))),
+		emailLimit: ratelimit.New[string](opts.AuthPerMinute/60, int(max(opts.AuthPerMinute, 1))),
 		pages:      pages,
 		httpClient: &http.Client{Timeout: 30 * time.Second},
 	}
@@ -138,7 +152,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, securityHeaders, u.recoverer)
+	r.Use(middleware.RequestID, u.recoverer, limitBodies)
 	static, _ := fs.Sub(assets, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -175,7 +189,8 @@ func (u *ui) routes() http.Handler {
 		u.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
 			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
 	}))
-	return csrf.Handler(r)
+	// Security headers outside, so that the refusal has them too.
+	return securityHeaders(csrf.Handler(r))
 }
 
 // securityHeaders: no inline script, no framing, no sniffing.
@@ -187,6 +202,17 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxBody bounds a request body: the largest form holds a private key
+// file of up to maxKeyFile.
+const maxBody = maxKeyFile + 64<<10
+
+func limitBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -216,18 +242,17 @@ func (u *ui) recoverer(next http.Handler) http.Handler {
 // limited rate-limits a log-in or sign-up by client address.
 func (u *ui) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		if ok, retry := u.authLimit.Allow(host); !ok {
-			w.Header().Set("Retry-After", fmt.Sprint(int(max(retry.Seconds(), 1))))
-			u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts",
-				Message: "Too many attempts from your address. Wait a minute, then try again."})
+		if ok, retry := u.authLimit.Allow(u.clients.key(r)); !ok {
+			u.tooMany(w, r, retry, "Too many attempts from your address. Wait a minute, then try again.")
 			return
 		}
 		next(w, r)
 	}
+}
+
+func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, message string) {
+	w.Header().Set("Retry-After", fmt.Sprint(int(max(retry.Seconds(), 1))))
+	u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts", Message: message})
 }
 
 // Run runs "sftpgate webui" until ctx ends.

@@ -19,11 +19,15 @@ const (
 // sessionTTL is how long a log-in lasts.
 const sessionTTL = 12 * time.Hour
 
+// flashTTL is how long a new key waits for its page.
+const flashTTL = 5 * time.Minute
+
 // cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
 // always; Secure when the request came over TLS (directly or as an ingress
 // says) or --secure-cookies is set.
 type cookies struct {
-	codec        *securecookie.SecureCookie
+	// codecs by cookie name: each checks its own maximum age.
+	codecs       map[string]*securecookie.SecureCookie
 	alwaysSecure bool
 }
 
@@ -31,13 +35,17 @@ type cookies struct {
 func newCookies(secret []byte, alwaysSecure bool) *cookies {
 	sign := sha256.Sum256(append([]byte("sftpgate webui sign\x00"), secret...))
 	encrypt := sha256.Sum256(append([]byte("sftpgate webui encrypt\x00"), secret...))
-	codec := securecookie.New(sign[:], encrypt[:])
-	codec.MaxAge(int(sessionTTL.Seconds()))
-	return &cookies{codec: codec, alwaysSecure: alwaysSecure}
+	codec := func(ttl time.Duration) *securecookie.SecureCookie {
+		return securecookie.New(sign[:], encrypt[:]).MaxAge(int(ttl.Seconds()))
+	}
+	return &cookies{codecs: map[string]*securecookie.SecureCookie{sessionCookie: codec(sessionTTL), flashCookie: codec(flashTTL)},
+		alwaysSecure: alwaysSecure}
 }
 
 type session struct {
 	Account string `json:"a"`
+	// Epoch is the account's session value when the session began.
+	Epoch string `json:"e"`
 }
 
 type newKey struct {
@@ -46,7 +54,7 @@ type newKey struct {
 }
 
 func (c *cookies) set(w http.ResponseWriter, r *http.Request, name string, value any, ttl time.Duration) error {
-	encoded, err := c.codec.Encode(name, value)
+	encoded, err := c.codecs[name].Encode(name, value)
 	if err != nil {
 		return err
 	}
@@ -65,7 +73,7 @@ func (c *cookies) cookie(r *http.Request, name, value string, maxAge int) *http.
 // expired.
 func (c *cookies) get(r *http.Request, name string, value any) bool {
 	cookie, err := r.Cookie(name)
-	return err == nil && c.codec.Decode(name, cookie.Value, value) == nil
+	return err == nil && c.codecs[name].Decode(name, cookie.Value, value) == nil
 }
 
 func (c *cookies) clear(w http.ResponseWriter, r *http.Request, name string) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
@@ -34,6 +35,10 @@ const (
 	keyEmail     = "email"
 	keyHash      = "passwordHash"
 	keyNamespace = "namespace"
+	// keySession changes at every log-out: sessions carry it, so logging
+	// out ends every session of the account, and a session never outlives
+	// the account it was made for.
+	keySession = "session"
 )
 
 // Password length bounds: bcrypt reads at most 72 bytes.
@@ -59,6 +64,8 @@ type Account struct {
 	ID        string
 	Email     string
 	Namespace string
+	// Session is what the account's sessions must carry.
+	Session string
 }
 
 // Store keeps accounts as Secrets in Namespace.
@@ -71,6 +78,9 @@ type Store struct {
 	Subject    rbacv1.Subject
 	// Cost is bcrypt's cost; bcrypt.DefaultCost when zero.
 	Cost int
+
+	dummyOnce sync.Once
+	dummy     []byte
 }
 
 // NormalizeEmail checks an email address and returns it lower-cased.
@@ -99,8 +109,11 @@ func id(email string) string {
 	return "account-" + hex.EncodeToString(sum[:12])
 }
 
-// SignUp creates an account and its namespace.
+// SignUp creates an account and its namespace. Once started it finishes
+// (or undoes itself) even if the person goes away, so that no account is
+// left without its namespace.
 func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, error) {
+	ctx = context.WithoutCancel(ctx)
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return nil, err
@@ -112,13 +125,13 @@ func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, e
 	if err != nil {
 		return nil, err
 	}
-	acct := &Account{ID: id(email), Email: email, Namespace: "sftpgate-" + rand.Text()[:12]}
-	acct.Namespace = strings.ToLower(acct.Namespace)
+	acct := &Account{ID: id(email), Email: email, Namespace: strings.ToLower("sftpgate-" + rand.Text()[:12]), Session: rand.Text()}
 	// The Secret first: its Create is what makes an email taken, once.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},
 		Type:       SecretType,
-		Data:       map[string][]byte{keyEmail: []byte(email), keyHash: hash, keyNamespace: []byte(acct.Namespace)},
+		Data: map[string][]byte{keyEmail: []byte(email), keyHash: hash, keyNamespace: []byte(acct.Namespace),
+			keySession: []byte(acct.Session)},
 	}
 	if err := s.Client.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -155,19 +168,24 @@ func (s *Store) createNamespace(ctx context.Context, acct *Account) error {
 }
 
 // dummyHash is compared against when no account has the email, so that a
-// log-in takes as long either way.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not anybody's password"), bcrypt.DefaultCost)
+// log-in takes as long either way: it has the cost of real hashes.
+func (s *Store) dummyHash() []byte {
+	s.dummyOnce.Do(func() {
+		s.dummy, _ = bcrypt.GenerateFromPassword([]byte(rand.Text()), s.cost())
+	})
+	return s.dummy
+}
 
 // LogIn returns the account whose email and password these are.
 func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
 		return nil, ErrWrongCredentials
 	}
 	secret, err := s.secret(ctx, id(email))
 	if apierrors.IsNotFound(err) {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
 		return nil, ErrWrongCredentials
 	}
 	if err != nil {
@@ -200,7 +218,18 @@ func (s *Store) secret(ctx context.Context, name string) (*corev1.Secret, error)
 }
 
 func fromSecret(secret *corev1.Secret) *Account {
-	return &Account{ID: secret.Name, Email: string(secret.Data[keyEmail]), Namespace: string(secret.Data[keyNamespace])}
+	return &Account{ID: secret.Name, Email: string(secret.Data[keyEmail]), Namespace: string(secret.Data[keyNamespace]),
+		Session: string(secret.Data[keySession])}
+}
+
+// EndSessions ends every session of the account (log-out).
+func (s *Store) EndSessions(ctx context.Context, id string) error {
+	secret, err := s.secret(ctx, id)
+	if err != nil {
+		return err
+	}
+	secret.Data[keySession] = []byte(rand.Text())
+	return s.Client.Update(ctx, secret)
 }
 
 func (s *Store) cost() int {

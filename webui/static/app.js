@@ -20,7 +20,11 @@ function watch(el) {
   const poll = async () => {
     try {
       const res = await fetch(url, { headers: { Accept: "application/json" } });
-      if (!res.ok) return;
+      // Logged out, or the connection is gone: the page itself says which.
+      if (!res.ok || res.redirected) {
+        location.reload();
+        return;
+      }
       const s = await res.json();
       states.forEach((c) => el.classList.remove(c));
       el.classList.add(s.state);
