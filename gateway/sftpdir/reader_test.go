@@ -8,10 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -55,8 +53,7 @@ func servers() map[string]func(t *testing.T) server {
 		},
 		"pkg/sftp": func(t *testing.T) server {
 			s := testsftp.Start(t)
-			line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey())))
-			return server{dial(t, s.Host, s.Port, s.User, s.Password, line), s.Dir}
+			return server{dial(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine()), s.Dir}
 		},
 	}
 }
