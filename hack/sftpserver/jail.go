@@ -51,9 +51,12 @@ func (j *jail) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	case f.Write:
 		flags = os.O_WRONLY
 	}
-	for set, flag := range map[bool]int{f.Append: os.O_APPEND, f.Creat: os.O_CREATE, f.Trunc: os.O_TRUNC, f.Excl: os.O_EXCL} {
-		if set {
-			flags |= flag
+	for _, o := range []struct {
+		set  bool
+		flag int
+	}{{f.Append, os.O_APPEND}, {f.Creat, os.O_CREATE}, {f.Trunc, os.O_TRUNC}, {f.Excl, os.O_EXCL}} {
+		if o.set {
+			flags |= o.flag
 		}
 	}
 	mode := os.FileMode(0o644)
@@ -89,11 +92,11 @@ func (j *jail) Filecmd(r *sftp.Request) error {
 	case "Mkdir":
 		return j.root.Mkdir(p, 0o755)
 	case "Symlink":
-		// The link's target is kept as given: os.Root refuses to follow it
-		// out of the jail.
-		return j.root.Symlink(r.Target, p)
+		// pkg/sftp puts the link in Target and what it points to in
+		// Filepath, kept as given: os.Root refuses to follow it out.
+		return j.root.Symlink(r.Filepath, name(r.Target))
 	case "Link":
-		return j.root.Link(name(r.Target), p)
+		return j.root.Link(p, name(r.Target))
 	}
 	return sftp.ErrSSHFxOpUnsupported
 }
