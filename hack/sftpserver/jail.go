@@ -186,4 +186,3 @@ func (n linkName) Mode() fs.FileMode  { return fs.ModeSymlink }
 func (n linkName) ModTime() time.Time { return time.Time{} }
 func (n linkName) IsDir() bool        { return false }
 func (n linkName) Sys() any           { return nil }
-
