@@ -12,7 +12,7 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-etcd$(ETCD_VERSION)
 
-# Arguments for the manager under `make run`.
+# Arguments of `sftpgate dev` under `make run` (e.g. RUN_ARGS=--fresh).
 RUN_ARGS ?=
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -81,8 +81,12 @@ build: ## Build the sftpgate binary into bin/.
 	go build -trimpath -o $(LOCALBIN)/sftpgate .
 
 .PHONY: run
-run: manifests generate build ## Run the manager against the cluster of the current kubeconfig (after make install).
-	$(LOCALBIN)/sftpgate manager $(RUN_ARGS)
+run: build envtest ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(LOCALBIN)/sftpgate dev $(RUN_ARGS)
+
+.PHONY: run-manager
+run-manager: manifests generate build ## Run the manager against the cluster of the current kubeconfig (after make install).
+	$(LOCALBIN)/sftpgate manager
 
 ##@ Deployment
 

@@ -19,6 +19,19 @@ import (
 
 // Start starts a control plane. Stop it with the returned environment's Stop.
 func Start() (*envtest.Environment, error) {
+	env, err := Environment("")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", env.BinaryAssetsDirectory, err)
+	}
+	return env, nil
+}
+
+// Environment is a control plane ready to Start, keeping etcd's data in
+// etcdDir (a temporary directory when empty).
+func Environment(etcdDir string) (*envtest.Environment, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -37,8 +50,8 @@ func Start() (*envtest.Environment, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                controllers.Scheme(),
 	}
-	if _, err := env.Start(); err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	if etcdDir != "" {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	}
 	return env, nil
 }

@@ -113,6 +113,12 @@ func id(email string) string {
 // (or undoes itself) even if the person goes away, so that no account is
 // left without its namespace.
 func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, error) {
+	return s.SignUpWithNamespace(ctx, email, password, strings.ToLower("sftpgate-"+rand.Text()[:12]))
+}
+
+// SignUpWithNamespace is SignUp with the account's namespace named, for the
+// demo account of `sftpgate dev`; the namespace must not exist yet.
+func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namespace string) (*Account, error) {
 	ctx = context.WithoutCancel(ctx)
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -125,7 +131,7 @@ func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, e
 	if err != nil {
 		return nil, err
 	}
-	acct := &Account{ID: id(email), Email: email, Namespace: strings.ToLower("sftpgate-" + rand.Text()[:12]), Session: rand.Text()}
+	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text()}
 	// The Secret first: its Create is what makes an email taken, once.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},

@@ -1,0 +1,225 @@
+package dev
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/webui/accounts"
+)
+
+// The demo's names.
+const (
+	demoNamespace = "demo"
+	demoName      = "demo"
+	demoUser      = "demo"
+	demoEmail     = "demo@sftpgate.dev"
+)
+
+// state is what a restart keeps: the demo's secrets, made once.
+type state struct {
+	SFTPPassword string `json:"sftpPassword"`
+	HostKeyPEM   string `json:"hostKey"`
+	DemoToken    string `json:"demoToken"`
+	DemoKeyID    string `json:"demoKeyID"`
+	DemoPassword string `json:"demoPassword"`
+	SessionKey   string `json:"sessionKey"`
+}
+
+func loadState(dir string) (*state, error) {
+	path := filepath.Join(dir, "state.json")
+	var st state
+	if raw, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return nil, fmt.Errorf("%s is damaged (start afresh with --fresh): %w", path, err)
+		}
+		return &st, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		return nil, err
+	}
+	st = state{SFTPPassword: rand.Text(), HostKeyPEM: string(pem.EncodeToMemory(block)), DemoPassword: rand.Text()[:16],
+		SessionKey: rand.Text() + rand.Text()}
+	st.DemoToken, st.DemoKeyID = apikeys.NewToken()
+	raw, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return &st, os.WriteFile(path, raw, 0o600)
+}
+
+func (st *state) hostKey() (ssh.Signer, error) {
+	return ssh.ParsePrivateKey([]byte(st.HostKeyPEM))
+}
+
+// createDemo makes the demo web UI account, which owns the demo namespace,
+// and in it the demo server's Secret, SftpConnection and ApiKey. A restart
+// finds them and only points the connection at the server's address.
+func (st *state) createDemo(ctx context.Context, k8s client.Client, demo *sftpserver.Server, sftpAddr net.Addr) error {
+	store := &accounts.Store{Client: k8s, Namespace: webuiNamespace, Cost: 10, TenantRole: webui.TenantRole,
+		Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: webuiNamespace, Name: "sftpgate-webui"}}
+	if _, err := store.SignUpWithNamespace(ctx, demoEmail, st.DemoPassword, demoNamespace); err != nil && !errors.Is(err, accounts.ErrEmailTaken) {
+		return fmt.Errorf("the demo account: %w", err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName + "-credentials"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: st.SFTPPassword}}
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(st.DemoToken), KeyID: st.DemoKeyID}}}
+	for _, obj := range []client.Object{secret, key} {
+		if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	host, port, err := net.SplitHostPort(sftpAddr.String())
+	if err != nil {
+		return err
+	}
+	portNumber, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return err
+	}
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName}}
+	_, err = controllerutil.CreateOrUpdate(ctx, k8s, conn, func() error {
+		conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, demoName
+		conn.Spec.Credentials.SecretRef.Name = secret.Name
+		conn.Spec.HostKey.Trusted = []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(demo.HostKey())))}
+		return nil
+	})
+	return err
+}
+
+// waitReady waits for the demo connection and key to be Ready, so that the
+// printed examples work at once.
+func waitReady(ctx context.Context, k8s client.Client) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var conn v1alpha1.SftpConnection
+		var key v1alpha1.ApiKey
+		name := client.ObjectKey{Namespace: demoNamespace, Name: demoName}
+		connErr, keyErr := k8s.Get(ctx, name, &conn), k8s.Get(ctx, name, &key)
+		if connErr == nil && keyErr == nil && isReady(conn.Status.Conditions, conn.Generation) && isReady(key.Status.Conditions, key.Generation) {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
+				return fmt.Errorf("the demo connection is not Ready: %s: %s", ready.Reason, ready.Message)
+			}
+			return errors.New("the demo connection did not become Ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func isReady(conditions []metav1.Condition, generation int64) bool {
+	ready := meta.FindStatusCondition(conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == generation
+}
+
+// ensureNamespace creates a namespace unless it exists.
+func ensureNamespace(ctx context.Context, k8s client.Client, name string) error {
+	err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// envValues are what dev.env holds, in order.
+func envValues(kubeconfig, gatewayURL, webuiURL string, st *state) [][2]string {
+	abs, err := filepath.Abs(kubeconfig)
+	if err != nil {
+		abs = kubeconfig
+	}
+	return [][2]string{
+		{"KUBECONFIG", abs},
+		{"GATEWAY_URL", gatewayURL},
+		{"WEBUI_URL", webuiURL},
+		{"OPENAPI_URL", gatewayURL + "/openapi.json"},
+		{"DEMO_SLUG", demoName},
+		{"DEMO_API_KEY", st.DemoToken},
+		{"DEMO_EMAIL", demoEmail},
+		{"DEMO_PASSWORD", st.DemoPassword},
+	}
+}
+
+// writeEnv writes values as a file a shell can source.
+func writeEnv(path string, values [][2]string) error {
+	var b strings.Builder
+	b.WriteString("# Written by sftpgate dev; source it: . " + path + "\n")
+	for _, kv := range values {
+		fmt.Fprintf(&b, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func printWelcome(w io.Writer, values [][2]string, envFile string) {
+	v := map[string]string{}
+	for _, kv := range values {
+		v[kv[0]] = kv[1]
+	}
+	fmt.Fprintf(w, `
+sftpgate is running. Ctrl-C stops it; the data stays in %s.
+
+  Gateway   %s   (API docs: %s/docs)
+  Web UI    %s   (log in as %s, password %s)
+
+Write a file through the demo connection, then read it back:
+
+  curl -X POST %s/%s/write \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "hello.txt", "file": {"text": "Hello, SFTP!"}}'
+
+  curl -X POST %s/%s/read \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "hello.txt"}'
+
+Use kubectl against this control plane:
+
+  export KUBECONFIG=%s
+  kubectl get sftpconnections,apikeys -A
+
+All of this, for scripts: . %s
+`, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
+		v["KUBECONFIG"], envFile)
+}
+
+// slogr is controller-runtime's logger at level, on standard error.
+func slogr(level slog.Level) logr.Logger {
+	return logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}

@@ -1,0 +1,226 @@
+// Package dev is `sftpgate dev`: the whole system on one machine, no
+// cluster needed. One process runs a local kube-apiserver and etcd (the
+// binaries the tests use), the manager, the gateway, the web UI and a demo
+// SFTP server, with a demo connection, API key and web UI account.
+package dev
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/webui"
+)
+
+type options struct {
+	dataDir     string
+	fresh       bool
+	gatewayAddr string
+	webuiAddr   string
+	sftpAddr    string
+}
+
+// Run runs `sftpgate dev` until ctx ends (Ctrl-C), then stops everything.
+func Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.dataDir, "data-dir", ".sftpgate-dev", "Where the control plane's data, the demo server's files and dev.env are kept across restarts.")
+	fs.BoolVar(&o.fresh, "fresh", false, "Start empty: delete the data directory first.")
+	fs.StringVar(&o.gatewayAddr, "gateway-address", "127.0.0.1:8080", "Where the gateway listens.")
+	fs.StringVar(&o.webuiAddr, "webui-address", "127.0.0.1:8081", "Where the web UI listens.")
+	fs.StringVar(&o.sftpAddr, "sftp-address", "127.0.0.1:2222", "Where the demo SFTP server listens.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(slogr(slog.LevelWarn))
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return o.run(ctx)
+}
+
+func (o *options) run(ctx context.Context) error {
+	if o.fresh {
+		if err := os.RemoveAll(o.dataDir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return err
+	}
+	unlock, err := lock(o.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Take the ports first: a clash is reported before anything starts.
+	listeners := map[string]net.Listener{}
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for flagName, addr := range map[string]string{"gateway-address": o.gatewayAddr, "webui-address": o.webuiAddr, "sftp-address": o.sftpAddr} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s is taken (is another sftpgate dev running?); choose another with --%s: %w", addr, flagName, err)
+		}
+		listeners[flagName] = l
+	}
+	st, err := loadState(o.dataDir)
+	if err != nil {
+		return err
+	}
+
+	step := progress()
+	step("starting kube-apiserver and etcd")
+	env, err := testcluster.Environment(filepath.Join(o.dataDir, "etcd"))
+	if err != nil {
+		return err
+	}
+	if _, err := env.Start(); err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		step("stopping the control plane")
+		_ = env.Stop()
+	}()
+	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(o.dataDir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+
+	step("starting the manager, the gateway, the web UI and the demo SFTP server")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+		return err
+	}
+	gatewayURL := "http://" + listeners["gateway-address"].Addr().String()
+	webuiURL := "http://" + listeners["webui-address"].Addr().String()
+	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
+		IdleTimeout: 5 * time.Minute, Limits: gateway.Limits{MaxBodyBytes: 32 << 20, MaxUploadBytes: 1 << 30,
+			RatePerKey: 1000, RateBurst: 2000, RequestTimeout: 5 * time.Minute}})
+	if err != nil {
+		return err
+	}
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+	sessionKey := filepath.Join(o.dataDir, "session.key")
+	if err := os.WriteFile(sessionKey, []byte(st.SessionKey), 0o600); err != nil {
+		return err
+	}
+	if err := ensureNamespace(ctx, k8s, webuiNamespace); err != nil {
+		return err
+	}
+	ui, err := webui.New(k8s, webui.Options{Namespace: webuiNamespace, GatewayURL: gatewayURL, SessionKeyFile: sessionKey,
+		BcryptCost: 10, AuthPerMinute: 30, ServiceAccount: webuiNamespace + "/sftpgate-webui"})
+	if err != nil {
+		return err
+	}
+	servers := []*http.Server{
+		{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},
+	}
+	errc := make(chan error, 3)
+	go func() { errc <- servers[0].Serve(listeners["gateway-address"]) }()
+	go func() { errc <- servers[1].Serve(listeners["webui-address"]) }()
+	demo, err := startDemoServer(o.dataDir, st, listeners["sftp-address"])
+	if err != nil {
+		return err
+	}
+
+	step("creating the demo connection, API key and web UI account")
+	if err := st.createDemo(ctx, k8s, demo, listeners["sftp-address"].Addr()); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, k8s); err != nil {
+		return err
+	}
+	envFile := filepath.Join(o.dataDir, "dev.env")
+	values := envValues(kubeconfig, gatewayURL, webuiURL, st)
+	if err := writeEnv(envFile, values); err != nil {
+		return err
+	}
+	printWelcome(os.Stdout, values, envFile)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	step("shutting down")
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	for _, s := range servers {
+		_ = s.Shutdown(shutdownCtx)
+	}
+	cancel()
+	return nil
+}
+
+const webuiNamespace = "sftpgate-system"
+
+// progress prints each step with the time since the start.
+func progress() func(string) {
+	start := time.Now()
+	return func(what string) {
+		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), what)
+	}
+}
+
+// lock makes sure one `sftpgate dev` uses a data directory at a time.
+func lock(dir string) (func(), error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { //nolint:gosec // a file descriptor
+		pid, _ := io.ReadAll(f)
+		_ = f.Close()
+		return nil, fmt.Errorf("another sftpgate dev (pid %s) is running on %s; stop it first, or use another --data-dir",
+			strings.TrimSpace(string(pid)), dir)
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+	return func() { _ = f.Close() }, nil
+}
+
+func startDemoServer(dataDir string, st *state, l net.Listener) (*sftpserver.Server, error) {
+	dir := filepath.Join(dataDir, "sftp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := st.hostKey()
+	if err != nil {
+		return nil, err
+	}
+	s := &sftpserver.Server{User: demoUser, Password: st.SFTPPassword, SFTP: sftpserver.Jailed(root)}
+	s.SetHostKey(signer)
+	go s.Serve(l)
+	return s, nil
+}
