@@ -55,7 +55,7 @@ type state struct {
 func loadState(dir string) (*state, error) {
 	path := filepath.Join(dir, "state.json")
 	var st state
-	if raw, err := os.ReadFile(path); err == nil {
+	if raw, err := os.ReadFile(path); err == nil { //nolint:gosec // in the data directory the user chose
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return nil, fmt.Errorf("%s is damaged (start afresh with --fresh): %w", path, err)
 		}
@@ -74,7 +74,7 @@ func loadState(dir string) (*state, error) {
 	st = state{SFTPPassword: rand.Text(), HostKeyPEM: string(pem.EncodeToMemory(block)), DemoPassword: rand.Text()[:16],
 		SessionKey: rand.Text() + rand.Text()}
 	st.DemoToken, st.DemoKeyID = apikeys.NewToken()
-	raw, err := json.MarshalIndent(st, "", "  ")
+	raw, err := json.MarshalIndent(st, "", "  ") //nolint:gosec // the demo's own secrets, kept in a 0600 file on purpose
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, demo *sftpse
 	}
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName}}
 	_, err = controllerutil.CreateOrUpdate(ctx, k8s, conn, func() error {
-		conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, demoName
+		conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, demoName //nolint:gosec // parsed as 32 bits
 		conn.Spec.Credentials.SecretRef.Name = secret.Name
 		conn.Spec.HostKey.Trusted = []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(demo.HostKey())))}
 		return nil

@@ -191,11 +191,11 @@ func progress() func(string) {
 // lock makes sure one `sftpgate dev` uses a data directory at a time.
 func lock(dir string) (func(), error) {
 	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // in the data directory the user chose
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { //nolint:gosec // a file descriptor
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		pid, _ := io.ReadAll(f)
 		_ = f.Close()
 		return nil, fmt.Errorf("another sftpgate dev (pid %s) is running on %s; stop it first, or use another --data-dir",
