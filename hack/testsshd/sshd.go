@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/hack/procs"
 )
 
 const (
@@ -242,7 +244,7 @@ func (s *Server) stop() {
 	}
 	// sshd leaves the connections it forked running when it ends, in
 	// sessions of their own: end them first, as a reboot would.
-	for _, pid := range descendants(cmd.Process.Pid) {
+	for _, pid := range procs.Descendants(cmd.Process.Pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -252,31 +254,6 @@ func (s *Server) stop() {
 		_ = cmd.Process.Kill()
 		<-exited
 	}
-}
-
-// descendants lists the processes below pid, from /proc.
-func descendants(pid int) []int {
-	parents := map[int][]int{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, stat := range stats {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces, so split after it.
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
-		if len(fields) > 1 {
-			ppid, _ := strconv.Atoi(fields[1])
-			parents[ppid] = append(parents[ppid], child)
-		}
-	}
-	var out []int
-	for queue := parents[pid]; len(queue) > 0; queue = queue[1:] {
-		out = append(out, queue[0])
-		queue = append(queue, parents[queue[0]]...)
-	}
-	return out
 }
 
 // sshdAnswers reports whether an OpenSSH server greets on addr: another

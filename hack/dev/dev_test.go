@@ -1,0 +1,207 @@
+package dev_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/procs"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+// TestQuickstart does what the README tells a newcomer, against
+// `sftpgate dev` run as its own process on free ports.
+func TestQuickstart(t *testing.T) {
+	binary := filepath.Join(t.TempDir(), "sftpgate")
+	build := exec.Command("go", "build", "-o", binary, "../..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+	dev := start(t, binary, dataDir)
+	env := dev.env
+
+	// The printed write and read.
+	status, body := call(t, env, "write", `{"path": "hello.txt", "file": {"text": "Hello, SFTP!"}}`, env["DEMO_API_KEY"])
+	if status != http.StatusOK || !strings.Contains(body, `"bytesWritten":12`) {
+		t.Fatalf("write: %d %s", status, body)
+	}
+	if status, body = call(t, env, "read", `{"path": "hello.txt"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"Hello, SFTP!"`) {
+		t.Errorf("read: %d %s", status, body)
+	}
+	if _, body = call(t, env, "list", `{}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"name":"hello.txt"`) {
+		t.Errorf("list: %s", body)
+	}
+	if status, body = call(t, env, "read", `{"path": "missing.txt"}`, env["DEMO_API_KEY"]); status != http.StatusOK || !strings.Contains(body, `"code":"not_found"`) {
+		t.Errorf("reading a missing file: %d %s", status, body)
+	}
+	if status, _ = call(t, env, "ping", `{}`, "sgk_wrong"); status != http.StatusUnauthorized {
+		t.Errorf("a wrong key: %d", status)
+	}
+
+	// kubectl's way: a second connection, to a real sshd, with the
+	// kubeconfig dev wrote.
+	sshd := testsshd.Start(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+	must(t, err)
+	k8s, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	must(t, err)
+	ctx := context.Background()
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "real"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "real"}, Spec: v1alpha1.SftpConnectionSpec{
+		Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir,
+		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "real"}},
+		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
+	}}
+	must(t, k8s.Create(ctx, conn))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+		if meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection to sshd is not Ready: %+v", conn.Status.Conditions)
+		}
+	}
+
+	// Ctrl-C stops everything; a restart on the same data keeps the key.
+	dev.stop(t)
+	dev = start(t, binary, dataDir)
+	if status, body = call(t, dev.env, "read", `{"path": "hello.txt"}`, env["DEMO_API_KEY"]); !strings.Contains(body, "Hello, SFTP!") {
+		t.Errorf("after a restart: %d %s", status, body)
+	}
+	dev.stop(t)
+}
+
+type devProcess struct {
+	cmd *exec.Cmd
+	env map[string]string
+}
+
+// start runs `sftpgate dev` on free ports and waits for its dev.env.
+func start(t *testing.T, binary, dataDir string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(binary, "dev", "--data-dir="+dataDir, "--gateway-address="+freeAddr(t),
+		"--webui-address="+freeAddr(t), "--sftp-address="+freeAddr(t))
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	d := &devProcess{cmd: cmd}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The welcome is printed once everything is ready.
+	ready := make(chan struct{})
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "sftpgate is running") {
+				close(ready)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("sftpgate dev did not start")
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "dev.env"))
+	must(t, err)
+	d.env = parseEnv(t, string(raw))
+	for _, k := range []string{"KUBECONFIG", "GATEWAY_URL", "WEBUI_URL", "OPENAPI_URL", "DEMO_SLUG", "DEMO_API_KEY", "DEMO_EMAIL", "DEMO_PASSWORD"} {
+		if d.env[k] == "" {
+			t.Errorf("dev.env has no %s", k)
+		}
+	}
+	return d
+}
+
+// stop sends SIGTERM, as Ctrl-C would, and checks that no process of
+// sftpgate dev (the control plane's included) is left.
+func (d *devProcess) stop(t *testing.T) {
+	t.Helper()
+	children := procs.Descendants(d.cmd.Process.Pid)
+	if len(children) == 0 {
+		t.Error("sftpgate dev runs no control plane processes")
+	}
+	must(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("sftpgate dev exited with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("sftpgate dev did not stop on SIGTERM")
+	}
+	for _, pid := range children {
+		if procs.Alive(pid) {
+			t.Errorf("process %d outlived sftpgate dev", pid)
+		}
+	}
+}
+
+// parseEnv reads dev.env as a shell would: KEY='value' lines.
+func parseEnv(t *testing.T, raw string) map[string]string {
+	env := map[string]string{}
+	for line := range strings.SplitSeq(raw, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !strings.HasPrefix(v, "'") || !strings.HasSuffix(v, "'") {
+			t.Fatalf("dev.env line %q is not quoted", line)
+		}
+		env[k] = strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'")
+	}
+	return env
+}
+
+// call runs a command as the README's curl does.
+func call(t *testing.T, env map[string]string, command, body, key string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, env["GATEWAY_URL"]+"/"+env["DEMO_SLUG"]+"/"+command, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(raw)
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
