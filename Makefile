@@ -30,9 +30,10 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs and the manager's and web UI's RBAC roles from the markers.
+manifests: controller-gen ## Generate the CRDs and the RBAC roles of the manager, web UI and gateway from the markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=webui-role paths="./webui/..." output:rbac:artifacts:config=config/rbac/webui
+	$(CONTROLLER_GEN) rbac:roleName=gateway-role paths="./gateway" output:rbac:artifacts:config=config/rbac/gateway
 
 .PHONY: generate
 generate: controller-gen ## Generate the DeepCopy methods of the API types.

@@ -4,7 +4,7 @@
 # The regenerated files stay in place: review and commit them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-generated=(config/crd/bases config/rbac/role.yaml config/rbac/webui/role.yaml api/v1alpha1/zz_generated.deepcopy.go)
+generated=(config/crd/bases config/rbac/role.yaml config/rbac/webui/role.yaml config/rbac/gateway/role.yaml api/v1alpha1/zz_generated.deepcopy.go)
 before=$(mktemp -d)
 trap 'rm -rf "$before"' EXIT
 for path in "${generated[@]}"; do

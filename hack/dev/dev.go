@@ -154,6 +154,9 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	if err := waitReady(ctx, k8s); err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while starting
+		}
 		return err
 	}
 	envFile := filepath.Join(o.dataDir, "dev.env")
