@@ -1,11 +1,9 @@
 package webui_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,13 +12,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/webui"
 )
 
@@ -29,47 +26,22 @@ const (
 	uiServiceAccount = "sftpgate-webui"
 )
 
-// serviceAccountClient creates the UI's namespace, service account and the
-// roles of config/rbac/webui bound to it, and returns a client that
-// authenticates as that service account.
+// serviceAccountClient applies config/default's namespace, service
+// accounts, roles, bindings and admission policy (not its workloads), and
+// returns a client that authenticates as the UI's service account: the
+// rights the UI has in production.
 func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Client, error) {
-	objects := []client.Object{
-		namespace(uiNamespace),
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}},
-	}
-	files, err := filepath.Glob("../config/rbac/webui/*.yaml")
+	objects, err := testcluster.Render("config/default")
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := decoder.Decode(&u.Object); err != nil {
-				break
-			}
-			if len(u.Object) > 0 {
-				objects = append(objects, &u)
-			}
-		}
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: uiNamespace, Name: uiServiceAccount}}
-	objects = append(objects,
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "webui-rolebinding"}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "webui-role"}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: "webui-rolebinding"}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "webui-role"}},
-	)
 	for _, obj := range objects {
+		switch obj.GetKind() {
+		case "CustomResourceDefinition", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler":
+			continue // installed by envtest, or workloads that cannot run here
+		}
 		if err := k8s.Create(ctx, obj); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 	// The API server loads admission policies in the background: wait until

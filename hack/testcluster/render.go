@@ -1,0 +1,31 @@
+package testcluster
+
+import (
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// Render builds the kustomization in dir (relative to the repository, like
+// "config/default") as `kubectl apply -k` would, and returns its objects.
+func Render(dir string) ([]*unstructured.Unstructured, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, dir))
+	if err != nil {
+		return nil, err
+	}
+	var objects []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			return nil, err
+		}
+		objects = append(objects, &unstructured.Unstructured{Object: m})
+	}
+	return objects, nil
+}
