@@ -15,7 +15,9 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, dir))
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionUnspecified // the kustomization's sortOptions decide
+	resources, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(root, dir))
 	if err != nil {
 		return nil, err
 	}

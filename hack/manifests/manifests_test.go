@@ -1,0 +1,229 @@
+// Package manifests tests config/: what `kubectl apply -k config/default`
+// installs, rendered with kustomize and checked against a real API server.
+package manifests
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+)
+
+func render(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	objects, err := testcluster.Render("config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// TestWorkloadsAreLockedDown: every Deployment runs the one image, as
+// non-root, read-only, without privileges, with probes and resources.
+func TestWorkloadsAreLockedDown(t *testing.T) {
+	components := map[string]bool{}
+	for _, u := range render(t) {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		d := convert[appsv1.Deployment](t, u)
+		pod := d.Spec.Template.Spec
+		if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot ||
+			pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: the pod must run as non-root with the RuntimeDefault seccomp profile", d.Name)
+		}
+		if !strings.HasPrefix(pod.ServiceAccountName, "sftpgate-") {
+			t.Errorf("%s: service account %q", d.Name, pod.ServiceAccountName)
+		}
+		for _, c := range pod.Containers {
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("%s/%s: no privilege escalation, a read-only root and all capabilities dropped", d.Name, c.Name)
+			}
+			if !strings.HasPrefix(c.Image, "ghcr.io/sftpgate/sftpgate:") {
+				t.Errorf("%s/%s: image %q", d.Name, c.Name, c.Image)
+			}
+			if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+				t.Errorf("%s/%s: liveness and readiness probes", d.Name, c.Name)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("%s/%s: CPU and memory requests and a memory limit", d.Name, c.Name)
+			}
+			if len(c.Args) > 0 {
+				components[c.Args[0]] = true
+			}
+		}
+	}
+	for _, want := range []string{"manager", "gateway", "webui"} {
+		if !components[want] {
+			t.Errorf("no Deployment runs %q", want)
+		}
+	}
+}
+
+// rule is one thing a component may do: verb on group/resource, in a
+// namespace ("" is cluster-wide), limited to names (empty: any).
+type rule struct {
+	verb, group, resource, namespace, names string
+}
+
+// allowed is everything each component may do, and no more: namespace
+// ("*" is cluster-wide), API group ("core" is ""), resources, verbs, and
+// resource names if limited to some.
+var allowed = map[string][]string{
+	"sftpgate-manager": {
+		"* core secrets create,delete,get,list,update,watch",
+		"* events.k8s.io events create,patch",
+		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
+		"* sftpgate.dev apikeys/finalizers update",
+		"* sftpgate.dev apikeys/status,sftpconnections/status get,patch,update",
+		"sftpgate-system coordination.k8s.io leases create,delete,get,list,patch,update,watch",
+		"sftpgate-system core events create,patch",
+	},
+	"sftpgate-gateway": {
+		"* core secrets get",
+		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
+	},
+	"sftpgate-webui": {
+		"* core namespaces create",
+		"* rbac.authorization.k8s.io rolebindings create",
+		"* rbac.authorization.k8s.io clusterroles bind sftpgate-webui-tenant",
+		"sftpgate-system core secrets create,delete,get,update",
+	},
+}
+
+// expand turns the table's lines into rules.
+func expand(lines []string) []rule {
+	var out []rule
+	for _, line := range lines {
+		f := append(strings.Fields(line), "")
+		ns, group := f[0], f[1]
+		if ns == "*" {
+			ns = ""
+		}
+		if group == "core" {
+			group = ""
+		}
+		for _, res := range strings.Split(f[2], ",") {
+			for _, verb := range strings.Split(f[3], ",") {
+				out = append(out, rule{verb: verb, group: group, resource: res, namespace: ns, names: f[4]})
+			}
+		}
+	}
+	return out
+}
+
+// TestRBACAllowsNoMore: the rules bound to each service account are
+// exactly the table's.
+func TestRBACAllowsNoMore(t *testing.T) {
+	objects := render(t)
+	roles := map[string][]rbacv1.PolicyRule{} // "namespace/name" of Roles, "/name" of ClusterRoles
+	for _, u := range objects {
+		switch u.GetKind() {
+		case "ClusterRole":
+			roles["/"+u.GetName()] = convert[rbacv1.ClusterRole](t, u).Rules
+		case "Role":
+			roles[u.GetNamespace()+"/"+u.GetName()] = convert[rbacv1.Role](t, u).Rules
+		}
+	}
+	granted := map[string][]rule{}
+	for _, u := range objects {
+		var subjects []rbacv1.Subject
+		var ref rbacv1.RoleRef
+		ns := u.GetNamespace()
+		switch u.GetKind() {
+		case "ClusterRoleBinding":
+			b := convert[rbacv1.ClusterRoleBinding](t, u)
+			subjects, ref, ns = b.Subjects, b.RoleRef, ""
+		case "RoleBinding":
+			b := convert[rbacv1.RoleBinding](t, u)
+			subjects, ref = b.Subjects, b.RoleRef
+		default:
+			continue
+		}
+		key := ns + "/" + ref.Name
+		if ref.Kind == "ClusterRole" {
+			key = "/" + ref.Name
+		}
+		rules, ok := roles[key]
+		if !ok {
+			t.Errorf("%s %s binds %s %s, which config/default does not have", u.GetKind(), u.GetName(), ref.Kind, ref.Name)
+		}
+		for _, s := range subjects {
+			for _, pr := range rules {
+				for _, g := range pr.APIGroups {
+					for _, res := range pr.Resources {
+						for _, v := range pr.Verbs {
+							granted[s.Name] = append(granted[s.Name], rule{verb: v, group: g, resource: res, namespace: ns,
+								names: strings.Join(pr.ResourceNames, ",")})
+						}
+					}
+				}
+			}
+		}
+	}
+	for account, lines := range allowed {
+		want := expand(lines)
+		for _, r := range granted[account] {
+			if !slices.Contains(want, r) {
+				t.Errorf("%s may %+v, which the table does not allow", account, r)
+			}
+		}
+		for _, r := range want {
+			if !slices.Contains(granted[account], r) {
+				t.Errorf("%s may not %+v, which the table says it needs", account, r)
+			}
+		}
+	}
+	for account := range granted {
+		if _, ok := allowed[account]; !ok {
+			t.Errorf("%s is granted rights the table does not list", account)
+		}
+	}
+}
+
+// TestAppliesToTheAPIServer: every rendered object is valid for a real API
+// server (server-side apply, dry run for the workloads).
+func TestAppliesToTheAPIServer(t *testing.T) {
+	env, err := testcluster.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, u := range render(t) {
+		opts := []client.PatchOption{client.FieldOwner("sftpgate-test"), client.ForceOwnership}
+		if u.GetKind() != "Namespace" {
+			opts = append(opts, client.DryRunAll)
+		}
+		u.SetManagedFields(nil)
+		if err := k8s.Patch(ctx, u, client.Apply, opts...); err != nil { //nolint:staticcheck // client.Apply with unstructured objects
+			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
