@@ -91,6 +91,19 @@ run-manager: manifests generate build ## Run the manager against the cluster of 
 
 ##@ Deployment
 
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml: everything config/default installs, in one file.
+	@mkdir -p dist
+	go run ./hack/render config/default > dist/install.yaml
+
+.PHONY: deploy
+deploy: manifests ## Install sftpgate into the cluster of the current kubeconfig (config/default).
+	kubectl apply --server-side -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed.
+	kubectl delete --ignore-not-found -k config/default
+
 .PHONY: install
 install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
 	kubectl apply --server-side -k config/crd
