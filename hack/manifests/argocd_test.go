@@ -56,33 +56,33 @@ func TestArgoCDHealth(t *testing.T) {
 
 func health(t *testing.T, script string, obj map[string]any) (status, message string) {
 	t.Helper()
-	L := lua.NewState()
-	defer L.Close()
-	L.SetGlobal("obj", toLua(L, obj))
-	if err := L.DoString(script); err != nil {
+	state := lua.NewState()
+	defer state.Close()
+	state.SetGlobal("obj", toLua(state, obj))
+	if err := state.DoString(script); err != nil {
 		t.Fatal(err)
 	}
-	hs, ok := L.Get(-1).(*lua.LTable)
+	hs, ok := state.Get(-1).(*lua.LTable)
 	if !ok {
-		t.Fatalf("the health check returned %v", L.Get(-1))
+		t.Fatalf("the health check returned %v", state.Get(-1))
 	}
 	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
 }
 
 // toLua converts JSON-like Go values as Argo CD does: objects and arrays
 // to tables, numbers to numbers.
-func toLua(L *lua.LState, v any) lua.LValue {
+func toLua(l *lua.LState, v any) lua.LValue {
 	switch v := v.(type) {
 	case map[string]any:
-		t := L.NewTable()
+		t := l.NewTable()
 		for k, e := range v {
-			t.RawSetString(k, toLua(L, e))
+			t.RawSetString(k, toLua(l, e))
 		}
 		return t
 	case []any:
-		t := L.NewTable()
+		t := l.NewTable()
 		for _, e := range v {
-			t.Append(toLua(L, e))
+			t.Append(toLua(l, e))
 		}
 		return t
 	case string:
