@@ -10,8 +10,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -225,5 +228,70 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		if err := k8s.Patch(ctx, u, client.Apply, opts...); err != nil { //nolint:staticcheck // client.Apply with unstructured objects
 			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
 		}
+	}
+}
+
+// TestNetworkPoliciesCoverEveryWorkload: each Deployment's pods are
+// selected by a NetworkPolicy, and only the gateway and web UI take
+// traffic from anywhere.
+func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
+	objects := render(t)
+	var policies []*networkingv1.NetworkPolicy
+	for _, u := range objects {
+		if u.GetKind() == "NetworkPolicy" {
+			policies = append(policies, convert[networkingv1.NetworkPolicy](t, u))
+		}
+	}
+	for _, u := range objects {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		d := convert[appsv1.Deployment](t, u)
+		podLabels := labels.Set(d.Spec.Template.Labels)
+		var covering *networkingv1.NetworkPolicy
+		for _, p := range policies {
+			if selector, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector); err == nil && selector.Matches(podLabels) {
+				covering = p
+			}
+		}
+		if covering == nil {
+			t.Errorf("no NetworkPolicy selects the pods of %s", d.Name)
+			continue
+		}
+		open := false
+		for _, rule := range covering.Spec.Ingress {
+			open = open || len(rule.From) == 0
+		}
+		if wantOpen := d.Name != "sftpgate-manager"; open != wantOpen {
+			t.Errorf("%s: open to anyone: %v, want %v", d.Name, open, wantOpen)
+		}
+	}
+}
+
+// TestServiceMonitorFindsTheGateway: config/prometheus scrapes the
+// gateway Service's metrics port.
+func TestServiceMonitorFindsTheGateway(t *testing.T) {
+	monitors, err := testcluster.Render("config/prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gateway *corev1.Service
+	for _, u := range render(t) {
+		if u.GetKind() == "Service" && u.GetName() == "sftpgate-gateway" {
+			gateway = convert[corev1.Service](t, u)
+		}
+	}
+	if len(monitors) != 1 || gateway == nil {
+		t.Fatalf("%d monitors; gateway Service %v", len(monitors), gateway)
+	}
+	spec := monitors[0].Object["spec"].(map[string]any)
+	for k, v := range spec["selector"].(map[string]any)["matchLabels"].(map[string]any) {
+		if gateway.Labels[k] != v {
+			t.Errorf("the ServiceMonitor selects %s=%v, which the gateway Service lacks", k, v)
+		}
+	}
+	port := spec["endpoints"].([]any)[0].(map[string]any)["port"]
+	if !slices.ContainsFunc(gateway.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == port }) {
+		t.Errorf("the ServiceMonitor scrapes port %v, which the gateway Service does not name", port)
 	}
 }
