@@ -206,8 +206,10 @@ func TestRBACAllowsNoMore(t *testing.T) {
 	}
 }
 
-// TestAppliesToTheAPIServer: every rendered object is valid for a real API
-// server (server-side apply, dry run for the workloads).
+// TestAppliesToTheAPIServer: every object config/default renders, and
+// every sample, is valid for a real API server (server-side apply, dry run
+// where it could not run here); invalid variants of the samples are
+// refused with a message.
 func TestAppliesToTheAPIServer(t *testing.T) {
 	env, err := testcluster.Start()
 	if err != nil {
@@ -219,14 +221,63 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, u := range render(t) {
+	apply := func(u *unstructured.Unstructured, dryRun bool) error {
+		u = u.DeepCopy() // the answer is written into it
 		opts := []client.PatchOption{client.FieldOwner("sftpgate-test"), client.ForceOwnership}
-		if u.GetKind() != "Namespace" {
+		if dryRun {
 			opts = append(opts, client.DryRunAll)
 		}
 		u.SetManagedFields(nil)
-		if err := k8s.Patch(ctx, u, client.Apply, opts...); err != nil { //nolint:staticcheck // client.Apply with unstructured objects
+		return k8s.Patch(ctx, u, client.Apply, opts...) //nolint:staticcheck // client.Apply with unstructured objects
+	}
+	for _, u := range render(t) {
+		if err := apply(u, u.GetKind() != "Namespace"); err != nil {
 			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+
+	samples, err := testcluster.Render("config/samples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range samples {
+		u.SetNamespace("default")
+		if err := apply(u, true); err != nil {
+			t.Errorf("sample %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	sample := func(kind, name string) *unstructured.Unstructured {
+		for _, u := range samples {
+			if u.GetKind() == kind && u.GetName() == name {
+				return u.DeepCopy()
+			}
+		}
+		t.Fatalf("no sample %s %s", kind, name)
+		return nil
+	}
+	for _, tc := range []struct {
+		name, kind, sample string
+		field              []string
+		value              any
+		message            string
+	}{
+		{"a port out of range", "SftpConnection", "reports", []string{"spec", "port"}, int64(70000), "spec.port"},
+		{"a reserved slug", "SftpConnection", "archive", []string{"spec", "slug"}, "docs", "reserved"},
+		{"pinned keys and no verification", "SftpConnection", "reports", []string{"spec", "hostKey", "insecureSkipVerify"}, true, "mutually exclusive"},
+		{"a NUL in rootPath", "SftpConnection", "reports", []string{"spec", "rootPath"}, "/up\x00load", "NUL"},
+		{"no host", "SftpConnection", "reports", []string{"spec", "host"}, "", "spec.host"},
+		{"two token sources", "ApiKey", "laptop", []string{"spec", "token", "secretName"}, "laptop", "at most one"},
+		{"the hash of nothing", "ApiKey", "laptop", []string{"spec", "token", "sha256"},
+			"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "empty token"},
+		{"an unknown command", "ApiKey", "reports-ci", []string{"spec", "commands"}, []any{"format"}, "spec.commands"},
+	} {
+		u := sample(tc.kind, tc.sample)
+		if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {
+			t.Fatal(err)
+		}
+		err := apply(u, true)
+		if err == nil || !strings.Contains(err.Error(), tc.message) {
+			t.Errorf("%s: %v; want a refusal mentioning %q", tc.name, err, tc.message)
 		}
 	}
 }

@@ -23,11 +23,16 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 	}
 	var objects []*unstructured.Unstructured
 	for _, r := range resources.Resources() {
-		m, err := r.Map()
+		// Through JSON, so that numbers are int64 as client-go expects.
+		raw, err := r.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		objects = append(objects, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return nil, err
+		}
+		objects = append(objects, u)
 	}
 	return objects, nil
 }
