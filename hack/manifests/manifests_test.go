@@ -346,3 +346,32 @@ func TestServiceMonitorFindsTheGateway(t *testing.T) {
 		t.Errorf("the ServiceMonitor scrapes port %v, which the gateway Service does not name", port)
 	}
 }
+
+// TestIngressExample: config/ingress routes to the gateway and web UI
+// Services that config/default makes, by their prefixed names.
+func TestIngressExample(t *testing.T) {
+	objects, err := testcluster.Render("config/ingress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := map[string]bool{}
+	var ingress *networkingv1.Ingress
+	for _, u := range objects {
+		switch u.GetKind() {
+		case "Service":
+			services[u.GetName()] = true
+		case "Ingress":
+			ingress = convert[networkingv1.Ingress](t, u)
+		}
+	}
+	if ingress == nil || len(ingress.Spec.TLS) == 0 {
+		t.Fatal("config/ingress has no Ingress with TLS")
+	}
+	for _, rule := range ingress.Spec.Rules {
+		for _, p := range rule.HTTP.Paths {
+			if name := p.Backend.Service.Name; !services[name] {
+				t.Errorf("%s routes to Service %s, which does not exist", rule.Host, name)
+			}
+		}
+	}
+}
