@@ -38,6 +38,8 @@ import (
 var (
 	k8s        client.Client
 	restConfig *rest.Config
+	// kubeconfig reaches the control plane, for gateways run as Run does.
+	kubeconfig []byte
 	baseURL    string
 	metricsURL string
 	// apiDoc is the gateway's OpenAPI document, as served; every response
@@ -61,7 +63,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer func() { _ = env.Stop() }()
-	restConfig = env.Config
+	restConfig, kubeconfig = env.Config, env.KubeConfig
 	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
 		return fail(err)
 	}

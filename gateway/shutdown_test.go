@@ -1,0 +1,102 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+)
+
+// TestShutdownFinishesRequests: on SIGTERM (ctx ending) the gateway stops
+// accepting connections, and a request in flight (a slow upload) still
+// completes.
+func TestShutdownFinishesRequests(t *testing.T) {
+	f := newFixture(t)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(path, kubeconfig, 0o600))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := l.Addr().String()
+	_ = l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",
+			"--denied-networks=" + testcluster.LoopbackNetworks, "--shutdown-grace=20s"})
+	}()
+	base := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not become ready")
+		}
+	}
+
+	// An upload whose body arrives slowly, across the shutdown.
+	body, feed := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/%s/write?path=slow.txt", base, f.slug), body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the request in flight failed: %v", err)
+		}
+		answered <- resp
+	}()
+	_, err = feed.Write([]byte("first half, "))
+	must(t, err)
+	time.Sleep(200 * time.Millisecond) // the request is in the handler
+	cancel()
+	// New connections are refused once the gateway stops listening.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break
+		}
+		_ = conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still accepts connections after shutdown began")
+		}
+	}
+	_, err = feed.Write([]byte("second half"))
+	must(t, err)
+	must(t, feed.Close())
+	resp := <-answered
+	if resp == nil {
+		return
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"bytesWritten":23`) {
+		t.Errorf("the request in flight: %d %s", resp.StatusCode, raw)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "slow.txt")); string(got) != "first half, second half" {
+		t.Errorf("the file holds %q", got)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Run did not return after shutdown")
+	}
+}
