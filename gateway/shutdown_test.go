@@ -53,13 +53,21 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	must(t, err)
 	req.Header.Set("Authorization", "Bearer "+f.token)
 	req.Header.Set("Content-Type", "application/octet-stream")
-	answered := make(chan *http.Response, 1)
+	type answer struct {
+		status int
+		body   string
+	}
+	answered := make(chan answer, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Errorf("the request in flight failed: %v", err)
+			answered <- answer{}
+			return
 		}
-		answered <- resp
+		defer func() { _ = resp.Body.Close() }()
+		raw, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, string(raw)}
 	}()
 	_, err = feed.Write([]byte("first half, "))
 	must(t, err)
@@ -79,14 +87,8 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	_, err = feed.Write([]byte("second half"))
 	must(t, err)
 	must(t, feed.Close())
-	resp := <-answered
-	if resp == nil {
-		return
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"bytesWritten":23`) {
-		t.Errorf("the request in flight: %d %s", resp.StatusCode, raw)
+	if a := <-answered; a.status != http.StatusOK || !strings.Contains(a.body, `"bytesWritten":23`) {
+		t.Errorf("the request in flight: %d %s", a.status, a.body)
 	}
 	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "slow.txt")); string(got) != "first half, second half" {
 		t.Errorf("the file holds %q", got)
