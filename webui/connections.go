@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -201,7 +202,7 @@ func readConnectionForm(r *http.Request, creating bool, currentAuth string) (*co
 		return nil, &personError{"the form is too large: a private key file is at most 64 KiB"}
 	}
 	f := &connectionForm{values: map[string]string{}}
-	for _, k := range []string{"name", "host", "port", "username", "auth", "trust", "hostKey", "rootPath"} {
+	for _, k := range []string{"name", "host", "port", "username", "auth", "trust", "hostKey", "rootPath", "generation"} {
 		f.values[k] = strings.TrimSpace(r.PostFormValue(k))
 	}
 	if !creating {
@@ -372,7 +373,8 @@ func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title strin
 func (u *ui) editConnection(w http.ResponseWriter, r *http.Request) {
 	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
 		values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
-			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true"}
+			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true",
+			"generation": strconv.FormatInt(c.Generation, 10)}
 		if len(c.Spec.HostKey.Trusted) > 0 {
 			values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
 		}
@@ -412,14 +414,31 @@ func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request) {
 // makes the controller test again. The spec is checked by the API server
 // first, so that refused settings leave the credentials as they were.
 func (u *ui) update(ctx context.Context, c *v1alpha1.SftpConnection, f *connectionForm) error {
-	f.apply(c)
 	// Test again even when only the Secret changed, and let the page tell
 	// when that test has answered.
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
+	requested := time.Now().UTC().Format(time.RFC3339Nano)
+	write := func(opts ...client.UpdateOption) error {
+		// The controller writes status all the while (and tests at once
+		// when the Secret changes): a conflict from that is retried on the
+		// fresh object; a change of the spec by someone else is not.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var fresh v1alpha1.SftpConnection
+			if err := u.client.Get(ctx, client.ObjectKeyFromObject(c), &fresh); err != nil {
+				return err
+			}
+			// The generation the form was opened on, when it says.
+			if seen := f.values["generation"]; fresh.Generation != c.Generation || (seen != "" && seen != strconv.FormatInt(fresh.Generation, 10)) {
+				return errChangedMeanwhile
+			}
+			f.apply(&fresh)
+			if fresh.Annotations == nil {
+				fresh.Annotations = map[string]string{}
+			}
+			fresh.Annotations[v1alpha1.AnnotationTestRequestedAt] = requested
+			return u.client.Update(ctx, &fresh, opts...)
+		})
 	}
-	c.Annotations[v1alpha1.AnnotationTestRequestedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := u.client.Update(ctx, c.DeepCopy(), client.DryRunAll); err != nil {
+	if err := write(client.DryRunAll); err != nil {
 		return updateError(err)
 	}
 	if f.credentials != nil {
@@ -432,13 +451,17 @@ func (u *ui) update(ctx context.Context, c *v1alpha1.SftpConnection, f *connecti
 			return err
 		}
 	}
-	return updateError(u.client.Update(ctx, c))
+	return updateError(write())
 }
+
+// errChangedMeanwhile is a connection whose spec someone else changed
+// while the form was open.
+var errChangedMeanwhile = &personError{"the connection changed while you edited it; open it again and redo your change"}
 
 func updateError(err error) error {
 	switch {
 	case apierrors.IsConflict(err):
-		return &personError{"the connection changed while you edited it; open it again and redo your change"}
+		return errChangedMeanwhile
 	case apierrors.IsInvalid(err):
 		return &personError{"the server refused these settings: " + invalidCauses(err)}
 	}

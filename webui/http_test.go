@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -307,5 +308,38 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace)))
 	if len(keys.Items) != 1 || len(keys.Items[0].Spec.Connections) != 0 {
 		t.Errorf("after deleting the connection, the keys left are %+v", keys.Items)
+	}
+}
+
+// TestEditAfterAnotherChange: saving a form opened before someone else
+// changed the connection is refused, not silently undoing their change.
+func TestEditAfterAnotherChange(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.signUp(t)
+	form := url.Values{"name": {"shared"}, "host": {"127.0.0.1"}, "port": {"2"}, "username": {"u"},
+		"auth": {"password"}, "password": {"x"}, "trust": {"first-use"}}
+	if status, _ := c.form(t, "/connections", form); status != http.StatusOK {
+		t.Fatalf("adding: %d", status)
+	}
+	_, page := c.get(t, "/connections/shared/edit")
+	generation := regexp.MustCompile(`name="generation" value="(\d+)"`).FindStringSubmatch(page)
+	if generation == nil {
+		t.Fatal("the edit form carries no generation")
+	}
+	// Someone else changes it (kubectl, say).
+	var conns v1alpha1.SftpConnectionList
+	must(t, k8s.List(context.Background(), &conns))
+	for i := range conns.Items {
+		if conns.Items[i].Name == "shared" && conns.Items[i].Spec.Username == "u" {
+			conns.Items[i].Spec.Username = "someone-else"
+			must(t, k8s.Update(context.Background(), &conns.Items[i]))
+		}
+	}
+	form.Set("generation", generation[1])
+	form.Set("host", "example.com")
+	status, page := c.form(t, "/connections/shared/edit", form)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(page, "changed while you edited it") {
+		t.Errorf("saving a stale form: %d", status)
 	}
 }
