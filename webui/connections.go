@@ -110,18 +110,12 @@ func (u *ui) listConnections(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusOK, "connections", page{Title: "Connections", Data: views, Refresh: testing})
 }
 
-// connection gets the named connection of the request's account; any
-// other account's is simply not found.
-func (u *ui) connection(r *http.Request) (*v1alpha1.SftpConnection, error) {
-	var c v1alpha1.SftpConnection
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &c)
-	return &c, err
-}
-
-// withConnection runs fn with the named connection, or answers 404.
+// withConnection runs fn with the named connection of the request's
+// account, or answers 404: any other account's is simply not found.
 func (u *ui) withConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha1.SftpConnection)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := u.connection(r)
+		c := &v1alpha1.SftpConnection{}
+		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, c)
 		switch {
 		case apierrors.IsNotFound(err):
 			u.notFound(w, r)
@@ -142,10 +136,8 @@ type connectionPage struct {
 	Commands []string
 }
 
-func (u *ui) showConnection(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		u.renderConnection(w, r, c, nil)
-	})(w, r)
+func (u *ui) showConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	u.renderConnection(w, r, c, nil)
 }
 
 func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection, try *tryResult) {
@@ -160,12 +152,10 @@ func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 }
 
 // connectionStatus is the live status the connection page polls.
-func (u *ui) connectionStatus(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
-		v := u.view(c)
-		writeJSON(w, map[string]any{"state": v.State, "reason": v.Reason, "headline": v.Headline, "message": v.Message,
-			"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
-	})(w, r)
+func (u *ui) connectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
+	v := u.view(c)
+	writeJSON(w, map[string]any{"state": v.State, "reason": v.Reason, "headline": v.Headline, "message": v.Message,
+		"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
 }
 
 // The connection form's fields.
@@ -370,16 +360,14 @@ func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title strin
 	u.render(w, r, http.StatusUnprocessableEntity, name, page{Title: title, Error: pe.msg, Form: values})
 }
 
-func (u *ui) editConnection(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
-			"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true",
-			"generation": strconv.FormatInt(c.Generation, 10)}
-		if len(c.Spec.HostKey.Trusted) > 0 {
-			values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
-		}
-		u.render(w, r, http.StatusOK, "connection_form", page{Title: "Edit " + c.Name, Form: values})
-	})(w, r)
+func (u *ui) editConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
+		"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true",
+		"generation": strconv.FormatInt(c.Generation, 10)}
+	if len(c.Spec.HostKey.Trusted) > 0 {
+		values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
+	}
+	u.render(w, r, http.StatusOK, "connection_form", page{Title: "Edit " + c.Name, Form: values})
 }
 
 // currentAuth is how a connection logs in now, as its credentials say.
@@ -393,21 +381,19 @@ func (u *ui) currentAuth(ctx context.Context, c *v1alpha1.SftpConnection) string
 	return authPassword
 }
 
-func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		f, err := readConnectionForm(r, false, u.currentAuth(r.Context(), c))
-		if err == nil {
-			err = u.update(r.Context(), c, f)
+func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	f, err := readConnectionForm(r, false, u.currentAuth(r.Context(), c))
+	if err == nil {
+		err = u.update(r.Context(), c, f)
+	}
+	if err != nil {
+		if f != nil {
+			f.values["editing"] = "true"
 		}
-		if err != nil {
-			if f != nil {
-				f.values["editing"] = "true"
-			}
-			u.formError(w, r, "connection_form", "Edit "+c.Name, f, err)
-			return
-		}
-		http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
-	})(w, r)
+		u.formError(w, r, "connection_form", "Edit "+c.Name, f, err)
+		return
+	}
+	http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
 }
 
 // update writes new credentials (if given) and the spec; either change
@@ -495,32 +481,28 @@ func (u *ui) forgetConnection(ctx context.Context, c *v1alpha1.SftpConnection) e
 	return nil
 }
 
-func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		u.render(w, r, http.StatusOK, "delete", page{Title: "Delete " + c.Name, Data: u.view(c)})
-	})(w, r)
+func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	u.render(w, r, http.StatusOK, "delete", page{Title: "Delete " + c.Name, Data: u.view(c)})
 }
 
-func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		if err := client.IgnoreNotFound(u.client.Delete(r.Context(), c)); err != nil {
-			u.serverError(w, r, err)
-			return
-		}
-		// Its credentials too, when the UI made them for it (the owner
-		// reference does the same where garbage collection runs).
-		var secret corev1.Secret
-		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret)
-		if err == nil && secret.Labels[labelConnection] == c.Name {
-			err = u.client.Delete(r.Context(), &secret)
-		}
-		if err = client.IgnoreNotFound(err); err == nil {
-			err = u.forgetConnection(r.Context(), c)
-		}
-		if err != nil {
-			u.serverError(w, r, err)
-			return
-		}
-		http.Redirect(w, r, "/connections", http.StatusSeeOther)
-	})(w, r)
+func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), c)); err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	// Its credentials too, when the UI made them for it (the owner
+	// reference does the same where garbage collection runs).
+	var secret corev1.Secret
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Credentials.SecretRef.Name}, &secret)
+	if err == nil && secret.Labels[labelConnection] == c.Name {
+		err = u.client.Delete(r.Context(), &secret)
+	}
+	if err = client.IgnoreNotFound(err); err == nil {
+		err = u.forgetConnection(r.Context(), c)
+	}
+	if err != nil {
+		u.serverError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/connections", http.StatusSeeOther)
 }

@@ -51,8 +51,10 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 			v.Expires = &t
 		}
 		if ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.ObservedGeneration == k.Generation {
-			v.Ready = ready.Status == metav1.ConditionTrue
-			v.Status = map[bool]string{true: "Active", false: ready.Reason}[v.Ready]
+			v.Ready, v.Status = ready.Status == metav1.ConditionTrue, ready.Reason
+			if v.Ready {
+				v.Status = "Active"
+			}
 		}
 		views = append(views, v)
 	}

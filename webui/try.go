@@ -25,22 +25,20 @@ var tryCommands = []string{"ping", "list", "write", "read", "stat", "exists", "m
 
 // tryIt sends a command through the gateway, as a client would, with the
 // key the person pasted, and shows the answer on the connection's page.
-func (u *ui) tryIt(w http.ResponseWriter, r *http.Request) {
-	u.withConnection(func(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-		res := &tryResult{Command: r.PostFormValue("command"), Body: strings.TrimSpace(r.PostFormValue("body"))}
-		token := strings.TrimSpace(r.PostFormValue("key"))
-		switch {
-		case !validCommand(res.Command):
-			res.Error = "choose a command"
-		case token == "":
-			res.Error = "paste an API key: it is shown once, when you create it"
-		case res.Body != "" && !json.Valid([]byte(res.Body)):
-			res.Error = "the request body is not valid JSON"
-		default:
-			u.send(r, c, token, res)
-		}
-		u.renderConnection(w, r, c, res)
-	})(w, r)
+func (u *ui) tryIt(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+	res := &tryResult{Command: r.PostFormValue("command"), Body: strings.TrimSpace(r.PostFormValue("body"))}
+	token := strings.TrimSpace(r.PostFormValue("key"))
+	switch {
+	case !validCommand(res.Command):
+		res.Error = "choose a command"
+	case token == "":
+		res.Error = "paste an API key: it is shown once, when you create it"
+	case res.Body != "" && !json.Valid([]byte(res.Body)):
+		res.Error = "the request body is not valid JSON"
+	default:
+		u.send(r, c, token, res)
+	}
+	u.renderConnection(w, r, c, res)
 }
 
 func validCommand(c string) bool { return slices.Contains(tryCommands, c) }
