@@ -173,7 +173,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		result   any
 		streamed bool
 	)
-	err = p.Do(opCtx, cmd.Idempotent && !upload && !download, func(s *sftpdial.Session) error {
+	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: upload || download || cmd.Streams}
+	err = p.Do(opCtx, op, func(s *sftpdial.Session) error {
 		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
 		switch {
@@ -301,9 +302,11 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // connection finds the connection serving slug; nil when none does, or
 // when two claim it for a moment while the slug changes hands (handover).
+// The connection is the cache's own, not a copy (this runs on every
+// request): it is read, never changed.
 func (h *handler) connection(ctx context.Context, slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
 	var list v1alpha1.SftpConnectionList
-	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}); err != nil {
+	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, false, err
 	}
 	if len(list.Items) == 1 {

@@ -146,7 +146,9 @@ type HostKeyTrust struct {
 // Limits the gateway honours for one connection.
 type Limits struct {
 	// MaxConnections is how many SSH connections the gateway opens to the
-	// server at most, per gateway replica.
+	// server at most, per gateway replica. It opens them as load needs:
+	// commands share a connection, 16 at a time, and a transfer of a
+	// whole file gets one of its own.
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64

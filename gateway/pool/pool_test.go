@@ -32,32 +32,69 @@ func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 	return p, server
 }
 
-func TestSessionsAreSharedUpToTheLimit(t *testing.T) {
-	p, _ := newPool(t, 2)
+// hold runs ops at once on p and returns when all have started, with a
+// function that lets them finish and checks they succeeded.
+func hold(t *testing.T, p *Pool, ops ...Op) (finish func()) {
+	t.Helper()
 	release := make(chan struct{})
-	started := make(chan struct{}, 8)
-	done := make(chan error, 8)
-	for range 8 {
+	started := make(chan struct{}, len(ops))
+	done := make(chan error, len(ops))
+	for _, op := range ops {
 		go func() {
-			done <- p.Do(context.Background(), true, func(*sftpdial.Session) error {
+			done <- p.Do(context.Background(), op, func(*sftpdial.Session) error {
 				started <- struct{}{}
 				<-release
 				return nil
 			})
 		}()
 	}
-	for range 8 {
-		<-started // all eight run at once, on shared sessions
+	for range ops {
+		<-started
 	}
+	return func() {
+		close(release)
+		for range ops {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func repeat(op Op, n int) []Op {
+	ops := make([]Op, n)
+	for i := range ops {
+		ops[i] = op
+	}
+	return ops
+}
+
+func TestSmallOperationsShareASession(t *testing.T) {
+	p, _ := newPool(t, 4)
+	// A burst on a cold pool: one dial, which the others wait for.
+	finish := hold(t, p, repeat(Op{}, sessionShare)...)
+	if n := p.Size(); n != 1 {
+		t.Errorf("%d operations opened %d sessions, want 1", sessionShare, n)
+	}
+	finish()
+	finish = hold(t, p, repeat(Op{}, 2*sessionShare+1)...)
+	if n := p.Size(); n != 3 {
+		t.Errorf("%d operations have %d sessions, want 3", 2*sessionShare+1, n)
+	}
+	finish()
+}
+
+func TestStreamsGetASessionEachUpToTheLimit(t *testing.T) {
+	p, _ := newPool(t, 2)
+	if err := p.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// All run at once: the third stream and the small operations share.
+	finish := hold(t, p, Op{Stream: true}, Op{Stream: true}, Op{Stream: true}, Op{}, Op{})
 	if n := p.Size(); n != 2 {
 		t.Errorf("%d sessions, want the limit of 2", n)
 	}
-	close(release)
-	for range 8 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	finish()
 }
 
 func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
@@ -66,7 +103,7 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	err := p.Do(context.Background(), true, func(s *sftpdial.Session) error {
+	err := p.Do(context.Background(), Op{Idempotent: true}, func(s *sftpdial.Session) error {
 		calls++
 		if calls == 1 {
 			_ = s.Close()
@@ -79,7 +116,7 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 		t.Fatalf("err %v after %d calls, want a retry that succeeds", err, calls)
 	}
 	calls = 0
-	err = p.Do(context.Background(), false, func(*sftpdial.Session) error {
+	err = p.Do(context.Background(), Op{}, func(*sftpdial.Session) error {
 		calls++
 		return &BrokenError{Err: errors.New("connection lost")}
 	})
@@ -92,7 +129,7 @@ func TestTimeoutClosesTheSession(t *testing.T) {
 	p, _ := newPool(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err := p.Do(ctx, true, func(s *sftpdial.Session) error {
+	err := p.Do(ctx, Op{Idempotent: true}, func(s *sftpdial.Session) error {
 		// A hung operation: it ends only when its session is closed.
 		_ = s.SSH.Wait()
 		return &BrokenError{Err: errors.New("closed")}
@@ -100,7 +137,7 @@ func TestTimeoutClosesTheSession(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if err := p.Do(context.Background(), true, func(s *sftpdial.Session) error {
+	if err := p.Do(context.Background(), Op{Idempotent: true}, func(s *sftpdial.Session) error {
 		_, err := s.SFTP.Getwd()
 		return err
 	}); err != nil {
@@ -117,7 +154,7 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	// Wait for the keepalive's answer, which frees the session again.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		p.mu.Lock()
-		busy := len(p.sessions) == 1 && p.sessions[0].inflight > 0
+		busy := len(p.sessions) == 1 && p.sessions[0].load > 0
 		p.mu.Unlock()
 		if !busy || time.Now().After(deadline) {
 			break
