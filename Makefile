@@ -78,8 +78,8 @@ fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
 ##@ Build
 
 .PHONY: build
-build: ## Build the sftpgate binary into bin/.
-	go build -trimpath -o $(LOCALBIN)/sftpgate .
+build: ## Build the sftpgate binary into bin/, as the Dockerfile does.
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/sftpgate .
 
 .PHONY: run
 run: build envtest ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP server.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/webui"
 )
 
@@ -31,7 +31,7 @@ const (
 // returns a client that authenticates as the UI's service account: the
 // rights the UI has in production.
 func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Client, error) {
-	objects, err := testcluster.Render("config/default")
+	objects, err := kustomize.Render("config/default")
 	if err != nil {
 		return nil, err
 	}

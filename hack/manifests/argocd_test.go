@@ -5,13 +5,13 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/kustomize"
 )
 
 // TestArgoCDHealth runs the health checks config/argocd gives Argo CD on
 // status samples, as Argo CD does: obj in, {status, message} out.
 func TestArgoCDHealth(t *testing.T) {
-	objects, err := testcluster.Render("config/argocd")
+	objects, err := kustomize.Render("config/argocd")
 	if err != nil {
 		t.Fatal(err)
 	}

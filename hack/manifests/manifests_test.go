@@ -19,12 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
 func render(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objects, err := testcluster.Render("config/default")
+	objects, err := kustomize.Render("config/default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		}
 	}
 
-	samples, err := testcluster.Render("config/samples")
+	samples, err := kustomize.Render("config/samples")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 // TestServiceMonitorFindsTheGateway: config/prometheus scrapes the
 // gateway Service's metrics port.
 func TestServiceMonitorFindsTheGateway(t *testing.T) {
-	monitors, err := testcluster.Render("config/prometheus")
+	monitors, err := kustomize.Render("config/prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func TestServiceMonitorFindsTheGateway(t *testing.T) {
 // TestIngressExample: config/ingress routes to the gateway and web UI
 // Services that config/default makes, by their prefixed names.
 func TestIngressExample(t *testing.T) {
-	objects, err := testcluster.Render("config/ingress")
+	objects, err := kustomize.Render("config/ingress")
 	if err != nil {
 		t.Fatal(err)
 	}

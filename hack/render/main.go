@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/kustomize"
 )
 
 func main() {
@@ -18,7 +18,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: render DIR (relative to the repository, e.g. config/default)")
 		os.Exit(2)
 	}
-	objects, err := testcluster.Render(os.Args[1])
+	objects, err := kustomize.Render(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "render:", err)
 		os.Exit(1)

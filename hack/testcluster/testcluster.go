@@ -32,7 +32,7 @@ func Start() (*envtest.Environment, error) {
 // Environment is a control plane ready to Start, keeping etcd's data in
 // etcdDir (a temporary directory when empty).
 func Environment(etcdDir string) (*envtest.Environment, error) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +64,9 @@ func modTime(path string) time.Time {
 	return fi.ModTime()
 }
 
-// repoRoot finds the directory of go.mod above the working directory, which
+// RepoRoot finds the directory of go.mod above the working directory, which
 // go test sets to the package under test.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

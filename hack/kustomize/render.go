@@ -1,4 +1,7 @@
-package testcluster
+// Package kustomize renders the repository's kustomizations for tests and
+// for dist/install.yaml. It stays out of the sftpgate binary: kustomize's
+// plugin loader would make the binary export its every symbol.
+package kustomize
 
 import (
 	"path/filepath"
@@ -6,12 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
 // Render builds the kustomization in dir (relative to the repository, like
 // "config/default") as `kubectl apply -k` would, and returns its objects.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
-	root, err := repoRoot()
+	root, err := testcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
