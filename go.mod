@@ -8,6 +8,7 @@ require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-logr/logr v1.4.3
 	github.com/gorilla/securecookie v1.1.2
+	github.com/klauspost/readahead v1.4.0
 	github.com/pkg/sftp v1.13.12
 	github.com/prometheus/client_golang v1.24.0
 	github.com/yuin/gopher-lua v1.1.2

@@ -834,3 +834,53 @@ func TestUploadCutOffLosesNothing(t *testing.T) {
 		t.Errorf("overwrite=false: %d %s", status, out)
 	}
 }
+
+// stallingReader gives n bytes, then waits for stop, as a slow client.
+type stallingReader struct {
+	n    int
+	stop chan struct{}
+}
+
+func (r *stallingReader) Read(b []byte) (int, error) {
+	if r.n <= 0 {
+		<-r.stop
+		return 0, errors.New("stopped")
+	}
+	b = b[:min(len(b), r.n)]
+	clear(b)
+	r.n -= len(b)
+	return len(b), nil
+}
+
+// TestFailedUploadAnswersWhileTheClientSends: an upload the server refuses
+// is answered at once, though the gateway was reading the body ahead and the
+// client has more to send.
+func TestFailedUploadAnswersWhileTheClientSends(t *testing.T) {
+	f := newFixture(t)
+	body := &stallingReader{n: 100 << 10, stop: make(chan struct{})}
+	defer close(body.stop)
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/write?path=no-such-dir/file.bin", body)
+	must(t, err)
+	req.ContentLength = 4 << 20
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		out, _ := io.ReadAll(resp.Body)
+		answered <- string(out)
+	}()
+	select {
+	case out := <-answered:
+		if !strings.Contains(out, `"not_found"`) {
+			t.Errorf("answer: %s", out)
+		}
+	case <-time.After(20 * time.Second): // a hang, not a speed check
+		t.Fatal("no answer while the client was still sending")
+	}
+}

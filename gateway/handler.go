@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/klauspost/readahead"
 	"github.com/pkg/sftp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,8 +180,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		var runErr error
 		switch {
 		case upload:
-			body := http.MaxBytesReader(w, r.Body, h.limits.MaxUploadBytes)
+			body, done := readAhead(w, r, http.MaxBytesReader(w, r.Body, h.limits.MaxUploadBytes))
 			result, runErr = commands.WriteStream(fs, cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), body, r.ContentLength)
+			done(runErr != nil)
 		case download:
 			streamed, runErr = serveFile(w, r, fs, body)
 		default:
@@ -218,6 +220,35 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 }
 
 const octetStream = "application/octet-stream"
+
+// Read-ahead of uploads: this many buffers of one SFTP write each.
+const (
+	readAheadBuffers = 8
+	readAheadSize    = 32 << 10
+)
+
+// readAhead reads a large upload's body in the background while the parts
+// before go to the server, so that reading the client's socket and sending
+// over SSH overlap (in one goroutine, uploads ran at about 0.7 of a direct
+// client's speed), and in whole buffers (a socket's read returns what has
+// arrived, often a few KiB, and each read became one SFTP write). done
+// ends the read-ahead; failed says the upload stopped before the body
+// ended, so that a read waiting on the client is cut short.
+func readAhead(w http.ResponseWriter, r *http.Request, body io.Reader) (io.Reader, func(failed bool)) {
+	if r.ContentLength >= 0 && r.ContentLength <= readAheadSize {
+		return body, func(bool) {}
+	}
+	ahead, err := readahead.NewReaderSize(body, readAheadBuffers, readAheadSize)
+	if err != nil { // only for sizes out of range
+		return body, func(bool) {}
+	}
+	return ahead, func(failed bool) {
+		if failed {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+		_ = ahead.Close() // waits for the background read to end
+	}
+}
 
 func mediaType(contentType string) string {
 	mt, _, _ := mime.ParseMediaType(contentType)
