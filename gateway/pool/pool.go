@@ -42,14 +42,15 @@ var (
 const keepaliveTimeout = 10 * time.Second
 
 // sessionShare is how many operations share one session before the pool
-// opens another. An SFTP session answers many requests at once, and each
+// opens another: as many as pkg/sftp keeps in flight on one file by
+// default. An SFTP session answers many requests at once, and each
 // further SSH connection costs the server a process and a handshake and
 // spreads the packets thinner (fewer per system call on both sides):
 // measured against OpenSSH here, eight connections for 16 concurrent
 // writes cost the server twice the CPU per write of one. A stream (a
 // transfer, which keeps many requests in flight itself) fills a session
 // on its own.
-const sessionShare = 16
+const sessionShare = 64
 
 // Op describes an operation to the pool.
 type Op struct {
