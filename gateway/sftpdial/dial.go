@@ -133,11 +133,12 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return nil, d.networkError(err, addr, t.timeout)
 	}
 	conn = withQuickAck(conn)
+	batched := newBatchConn(conn)
 	// The SSH handshake and SFTP start have no context of their own: the
 	// deadline bounds them and cancelling ctx closes the socket.
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = batched.Close() })
 
 	// The callback runs again on every key re-exchange, in another goroutine.
 	var (
@@ -162,9 +163,9 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		}
 		return nil
 	}
-	sshConn, chans, reqs, err := ssh.NewClientConn(conn, addr, &config)
+	sshConn, chans, reqs, err := ssh.NewClientConn(batched, addr, &config)
 	if err != nil {
-		_ = conn.Close()
+		_ = batched.Close()
 		if ferr := failed(err); ferr != nil {
 			return nil, ferr
 		}

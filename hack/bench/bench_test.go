@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,7 +33,6 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
@@ -112,22 +113,22 @@ func TestBenchmark(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// The floor: pkg/sftp over one SSH connection.
-	secret := &corev1.Secret{Data: map[string][]byte{"password": []byte(sshd.Password)}}
-	var conn v1alpha1.SftpConnection
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "box"}, &conn); err != nil {
-		t.Fatal(err)
-	}
-	target, err := sftpdial.NewTarget(&conn, secret)
+	// The floor: pkg/sftp over one x/crypto/ssh connection, as a user
+	// would write it, with both libraries' defaults.
+	sshClient, err := ssh.Dial("tcp", net.JoinHostPort(sshd.Host, strconv.Itoa(int(sshd.Port))), &ssh.ClientConfig{
+		User:            testsshd.User,
+		Auth:            []ssh.AuthMethod{ssh.Password(sshd.Password)},
+		HostKeyCallback: ssh.FixedHostKey(sshd.HostKey),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, err := (&sftpdial.Dialer{}).Dial(ctx, target)
+	defer func() { _ = sshClient.Close() }()
+	direct, err := sftp.NewClient(sshClient)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = session.Close() }()
-	direct := session.SFTP
+	defer func() { _ = direct.Close() }()
 
 	kib := strings.Repeat("x", 1024)
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
@@ -231,7 +232,7 @@ func TestBenchmark(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := f.ReadFrom(io.LimitReader(zeros{}, largeSize)); err != nil {
+		if _, err := f.ReadFromWithConcurrency(io.LimitReader(zeros{}, largeSize), 0); err != nil {
 			return err
 		}
 		return f.Close()
