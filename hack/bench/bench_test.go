@@ -153,7 +153,7 @@ func TestBenchmark(t *testing.T) {
 	// The gateway's writes ask the server where the path really leads
 	// before they open it (its root confinement): this floor does too.
 	checkedWrite := func(i int) error {
-		if _, err := direct.RealPath(fmt.Sprintf("%s/small/c%d.txt", sshd.Dir, i%1000)); err != nil {
+		if _, err := direct.RealPath(fmt.Sprintf("%s/small/d%d.txt", sshd.Dir, i%1000)); err != nil {
 			return err
 		}
 		return directWrite(i)
