@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,6 +43,8 @@ var (
 	kubeconfig []byte
 	baseURL    string
 	metricsURL string
+	// gatewayHandler is the gateway served at baseURL, for benchmarks.
+	gatewayHandler http.Handler
 	// apiDoc is the gateway's OpenAPI document, as served; every response
 	// the tests see is validated against it.
 	apiDoc *openapi3.T
@@ -86,7 +89,8 @@ func run(m *testing.M) int {
 	if err := gw.Start(ctx); err != nil {
 		return fail(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
+	gatewayHandler = gw.Handler()
+	srv := httptest.NewServer(gatewayHandler)
 	defer srv.Close()
 	baseURL = srv.URL
 	metricsSrv := httptest.NewServer(gw.MetricsHandler(true))
@@ -124,7 +128,7 @@ func loadAPIDoc(ctx context.Context) error {
 // validate checks a response against the OpenAPI document: the operation's
 // declared statuses and schemas, or for requests no operation matches
 // (unknown commands, other methods) the error shape.
-func validate(t *testing.T, req *http.Request, body string, resp *http.Response, raw []byte) {
+func validate(t testing.TB, req *http.Request, body string, resp *http.Response, raw []byte) {
 	t.Helper()
 	req = req.Clone(context.Background())
 	req.URL.Path = strings.TrimSuffix(req.URL.Path, "/")  // the trailing-slash alias
@@ -160,7 +164,7 @@ type fixture struct {
 
 // newConnection starts an sshd and makes an SftpConnection "box" to it in
 // a new namespace.
-func newConnection(t *testing.T) (*v1alpha1.SftpConnection, *testsshd.Server) {
+func newConnection(t testing.TB) (*v1alpha1.SftpConnection, *testsshd.Server) {
 	t.Helper()
 	ctx := context.Background()
 	sshd := testsshd.Start(t)
@@ -181,7 +185,7 @@ func newConnection(t *testing.T) (*v1alpha1.SftpConnection, *testsshd.Server) {
 
 // newFixture makes a connection and a key for it, and waits until the
 // gateway serves them.
-func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+func newFixture(t testing.TB, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	conn, sshd := newConnection(t)
@@ -210,7 +214,7 @@ func newFixture(t *testing.T, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -218,12 +222,12 @@ func must(t *testing.T, err error) {
 }
 
 // call POSTs a command with the fixture's key and decodes the answer.
-func (f *fixture) call(t *testing.T, command, body string) (int, map[string]any) {
+func (f *fixture) call(t testing.TB, command, body string) (int, map[string]any) {
 	t.Helper()
 	return do(t, http.MethodPost, "/"+f.slug+"/"+command, f.token, "application/json", body)
 }
 
-func do(t *testing.T, method, path, token, contentType, body string) (int, map[string]any) {
+func do(t testing.TB, method, path, token, contentType, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, baseURL+path, strings.NewReader(body))
 	must(t, err)
@@ -637,7 +641,7 @@ func (f *fixture) raw(t *testing.T, command, query, contentType, accept, rangeHe
 
 // send sends req and returns the answer's status, headers and body,
 // validated against the OpenAPI document.
-func send(t *testing.T, req *http.Request, body string) (int, http.Header, []byte) {
+func send(t testing.TB, req *http.Request, body string) (int, http.Header, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
@@ -882,5 +886,28 @@ func TestFailedUploadAnswersWhileTheClientSends(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // a hang, not a speed check
 		t.Fatal("no answer while the client was still sending")
+	}
+}
+
+// BenchmarkWrite measures the gateway's own path for a 1 KiB write, in this
+// process and without the network's HTTP round trip: its CPU time and
+// allocations per request, against the real sshd (make bench measures the
+// whole system).
+func BenchmarkWrite(b *testing.B) {
+	f := newFixture(b)
+	body := []byte(`{"path": "bench.txt", "file": {"text": "` + strings.Repeat("x", 1024) + `"}}`)
+	// The request log would fill the output; writing it is still measured.
+	log.SetOutput(io.Discard)
+	defer log.SetOutput(os.Stderr)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/"+f.slug+"/write", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gatewayHandler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"error"`) {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
 	}
 }

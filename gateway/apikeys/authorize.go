@@ -76,8 +76,9 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1
 	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)
 	}
-	var known, matches []v1alpha1.ApiKey
-	for _, k := range list.Items {
+	var known, matches []*v1alpha1.ApiKey
+	for i := range list.Items {
+		k := &list.Items[i]
 		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
 			continue
 		}
@@ -94,17 +95,17 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1
 	case len(matches) == 0:
 		// Only a key that works may learn that a slug is not its own: a
 		// revoked one is refused as such, whatever slug it asks for.
-		if err := a.usable(&known[0]); err != nil {
-			return &known[0], err
+		if err := a.usable(known[0]); err != nil {
+			return known[0], err
 		}
-		return &known[0], ErrNoSuchConnection
+		return known[0], ErrNoSuchConnection
 	case len(matches) > 1:
 		// Two keys of one namespace with one token (the controller refuses
 		// to record a duplicate, but two may race): which scope applies is
 		// unclear, and disabling one must not leave the token working.
 		return nil, ErrNotReady
 	}
-	key := &matches[0]
+	key := matches[0]
 	return key, a.decide(key, conn.Name, command)
 }
 
