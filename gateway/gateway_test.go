@@ -782,12 +782,17 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 }
 
-// failingReader gives n bytes, then fails, as a client whose upload is cut off.
-type failingReader struct{ n int }
+// partialBody gives n zero bytes, then ends with what end returns: an
+// error at once for a client whose upload is cut off, or after a wait for
+// a slow one.
+type partialBody struct {
+	n   int
+	end func() error
+}
 
-func (r *failingReader) Read(b []byte) (int, error) {
+func (r *partialBody) Read(b []byte) (int, error) {
 	if r.n <= 0 {
-		return 0, errors.New("cut off")
+		return 0, r.end()
 	}
 	b = b[:min(len(b), r.n)]
 	clear(b)
@@ -802,7 +807,7 @@ func TestUploadCutOffLosesNothing(t *testing.T) {
 	original := filepath.Join(f.sshd.Dir, "precious.txt")
 	f.ok(t, "write", `{"path": "precious.txt", "file": {"text": "keep me"}, "mode": "0600"}`)
 
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/write?path=precious.txt", &failingReader{n: 1 << 20})
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/write?path=precious.txt", &partialBody{n: 1 << 20, end: func() error { return errors.New("cut off") }})
 	must(t, err)
 	req.ContentLength = 4 << 20
 	req.Header.Set("Authorization", "Bearer "+f.token)
@@ -839,30 +844,14 @@ func TestUploadCutOffLosesNothing(t *testing.T) {
 	}
 }
 
-// stallingReader gives n bytes, then waits for stop, as a slow client.
-type stallingReader struct {
-	n    int
-	stop chan struct{}
-}
-
-func (r *stallingReader) Read(b []byte) (int, error) {
-	if r.n <= 0 {
-		<-r.stop
-		return 0, errors.New("stopped")
-	}
-	b = b[:min(len(b), r.n)]
-	clear(b)
-	r.n -= len(b)
-	return len(b), nil
-}
-
 // TestFailedUploadAnswersWhileTheClientSends: an upload the server refuses
 // is answered at once, though the gateway was reading the body ahead and the
 // client has more to send.
 func TestFailedUploadAnswersWhileTheClientSends(t *testing.T) {
 	f := newFixture(t)
-	body := &stallingReader{n: 100 << 10, stop: make(chan struct{})}
-	defer close(body.stop)
+	stop := make(chan struct{})
+	defer close(stop)
+	body := &partialBody{n: 100 << 10, end: func() error { <-stop; return errors.New("stopped") }}
 	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/write?path=no-such-dir/file.bin", body)
 	must(t, err)
 	req.ContentLength = 4 << 20

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
 )
 
 // TestShutdownFinishesRequests: on SIGTERM (ctx ending) the gateway stops
@@ -23,10 +24,7 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	f := newFixture(t)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	must(t, os.WriteFile(path, kubeconfig, 0o600))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := testhttp.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -3,7 +3,6 @@ package webui_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
 )
@@ -203,7 +203,7 @@ func TestFlow(t *testing.T) {
 	slug, _, _ := strings.Cut(rest, "/")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		status, body := post(t, gatewayURL+"/"+slug+"/write", token, `{"path": "hello.txt", "file": {"text": "Hello from sftpgate!"}}`)
+		status, body := testhttp.PostJSON(t, gatewayURL+"/"+slug+"/write", token, `{"path": "hello.txt", "file": {"text": "Hello from sftpgate!"}}`)
 		if status == http.StatusOK && !strings.Contains(body, `"error"`) {
 			break
 		}
@@ -300,20 +300,6 @@ func TestHTMLIsText(t *testing.T) {
 	if status != http.StatusUnprocessableEntity || strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Errorf("a connection named with HTML: %d %s", status, body)
 	}
-}
-
-func post(t *testing.T, u, token, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, string(raw)
 }
 
 // TestBrowserBoundaries, in a real browser: a second account gets 404 on

@@ -34,6 +34,7 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
@@ -94,7 +95,7 @@ func TestBenchmark(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	addr, metricsAddr := testhttp.FreeAddr(t), testhttp.FreeAddr(t)
 	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
 		"--metrics-address="+metricsAddr, "--profiling",
 		"--denied-networks="+testcluster.LoopbackNetworks, "--rate-per-key=0", "--request-timeout=10m")
@@ -517,13 +518,4 @@ func saveProfile(metricsURL, out string, d time.Duration) error {
 		return err
 	}
 	return f.Close()
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/procs"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
@@ -99,8 +99,8 @@ type devProcess struct {
 // start runs `sftpgate dev` on free ports and waits for its dev.env.
 func start(t *testing.T, binary, dataDir string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "dev", "--data-dir="+dataDir, "--gateway-address="+freeAddr(t),
-		"--webui-address="+freeAddr(t), "--sftp-address="+freeAddr(t))
+	cmd := exec.Command(binary, "dev", "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
+		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t))
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = os.Stderr
@@ -180,23 +180,7 @@ func parseEnv(t *testing.T, raw string) map[string]string {
 // call runs a command as the README's curl does.
 func call(t *testing.T, env map[string]string, command, body, key string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env["GATEWAY_URL"]+"/"+env["DEMO_SLUG"]+"/"+command, strings.NewReader(body))
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, string(raw)
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return testhttp.PostJSON(t, env["GATEWAY_URL"]+"/"+env["DEMO_SLUG"]+"/"+command, key, body)
 }
 
 func must(t *testing.T, err error) {
