@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 )
 
 // apiError is the one shape of every error outside the command envelope:
@@ -38,7 +40,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
 	case http.StatusTooManyRequests:
-		w.Header().Set("Retry-After", retryAfterSeconds(e.retryAfter))
+		w.Header().Set("Retry-After", ratelimit.RetryAfter(e.retryAfter))
 	}
 	writeJSON(w, e.Status, map[string]*apiError{"error": e})
 }

@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"math"
 	"net/http"
-	"strconv"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -19,7 +16,5 @@ func rateLimited(limiter *ratelimit.Keyed[types.UID], key types.UID) error {
 	}
 	return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message:    "this API key is over its rate limit; retry after the time in Retry-After",
-		retryAfter: time.Duration(math.Ceil(delay.Seconds())) * time.Second}
+		retryAfter: delay}
 }
-
-func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(max(d.Seconds(), 1))) }

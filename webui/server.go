@@ -81,7 +81,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Server is the web UI.
 type Server struct {
-	handler http.Handler
+	handler  http.Handler
+	accounts *accounts.Store
 }
 
 type ui struct {
@@ -144,11 +145,15 @@ func New(c client.Client, opts Options) (*Server, error) {
 		pages:      pages,
 		httpClient: &http.Client{Timeout: 30 * time.Second},
 	}
-	return &Server{handler: u.routes()}, nil
+	return &Server{handler: u.routes(), accounts: u.accounts}, nil
 }
 
 // Handler is the web UI's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Accounts is the web UI's store of accounts, for creating one outside a
+// sign-up (the demo account of sftpgate dev).
+func (s *Server) Accounts() *accounts.Store { return s.accounts }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
@@ -251,7 +256,7 @@ func (u *ui) limited(next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, message string) {
-	w.Header().Set("Retry-After", fmt.Sprint(int(max(retry.Seconds(), 1))))
+	w.Header().Set("Retry-After", ratelimit.RetryAfter(retry))
 	u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts", Message: message})
 }
 

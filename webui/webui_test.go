@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
 		return fail(err)
 	}
-	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,

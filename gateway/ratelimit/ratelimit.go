@@ -3,6 +3,8 @@
 package ratelimit
 
 import (
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,4 +66,11 @@ func (l *Keyed[K]) sweep(now time.Time) {
 			delete(l.buckets, key)
 		}
 	}
+}
+
+// RetryAfter is the Retry-After header's value for a wait of d: whole
+// seconds, rounded up (a client that waits that long is let in), at least
+// one.
+func RetryAfter(d time.Duration) string {
+	return strconv.Itoa(int(max(math.Ceil(d.Seconds()), 1)))
 }

@@ -42,3 +42,11 @@ func TestSweep(t *testing.T) {
 		t.Errorf("%d buckets kept after they refilled", len(l.buckets))
 	}
 }
+
+func TestRetryAfterRoundsUp(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "1", 200 * time.Millisecond: "1", 1200 * time.Millisecond: "2", 3 * time.Second: "3"} {
+		if got := RetryAfter(d); got != want {
+			t.Errorf("RetryAfter(%v) = %s, want %s", d, got, want)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func TestBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
+	if err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
 		t.Fatal(err)
 	}
 

@@ -20,7 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +29,6 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
-	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -88,9 +86,7 @@ func (st *state) hostKey() (ssh.Signer, error) {
 // createDemo makes the demo web UI account, which owns the demo namespace,
 // and in it the demo server's Secret, SftpConnection and ApiKey. A restart
 // finds them and only points the connection at the server's address.
-func (st *state) createDemo(ctx context.Context, k8s client.Client, demo *sftpserver.Server, sftpAddr net.Addr) error {
-	store := &accounts.Store{Client: k8s, Namespace: webuiNamespace, Cost: 10, TenantRole: webui.TenantRole,
-		Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: webuiNamespace, Name: "sftpgate-webui"}}
+func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accounts.Store, demo *sftpserver.Server, sftpAddr net.Addr) error {
 	if _, err := store.SignUpWithNamespace(ctx, demoEmail, st.DemoPassword, demoNamespace); err != nil && !errors.Is(err, accounts.ErrEmailTaken) {
 		return fmt.Errorf("the demo account: %w", err)
 	}
@@ -115,7 +111,7 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, demo *sftpse
 	_, err = controllerutil.CreateOrUpdate(ctx, k8s, conn, func() error {
 		conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, demoName //nolint:gosec // parsed as 32 bits
 		conn.Spec.Credentials.SecretRef.Name = secret.Name
-		conn.Spec.HostKey.Trusted = []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(demo.HostKey())))}
+		conn.Spec.HostKey.Trusted = []string{demo.HostKeyLine()}
 		return nil
 	})
 	return err

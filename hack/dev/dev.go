@@ -54,11 +54,6 @@ func Run(ctx context.Context, args []string) error {
 }
 
 func (o *options) run(ctx context.Context) error {
-	if o.fresh {
-		if err := os.RemoveAll(o.dataDir); err != nil {
-			return err
-		}
-	}
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -67,6 +62,12 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// Only under the lock: another instance's data stays its own.
+	if o.fresh {
+		if err := clearExceptLock(o.dataDir); err != nil {
+			return err
+		}
+	}
 	// Take the ports first: a clash is reported before anything starts.
 	listeners := map[string]net.Listener{}
 	defer func() {
@@ -111,14 +112,18 @@ func (o *options) run(ctx context.Context) error {
 	step("starting the manager, the gateway, the web UI and the demo SFTP server")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return err
 	}
 	gatewayURL := "http://" + listeners["gateway-address"].Addr().String()
 	webuiURL := "http://" + listeners["webui-address"].Addr().String()
-	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
-		IdleTimeout: 5 * time.Minute, Limits: gateway.Limits{MaxBodyBytes: 32 << 20, MaxUploadBytes: 1 << 30,
-			RatePerKey: 1000, RateBurst: 2000, RequestTimeout: 5 * time.Minute}})
+	// The gateway's and the web UI's defaults, as their flags give them,
+	// with what a laptop needs instead.
+	var gwOpts gateway.Options
+	gwOpts.BindFlags(flag.NewFlagSet("gateway", flag.ContinueOnError))
+	gwOpts.DeniedNetworks = testcluster.LoopbackNetworks // the demo server is on loopback
+	gwOpts.Limits.MaxUploadBytes = 1 << 30               // the demo server's files are on this disk
+	gw, err := gateway.New(env.Config, gwOpts)
 	if err != nil {
 		return err
 	}
@@ -129,11 +134,15 @@ func (o *options) run(ctx context.Context) error {
 	if err := os.WriteFile(sessionKey, []byte(st.SessionKey), 0o600); err != nil {
 		return err
 	}
-	if err := ensureNamespace(ctx, k8s, webuiNamespace); err != nil {
+	var uiOpts webui.Options
+	uiOpts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
+	uiOpts.GatewayURL, uiOpts.SessionKeyFile = gatewayURL, sessionKey
+	uiOpts.BcryptCost = 10    // log-ins at once on a laptop
+	uiOpts.AuthPerMinute = 30 // a person trying things out
+	if err := ensureNamespace(ctx, k8s, uiOpts.Namespace); err != nil {
 		return err
 	}
-	ui, err := webui.New(k8s, webui.Options{Namespace: webuiNamespace, GatewayURL: gatewayURL, SessionKeyFile: sessionKey,
-		BcryptCost: 10, AuthPerMinute: 30, ServiceAccount: webuiNamespace + "/sftpgate-webui"})
+	ui, err := webui.New(k8s, uiOpts)
 	if err != nil {
 		return err
 	}
@@ -141,7 +150,7 @@ func (o *options) run(ctx context.Context) error {
 		{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, len(servers))
 	go func() { errc <- servers[0].Serve(listeners["gateway-address"]) }()
 	go func() { errc <- servers[1].Serve(listeners["webui-address"]) }()
 	demo, err := startDemoServer(o.dataDir, st, listeners["sftp-address"])
@@ -150,7 +159,7 @@ func (o *options) run(ctx context.Context) error {
 	}
 
 	step("creating the demo connection, API key and web UI account")
-	if err := st.createDemo(ctx, k8s, demo, listeners["sftp-address"].Addr()); err != nil {
+	if err := st.createDemo(ctx, k8s, ui.Accounts(), demo, listeners["sftp-address"].Addr()); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, k8s); err != nil {
@@ -177,11 +186,9 @@ func (o *options) run(ctx context.Context) error {
 	for _, s := range servers {
 		_ = s.Shutdown(shutdownCtx)
 	}
-	cancel()
 	return nil
 }
 
-const webuiNamespace = "sftpgate-system"
 
 // progress prints each step with the time since the start.
 func progress() func(string) {
@@ -192,6 +199,23 @@ func progress() func(string) {
 }
 
 // lock makes sure one `sftpgate dev` uses a data directory at a time.
+// clearExceptLock empties the data directory but for the lock, which this
+// process holds.
+func clearExceptLock(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != "lock" {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func lock(dir string) (func(), error) {
 	path := filepath.Join(dir, "lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // in the data directory the user chose

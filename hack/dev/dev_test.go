@@ -88,6 +88,17 @@ func TestQuickstart(t *testing.T) {
 	if status, body = call(t, dev.env, "read", `{"path": "hello.txt"}`, env["DEMO_API_KEY"]); !strings.Contains(body, "Hello, SFTP!") {
 		t.Errorf("after a restart: %d %s", status, body)
 	}
+
+	// A second instance on the same data, even with --fresh, is refused
+	// and deletes nothing of the first's.
+	second := exec.Command(binary, "dev", "--fresh", "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
+		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t))
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "another sftpgate dev") {
+		t.Errorf("a second instance: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "etcd")); err != nil {
+		t.Errorf("the running instance's data: %v", err)
+	}
 	dev.stop(t)
 }
 

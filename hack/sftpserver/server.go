@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +40,12 @@ func (s *Server) HostKey() ssh.PublicKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hostKey.PublicKey()
+}
+
+// HostKeyLine is HostKey in authorized_keys format, as SftpConnections
+// trust it.
+func (s *Server) HostKeyLine() string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey())))
 }
 
 // Serve accepts connections on l until it is closed, then waits for the

@@ -16,17 +16,17 @@ const LoopbackNetworks = "link-local,metadata"
 
 // StartManager runs sftpgate's controllers against cfg until ctx ends, with
 // the loopback policy and no metrics endpoint.
-func StartManager(ctx context.Context, cfg *rest.Config, maxConcurrentTests int) (ctrl.Manager, error) {
+func StartManager(ctx context.Context, cfg *rest.Config, maxConcurrentTests int) error {
 	opts := controllers.ManagerOptions()
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	setup := controllers.Options{MaxConcurrentTests: maxConcurrentTests, DeniedNetworks: LoopbackNetworks}
 	if err := setup.Setup(ctx, mgr); err != nil {
-		return nil, err
+		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
-	return mgr, nil
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 
@@ -56,11 +55,6 @@ func Start(t testing.TB) *Server {
 		wg.Wait()
 	})
 	return s
-}
-
-// HostKeyLine is HostKey in authorized_keys format.
-func (s *Server) HostKeyLine() string {
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey())))
 }
 
 // RotateHostKey gives the server a new host key, as a reinstalled server
