@@ -189,7 +189,6 @@ func (o *options) run(ctx context.Context) error {
 	return nil
 }
 
-
 // progress prints each step with the time since the start.
 func progress() func(string) {
 	start := time.Now()
