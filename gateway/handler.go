@@ -165,8 +165,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	// may take as long as the request may, and a minute more, so that a
 	// slow client's own timeout (which fails only its request) ends it
 	// first: this one closes the session, for a server that hangs.
+	stream := upload || download || cmd.Streams
 	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
-	if upload || download || cmd.Streams {
+	if stream {
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
 	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -175,7 +176,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		result   any
 		streamed bool
 	)
-	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: upload || download || cmd.Streams}
+	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream}
 	err = p.Do(opCtx, op, func(s *sftpdial.Session) error {
 		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
@@ -230,11 +231,10 @@ const (
 
 // readAhead reads a large upload's body in the background while the parts
 // before go to the server, so that reading the client's socket and sending
-// over SSH overlap (in one goroutine, uploads ran at about 0.7 of a direct
-// client's speed), and in whole buffers (a socket's read returns what has
-// arrived, often a few KiB, and each read became one SFTP write). done
-// ends the read-ahead; failed says the upload stopped before the body
-// ended, so that a read waiting on the client is cut short.
+// over SSH overlap: pkg/sftp reads and sends in one goroutine, and uploads
+// ran at about 0.7 of a direct client's speed. done ends the read-ahead;
+// failed says the upload stopped before the body ended, so that a read
+// waiting on the client is cut short.
 func readAhead(w http.ResponseWriter, r *http.Request, body io.Reader) (io.Reader, func(failed bool)) {
 	if r.ContentLength >= 0 && r.ContentLength <= readAheadSize {
 		return body, func(bool) {}
@@ -334,11 +334,9 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // connection finds the connection serving slug; nil when none does, or
 // when two claim it for a moment while the slug changes hands (handover).
-// The connection is the cache's own, not a copy (this runs on every
-// request): it is read, never changed.
 func (h *handler) connection(ctx context.Context, slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
 	var list v1alpha1.SftpConnectionList
-	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}); err != nil {
 		return nil, false, err
 	}
 	if len(list.Items) == 1 {
@@ -374,6 +372,9 @@ func ready(conn *v1alpha1.SftpConnection) error {
 	return nil
 }
 
+// presizeBody is the most readBody allocates before the body arrives.
+const presizeBody = 64 << 10
+
 // readBody reads a JSON request body within the limit.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -382,9 +383,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 				Message: "send the request as Content-Type: application/json"}
 		}
 	}
-	// Sized from Content-Length where it is given (and allowed): one
-	// allocation rather than a doubling series.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), limit)+bytes.MinRead))
+	// Sized from Content-Length, up to a typical body: one allocation
+	// rather than a doubling series, and no more memory than has arrived
+	// for a client that declares a large body and sends nothing.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), presizeBody)+bytes.MinRead))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -84,7 +85,10 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("--denied-networks: %w", err)
 	}
 	scheme := controllers.Scheme()
-	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	// The gateway only reads what it caches (every request does): the
+	// cache hands out its own objects, not copies, and nothing changes them.
+	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultUnsafeDisableDeepCopy: ptr.To(true)})
 	if err != nil {
 		return nil, err
 	}

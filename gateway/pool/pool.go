@@ -234,6 +234,11 @@ type Pool struct {
 	// expecting is the load of the dials under way and of the requests
 	// waiting for them.
 	expecting int
+	// dialFailures counts the dials the server failed, and dialErr is the
+	// last one's error: requests that waited for a dial get its answer
+	// rather than trying again one after the other.
+	dialFailures int
+	dialErr      error
 	closed    bool
 	lastUsed  time.Time
 	// wake is closed (and replaced) when a session is added or removed or
@@ -315,7 +320,7 @@ func (p *Pool) acquire(ctx context.Context, w int, fresh bool) (*session, error)
 			// A burst on a cold pool waits for the first dial rather than
 			// opening a connection per request.
 			p.expecting += w
-			wake := p.wake
+			wake, failures := p.wake, p.dialFailures
 			p.mu.Unlock()
 			select {
 			case <-wake:
@@ -323,9 +328,13 @@ func (p *Pool) acquire(ctx context.Context, w int, fresh bool) (*session, error)
 			}
 			p.mu.Lock()
 			p.expecting -= w
+			failed, dialErr := p.dialFailures != failures && len(p.sessions) == 0, p.dialErr
 			p.mu.Unlock()
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return nil, ErrTimeout
+			case failed:
+				return nil, dialErr
 			}
 			continue
 		}
@@ -351,6 +360,10 @@ func (p *Pool) dial(ctx context.Context, w int) (*session, error) {
 	defer p.mu.Unlock()
 	p.dialing--
 	p.expecting -= w
+	if dialErr != nil { // the server's answer, not this request's end
+		p.dialFailures++
+		p.dialErr = err
+	}
 	p.notify()
 	switch {
 	case err != nil:

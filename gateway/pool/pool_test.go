@@ -3,6 +3,9 @@ package pool
 import (
 	"context"
 	"errors"
+	"net"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +20,15 @@ import (
 func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 	t.Helper()
 	server := testsftp.Start(t)
+	return poolTo(t, server, server.Port, max), server
+}
+
+// poolTo makes a pool of max sessions that dials port on server's host, with
+// server's credentials and host key.
+func poolTo(t *testing.T, server *testsftp.Server, port, max int32) *Pool {
+	t.Helper()
 	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
-		Host: server.Host, Port: server.Port, Username: server.User,
+		Host: server.Host, Port: port, Username: server.User,
 		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{server.HostKeyLine()}},
 		Limits:  v1alpha1.Limits{MaxConnections: max},
 	}}
@@ -29,7 +39,7 @@ func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 	}
 	p := &Pool{dialer: &sftpdial.Dialer{}, target: target, max: int(max), wake: make(chan struct{}), lastUsed: time.Now()}
 	t.Cleanup(p.Close)
-	return p, server
+	return p
 }
 
 // hold runs ops at once on p and returns when all have started, with a
@@ -61,27 +71,57 @@ func hold(t *testing.T, p *Pool, ops ...Op) (finish func()) {
 	}
 }
 
-func repeat(op Op, n int) []Op {
-	ops := make([]Op, n)
-	for i := range ops {
-		ops[i] = op
-	}
-	return ops
-}
-
 func TestSmallOperationsShareASession(t *testing.T) {
 	p, _ := newPool(t, 4)
 	// A burst on a cold pool: one dial, which the others wait for.
-	finish := hold(t, p, repeat(Op{}, sessionShare)...)
+	finish := hold(t, p, slices.Repeat([]Op{{}}, sessionShare)...)
 	if n := p.Size(); n != 1 {
 		t.Errorf("%d operations opened %d sessions, want 1", sessionShare, n)
 	}
 	finish()
-	finish = hold(t, p, repeat(Op{}, 2*sessionShare+1)...)
+	finish = hold(t, p, slices.Repeat([]Op{{}}, 2*sessionShare+1)...)
 	if n := p.Size(); n != 3 {
 		t.Errorf("%d operations have %d sessions, want 3", 2*sessionShare+1, n)
 	}
 	finish()
+}
+
+// TestBurstGetsTheFailedDialsError: requests that waited for a dial the
+// server failed get its error at once, rather than dialling again one
+// after the other.
+func TestBurstGetsTheFailedDialsError(t *testing.T) {
+	server := testsftp.Start(t)
+	// Not an SSH server: it takes a connection, says nothing, and hangs up.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			time.AfterFunc(500*time.Millisecond, func() { _ = c.Close() })
+		}
+	}()
+	p := poolTo(t, server, int32(l.Addr().(*net.TCPAddr).Port), 4)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }) }()
+	}
+	for range 8 {
+		var dialErr *sftpdial.Error
+		if err := <-errs; !errors.As(err, &dialErr) {
+			t.Errorf("err = %v, want the dial's error", err)
+		}
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("%d dials for one burst, want 1", n)
+	}
 }
 
 func TestStreamsGetASessionEachUpToTheLimit(t *testing.T) {
