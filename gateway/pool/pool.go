@@ -239,8 +239,8 @@ type Pool struct {
 	// rather than trying again one after the other.
 	dialFailures int
 	dialErr      error
-	closed    bool
-	lastUsed  time.Time
+	closed       bool
+	lastUsed     time.Time
 	// wake is closed (and replaced) when a session is added or removed or
 	// a dial ends, for requests waiting for room to dial.
 	wake chan struct{}
