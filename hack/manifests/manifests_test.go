@@ -4,6 +4,7 @@ package manifests
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +40,31 @@ func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 		t.Fatal(err)
 	}
 	return &out
+}
+
+// TestAutoscaledDeploymentsLeaveReplicasAlone: a Deployment that a
+// HorizontalPodAutoscaler scales sets no replicas, which every apply (and
+// Argo CD sync) would otherwise reset.
+func TestAutoscaledDeploymentsLeaveReplicasAlone(t *testing.T) {
+	objects := render(t)
+	scaled := 0
+	for _, u := range objects {
+		if u.GetKind() != "HorizontalPodAutoscaler" {
+			continue
+		}
+		target, _, _ := unstructured.NestedString(u.Object, "spec", "scaleTargetRef", "name")
+		for _, d := range objects {
+			if d.GetKind() == "Deployment" && d.GetName() == target {
+				scaled++
+				if _, set, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); set {
+					t.Errorf("Deployment %s sets replicas, which its autoscaler %s owns", target, u.GetName())
+				}
+			}
+		}
+	}
+	if scaled == 0 {
+		t.Error("no Deployment is autoscaled: the gateway's should be")
+	}
 }
 
 // TestWorkloadsAreLockedDown: every Deployment runs the one image, as
@@ -222,18 +248,26 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	apply := func(u *unstructured.Unstructured, dryRun bool) error {
+	// apply returns the API server's answer.
+	apply := func(u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 		u = u.DeepCopy() // the answer is written into it
 		opts := []client.PatchOption{client.FieldOwner("sftpgate-test"), client.ForceOwnership}
 		if dryRun {
 			opts = append(opts, client.DryRunAll)
 		}
 		u.SetManagedFields(nil)
-		return k8s.Patch(ctx, u, client.Apply, opts...) //nolint:staticcheck // client.Apply with unstructured objects
+		return u, k8s.Patch(ctx, u, client.Apply, opts...) //nolint:staticcheck // client.Apply with unstructured objects
 	}
 	for _, u := range render(t) {
-		if err := apply(u, u.GetKind() != "Namespace"); err != nil {
+		applied, err := apply(u, u.GetKind() != "Namespace")
+		if err != nil {
 			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+			continue
+		}
+		// GitOps: what Git holds comes back as written; a value the server
+		// spells otherwise (cpu: 0.5 for 500m) shows as OutOfSync forever.
+		if path, ok := holds(applied.Object["spec"], u.Object["spec"], "spec"); !ok {
+			t.Errorf("%s %s: the API server returns %s other than Git has it", u.GetKind(), u.GetName(), path)
 		}
 	}
 
@@ -243,15 +277,16 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 	}
 	for _, u := range samples {
 		u.SetNamespace("default")
-		if err := apply(u, true); err != nil {
+		if _, err := apply(u, true); err != nil {
 			t.Errorf("sample %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
-	// GitOps: applying the samples again, as Argo CD does on every sync,
-	// changes nothing: every default is the schema's, and nothing else
-	// (no webhook, no controller here) rewrites what Git holds.
+	// GitOps: what Git holds comes back from the API server as written (no
+	// field normalised into another spelling, which Argo CD would show as
+	// OutOfSync forever), and applying it again, as every sync does, changes
+	// nothing.
 	gitops := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "gitops"}}}
-	if err := apply(gitops, false); err != nil {
+	if _, err := apply(gitops, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range samples {
@@ -260,6 +295,9 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		first := u.DeepCopy()
 		if err := k8s.Patch(ctx, first, client.Apply, client.FieldOwner("argocd")); err != nil { //nolint:staticcheck // as above
 			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		if path, ok := holds(first.Object["spec"], u.Object["spec"], "spec"); !ok {
+			t.Errorf("%s %s: the API server returns %s other than Git has it", u.GetKind(), u.GetName(), path)
 		}
 		again := u.DeepCopy()
 		if err := k8s.Patch(ctx, again, client.Apply, client.FieldOwner("argocd")); err != nil { //nolint:staticcheck // as above
@@ -299,7 +337,7 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {
 			t.Fatal(err)
 		}
-		err := apply(u, true)
+		_, err := apply(u, true)
 		if err == nil || !strings.Contains(err.Error(), tc.message) {
 			t.Errorf("%s: %v; want a refusal mentioning %q", tc.name, err, tc.message)
 		}
@@ -398,4 +436,36 @@ func TestIngressExample(t *testing.T) {
 			}
 		}
 	}
+}
+
+// holds reports whether live has every field of want with want's value,
+// and else the path of the first that differs.
+func holds(live, want any, path string) (string, bool) {
+	switch w := want.(type) {
+	case nil: // Git does not set it
+		return "", true
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return path, false
+		}
+		for k, v := range w {
+			if p, ok := holds(l[k], v, path+"."+k); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(w) {
+			return path, false
+		}
+		for i := range w {
+			if p, ok := holds(l[i], w[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	}
+	return path, fmt.Sprint(live) == fmt.Sprint(want)
 }
