@@ -119,7 +119,7 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) {
-	if err := u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}, sessionTTL); err != nil {
+	if err := u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}); err != nil {
 		u.serverError(w, r, err)
 		return
 	}
@@ -139,10 +139,10 @@ func (u *ui) logOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// isPersonError: an error whose message tells the person what to change.
+// isPersonError: an error of sign-up whose message tells the person what
+// to change.
 func isPersonError(err error) bool {
-	var pe *personError
-	return errors.As(err, &pe) || errors.Is(err, accounts.ErrInvalidEmail) || errors.Is(err, accounts.ErrShortPassword) ||
+	return errors.Is(err, accounts.ErrInvalidEmail) || errors.Is(err, accounts.ErrShortPassword) ||
 		errors.Is(err, accounts.ErrLongPassword) || errors.Is(err, accounts.ErrEmailTaken)
 }
 

@@ -34,7 +34,6 @@ type connView struct {
 	Username             string
 	// State is "testing", "ready" or "failed".
 	State         string
-	Reason        string
 	Headline      string
 	Message       string
 	Fingerprint   string
@@ -80,7 +79,7 @@ func (u *ui) view(c *v1alpha1.SftpConnection) connView {
 	if ready == nil || ready.ObservedGeneration != c.Generation || (requested != "" && requested != c.Status.LastHandledTestRequest) {
 		return v
 	}
-	v.Reason, v.Message = ready.Reason, ready.Message
+	v.Message = ready.Message
 	v.Headline = headlines[ready.Reason]
 	if v.Headline == "" {
 		v.Headline = ready.Reason
@@ -133,7 +132,7 @@ type connectionPage struct {
 	Keys []keyView
 	Try  *tryResult
 	// Commands are those "try it" offers.
-	Commands []string
+	Commands []v1alpha1.Command
 }
 
 func (u *ui) showConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
@@ -154,7 +153,7 @@ func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 // connectionStatus is the live status the connection page polls.
 func (u *ui) connectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
 	v := u.view(c)
-	writeJSON(w, map[string]any{"state": v.State, "reason": v.Reason, "headline": v.Headline, "message": v.Message,
+	writeJSON(w, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
 		"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
 }
 
@@ -278,7 +277,7 @@ func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) {
 		err = u.create(r.Context(), acct.Namespace, f)
 	}
 	if err != nil {
-		u.formError(w, r, "connection_form", "Add a connection", f, err)
+		u.formError(w, r, "Add a connection", f, err)
 		return
 	}
 	http.Redirect(w, r, "/connections/"+f.values["name"], http.StatusSeeOther)
@@ -347,7 +346,7 @@ func invalidCauses(err error) string {
 }
 
 // formError shows the form again, filled, with what to fix.
-func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title string, f *connectionForm, err error) {
+func (u *ui) formError(w http.ResponseWriter, r *http.Request, title string, f *connectionForm, err error) {
 	var pe *personError
 	if !errors.As(err, &pe) {
 		u.serverError(w, r, err)
@@ -357,7 +356,7 @@ func (u *ui) formError(w http.ResponseWriter, r *http.Request, name, title strin
 	if f != nil {
 		values = f.values
 	}
-	u.render(w, r, http.StatusUnprocessableEntity, name, page{Title: title, Error: pe.msg, Form: values})
+	u.render(w, r, http.StatusUnprocessableEntity, "connection_form", page{Title: title, Error: pe.msg, Form: values})
 }
 
 func (u *ui) editConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
@@ -390,7 +389,7 @@ func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 		if f != nil {
 			f.values["editing"] = "true"
 		}
-		u.formError(w, r, "connection_form", "Edit "+c.Name, f, err)
+		u.formError(w, r, "Edit "+c.Name, f, err)
 		return
 	}
 	http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)

@@ -26,7 +26,6 @@ type keyView struct {
 	// Scope is the connection the key is for; empty: all of the account's.
 	Scope   string
 	Expires *time.Time
-	Ready   bool
 	Status  string
 	Created time.Time
 }
@@ -51,8 +50,8 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 			v.Expires = &t
 		}
 		if ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.ObservedGeneration == k.Generation {
-			v.Ready, v.Status = ready.Status == metav1.ConditionTrue, ready.Reason
-			if v.Ready {
+			v.Status = ready.Reason
+			if ready.Status == metav1.ConditionTrue {
 				v.Status = "Active"
 			}
 		}
@@ -130,7 +129,7 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 		u.serverError(w, r, err)
 		return
 	}
-	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}, flashTTL); err != nil {
+	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}); err != nil {
 		u.serverError(w, r, err)
 		return
 	}
@@ -139,7 +138,7 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 
 // newKeyPage is the data of the page that shows a new key once.
 type newKeyPage struct {
-	Key   keyView
+	KeyID string
 	Token string
 	// Curl is a ready-to-paste write with the key.
 	Curl string
@@ -165,7 +164,7 @@ func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
 	if got {
 		u.cookies.clear(w, r, flashCookie)
 	}
-	p := newKeyPage{Key: keyView{Name: key.Name, KeyID: key.Spec.Token.KeyID, Scope: strings.Join(key.Spec.Connections, ", ")}}
+	p := newKeyPage{KeyID: key.Spec.Token.KeyID}
 	if len(key.Spec.Connections) == 1 {
 		p.Connection = key.Spec.Connections[0]
 	}

@@ -16,11 +16,9 @@ const (
 	flashCookie = "sftpgate_new_key"
 )
 
-// sessionTTL is how long a log-in lasts.
-const sessionTTL = 12 * time.Hour
-
-// flashTTL is how long a new key waits for its page.
-const flashTTL = 5 * time.Minute
+// cookieTTL is how long each cookie lasts: a log-in 12 hours, a new key
+// 5 minutes waiting for its page.
+var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute}
 
 // cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
 // always; Secure when the request came over TLS (directly or as an ingress
@@ -35,11 +33,11 @@ type cookies struct {
 func newCookies(secret []byte, alwaysSecure bool) *cookies {
 	sign := sha256.Sum256(append([]byte("sftpgate webui sign\x00"), secret...))
 	encrypt := sha256.Sum256(append([]byte("sftpgate webui encrypt\x00"), secret...))
-	codec := func(ttl time.Duration) *securecookie.SecureCookie {
-		return securecookie.New(sign[:], encrypt[:]).MaxAge(int(ttl.Seconds()))
+	codecs := map[string]*securecookie.SecureCookie{}
+	for name, ttl := range cookieTTL {
+		codecs[name] = securecookie.New(sign[:], encrypt[:]).MaxAge(int(ttl.Seconds()))
 	}
-	return &cookies{codecs: map[string]*securecookie.SecureCookie{sessionCookie: codec(sessionTTL), flashCookie: codec(flashTTL)},
-		alwaysSecure: alwaysSecure}
+	return &cookies{codecs: codecs, alwaysSecure: alwaysSecure}
 }
 
 type session struct {
@@ -53,12 +51,12 @@ type newKey struct {
 	Token string `json:"t"`
 }
 
-func (c *cookies) set(w http.ResponseWriter, r *http.Request, name string, value any, ttl time.Duration) error {
+func (c *cookies) set(w http.ResponseWriter, r *http.Request, name string, value any) error {
 	encoded, err := c.codecs[name].Encode(name, value)
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, c.cookie(r, name, encoded, int(ttl.Seconds())))
+	http.SetCookie(w, c.cookie(r, name, encoded, int(cookieTTL[name].Seconds())))
 	return nil
 }
 

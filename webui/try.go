@@ -21,7 +21,8 @@ type tryResult struct {
 }
 
 // tryCommands are offered in "try it"; the gateway knows more.
-var tryCommands = []string{"ping", "list", "write", "read", "stat", "exists", "mkdir", "unlink"}
+var tryCommands = []v1alpha1.Command{v1alpha1.CommandPing, v1alpha1.CommandList, v1alpha1.CommandWrite, v1alpha1.CommandRead,
+	v1alpha1.CommandStat, v1alpha1.CommandExists, v1alpha1.CommandMkdir, v1alpha1.CommandUnlink}
 
 // tryIt sends a command through the gateway, as a client would, with the
 // key the person pasted, and shows the answer on the connection's page.
@@ -41,7 +42,7 @@ func (u *ui) tryIt(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConne
 	u.renderConnection(w, r, c, res)
 }
 
-func validCommand(c string) bool { return slices.Contains(tryCommands, c) }
+func validCommand(c string) bool { return slices.Contains(tryCommands, v1alpha1.Command(c)) }
 
 // maxTryAnswer bounds the answer shown.
 const maxTryAnswer = 64 << 10

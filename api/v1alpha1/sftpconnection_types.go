@@ -43,7 +43,7 @@ const (
 // AnnotationTestRequestedAt asks for a new connection test: whenever its
 // value differs from status.lastHandledTestRequest, the controller tests
 // again and records the value there. Any new value works; the current time
-// is the convention (the web UI's "test again" button sets it).
+// is the convention (the web UI sets it whenever a connection is saved).
 const AnnotationTestRequestedAt = "sftpgate.dev/test-requested-at"
 
 // SftpConnectionSpec describes one remote SFTP server and how to log in to it.
