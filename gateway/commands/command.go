@@ -18,8 +18,10 @@ type Command struct {
 	// Idempotent commands may be retried on a fresh connection when the
 	// one they ran on broke.
 	Idempotent bool
-	// Streams says the command moves a whole file, however large, and so
-	// gets the request's time rather than one operation's.
+	// Streams says the command moves a whole file or reads a whole
+	// directory, however large: it gets the request's time rather than one
+	// operation's, and a session of its own while the pool's limit allows
+	// (directory reads on one session take turns).
 	Streams bool
 	run     func(fs *FS, body []byte) (any, error)
 }
@@ -52,13 +54,13 @@ func init() {
 		command(v1alpha1.CommandWrite, false, write),
 		command(v1alpha1.CommandAppend, false, appendFile),
 		command(v1alpha1.CommandRead, true, read),
-		command(v1alpha1.CommandList, true, list),
+		streaming(command(v1alpha1.CommandList, true, list)),
 		command(v1alpha1.CommandStat, true, stat),
 		command(v1alpha1.CommandExists, true, exists),
 		// Not retried: a mkdir that succeeded before the session broke
 		// would report already_exists the second time.
 		command(v1alpha1.CommandMkdir, false, mkdir),
-		command(v1alpha1.CommandRmdir, false, rmdir),
+		streaming(command(v1alpha1.CommandRmdir, false, rmdir)),
 		command(v1alpha1.CommandUnlink, false, unlink),
 		command(v1alpha1.CommandPing, true, ping),
 		command(v1alpha1.CommandRename, false, rename),
