@@ -67,7 +67,8 @@ test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every chec
 .PHONY: bench
 # The server's files live in memory (/dev/shm, where there is one): the
 # bench compares the gateway with a direct client, not the disk's writeback.
-bench: build envtest test-prereqs ## Compare the gateway with a direct SFTP client to a real sshd (prints a table).
+bench: build envtest ## Compare the gateway with a direct SFTP client to a real sshd (prints a table).
+	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
 		go test ./hack/bench/ -run TestBenchmark -count=1 -v -timeout 30m
@@ -118,7 +119,7 @@ uninstall: manifests ## Remove the CRDs (and with them every SftpConnection) fro
 ##@ Dependencies
 
 .PHONY: test-prereqs
-test-prereqs: ## Install the system packages the tests need (OpenSSH server).
+test-prereqs: ## Install the system packages the tests need (OpenSSH server, Chromium).
 	hack/test-prereqs.sh
 
 .PHONY: envtest

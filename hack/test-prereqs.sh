@@ -2,15 +2,17 @@
 # Installs the Debian packages the tests need, when they are missing:
 # OpenSSH's sshd (the tests start their own on loopback; the system service
 # is never started or touched), make, and CA certificates for the Go module
-# proxy, Chromium for the web UI's browser tests, and wrk, the load generator
-# of make bench.
+# proxy, and Chromium for the web UI's browser tests. With the argument
+# "bench", also wrk, the load generator of make bench.
 set -euo pipefail
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v make >/dev/null || missing+=(make)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
-command -v wrk >/dev/null || missing+=(wrk)
+if [ "${1:-}" = bench ]; then
+  command -v wrk >/dev/null || missing+=(wrk)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=()

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,17 +32,20 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
 const (
-	// Small writes run in rounds of a phase each, direct then gateway.
-	phase     = time.Second
-	rounds    = 3
-	largeSize = 256 << 20
-	hugeSize  = 1 << 30
+	// Small writes run in rounds: in each, the three clients (direct,
+	// direct with the realpath check, gateway) write for a phase in turn.
+	phase          = time.Second
+	rounds         = 3
+	phasesPerRound = 3
+	largeSize      = 256 << 20
+	hugeSize       = 1 << 30
 	// manyEntries is the size of the directory listed.
 	manyEntries = 200_000
 )
@@ -133,7 +135,7 @@ func TestBenchmark(t *testing.T) {
 
 	kib := strings.Repeat("x", 1024)
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
-	cpuBefore, err := cpuTime(gw.Process.Pid)
+	cpuBefore, err := procs.CPUTime(gw.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,15 +168,22 @@ func TestBenchmark(t *testing.T) {
 		var profiled chan error
 		if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" && concurrency == 16 {
 			profiled = make(chan error, 1)
-			go func() { profiled <- saveProfile("http://"+metricsAddr, out, 3*rounds*phase) }()
+			go func() { profiled <- saveProfile("http://"+metricsAddr, out, rounds*phasesPerRound*phase) }()
 		}
 		// Direct and gateway take turns, so that a slow spell of this
 		// shared machine weighs on both.
 		var d, c, w result
 		for range rounds {
-			before := selfCPU()
+			before, err := procs.CPUTime(os.Getpid())
+			if err != nil {
+				t.Fatal(err)
+			}
 			d.add(run(concurrency, directWrite))
-			directCPU += selfCPU() - before
+			after, err := procs.CPUTime(os.Getpid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			directCPU += after - before
 			c.add(run(concurrency, checkedWrite))
 			lw, cpu := load.run(t, concurrency)
 			w.add(lw)
@@ -196,7 +205,7 @@ func TestBenchmark(t *testing.T) {
 		fmt.Printf("%-34s %12s %12s\n", "  p50 / p99 latency", d.percentiles(), w.percentiles())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  direct with the realpath check", c.rate(), "", w.rate()/c.rate())
 	}
-	cpuAfter, err := cpuTime(gw.Process.Pid)
+	cpuAfter, err := procs.CPUTime(gw.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,27 +470,6 @@ type zeros struct{}
 func (zeros) Read(b []byte) (int, error) {
 	clear(b)
 	return len(b), nil
-}
-
-// cpuTime is a process's user and system CPU time, from /proc.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100, nil // clock ticks: 100 Hz
-}
-
-// selfCPU is this process's user and system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS is a process's peak resident memory, from /proc.

@@ -1,6 +1,7 @@
 // Package kustomize renders the repository's kustomizations for tests and
-// for dist/install.yaml. It stays out of the sftpgate binary: kustomize's
-// plugin loader would make the binary export its every symbol.
+// for dist/install.yaml. It stays out of the sftpgate binary (kustomize's
+// plugin loader would make the binary export its every symbol), and
+// hack/render, which make build-installer runs, stays small.
 package kustomize
 
 import (
@@ -10,13 +11,13 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
 // Render builds the kustomization in dir (relative to the repository, like
 // "config/default") as `kubectl apply -k` would, and returns its objects.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
-	root, err := testcluster.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
-// Package procs finds the processes below a process, from /proc: what the
-// tests check is gone once a server they started has stopped.
+// Package procs reads what /proc says of processes: those below a process
+// (what the tests check is gone once a server they started has stopped),
+// whether one still runs, and its CPU time (for the benchmark).
 package procs
 
 import (
@@ -7,21 +8,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// stat is the fields of /proc/<pid>/stat after the command name, from the
+// state on: the name may hold spaces, so they are split after it.
+func stat(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])), nil
+}
 
 // Descendants lists the processes below pid.
 func Descendants(pid int) []int {
 	parents := map[int][]int{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, stat := range stats {
-		b, err := os.ReadFile(stat) //nolint:gosec // a path under /proc
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces, so split after it.
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
-		if len(fields) > 1 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		child, _ := strconv.Atoi(filepath.Base(dir))
+		if fields, err := stat(child); err == nil && len(fields) > 1 {
 			ppid, _ := strconv.Atoi(fields[1])
 			parents[ppid] = append(parents[ppid], child)
 		}
@@ -36,10 +42,17 @@ func Descendants(pid int) []int {
 
 // Alive reports whether pid still runs (a zombie does not count).
 func Alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := stat(pid)
+	return err == nil && len(fields) > 0 && fields[0] != "Z"
+}
+
+// CPUTime is the user and system CPU time pid has used.
+func CPUTime(pid int) (time.Duration, error) {
+	fields, err := stat(pid)
 	if err != nil {
-		return false
+		return 0, err
 	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100, nil // clock ticks: 100 Hz
 }

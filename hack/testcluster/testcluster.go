@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
 // Start starts a control plane. Stop it with the returned environment's Stop.
@@ -32,7 +33,7 @@ func Start() (*envtest.Environment, error) {
 // Environment is a control plane ready to Start, keeping etcd's data in
 // etcdDir (a temporary directory when empty).
 func Environment(etcdDir string) (*envtest.Environment, error) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
@@ -62,23 +63,4 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
-}
-
-// RepoRoot finds the directory of go.mod above the working directory, which
-// go test sets to the package under test.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }
