@@ -18,8 +18,8 @@ import (
 )
 
 // TestShutdownFinishesRequests: on SIGTERM (ctx ending) the gateway stops
-// accepting connections, and a request in flight (a slow upload) still
-// completes.
+// accepting connections, a request in flight (a slow upload) still
+// completes, and the log lines still in the log's buffer are written.
 func TestShutdownFinishesRequests(t *testing.T) {
 	f := newFixture(t)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -27,10 +27,15 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	addr := testhttp.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	must(t, err)
+	stderr := os.Stderr
+	os.Stderr = logFile // Run logs to it
+	defer func() { os.Stderr = stderr }()
 	done := make(chan error, 1)
 	go func() {
 		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",
-			"--denied-networks=" + testcluster.LoopbackNetworks, "--shutdown-grace=20s"})
+			"--denied-networks=" + testcluster.LoopbackNetworks, "--shutdown-grace=20s", "--log-flush-interval=1h"})
 	}()
 	base := "http://" + addr
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -97,6 +102,11 @@ func TestShutdownFinishesRequests(t *testing.T) {
 			t.Errorf("Run returned %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Error("Run did not return after shutdown")
+		t.Fatal("Run did not return after shutdown")
+	}
+	logged, err := os.ReadFile(logFile.Name())
+	must(t, err)
+	if !strings.Contains(string(logged), `"command":"write","status":200`) {
+		t.Errorf("the upload's log line is missing from the log:\n%s", logged)
 	}
 }
