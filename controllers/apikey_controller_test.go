@@ -68,7 +68,7 @@ func authorize(t *testing.T, token, ns, conn string, command v1alpha1.Command, w
 	target := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: conn}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := authorizer.Authorize(context.Background(), token, target, command)
+		_, err := authorizer.Authorize(token, target, command)
 		if errors.Is(err, want) || (want == nil && err == nil) {
 			return
 		}

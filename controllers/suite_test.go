@@ -90,7 +90,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	authorizer = &apikeys.Authorizer{Reader: mgr.GetClient()}
+	keys, err := apikeys.IndexKeys(ctx, mgr.GetCache())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	authorizer = &apikeys.Authorizer{Keys: keys}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()

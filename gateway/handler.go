@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pool"
@@ -32,13 +32,12 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
-// IndexServedSlug is the gateway's cache index of SftpConnections by
+// indexServedSlug is the gateway's cache index of SftpConnections by
 // status.slug: only the connection that holds a slug is served under it.
-const IndexServedSlug = "sftpgate.dev/served-slug"
+const indexServedSlug = "sftpgate.dev/served-slug"
 
-// indexServedSlug extracts IndexServedSlug.
-func indexServedSlug(o client.Object) []string {
-	if slug := o.(*v1alpha1.SftpConnection).Status.Slug; slug != "" {
+func servedSlug(conn *v1alpha1.SftpConnection) []string {
+	if slug := conn.Status.Slug; slug != "" {
 		return []string{slug}
 	}
 	return nil
@@ -46,7 +45,7 @@ func indexServedSlug(o client.Object) []string {
 
 // handler serves POST {base}/<slug>/<command>.
 type handler struct {
-	cache      client.Reader
+	bySlug     *cacheindex.Index[*v1alpha1.SftpConnection]
 	authorizer *apikeys.Authorizer
 	pools      *pool.Pools
 	limits     Limits
@@ -119,11 +118,11 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if !ok {
 		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send an API key: Authorization: Bearer <key>"}
 	}
-	conn, handover, err := h.connection(r.Context(), slug)
+	conn, handover, err := h.connection(slug)
 	if err != nil {
 		return err
 	}
-	key, err := h.authorizer.Authorize(r.Context(), token, conn, cmd.Name)
+	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
 	if key != nil {
 		rec.keyID = key.Status.KeyID
 	}
@@ -334,15 +333,15 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // connection finds the connection serving slug; nil when none does, or
 // when two claim it for a moment while the slug changes hands (handover).
-func (h *handler) connection(ctx context.Context, slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
-	var list v1alpha1.SftpConnectionList
-	if err := h.cache.List(ctx, &list, client.MatchingFields{IndexServedSlug: slug}); err != nil {
+func (h *handler) connection(slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
+	conns, err := h.bySlug.Get(slug)
+	if err != nil {
 		return nil, false, err
 	}
-	if len(list.Items) == 1 {
-		return &list.Items[0], false, nil
+	if len(conns) == 1 {
+		return conns[0], false, nil
 	}
-	return nil, len(list.Items) > 1, nil
+	return nil, len(conns) > 1, nil
 }
 
 func authError(err error) error {

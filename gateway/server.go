@@ -33,6 +33,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pool"
@@ -100,10 +101,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	if err := apikeys.IndexFields(ctx, c); err != nil {
+	keys, err := apikeys.IndexKeys(ctx, c)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexServedSlug, indexServedSlug); err != nil {
+	bySlug, err := cacheindex.New(ctx, c, &v1alpha1.SftpConnection{}, indexServedSlug, servedSlug)
+	if err != nil {
 		return nil, err
 	}
 	secrets, err := client.New(restConfig, client.Options{Scheme: scheme})
@@ -131,8 +134,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	h := &handler{
-		cache:      c,
-		authorizer: &apikeys.Authorizer{Reader: c},
+		bySlug:     bySlug,
+		authorizer: &apikeys.Authorizer{Keys: keys},
 		pools:      s.pools,
 		limits:     opts.Limits,
 		limiter:    ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),

@@ -10,22 +10,35 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 )
 
 // IndexTokenHash is the cache index of ApiKeys by status.tokenSHA256.
 const IndexTokenHash = "sftpgate.dev/token-sha256" //nolint:gosec // an index name, not a credential
 
-// IndexFields registers the index Authorizer looks keys up by.
+func tokenHash(key *v1alpha1.ApiKey) []string {
+	if h := key.Status.TokenSHA256; h != "" {
+		return []string{h}
+	}
+	return nil
+}
+
+// IndexFields registers IndexTokenHash as a field index, for List with
+// MatchingFields (the controller's check for a duplicate token).
 func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenHash, func(o client.Object) []string {
-		if h := o.(*v1alpha1.ApiKey).Status.TokenSHA256; h != "" {
-			return []string{h}
-		}
-		return nil
+		return tokenHash(o.(*v1alpha1.ApiKey)) //nolint:forcetypeassert // the index is of ApiKeys
 	})
+}
+
+// IndexKeys indexes the ApiKeys of c's informer by token hash, for
+// Authorizer.
+func IndexKeys(ctx context.Context, c cache.Informers) (*cacheindex.Index[*v1alpha1.ApiKey], error) {
+	return cacheindex.New(ctx, c, &v1alpha1.ApiKey{}, IndexTokenHash, tokenHash)
 }
 
 // Reasons a token is refused. Unauthenticated ones mean the token is no
@@ -55,8 +68,8 @@ func Unauthenticated(err error) bool {
 // Authorizer decides requests from ApiKeys in a cache (never the API
 // server: it runs on every request).
 type Authorizer struct {
-	// Reader reads ApiKeys, indexed with IndexFields.
-	Reader client.Reader
+	// Keys are the ApiKeys by token hash, from IndexKeys.
+	Keys *cacheindex.Index[*v1alpha1.ApiKey]
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -66,18 +79,17 @@ type Authorizer struct {
 // connection. It returns the key whenever one was found, so that callers
 // can name it (by key id) in logs. A token that is no key's is refused
 // before anything is said about connections.
-func (a *Authorizer) Authorize(ctx context.Context, token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
+func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
 	if Validate(token) != nil {
 		return nil, ErrUnknownToken
 	}
 	hash := Hash(token)
-	var list v1alpha1.ApiKeyList
-	if err := a.Reader.List(ctx, &list, client.MatchingFields{IndexTokenHash: hash}); err != nil {
+	keys, err := a.Keys.Get(hash)
+	if err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)
 	}
 	var known, matches []*v1alpha1.ApiKey
-	for i := range list.Items {
-		k := &list.Items[i]
+	for _, k := range keys {
 		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
 			continue
 		}
