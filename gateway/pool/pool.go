@@ -93,8 +93,14 @@ type entry struct {
 
 // version is what a pool is built from: when the spec, the tested Secret,
 // the trusted host key or the resolved root changes, the pool is rebuilt.
-func version(conn *v1alpha1.SftpConnection) string {
-	return fmt.Sprintf("%d/%s/%s/%s", conn.Generation, conn.Status.CredentialsHash, conn.Status.HostKey, conn.Status.RootPath)
+// It is compared on every request, so it is a struct (no allocation).
+type version struct {
+	generation                         int64
+	credentialsHash, hostKey, rootPath string
+}
+
+func versionOf(conn *v1alpha1.SftpConnection) version {
+	return version{conn.Generation, conn.Status.CredentialsHash, conn.Status.HostKey, conn.Status.RootPath}
 }
 
 // Get returns the pool of conn, building it (and reading its Secret) the
@@ -113,7 +119,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	v := version(conn)
+	v := versionOf(conn)
 	if e.pool != nil && e.pool.version == v {
 		return e.pool, nil
 	}
@@ -226,7 +232,7 @@ type Pool struct {
 	dialer          *sftpdial.Dialer
 	target          *sftpdial.Target
 	max             int
-	version         string
+	version         version
 
 	mu       sync.Mutex
 	sessions []*session
