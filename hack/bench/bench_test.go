@@ -135,12 +135,12 @@ func TestBenchmark(t *testing.T) {
 
 	kib := strings.Repeat("x", 1024)
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
-	cpuBefore, err := procs.CPUTime(gw.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests, directWrites := 0, 0
-	var directCPU, clientCPU time.Duration
+	// The CPU each party uses per write, over all small-write phases:
+	// the client (this process, or the gateway), sshd, and wrk.
+	var directCPU, checkedCPU, gatewayCPU cpuUse
+	var wrkCPU time.Duration
+	self := func() time.Duration { return mustCPU(t, os.Getpid()) }
+	gateway := func() time.Duration { return mustCPU(t, gw.Process.Pid) }
 	_ = direct.MkdirAll(filepath.Join(sshd.Dir, "small"))
 	directWrite := func(i int) error {
 		f, err := direct.OpenFile(fmt.Sprintf("%s/small/d%d.txt", sshd.Dir, i%1000), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
@@ -174,23 +174,14 @@ func TestBenchmark(t *testing.T) {
 		// shared machine weighs on both.
 		var d, c, w result
 		for range rounds {
-			before, err := procs.CPUTime(os.Getpid())
-			if err != nil {
-				t.Fatal(err)
-			}
-			d.add(run(concurrency, directWrite))
-			after, err := procs.CPUTime(os.Getpid())
-			if err != nil {
-				t.Fatal(err)
-			}
-			directCPU += after - before
-			c.add(run(concurrency, checkedWrite))
-			lw, cpu := load.run(t, concurrency)
-			w.add(lw)
-			clientCPU += cpu
+			d.add(directCPU.measure(self, sshd, func() result { return run(concurrency, directWrite) }))
+			c.add(checkedCPU.measure(self, sshd, func() result { return run(concurrency, checkedWrite) }))
+			w.add(gatewayCPU.measure(gateway, sshd, func() result {
+				lw, cpu := load.run(t, concurrency)
+				wrkCPU += cpu
+				return lw
+			}))
 		}
-		directWrites += d.ops
-		requests += w.ops
 		if profiled != nil {
 			if err := <-profiled; err != nil {
 				t.Error(err)
@@ -205,15 +196,13 @@ func TestBenchmark(t *testing.T) {
 		fmt.Printf("%-34s %12s %12s\n", "  p50 / p99 latency", d.percentiles(), w.percentiles())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  direct with the realpath check", c.rate(), "", w.rate()/c.rate())
 	}
-	cpuAfter, err := procs.CPUTime(gw.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The direct client's CPU is this process's, which runs little else
-	// while it writes: the cost of the SFTP client alone.
-	perWrite := func(cpu time.Duration, n int) float64 { return float64(cpu) / float64(n) / float64(time.Millisecond) }
-	fmt.Printf("%-34s %9.3f ms %9.3f ms %10s %10s\n", "CPU per small write", perWrite(directCPU, directWrites), perWrite(cpuAfter-cpuBefore, requests), "", "< 0.1 ms")
-	fmt.Printf("%-34s %12s %9.3f ms\n", "  wrk's, per write", "", perWrite(clientCPU, requests))
+	// The direct clients' CPU is this process's, which runs little else
+	// while they write: the cost of the SFTP client alone.
+	fmt.Printf("%-34s %9.3f ms %9.3f ms %10s %10s\n", "CPU per small write", directCPU.perOp(directCPU.client), gatewayCPU.perOp(gatewayCPU.client), "", "< 0.1 ms")
+	fmt.Printf("%-34s %9.3f ms\n", "  direct with the realpath check", checkedCPU.perOp(checkedCPU.client))
+	fmt.Printf("%-34s %9.3f ms %9.3f ms\n", "  sshd's, per write", directCPU.perOp(directCPU.sshd), gatewayCPU.perOp(gatewayCPU.sshd))
+	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, with the realpath check", checkedCPU.perOp(checkedCPU.sshd))
+	fmt.Printf("%-34s %12s %9.3f ms\n", "  wrk's, per write", "", gatewayCPU.perOp(wrkCPU))
 
 	// A page of a huge directory: the gateway reads it all (to sort by
 	// name), but holds only the page.
@@ -417,6 +406,35 @@ func (l *wrkLoad) run(t *testing.T, concurrency int) (result, time.Duration) {
 	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return result{ops: requests, elapsed: time.Duration(micros) * time.Microsecond,
 		p50: []time.Duration{time.Duration(p50) * time.Microsecond}, p99: []time.Duration{time.Duration(p99) * time.Microsecond}}, cpu
+}
+
+// cpuUse is the CPU time a client and sshd used over phases of ops writes.
+type cpuUse struct {
+	client, sshd time.Duration
+	ops          int
+}
+
+// perOp is d per write, in milliseconds.
+func (u *cpuUse) perOp(d time.Duration) float64 {
+	return float64(d) / float64(u.ops) / float64(time.Millisecond)
+}
+
+// measure runs a phase and adds what it cost.
+func (u *cpuUse) measure(client func() time.Duration, sshd *testsshd.Server, phase func() result) result {
+	c, s := client(), sshd.CPUTime()
+	r := phase()
+	u.client += client() - c
+	u.sshd += sshd.CPUTime() - s
+	u.ops += r.ops
+	return r
+}
+
+func mustCPU(t *testing.T, pid int) time.Duration {
+	cpu, err := procs.CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu
 }
 
 // run calls op from concurrency goroutines for one phase.
