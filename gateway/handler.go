@@ -63,9 +63,11 @@ type Limits struct {
 	// one gateway replica, with bursts up to RateBurst; 0 is no limit.
 	RatePerKey float64
 	RateBurst  int
-	// RequestTimeout bounds a whole request, dial included; each SFTP
-	// operation is bounded by its connection's operationTimeout too, except
-	// raw uploads and downloads, which may take the whole request's time.
+	// RequestTimeout bounds a whole request (the HTTP server's read and
+	// write timeouts); each SFTP operation, a dial included, is bounded by
+	// its connection's operationTimeout, except streams (raw uploads and
+	// downloads, and the commands that read whole files or directories),
+	// which may take the whole request's time.
 	RequestTimeout time.Duration
 }
 
@@ -153,9 +155,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), h.limits.RequestTimeout)
-	defer cancel()
-	p, err := h.pools.Get(ctx, conn)
+	p, err := h.pools.Get(r.Context(), conn)
 	if err != nil {
 		return upstreamError(err)
 	}
@@ -169,7 +169,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if stream {
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
-	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
 	defer opCancel()
 	var (
 		result   any

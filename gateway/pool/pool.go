@@ -123,6 +123,10 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	if e.pool != nil && e.pool.version == v {
 		return e.pool, nil
 	}
+	// Reading the Secret is bounded like a dial: the request may wait
+	// that long for a new pool.
+	ctx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
+	defer cancel()
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
 	if err := p.Secrets.Get(ctx, key, &secret); err != nil {
