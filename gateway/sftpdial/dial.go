@@ -199,7 +199,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	return &Session{
 		SSH:           client,
 		SFTP:          sftpClient,
-		Dirs:          sftpdir.New(client),
+		Dirs:          sftpdir.New(client, sftpClient),
 		HostKey:       presented,
 		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil

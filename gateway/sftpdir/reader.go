@@ -3,7 +3,9 @@
 // so a directory of millions of files would be held whole in memory; here
 // a listing holds one batch (the server's, about a hundred entries) at a
 // time. Only the SFTP version 3 requests a directory read needs are spoken:
-// init, opendir, readdir and close.
+// init, opendir, readdir and close. A server that allows one channel per
+// connection (OpenSSH's MaxSessions 1) refuses that channel: there,
+// directories are read whole with pkg/sftp.
 package sftpdir
 
 import (
@@ -51,15 +53,19 @@ var Stop = errors.New("stop listing") //nolint:staticcheck // named like fs.Skip
 // opened on first use. Listings on one Reader take turns.
 type Reader struct {
 	conn *ssh.Client
+	// whole reads a directory at once, where the server refuses a channel.
+	whole *sftp.Client
 
-	mu sync.Mutex
-	ch ssh.Channel
-	in *bufio.Reader
-	id uint32
+	mu      sync.Mutex
+	ch      ssh.Channel
+	in      *bufio.Reader
+	id      uint32
+	refused bool // the server refused a channel: read directories whole
 }
 
-// New returns a Reader for conn; it opens nothing yet.
-func New(conn *ssh.Client) *Reader { return &Reader{conn: conn} }
+// New returns a Reader for conn, whose SFTP client is client; it opens
+// nothing yet.
+func New(conn *ssh.Client, client *sftp.Client) *Reader { return &Reader{conn: conn, whole: client} }
 
 // Each calls fn with every entry of dir but "." and "..", in the server's
 // order, until fn returns an error (Stop ends without one). A directory
@@ -68,10 +74,22 @@ func New(conn *ssh.Client) *Reader { return &Reader{conn: conn} }
 func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ch == nil {
-		if err := r.open(); err != nil {
+	if r.ch == nil && !r.refused {
+		err := r.open()
+		var refused *ssh.OpenChannelError
+		switch {
+		case errors.As(err, &refused):
+			r.refused = true
+		case err != nil:
 			return err
 		}
+	}
+	if r.refused {
+		entries, err := r.whole.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		return eachEntry(entries, fn)
 	}
 	err := r.each(dir, fn)
 	var (
@@ -88,6 +106,18 @@ func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 		r.ch = nil
 	}
 	return err
+}
+
+// eachEntry calls fn with entries as Each does.
+func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
+	for _, fi := range entries {
+		if err := fn(fi); errors.Is(err, Stop) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // callbackError carries the callback's error, which leaves the channel

@@ -51,6 +51,12 @@ func servers() map[string]func(t *testing.T) server {
 			sshd := testsshd.Start(t)
 			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
 		},
+		// A server that allows one channel per connection: the reader
+		// cannot open its own.
+		"openssh, MaxSessions 1": func(t *testing.T) server {
+			sshd := testsshd.StartWith(t, "MaxSessions 1")
+			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
+		},
 		"pkg/sftp": func(t *testing.T) server {
 			s := testsftp.Start(t)
 			return server{dial(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine()), s.Dir}

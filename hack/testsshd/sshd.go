@@ -60,6 +60,8 @@ type Server struct {
 	hostKeyFile    string
 	authorizedKeys string
 
+	config []string // lines beyond the fixed ones
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -67,6 +69,12 @@ type Server struct {
 
 // Start starts an sshd for t and stops it when t ends.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is Start with more sshd_config lines, such as "MaxSessions 1".
+func StartWith(t testing.TB, config ...string) *Server {
 	t.Helper()
 	if _, err := os.Stat(sshdPath); err != nil {
 		skipOrFail(t, "OpenSSH's sshd is not installed (apt-get install openssh-server; make test does it)")
@@ -84,7 +92,7 @@ func Start(t testing.TB) *Server {
 
 	// sshd reads authorized_keys as the user logging in, and the user works
 	// in Dir: both directories must be open to it (t.TempDir's are not).
-	s := &Server{Host: "127.0.0.1", Password: password}
+	s := &Server{Host: "127.0.0.1", Password: password, config: config}
 	s.confDir = openTempDir(t, "sftpgate-sshd-conf-", 0, 0)
 	s.Dir = openTempDir(t, "sftpgate-sshd-data-", uid, gid)
 
@@ -179,8 +187,7 @@ func (s *Server) start(port int) error {
 		"MaxStartups 100:30:200",
 		"LogLevel VERBOSE",
 		"Subsystem sftp internal-sftp",
-		"",
-	}, "\n")
+	}, "\n") + "\n" + strings.Join(append(s.config, ""), "\n")
 	if err := os.WriteFile(config, []byte(conf), 0o600); err != nil {
 		return err
 	}
