@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 )
@@ -27,16 +24,7 @@ func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 // server's credentials and host key.
 func poolTo(t *testing.T, server *testsftp.Server, port, max int32) *Pool {
 	t.Helper()
-	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
-		Host: server.Host, Port: port, Username: server.User,
-		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{server.HostKeyLine()}},
-		Limits:  v1alpha1.Limits{MaxConnections: max},
-	}}
-	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.SecretKeyPassword: []byte(server.Password)}}
-	target, err := sftpdial.NewTarget(conn, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	target := testsftp.Target(t, server.Host, port, server.User, server.Password, server.HostKeyLine())
 	p := &Pool{dialer: &sftpdial.Dialer{}, target: target, max: int(max), wake: make(chan struct{}), lastUsed: time.Now()}
 	t.Cleanup(p.Close)
 	return p

@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
@@ -15,15 +13,7 @@ import (
 // to a real sshd on loopback: what a cold pool costs a request.
 func BenchmarkDialOpenSSH(b *testing.B) {
 	server := testsshd.Start(b)
-	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
-		Host: server.Host, Port: server.Port, Username: testsshd.User,
-		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{server.HostKeyLine}},
-	}}
-	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.SecretKeyPassword: []byte(server.Password)}}
-	target, err := sftpdial.NewTarget(conn, secret)
-	if err != nil {
-		b.Fatal(err)
-	}
+	target := testsftp.Target(b, server.Host, server.Port, testsshd.User, server.Password, server.HostKeyLine)
 	d := &sftpdial.Dialer{}
 	for b.Loop() {
 		s, err := d.Dial(context.Background(), target)

@@ -10,9 +10,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
@@ -28,15 +25,7 @@ type server struct {
 
 func dial(t *testing.T, host string, port int32, user, password, hostKey string) *sftpdial.Session {
 	t.Helper()
-	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
-		Host: host, Port: port, Username: user,
-		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{hostKey}},
-	}}
-	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.SecretKeyPassword: []byte(password)}}
-	target, err := sftpdial.NewTarget(conn, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	target := testsftp.Target(t, host, port, user, password, hostKey)
 	s, err := (&sftpdial.Dialer{}).Dial(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)

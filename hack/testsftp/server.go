@@ -14,7 +14,10 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 )
 
@@ -69,4 +72,21 @@ func (s *Server) RotateHostKey(t testing.TB) {
 		t.Fatal(err)
 	}
 	s.SetHostKey(signer)
+}
+
+// Target is what sftpdial dials for a test server at host:port that takes
+// user's password and presents the host key of hostKeyLine (either kind of
+// test server: this one, or testsshd's).
+func Target(t testing.TB, host string, port int32, user, password, hostKeyLine string) *sftpdial.Target {
+	t.Helper()
+	conn := &v1alpha1.SftpConnection{Spec: v1alpha1.SftpConnectionSpec{
+		Host: host, Port: port, Username: user,
+		HostKey: v1alpha1.HostKeyTrust{Trusted: []string{hostKeyLine}},
+	}}
+	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.SecretKeyPassword: []byte(password)}}
+	target, err := sftpdial.NewTarget(conn, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
 }
