@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -284,9 +285,15 @@ func (fs *FS) removeAll(p string) error {
 		return fs.Client.Remove(p)
 	}
 	// A batch at a time, each read afresh: memory stays bounded, and
-	// nothing is removed under an open directory handle.
+	// nothing is removed under an open directory handle. Where the server
+	// allows no second channel, a directory is read whole anyway: then all
+	// at once, rather than whole again for each batch.
 	for {
-		names, err := fs.names(p, removeBatch)
+		batch := removeBatch
+		if fs.Dirs.ReadsWhole() {
+			batch = math.MaxInt
+		}
+		names, err := fs.names(p, batch)
 		if err != nil {
 			return err
 		}
@@ -295,7 +302,7 @@ func (fs *FS) removeAll(p string) error {
 				return err
 			}
 		}
-		if len(names) < removeBatch {
+		if len(names) < batch {
 			return fs.Client.RemoveDirectory(p)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,12 +57,22 @@ type Reader struct {
 	// whole reads a directory at once, where the server refuses a channel.
 	whole *sftp.Client
 
-	mu      sync.Mutex
-	ch      ssh.Channel
-	in      *bufio.Reader
-	id      uint32
-	refused bool // the server refused a channel: read directories whole
+	mu sync.Mutex
+	ch ssh.Channel
+	in *bufio.Reader
+	id uint32
+	// wholeUntil: the server refused a channel; until then, read
+	// directories whole rather than ask again for each listing.
+	wholeUntil time.Time
 }
+
+// retryChannel is how long a Reader reads directories whole after the
+// server refused it a channel: a refusal may pass (a server at its limit
+// of sessions for a moment).
+const retryChannel = time.Minute
+
+// errRefused: the server would not give the Reader an SFTP channel.
+var errRefused = errors.New("the server refused a second SFTP channel")
 
 // New returns a Reader for conn, whose SFTP client is client; it opens
 // nothing yet.
@@ -74,17 +85,16 @@ func New(conn *ssh.Client, client *sftp.Client) *Reader { return &Reader{conn: c
 func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ch == nil && !r.refused {
+	if r.ch == nil && !r.readsWhole() {
 		err := r.open()
-		var refused *ssh.OpenChannelError
 		switch {
-		case errors.As(err, &refused):
-			r.refused = true
+		case errors.Is(err, errRefused):
+			r.wholeUntil = time.Now().Add(retryChannel)
 		case err != nil:
 			return err
 		}
 	}
-	if r.refused {
+	if r.readsWhole() {
 		entries, err := r.whole.ReadDir(dir)
 		if err != nil {
 			return err
@@ -108,9 +118,23 @@ func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	return err
 }
 
+// ReadsWhole reports whether the Reader now reads directories whole (the
+// server refused it a channel): callers that read a directory in parts
+// should read it at once.
+func (r *Reader) ReadsWhole() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.readsWhole()
+}
+
+func (r *Reader) readsWhole() bool { return time.Now().Before(r.wholeUntil) }
+
 // eachEntry calls fn with entries as Each does.
 func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
 	for _, fi := range entries {
+		if !entryName(fi.Name()) {
+			continue
+		}
 		if err := fn(fi); errors.Is(err, Stop) {
 			return nil
 		} else if err != nil {
@@ -118,6 +142,13 @@ func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
 		}
 	}
 	return nil
+}
+
+// entryName reports whether a server's name is one of a directory's own
+// entries: not "." or "..", and not one a broken server could send that
+// would lead elsewhere (empty, or with a slash).
+func entryName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
 
 // callbackError carries the callback's error, which leaves the channel
@@ -175,7 +206,7 @@ func (r *Reader) each(dir string, fn func(os.FileInfo) error) (err error) {
 			if attrs, rest, err = decodeAttrs(rest); err != nil {
 				return err
 			}
-			if name == "." || name == ".." {
+			if !entryName(name) {
 				continue
 			}
 			if err := fn(fileInfo{name, attrs}); errors.Is(err, Stop) {
@@ -190,13 +221,17 @@ func (r *Reader) each(dir string, fn func(os.FileInfo) error) (err error) {
 // open starts the SFTP subsystem on a new channel and agrees on version 3.
 func (r *Reader) open() error {
 	ch, reqs, err := r.conn.OpenChannel("session", nil)
+	var refused *ssh.OpenChannelError
+	if errors.As(err, &refused) {
+		return fmt.Errorf("%w: %w", errRefused, err)
+	}
 	if err != nil {
 		return err
 	}
 	go ssh.DiscardRequests(reqs)
 	ok, err := ch.SendRequest("subsystem", true, str("sftp"))
 	if err == nil && !ok {
-		err = errors.New("the server refused the SFTP subsystem")
+		err = errRefused
 	}
 	if err == nil {
 		r.ch, r.in = ch, bufio.NewReader(ch)

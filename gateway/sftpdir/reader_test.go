@@ -34,6 +34,8 @@ func dial(t *testing.T, host string, port int32, user, password, hostKey string)
 	return s
 }
 
+const oneChannel = "openssh, MaxSessions 1"
+
 func servers() map[string]func(t *testing.T) server {
 	return map[string]func(t *testing.T) server{
 		"openssh": func(t *testing.T) server {
@@ -42,7 +44,7 @@ func servers() map[string]func(t *testing.T) server {
 		},
 		// A server that allows one channel per connection: the reader
 		// cannot open its own.
-		"openssh, MaxSessions 1": func(t *testing.T) server {
+		oneChannel: func(t *testing.T) server {
 			sshd := testsshd.StartWith(t, "MaxSessions 1")
 			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
 		},
@@ -85,6 +87,9 @@ func TestEach(t *testing.T) {
 			slices.Sort(got)
 			if err != nil || !slices.Equal(got, want) {
 				t.Fatalf("Each = %d entries, %v; want %d", len(got), err, len(want))
+			}
+			if whole := name == oneChannel; dirs.ReadsWhole() != whole {
+				t.Errorf("ReadsWhole = %v, want %v", !whole, whole)
 			}
 
 			// Stop ends early without error; the callback's own error
