@@ -50,7 +50,6 @@ type handler struct {
 	pools      *pool.Pools
 	limits     Limits
 	limiter    *ratelimit.Keyed[types.UID]
-	log        *slog.Logger
 }
 
 // Limits bound what one request may take.
@@ -79,7 +78,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
 		metrics.Duration.WithLabelValues(rec.command).Observe(time.Since(start).Seconds())
-		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.Default().LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("requestID", middleware.GetReqID(r.Context())),
 			slog.String("keyID", rec.keyID),
 			slog.String("slug", slug),
@@ -91,7 +90,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.serve(ww, r, slug, name, rec); err != nil {
 		var e *apiError
 		if !errors.As(err, &e) {
-			h.log.Error("request failed", "requestID", middleware.GetReqID(r.Context()), "error", err)
+			slog.Error("request failed", "requestID", middleware.GetReqID(r.Context()), "error", err)
 			e = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 		}
 		writeError(ww, e)

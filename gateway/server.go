@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -139,7 +138,6 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		pools:      s.pools,
 		limits:     opts.Limits,
 		limiter:    ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
-		log:        slog.Default(),
 	}
 	s.handler = s.routes(opts.BasePath, h)
 	return s, nil
@@ -280,16 +278,48 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 	}
 }
 
-// logWriter is the log's output. A request's log line written at once was
-// a system call per request, a twentieth of the gateway's CPU per small
-// write; access logs of proxies are buffered for the same reason.
-// flush writes what is buffered and stops the periodic flushes.
-func logWriter(flushInterval time.Duration) (out io.Writer, flush func()) {
+// setLogger makes the gateway's JSON log the default logger and returns
+// a function that writes out what it holds. With a flush interval, lines
+// are written in batches: a request's log line written at once was a
+// system call per request, a twentieth of the gateway's CPU per small
+// write (proxies buffer access logs for the same reason). Warnings and
+// errors are written at once with what precedes them, so that what
+// explains a crash is not lost with the buffer.
+func setLogger(flushInterval time.Duration) (flush func()) {
+	unbuffered := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if flushInterval <= 0 {
-		return os.Stderr, func() {}
+		slog.SetDefault(unbuffered)
+		return func() {}
 	}
 	b := &zapcore.BufferedWriteSyncer{WS: os.Stderr, FlushInterval: flushInterval}
-	return b, func() { _ = b.Stop() }
+	slog.SetDefault(slog.New(&syncOnWarn{Handler: slog.NewJSONHandler(b, nil), sync: b.Sync}))
+	return func() {
+		// Lines after this one go out at once, not into a stopped buffer.
+		slog.SetDefault(unbuffered)
+		_ = b.Stop()
+	}
+}
+
+// syncOnWarn writes the buffer out after each warning or error.
+type syncOnWarn struct {
+	slog.Handler
+	sync func() error
+}
+
+func (h *syncOnWarn) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Level >= slog.LevelWarn {
+		_ = h.sync()
+	}
+	return err
+}
+
+func (h *syncOnWarn) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &syncOnWarn{Handler: h.Handler.WithAttrs(attrs), sync: h.sync}
+}
+
+func (h *syncOnWarn) WithGroup(name string) slog.Handler {
+	return &syncOnWarn{Handler: h.Handler.WithGroup(name), sync: h.sync}
 }
 
 // Run runs "sftpgate gateway" until ctx ends, then stops accepting
@@ -303,9 +333,7 @@ func Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logOut, flushLog := logWriter(opts.LogFlushInterval)
-	defer flushLog()
-	slog.SetDefault(slog.New(slog.NewJSONHandler(logOut, nil)))
+	defer setLogger(opts.LogFlushInterval)()
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err

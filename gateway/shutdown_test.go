@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -29,9 +30,9 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	defer cancel()
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	must(t, err)
-	stderr := os.Stderr
+	stderr, logger := os.Stderr, slog.Default()
 	os.Stderr = logFile // Run logs to it
-	defer func() { os.Stderr = stderr }()
+	defer func() { os.Stderr = stderr; slog.SetDefault(logger) }()
 	done := make(chan error, 1)
 	go func() {
 		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",
