@@ -106,7 +106,9 @@ func decode(body []byte, req any) error {
 	}
 	// json v2 checks and decodes in one pass; encoding/json scanned a
 	// request twice and was a tenth of the gateway's CPU per small write.
-	if err := json.Unmarshal(body, req, json.RejectUnknownMembers(true)); err != nil {
+	// Invalid UTF-8 and lone surrogates ("\ud800", which JavaScript's
+	// JSON.stringify makes) become U+FFFD, as encoding/json did.
+	if err := json.Unmarshal(body, req, json.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true)); err != nil {
 		return decodeError(body, err)
 	}
 	return nil
@@ -121,7 +123,7 @@ func decodeError(body []byte, err error) error {
 	switch {
 	case errors.As(err, &semantic) && errors.Is(semantic.Err, json.ErrUnknownName):
 		if semantic.JSONPointer.LastToken() == "" {
-			return &BadRequest{Field: "body", Message: "has a field with an empty name"}
+			return &BadRequest{Field: fieldName(semantic.JSONPointer.Parent()), Message: "has a field with an empty name"}
 		}
 		return &BadRequest{Field: fieldName(semantic.JSONPointer), Message: "is not a field of this command"}
 	case errors.As(err, &semantic):

@@ -24,7 +24,7 @@ func TestDecodeErrors(t *testing.T) {
 		{`{"path": "x"`, "body", "is cut short", &writeRequest{}},
 		{`{"path": "x"} {}`, "body", "must hold exactly one JSON object", &writeRequest{}},
 		{`{"path" "x"}`, "body", "is not valid JSON (at byte 8)", &writeRequest{}},
-		{"{\"path\": \"\xff\"}", "body", "is not valid JSON (at byte 10)", &writeRequest{}},
+		{`{"file": {"": 1}}`, "file", "has a field with an empty name", &writeRequest{}},
 		{`[]`, "body", "must be an object, not an array", &writeRequest{}},
 		{`{"offset": 1.5}`, "offset", "must be a whole number in range, not the number 1.5", &readRequest{}},
 		{`{"length": 1e30}`, "length", "must be a whole number in range, not the number 1e30", &readRequest{}},
@@ -43,6 +43,12 @@ func TestDecodeAcceptsEmptyAndExactBodies(t *testing.T) {
 		if err := decode([]byte(body), &writeRequest{}); err != nil {
 			t.Errorf("%q: %v", body, err)
 		}
+	}
+	// As encoding/json did: invalid UTF-8 and lone surrogates become U+FFFD.
+	var text writeRequest
+	if err := decode([]byte("{\"path\": \"\xff\", \"file\": {\"text\": \"\\ud800\"}}"), &text); err != nil ||
+		text.Path != "\ufffd" || *text.File.Text != "\ufffd" {
+		t.Errorf("%+v: %v", text, err)
 	}
 	var req writeRequest
 	if err := decode([]byte(`{"path": "a/b", "file": {"base64": "YQ=="}, "mode": "0600"}`), &req); err != nil ||
