@@ -402,6 +402,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 func upstreamError(err error) error {
 	var dialErr *sftpdial.Error
 	switch {
+	case errors.Is(err, pool.ErrCredentials):
+		// Not the SFTP server's fault, and the API server's error says
+		// nothing a client can act on.
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: pool.ErrCredentials.Error()}
 	case errors.Is(err, pool.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time"}

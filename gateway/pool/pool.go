@@ -36,6 +36,9 @@ var (
 	ErrTimeout = errors.New("the SFTP server did not answer in time")
 	// ErrClosed is a pool replaced because its connection changed.
 	ErrClosed = errors.New("the connection changed while the request waited; retry")
+	// ErrCredentials is a failure to read a connection's Secret from the
+	// API server, when its pool is built.
+	ErrCredentials = errors.New("the gateway cannot read the connection's credentials Secret; retry")
 )
 
 // keepaliveTimeout bounds the answer to a keepalive.
@@ -130,7 +133,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
 	if err := p.Secrets.Get(ctx, key, &secret); err != nil {
-		return nil, fmt.Errorf("reading the credentials Secret: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
 	target, err := sftpdial.NewTarget(conn, &secret)
 	if err != nil {
