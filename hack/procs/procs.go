@@ -48,11 +48,31 @@ func Alive(pid int) bool {
 
 // CPUTime is the user and system CPU time pid has used.
 func CPUTime(pid int) (time.Duration, error) {
-	fields, err := stat(pid)
+	return ticks(pid, 11, 12)
+}
+
+// TreeCPUTime is the CPU time pid and all its descendants have used, the
+// ones that ended included: each live process's own time, and that of the
+// children it has reaped (which count theirs).
+func TreeCPUTime(pid int) time.Duration {
+	var total time.Duration
+	for _, p := range append(Descendants(pid), pid) {
+		cpu, _ := ticks(p, 11, 12, 13, 14) // utime, stime, cutime, cstime
+		total += cpu
+	}
+	return total
+}
+
+// ticks sums fields of pid's stat, in clock ticks of 100 Hz.
+func ticks(pid int, fields ...int) (time.Duration, error) {
+	stat, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100, nil // clock ticks: 100 Hz
+	var sum int64
+	for _, f := range fields {
+		n, _ := strconv.ParseInt(stat[f], 10, 64)
+		sum += n
+	}
+	return time.Duration(sum) * time.Second / 100, nil
 }

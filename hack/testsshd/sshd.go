@@ -228,20 +228,14 @@ func (s *Server) start(port int) error {
 }
 
 // CPUTime is the CPU time the running sshd's processes have used (the
-// per-connection ones, which serve SFTP, included).
+// per-connection ones, which serve SFTP, included, and those that ended).
 func (s *Server) CPUTime() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return 0
 	}
-	var total time.Duration
-	for _, pid := range append(procs.Descendants(s.cmd.Process.Pid), s.cmd.Process.Pid) {
-		if cpu, err := procs.CPUTime(pid); err == nil {
-			total += cpu
-		}
-	}
-	return total
+	return procs.TreeCPUTime(s.cmd.Process.Pid)
 }
 
 func (s *Server) logFile() string { return filepath.Join(s.confDir, "sshd.log") }
