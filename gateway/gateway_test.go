@@ -32,6 +32,8 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
@@ -898,5 +900,17 @@ func BenchmarkWrite(b *testing.B) {
 		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"error"`) {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
+	}
+}
+
+// A credentials Secret the API server does not give the gateway is
+// pool.ErrCredentials, which the API answers as the connection's problem
+// (503), not the SFTP server's.
+func TestUnreadableSecretIsErrCredentials(t *testing.T) {
+	pools := &pool.Pools{Dialer: &sftpdial.Dialer{}, Secrets: k8s}
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "box", UID: "uid"}}
+	conn.Spec.Credentials.SecretRef.Name = "missing"
+	if _, err := pools.Get(context.Background(), conn); !errors.Is(err, pool.ErrCredentials) {
+		t.Errorf("Get = %v, want pool.ErrCredentials", err)
 	}
 }

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 )
@@ -197,17 +194,5 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	p.tend(0)
 	if p.Size() != 0 {
 		t.Fatalf("an idle session was kept")
-	}
-}
-
-// A Secret the gateway cannot read is ErrCredentials, which the API
-// answers as the connection's problem, not the SFTP server's.
-func TestUnreadableSecretIsErrCredentials(t *testing.T) {
-	pools := &Pools{Dialer: &sftpdial.Dialer{}, Secrets: fake.NewClientBuilder().Build()}
-	conn := &v1alpha1.SftpConnection{}
-	conn.Namespace, conn.Name, conn.UID = "ns", "box", "uid"
-	conn.Spec.Credentials.SecretRef.Name = "missing"
-	if _, err := pools.Get(context.Background(), conn); !errors.Is(err, ErrCredentials) {
-		t.Errorf("Get = %v, want ErrCredentials", err)
 	}
 }
