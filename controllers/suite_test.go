@@ -62,18 +62,13 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, &managerLogs)), zap.UseDevMode(true)))
-	env, err := testcluster.Start()
+	env, c, err := testcluster.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-
-	k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	k8s = c
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

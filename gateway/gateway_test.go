@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/pool"
@@ -63,15 +62,12 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	env, err := testcluster.Start()
+	env, c, err := testcluster.Start()
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = env.Stop() }()
-	restConfig, kubeconfig = env.Config, env.KubeConfig
-	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
-		return fail(err)
-	}
+	restConfig, kubeconfig, k8s = env.Config, env.KubeConfig, c
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
@@ -40,16 +39,14 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	env, err := testcluster.Start()
+	env, c, err := testcluster.Start()
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = env.Stop() }()
+	k8s = c
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if k8s, err = client.New(env.Config, client.Options{Scheme: controllers.Scheme()}); err != nil {
-		return fail(err)
-	}
 	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
@@ -59,15 +58,11 @@ func TestBenchmark(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sshd := testsshd.Start(t)
-	env, err := testcluster.Start()
+	env, k8s, err := testcluster.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
@@ -238,15 +237,11 @@ func TestRBACAllowsNoMore(t *testing.T) {
 // where it could not run here); invalid variants of the samples are
 // refused with a message.
 func TestAppliesToTheAPIServer(t *testing.T) {
-	env, err := testcluster.Start()
+	env, k8s, err := testcluster.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	// apply returns the API server's answer.
 	apply := func(u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {

@@ -12,22 +12,29 @@ import (
 	"slices"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
-// Start starts a control plane. Stop it with the returned environment's Stop.
-func Start() (*envtest.Environment, error) {
+// Start starts a control plane and returns it with a client of it that
+// knows sftpgate's types. Stop it with the returned environment's Stop.
+func Start() (*envtest.Environment, client.Client, error) {
 	env, err := Environment("")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := env.Start(); err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", env.BinaryAssetsDirectory, err)
+		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", env.BinaryAssetsDirectory, err)
 	}
-	return env, nil
+	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		_ = env.Stop()
+		return nil, nil, err
+	}
+	return env, k8s, nil
 }
 
 // Environment is a control plane ready to Start, keeping etcd's data in
