@@ -3,6 +3,13 @@
 -- looked at this generation, Degraded with Ready's reason and message
 -- otherwise.
 local hs = {status = "Progressing", message = "Waiting for the controller"}
+-- "reason: message", from what the condition has of them.
+local function says(c)
+  if c.reason ~= nil and c.message ~= nil and c.message ~= "" then
+    return c.reason .. ": " .. c.message
+  end
+  return c.reason or c.message or ("Ready is " .. tostring(c.status))
+end
 if obj.status == nil or obj.status.conditions == nil then
   return hs
 end
@@ -14,12 +21,12 @@ for _, c in ipairs(obj.status.conditions) do
     end
     if c.status == "True" then
       hs.status = "Healthy"
-      hs.message = c.message
+      hs.message = c.message or "Ready"
     elseif c.status == "Unknown" then
-      hs.message = c.reason .. ": " .. c.message
+      hs.message = says(c)
     else
       hs.status = "Degraded"
-      hs.message = c.reason .. ": " .. c.message
+      hs.message = says(c)
     end
     return hs
   end

@@ -22,6 +22,12 @@ func TestArgoCDHealth(t *testing.T) {
 	ready := func(status, reason string, observed int64) map[string]any {
 		return map[string]any{"type": "Ready", "status": status, "reason": reason, "message": reason + " says why", "observedGeneration": observed}
 	}
+	// message is optional in a condition's schema.
+	unexplained := func(status, reason string, observed int64) map[string]any {
+		c := ready(status, reason, observed)
+		delete(c, "message")
+		return c
+	}
 	for _, kind := range []string{"SftpConnection", "ApiKey"} {
 		script, ok := data["resource.customizations.health.sftpgate.dev_"+kind].(string)
 		if !ok {
@@ -32,12 +38,15 @@ func TestArgoCDHealth(t *testing.T) {
 			conditions []any
 			generation int64
 			want       string
+			message    string // when it matters
 		}{
-			{"new, not yet seen", nil, 1, "Progressing"},
-			{"ready", []any{ready("True", "Connected", 2)}, 2, "Healthy"},
-			{"ready for an older generation", []any{ready("True", "Connected", 1)}, 2, "Progressing"},
-			{"failed", []any{ready("False", "AuthenticationFailed", 3)}, 3, "Degraded"},
-			{"unknown", []any{ready("Unknown", "Testing", 1)}, 1, "Progressing"},
+			{"new, not yet seen", nil, 1, "Progressing", ""},
+			{"ready", []any{ready("True", "Connected", 2)}, 2, "Healthy", ""},
+			{"ready for an older generation", []any{ready("True", "Connected", 1)}, 2, "Progressing", ""},
+			{"failed", []any{ready("False", "AuthenticationFailed", 3)}, 3, "Degraded", "AuthenticationFailed: AuthenticationFailed says why"},
+			{"failed, no message", []any{unexplained("False", "AuthenticationFailed", 3)}, 3, "Degraded", "AuthenticationFailed"},
+			{"ready, no message", []any{unexplained("True", "Connected", 2)}, 2, "Healthy", ""},
+			{"unknown", []any{ready("Unknown", "Testing", 1)}, 1, "Progressing", ""},
 		} {
 			obj := map[string]any{"metadata": map[string]any{"generation": tc.generation}, "status": map[string]any{}}
 			if tc.conditions != nil {
@@ -47,8 +56,8 @@ func TestArgoCDHealth(t *testing.T) {
 			if status != tc.want || message == "" {
 				t.Errorf("%s, %s: %s %q, want %s", kind, tc.name, status, message, tc.want)
 			}
-			if tc.want == "Degraded" && message != "AuthenticationFailed: AuthenticationFailed says why" {
-				t.Errorf("%s, %s: message %q", kind, tc.name, message)
+			if tc.message != "" && message != tc.message {
+				t.Errorf("%s, %s: message %q, want %q", kind, tc.name, message, tc.message)
 			}
 		}
 	}
@@ -66,7 +75,14 @@ func health(t *testing.T, script string, obj map[string]any) (status, message st
 	if !ok {
 		t.Fatalf("the health check returned %v", state.Get(-1))
 	}
-	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
+	// A field the script did not set is nil, which String would make "nil".
+	str := func(v lua.LValue) string {
+		if s, ok := v.(lua.LString); ok {
+			return string(s)
+		}
+		return ""
+	}
+	return str(hs.RawGetString("status")), str(hs.RawGetString("message"))
 }
 
 // toLua converts JSON-like Go values as Argo CD does: objects and arrays
