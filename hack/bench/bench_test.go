@@ -156,7 +156,7 @@ func TestBenchmark(t *testing.T) {
 		}
 		return directWrite(i)
 	}
-	load := newLoad(t, "http://"+addr+"/box/write", token)
+	load := newLoad(t, g.url+"write", token)
 	for _, concurrency := range []int{1, 16, 64} {
 		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
 		// of the concurrency-16 phases.

@@ -197,7 +197,9 @@ func progress() func(string) {
 	}
 }
 
-// lock makes sure one `sftpgate dev` uses a data directory at a time.
+// lockFile, in the data directory, is held by the `sftpgate dev` using it.
+const lockFile = "lock"
+
 // clearExceptLock empties the data directory but for the lock, which this
 // process holds.
 func clearExceptLock(dir string) error {
@@ -206,7 +208,7 @@ func clearExceptLock(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() != "lock" {
+		if e.Name() != lockFile {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
@@ -215,8 +217,9 @@ func clearExceptLock(dir string) error {
 	return nil
 }
 
+// lock makes sure one `sftpgate dev` uses a data directory at a time.
 func lock(dir string) (func(), error) {
-	path := filepath.Join(dir, "lock")
+	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // in the data directory the user chose
 	if err != nil {
 		return nil, err

@@ -5,13 +5,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
 // TestDockerfile: no Docker engine runs here, so the Dockerfile is read:
 // a Go 1.26 builder, a static build, the distroless non-root base, the one
 // binary as entrypoint.
 func TestDockerfile(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,13 +24,23 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
+// renderDefault renders config/default once for all the tests.
+var renderDefault = sync.OnceValues(func() ([]*unstructured.Unstructured, error) {
+	return kustomize.Render("config/default")
+})
+
+// render is config/default's objects, a copy of its own for each caller.
 func render(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objects, err := kustomize.Render("config/default")
+	objects, err := renderDefault()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return objects
+	copies := make([]*unstructured.Unstructured, len(objects))
+	for i, u := range objects {
+		copies[i] = u.DeepCopy()
+	}
+	return copies
 }
 
 func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {

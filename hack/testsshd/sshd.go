@@ -172,7 +172,7 @@ var errPortTaken = errors.New("port taken")
 func (s *Server) start(port int) error {
 	config := filepath.Join(s.confDir, "sshd_config")
 	pidFile := filepath.Join(s.confDir, "sshd.pid")
-	conf := strings.Join([]string{
+	conf := strings.Join(append([]string{
 		"ListenAddress " + net.JoinHostPort(s.Host, strconv.Itoa(port)),
 		"HostKey " + s.hostKeyFile,
 		"PidFile " + pidFile,
@@ -187,7 +187,7 @@ func (s *Server) start(port int) error {
 		"MaxStartups 100:30:200",
 		"LogLevel VERBOSE",
 		"Subsystem sftp internal-sftp",
-	}, "\n") + "\n" + strings.Join(append(s.config, ""), "\n")
+	}, s.config...), "\n") + "\n"
 	if err := os.WriteFile(config, []byte(conf), 0o600); err != nil {
 		return err
 	}
