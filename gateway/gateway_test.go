@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -883,9 +885,10 @@ func TestFailedUploadAnswersWhileTheClientSends(t *testing.T) {
 func BenchmarkWrite(b *testing.B) {
 	f := newFixture(b)
 	body := []byte(`{"path": "bench.txt", "file": {"text": "` + strings.Repeat("x", 1024) + `"}}`)
-	// The request log would fill the output; writing it is still measured.
-	log.SetOutput(io.Discard)
-	defer log.SetOutput(os.Stderr)
+	// The request log as the gateway writes it (JSON), but not to the
+	// benchmark's output.
+	restoreLoggers(b)
+	slog.SetDefault(slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	b.ReportAllocs()
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, "/"+f.slug+"/write", bytes.NewReader(body))
@@ -909,4 +912,52 @@ func TestUnreadableSecretIsErrCredentials(t *testing.T) {
 	if _, err := pools.Get(context.Background(), conn); !errors.Is(err, pool.ErrCredentials) {
 		t.Errorf("Get = %v, want pool.ErrCredentials", err)
 	}
+
+	// Requests that waited for a failed read get its error; they do not
+	// each read again in turn.
+	slow := &slowReads{Reader: k8s, first: make(chan struct{}), release: make(chan struct{})}
+	pools = &pool.Pools{Dialer: &sftpdial.Dialer{}, Secrets: slow}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := pools.Get(context.Background(), conn); !errors.Is(err, pool.ErrCredentials) {
+				t.Errorf("Get = %v, want pool.ErrCredentials", err)
+			}
+		})
+	}
+	<-slow.first
+	time.Sleep(200 * time.Millisecond) // the other seven queue behind the read
+	close(slow.release)
+	wg.Wait()
+	if n := slow.reads.Load(); n != 1 {
+		t.Errorf("%d reads of the Secret, want 1", n)
+	}
+}
+
+// slowReads holds the first Get until release is closed.
+type slowReads struct {
+	client.Reader
+	reads   atomic.Int32
+	first   chan struct{}
+	release chan struct{}
+}
+
+func (s *slowReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if s.reads.Add(1) == 1 {
+		close(s.first)
+		<-s.release
+	}
+	return s.Reader.Get(ctx, key, obj, opts...)
+}
+
+// restoreLoggers puts slog's default logger and the log package's output
+// back when tb ends: slog.SetDefault redirects the log package, and setting
+// the old default again does not undo that.
+func restoreLoggers(tb testing.TB) {
+	logger, out, flags := slog.Default(), log.Writer(), log.Flags()
+	tb.Cleanup(func() {
+		slog.SetDefault(logger)
+		log.SetOutput(out)
+		log.SetFlags(flags)
+	})
 }

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -92,10 +91,10 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("--denied-networks: %w", err)
 	}
 	scheme := controllers.Scheme()
-	// The gateway only reads what it caches (every request does): the
-	// cache hands out its own objects, not copies, and nothing changes them.
-	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
-		DefaultUnsafeDisableDeepCopy: ptr.To(true)})
+	// Requests read connections and keys from the informers' indexes
+	// (cacheindex), which hand out the cache's own objects: they only read
+	// them.
+	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, err
 	}

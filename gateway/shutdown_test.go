@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -30,9 +29,10 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	defer cancel()
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	must(t, err)
-	stderr, logger := os.Stderr, slog.Default()
+	stderr := os.Stderr
 	os.Stderr = logFile // Run logs to it
-	defer func() { os.Stderr = stderr; slog.SetDefault(logger) }()
+	defer func() { os.Stderr = stderr }()
+	restoreLoggers(t) // Run makes its log the default
 	done := make(chan error, 1)
 	go func() {
 		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",

@@ -50,9 +50,9 @@ const keepaliveTimeout = 10 * time.Second
 // further SSH connection costs the server a process and a handshake and
 // spreads the packets thinner (fewer per system call on both sides):
 // measured against OpenSSH here, eight connections for 16 concurrent
-// writes cost the server twice the CPU per write of one. A stream (a
-// transfer, which keeps many requests in flight itself) fills a session
-// on its own.
+// writes cost the server twice the CPU per write of one. A stream fills a
+// session on its own: a transfer keeps many requests in flight itself,
+// and directory reads on one session take turns.
 const sessionShare = 64
 
 // Op describes an operation to the pool.
@@ -60,8 +60,9 @@ type Op struct {
 	// Idempotent operations are retried once on a fresh session when
 	// theirs broke.
 	Idempotent bool
-	// Stream is a transfer of a whole file: it gets a session of its own
-	// while the limit allows.
+	// Stream is a transfer of a whole file or a read of a whole directory
+	// (see commands.Command.Streams): it gets a session of its own while
+	// the limit allows.
 	Stream bool
 }
 
@@ -92,6 +93,11 @@ type Pools struct {
 type entry struct {
 	mu   sync.Mutex
 	pool *Pool
+	// The last build that failed: the requests that waited for it get its
+	// error rather than each asking the API server again in turn.
+	failed        error
+	failedAt      time.Time
+	failedVersion version
 }
 
 // version is what a pool is built from: when the spec, the tested Secret,
@@ -120,12 +126,30 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	}
 	p.mu.Unlock()
 
+	waitFrom := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v := versionOf(conn)
-	if e.pool != nil && e.pool.version == v {
+	switch {
+	case e.pool != nil && e.pool.version == v:
 		return e.pool, nil
+	case e.failed != nil && e.failedVersion == v && !e.failedAt.Before(waitFrom):
+		return nil, e.failed
 	}
+	pool, err := p.build(ctx, conn, v)
+	if err != nil {
+		e.failed, e.failedAt, e.failedVersion = err, time.Now(), v
+		return nil, err
+	}
+	if e.pool != nil {
+		e.pool.Close()
+	}
+	e.pool = pool
+	return pool, nil
+}
+
+// build makes the pool of conn at version v, reading its Secret.
+func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v version) (*Pool, error) {
 	// Reading the Secret is bounded like a dial: the request may wait
 	// that long for a new pool.
 	ctx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
@@ -139,10 +163,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	if err != nil {
 		return nil, err
 	}
-	if e.pool != nil {
-		e.pool.Close()
-	}
-	e.pool = &Pool{
+	return &Pool{
 		namespace: conn.Namespace,
 		name:      conn.Name,
 		dialer:    p.Dialer,
@@ -151,8 +172,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 		version:   v,
 		lastUsed:  time.Now(),
 		wake:      make(chan struct{}),
-	}
-	return e.pool, nil
+	}, nil
 }
 
 // Run closes idle sessions, keeps the others alive and forgets unused
