@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -331,11 +331,19 @@ func TestEditAfterAnotherChange(t *testing.T) {
 	// Someone else changes it (kubectl, say).
 	var conns v1alpha1.SftpConnectionList
 	must(t, k8s.List(context.Background(), &conns))
-	for i := range conns.Items {
-		if conns.Items[i].Name == "shared" && conns.Items[i].Spec.Username == "u" {
-			conns.Items[i].Spec.Username = "someone-else"
-			must(t, k8s.Update(context.Background(), &conns.Items[i]))
+	for _, conn := range conns.Items {
+		if conn.Name != "shared" || conn.Spec.Username != "u" {
+			continue
 		}
+		// The controller writes the status meanwhile: retry on conflict.
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var latest v1alpha1.SftpConnection
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&conn), &latest); err != nil {
+				return err
+			}
+			latest.Spec.Username = "someone-else"
+			return k8s.Update(context.Background(), &latest)
+		}))
 	}
 	form.Set("generation", generation[1])
 	form.Set("host", "example.com")

@@ -62,8 +62,8 @@ func run(m *testing.M) int {
 	defer gwSrv.Close()
 	gatewayURL = gwSrv.URL
 
-	// The UI runs as its service account with only the rights of
-	// config/rbac/webui: what the tests do, it may do in production.
+	// The UI runs as its service account with only the rights config/default
+	// gives it: what the tests do, it may do in production.
 	uiKube, err = serviceAccountClient(ctx, env.Config)
 	if err != nil {
 		return fail(err)
@@ -159,6 +159,13 @@ func addConnection(t *testing.T, ctx context.Context, name string, sshd *testssh
 		chromedp.SendKeys(chromedp.ID("password"), password),
 		chromedp.SendKeys(chromedp.ID("rootPath"), sshd.Dir),
 	))
+	// Keys are shown in a monospace font, the other fields in the page's.
+	mono, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+		`getComputedStyle(document.getElementById("hostKey")).fontFamily.includes("mono") &&
+		 !getComputedStyle(document.getElementById("host")).fontFamily.includes("mono")`))
+	if err != nil || !mono {
+		t.Errorf("the host key box is not in a monospace font, or the host field is (%v)", err)
+	}
 	screenshot(t, ctx, "add-connection")
 	must(t, chromedp.Do(ctx, chromedp.Submit(chromedp.ID("host")), chromedp.WaitVisible(chromedp.CSS("section.status"))))
 }

@@ -147,8 +147,9 @@ type HostKeyTrust struct {
 type Limits struct {
 	// MaxConnections is how many SSH connections the gateway opens to the
 	// server at most, per gateway replica. It opens them as load needs:
-	// commands share a connection, up to 64 at a time, and a transfer of
-	// a whole file gets one of its own.
+	// commands share a connection, up to 64 at a time, and a command that
+	// moves a whole file or reads a whole directory (raw transfers, copy,
+	// hash, list, rmdir) gets one of its own while the limit allows.
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
