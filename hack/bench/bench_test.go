@@ -11,8 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-logr/logr"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
@@ -31,18 +34,21 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
 const (
-	// Small writes run in rounds: in each, the three clients (direct,
-	// direct with the realpath check, gateway) write for a phase in turn.
+	// Small writes run in rounds: in each, the four clients (direct,
+	// direct with the realpath check, the bare handler, gateway) write for
+	// a phase in turn.
 	phase          = time.Second
 	rounds         = 3
-	phasesPerRound = 3
+	phasesPerRound = 4
 	largeSize      = 256 << 20
 	hugeSize       = 1 << 30
 	// manyEntries is the size of the directory listed.
@@ -132,7 +138,7 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
 	// The CPU each party uses per write, over all small-write phases:
 	// the client (this process, or the gateway), sshd, and wrk.
-	var directCPU, checkedCPU, gatewayCPU cpuUse
+	var directCPU, checkedCPU, bareCPU, gatewayCPU cpuUse
 	var wrkCPU time.Duration
 	self := func() time.Duration { return mustCPU(t, os.Getpid()) }
 	gateway := func() time.Duration { return mustCPU(t, gw.Process.Pid) }
@@ -157,6 +163,7 @@ func TestBenchmark(t *testing.T) {
 		return directWrite(i)
 	}
 	load := newLoad(t, g.url+"write", token)
+	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token)
 	for _, concurrency := range []int{1, 16, 64} {
 		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
 		// of the concurrency-16 phases.
@@ -167,10 +174,14 @@ func TestBenchmark(t *testing.T) {
 		}
 		// Direct and gateway take turns, so that a slow spell of this
 		// shared machine weighs on both.
-		var d, c, w result
+		var d, c, b, w result
 		for range rounds {
 			d.add(directCPU.measure(self, sshd, func() result { return run(concurrency, directWrite) }))
 			c.add(checkedCPU.measure(self, sshd, func() result { return run(concurrency, checkedWrite) }))
+			b.add(bareCPU.measure(self, sshd, func() result {
+				lw, _ := bareLoad.run(t, concurrency)
+				return lw
+			}))
 			w.add(gatewayCPU.measure(gateway, sshd, func() result {
 				lw, cpu := load.run(t, concurrency)
 				wrkCPU += cpu
@@ -190,11 +201,13 @@ func TestBenchmark(t *testing.T) {
 		fmt.Printf("%-34s %9.0f/s %9.0f/s %10.2f %10s\n", label, d.rate(), w.rate(), w.rate()/d.rate(), target)
 		fmt.Printf("%-34s %12s %12s\n", "  p50 / p99 latency", d.percentiles(), w.percentiles())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  direct with the realpath check", c.rate(), "", w.rate()/c.rate())
+		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  bare HTTP handler, same steps", b.rate(), "", w.rate()/b.rate())
 	}
 	// The direct clients' CPU is this process's, which runs little else
 	// while they write: the cost of the SFTP client alone.
 	fmt.Printf("%-34s %9.3f ms %9.3f ms %10s %10s\n", "CPU per small write", directCPU.perOp(directCPU.client), gatewayCPU.perOp(gatewayCPU.client), "", "< 0.1 ms")
 	fmt.Printf("%-34s %9.3f ms\n", "  direct with the realpath check", checkedCPU.perOp(checkedCPU.client))
+	fmt.Printf("%-34s %9.3f ms\n", "  bare HTTP handler, same steps", bareCPU.perOp(bareCPU.client))
 	fmt.Printf("%-34s %9.3f ms %9.3f ms\n", "  sshd's, per write", directCPU.perOp(directCPU.sshd), gatewayCPU.perOp(gatewayCPU.sshd))
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, with the realpath check", checkedCPU.perOp(checkedCPU.sshd))
 	fmt.Printf("%-34s %12s %9.3f ms\n", "  wrk's, per write", "", gatewayCPU.perOp(wrkCPU))
@@ -262,6 +275,65 @@ func TestBenchmark(t *testing.T) {
 	}
 	fmt.Printf("%-34s %12s %9d MB %10s %10s\n", "gateway RSS, 1 GiB each way", "", rss>>20, "", "< 100 MB")
 	fmt.Printf("%-34s %12s %7.0f MB/s\n\n", "  (1 GiB up and down, together)", "", 2*float64(hugeSize)/1e6/huge.Seconds())
+}
+
+// startBare serves the least an HTTP front to SFTP does for a 1 KiB
+// write, in this process: decode the request, ask the server's realpath
+// (the root confinement), open, write, close and answer, over the
+// gateway's own SSH stack (sftpdial) and one session, with no routing,
+// keys, log or metrics. What the gateway spends beyond it is its own.
+func startBare(t *testing.T, sshd *testsshd.Server) (url string) {
+	target := testsftp.Target(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine)
+	s, err := (&sftpdial.Dialer{}).Dial(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	type writeRequest struct {
+		Path string `json:"path"`
+		File struct {
+			Text string `json:"text"`
+		} `json:"file"`
+	}
+	type writeResult struct {
+		Path         string `json:"path"`
+		BytesWritten int    `json:"bytesWritten"`
+	}
+	write := func(body []byte) (*writeResult, error) {
+		var req writeRequest
+		if err := jsonv2.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+		p := path.Join(sshd.Dir, path.Clean("/"+req.Path))
+		if _, err := s.SFTP.RealPath(p); err != nil {
+			return nil, err
+		}
+		f, err := s.SFTP.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+		if err != nil {
+			return nil, err
+		}
+		n, err := f.Write([]byte(req.File.Text))
+		if closeErr := f.Close(); err == nil {
+			err = closeErr
+		}
+		return &writeResult{Path: req.Path, BytesWritten: n}, err
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		var res *writeResult
+		if err == nil {
+			res, err = write(body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		answer, _ := json.Marshal(map[string]any{"write": res})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 type gatewayClient struct {
