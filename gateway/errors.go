@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 )
 
@@ -24,6 +27,33 @@ func (e *apiError) Error() string { return e.Message }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	b, err := json.Marshal(body)
+	send(w, status, b, err)
+}
+
+// writeAnswer sends a command's envelope: {"<command>": result}, or
+// {"<command>": null, "error": failure} when the server refused it. It is
+// put together from the parts' JSON, without a map of one key to encode
+// for every request.
+func writeAnswer(w http.ResponseWriter, name string, result any, failure *commands.Failure) {
+	b, err := json.Marshal(result)
+	var f []byte
+	if err == nil && failure != nil {
+		f, err = json.Marshal(failure)
+	}
+	// Room for the envelope and for send's newline.
+	answer := make([]byte, 0, len(name)+len(b)+len(f)+len(`{"":,"error":}`)+1)
+	// A command's name is valid UTF-8: there is no error to check.
+	answer, _ = jsontext.AppendQuote(append(answer, '{'), name)
+	answer = append(append(answer, ':'), b...)
+	if f != nil {
+		answer = append(append(answer, `,"error":`...), f...)
+	}
+	send(w, http.StatusOK, append(answer, '}'), err)
+}
+
+// send writes a JSON body, or, when it could not be encoded, an internal
+// error.
+func send(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`)
 	}

@@ -260,8 +260,9 @@ func (f *fixture) failure(t *testing.T, command, body, code string) {
 	t.Helper()
 	status, out := f.call(t, command, body)
 	e, _ := out["error"].(map[string]any)
-	if status != http.StatusOK || e == nil || e["code"] != code || out[command] != nil {
-		t.Fatalf("%s %s: %d %v, want 200 with error %s", command, body, status, out, code)
+	result, named := out[command]
+	if status != http.StatusOK || e == nil || e["code"] != code || !named || result != nil {
+		t.Fatalf("%s %s: %d %v, want 200 with error %s and a null result", command, body, status, out, code)
 	}
 }
 

@@ -76,16 +76,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &requestLog{command: "unknown"} // metric labels stay bounded
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	defer func() {
+		end := time.Now()
 		metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
-		metrics.Duration.WithLabelValues(rec.command).Observe(time.Since(start).Seconds())
-		slog.Default().LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("requestID", middleware.GetReqID(r.Context())),
+		metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
+		// To the handler itself: Logger.LogAttrs would also find the
+		// caller, which the line does not show, at a fifth of its cost.
+		ctx, log := r.Context(), slog.Default().Handler()
+		if !log.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+		line.AddAttrs(
+			slog.String("requestID", middleware.GetReqID(ctx)),
 			slog.String("keyID", rec.keyID),
 			slog.String("slug", slug),
 			slog.String("command", name),
 			slog.Int("status", ww.Status()),
 			slog.Int("bytes", ww.BytesWritten()),
-			slog.Duration("duration", time.Since(start)))
+			slog.Duration("duration", end.Sub(start)))
+		_ = log.Handle(ctx, line)
 	}()
 	if err := h.serve(ww, r, slug, name, rec); err != nil {
 		var e *apiError
@@ -203,9 +212,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	case streamed:
 		// The answer is sent; a failure halfway shows as a short body.
 	case err == nil:
-		writeJSON(w, http.StatusOK, map[string]any{name: result})
+		writeAnswer(w, name, result, nil)
 	case errors.As(err, &failure):
-		writeJSON(w, http.StatusOK, map[string]any{name: nil, "error": failure})
+		writeAnswer(w, name, nil, failure)
 	case errors.As(err, &bad):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: bad.Error(), Field: bad.Field}
 	case errors.As(err, &tooLarge):
