@@ -556,17 +556,27 @@ func timed(op func() error) time.Duration {
 	return time.Since(start)
 }
 
-// alternate times a and b twice each, a first and then b first, and
-// returns the mean time of each. Each runs once untimed first: on this VM
-// the first large writes into memory not written for a while ran at half
-// speed or less, for the direct client as for the gateway, and made the
-// ratio swing between 0.5 and 1.1.
+// alternate times a and b three times each, taking turns at going first,
+// and returns the median time of each. Each runs once untimed first: on
+// this VM the first large writes into memory not written for a while ran
+// at half speed or less, for the direct client as for the gateway. Even
+// then single uploads of either client, alone on an SSH connection, took
+// from 1x to 2.3x as long (sshd's CPU per MB swinging with them), and the
+// median does not let one such run decide the ratio.
 func alternate(a, b func() error) (time.Duration, time.Duration) {
 	timed(a)
 	timed(b)
-	a1, b1 := timed(a), timed(b)
-	b2, a2 := timed(b), timed(a)
-	return (a1 + a2) / 2, (b1 + b2) / 2
+	var as, bs []time.Duration
+	for i := range 3 {
+		if i%2 == 0 {
+			as, bs = append(as, timed(a)), append(bs, timed(b))
+		} else {
+			bs, as = append(bs, timed(b)), append(as, timed(a))
+		}
+	}
+	slices.Sort(as)
+	slices.Sort(bs)
+	return as[1], bs[1]
 }
 
 func mbps(d time.Duration) float64 { return float64(largeSize) / 1e6 / d.Seconds() }
