@@ -40,6 +40,10 @@ func writeAnswer(w http.ResponseWriter, name string, result any, failure *comman
 	if err == nil && failure != nil {
 		f, err = json.Marshal(failure)
 	}
+	if err != nil {
+		send(w, http.StatusInternalServerError, nil, err)
+		return
+	}
 	// Room for the envelope and for send's newline.
 	answer := make([]byte, 0, len(name)+len(b)+len(f)+len(`{"":,"error":}`)+1)
 	// A command's name is valid UTF-8: there is no error to check.
@@ -48,7 +52,7 @@ func writeAnswer(w http.ResponseWriter, name string, result any, failure *comman
 	if f != nil {
 		answer = append(append(answer, `,"error":`...), f...)
 	}
-	send(w, http.StatusOK, append(answer, '}'), err)
+	send(w, http.StatusOK, append(answer, '}'), nil)
 }
 
 // send writes a JSON body, or, when it could not be encoded, an internal

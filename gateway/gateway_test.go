@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -376,6 +378,44 @@ func TestCommandsAgainstOpenSSH(t *testing.T) {
 	// The path pattern is written with a trailing slash.
 	if status, out := do(t, http.MethodPost, "/"+f.slug+"/ping/", f.token, "", ""); status != http.StatusOK || out["ping"] == nil {
 		t.Errorf("POST .../ping/ = %d %v", status, out)
+	}
+}
+
+// Below rootPath "/" a path is the server's own, and a symlink whose
+// target does not exist is followed, by a write and by a raw upload, which
+// create the target. (That the server is not asked where paths lead there
+// is TestResolveAsksTheServerOnlyBelowARoot's.)
+func TestNothingIsCheckedBelowSlash(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "box"}}
+	must(t, k8s.Patch(ctx, conn, client.RawPatch(types.MergePatchType, []byte(`{"spec": {"rootPath": "/"}}`))))
+	// Served below "/" once the new spec's test passed: the test's
+	// directory is then found by its absolute path.
+	dir := fmt.Sprintf(`{"path": %q}`, f.sshd.Dir)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if status, out := f.call(t, "exists", dir); status == http.StatusOK && out["exists"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(`the gateway does not serve the connection below "/"`)
+		}
+	}
+
+	written, uploaded := filepath.Join(f.sshd.Dir, "written"), filepath.Join(f.sshd.Dir, "uploaded")
+	must(t, os.Symlink(filepath.Join(f.sshd.Dir, "written.txt"), written))
+	must(t, os.Symlink(filepath.Join(f.sshd.Dir, "uploaded.txt"), uploaded))
+	f.ok(t, "write", fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, written))
+	if status, _, out := f.raw(t, "write", "path="+url.QueryEscape(uploaded), "application/octet-stream", "", "", []byte("x")); status != http.StatusOK {
+		t.Fatalf("upload: %d %s", status, out)
+	}
+	for _, link := range []string{written, uploaded} {
+		if b, err := os.ReadFile(link + ".txt"); err != nil || string(b) != "x" {
+			t.Errorf("%s: the target holds %q, %v; want x", filepath.Base(link), b, err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a symlink: %v", filepath.Base(link), err)
+		}
 	}
 }
 

@@ -64,6 +64,7 @@ func within(root, p string) bool {
 // Resolve returns the server path for p, which is required, after checking
 // on the server that p (or, while it does not exist yet, its nearest
 // existing ancestor) does not resolve outside the root through a symlink.
+// Below "/" there is no outside, and nothing to check.
 func (fs *FS) Resolve(p string) (string, error) {
 	target, err := fs.lexical(p)
 	if err != nil {
@@ -86,7 +87,7 @@ func (fs *FS) ResolveParent(p string) (string, error) {
 func (fs *FS) checkReal(p string) error {
 	if fs.Root == "/" {
 		// Wherever a path leads on the server, it is inside "/": asking
-		// would only cost a round trip (a quarter of a small write's).
+		// would only cost round trips (one of a small write's four).
 		return nil
 	}
 	for {

@@ -33,13 +33,22 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = server.Serve() }()
+	served := make(chan struct{})
+	go func() { defer close(served); _ = server.Serve() }()
+	var client *sftp.Client
+	t.Cleanup(func() {
+		// End both directions; then the server and the client stop.
+		_ = toClient.Close()
+		_ = fromClient.Close()
+		<-served
+		if client != nil {
+			_ = client.Close()
+		}
+	})
 	sent := &countingWriter{WriteCloser: fromClient}
-	client, err := sftp.NewClientPipe(fromServer, sent)
-	if err != nil {
+	if client, err = sftp.NewClientPipe(fromServer, sent); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = server.Close(); _ = client.Close() }()
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
