@@ -150,7 +150,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err := ready(conn); err != nil {
 		return err
 	}
-	upload := (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mediaType(r.Header.Get("Content-Type")) == octetStream
+	contentType := r.Header.Get("Content-Type")
+	mt := mediaType(contentType) // "" when it does not parse
+	upload := (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mt == octetStream
 	download := cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream)
 	var body []byte
 	switch {
@@ -158,6 +160,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		// Refused before the file is opened (and truncated).
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
+	case !upload && contentType != "" && mt != "application/json":
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Message: "send the request as Content-Type: application/json"}
 	case !upload:
 		if body, err = readBody(w, r, h.limits.MaxBodyBytes); err != nil {
 			return err
@@ -385,12 +390,6 @@ const presizeBody = 64 << 10
 
 // readBody reads a JSON request body within the limit.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return nil, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
-				Message: "send the request as Content-Type: application/json"}
-		}
-	}
 	// Sized from Content-Length, up to a typical body: one allocation
 	// rather than a doubling series, and no more memory than has arrived
 	// for a client that declares a large body and sends nothing.
