@@ -385,7 +385,7 @@ func TestCommandsAgainstOpenSSH(t *testing.T) {
 // target does not exist is followed, by a write and by a raw upload, which
 // create the target. (That the server is not asked where paths lead there
 // is TestResolveAsksTheServerOnlyBelowARoot's.)
-func TestNothingIsCheckedBelowSlash(t *testing.T) {
+func TestServedBelowSlash(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "box"}}

@@ -46,11 +46,10 @@ const (
 	// Small writes run in rounds: in each, the four clients (direct,
 	// direct with the realpath check, the bare handler, gateway) write for
 	// a phase in turn.
-	phase          = time.Second
-	rounds         = 3
-	phasesPerRound = 4
-	largeSize      = 256 << 20
-	hugeSize       = 1 << 30
+	phase     = time.Second
+	rounds    = 3
+	largeSize = 256 << 20
+	hugeSize  = 1 << 30
 	// manyEntries is the size of the directory listed.
 	manyEntries = 200_000
 )
@@ -165,28 +164,38 @@ func TestBenchmark(t *testing.T) {
 	load := newLoad(t, g.url+"write", token)
 	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token)
 	for _, concurrency := range []int{1, 16, 64} {
+		var d, c, b, w result
+		parties := []struct {
+			result *result
+			cpu    *cpuUse
+			client func() time.Duration
+			write  func() result
+		}{
+			{&d, &directCPU, self, func() result { return run(concurrency, directWrite) }},
+			{&c, &checkedCPU, self, func() result { return run(concurrency, checkedWrite) }},
+			{&b, &bareCPU, self, func() result {
+				lw, _ := bareLoad.run(t, concurrency)
+				return lw
+			}},
+			{&w, &gatewayCPU, gateway, func() result {
+				lw, cpu := load.run(t, concurrency)
+				wrkCPU += cpu
+				return lw
+			}},
+		}
 		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
 		// of the concurrency-16 phases.
 		var profiled chan error
 		if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" && concurrency == 16 {
 			profiled = make(chan error, 1)
-			go func() { profiled <- saveProfile("http://"+metricsAddr, out, rounds*phasesPerRound*phase) }()
+			go func() { profiled <- saveProfile("http://"+metricsAddr, out, rounds*time.Duration(len(parties))*phase) }()
 		}
-		// Direct and gateway take turns, so that a slow spell of this
-		// shared machine weighs on both.
-		var d, c, b, w result
+		// The clients take turns, so that a slow spell of this shared
+		// machine weighs on all.
 		for range rounds {
-			d.add(directCPU.measure(self, sshd, func() result { return run(concurrency, directWrite) }))
-			c.add(checkedCPU.measure(self, sshd, func() result { return run(concurrency, checkedWrite) }))
-			b.add(bareCPU.measure(self, sshd, func() result {
-				lw, _ := bareLoad.run(t, concurrency)
-				return lw
-			}))
-			w.add(gatewayCPU.measure(gateway, sshd, func() result {
-				lw, cpu := load.run(t, concurrency)
-				wrkCPU += cpu
-				return lw
-			}))
+			for _, p := range parties {
+				p.result.add(p.cpu.measure(p.client, sshd, p.write))
+			}
 		}
 		if profiled != nil {
 			if err := <-profiled; err != nil {
@@ -233,7 +242,7 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("%-34s %12s %9.0f ms\n", "list, 1000 of 200,000 entries", "", float64(listed.Microseconds())/1000)
 	fmt.Printf("%-34s %12s %9d MB\n", "  gateway peak RSS so far", "", rss>>20)
 
-	// Direct and gateway take turns here too, each going first once: the
+	// Direct and gateway take turns here too (see alternate): the
 	// machine's page cache and writeback weigh on whichever comes second.
 	var upDirectCPU, upGatewayCPU cpuUse
 	upDirect, upGateway := alternate(upDirectCPU.counted(self, sshd, func() error {
@@ -333,7 +342,9 @@ func startBare(t *testing.T, sshd *testsshd.Server) (url string) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		answer, _ := json.Marshal(map[string]any{"write": res})
+		answer, _ := json.Marshal(struct {
+			Write *writeResult `json:"write"`
+		}{res})
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(answer)
 	}))
