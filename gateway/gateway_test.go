@@ -165,8 +165,8 @@ type fixture struct {
 }
 
 // newConnection starts an sshd and makes an SftpConnection "box" to it in
-// a new namespace.
-func newConnection(t testing.TB) (*v1alpha1.SftpConnection, *testsshd.Server) {
+// a new namespace, changed by mutate before it is created.
+func newConnection(t testing.TB, mutate ...func(*v1alpha1.SftpConnection)) (*v1alpha1.SftpConnection, *testsshd.Server) {
 	t.Helper()
 	ctx := context.Background()
 	sshd := testsshd.Start(t)
@@ -181,6 +181,9 @@ func newConnection(t testing.TB) (*v1alpha1.SftpConnection, *testsshd.Server) {
 			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
 		},
 	}
+	for _, m := range mutate {
+		m(conn)
+	}
 	must(t, k8s.Create(ctx, conn))
 	return conn, sshd
 }
@@ -189,8 +192,15 @@ func newConnection(t testing.TB) (*v1alpha1.SftpConnection, *testsshd.Server) {
 // gateway serves them.
 func newFixture(t testing.TB, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	conn, sshd := newConnection(t)
+	return serve(t, conn, sshd, mutateKey...)
+}
+
+// serve makes a key for conn, to sshd, and waits until the gateway serves
+// them.
+func serve(t testing.TB, conn *v1alpha1.SftpConnection, sshd *testsshd.Server, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+	t.Helper()
+	ctx := context.Background()
 	token, keyID := apikeys.NewToken()
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: conn.Namespace, Name: "key"},
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
@@ -571,6 +581,23 @@ func TestRestartedServer(t *testing.T) {
 	f.ok(t, "write", `{"path": "after", "file": {"text": "2"}}`)
 	if got := f.sshd.Logins(t); got != logins+1 {
 		t.Errorf("%d logins after the restart, want one more than %d", got, logins)
+	}
+}
+
+// TestHungServerAnswers504: an operation the server never answers ends
+// after the connection's operationTimeout with 504 and takes its session
+// with it; the next request is served on a fresh one.
+func TestHungServerAnswers504(t *testing.T) {
+	conn, sshd := newConnection(t, func(c *v1alpha1.SftpConnection) {
+		c.Spec.Limits.OperationTimeout = &metav1.Duration{Duration: time.Second}
+	})
+	f := serve(t, conn, sshd)
+	f.ok(t, "write", `{"path": "kept", "file": {"text": "1"}}`)
+	thaw := sshd.Freeze(t)
+	defer thaw()
+	f.rejected(t, "write", `{"path": "lost", "file": {"text": "2"}}`, http.StatusGatewayTimeout, "upstream_timeout")
+	if f.ok(t, "exists", `{"path": "kept"}`) != true {
+		t.Error("the file written before is gone")
 	}
 }
 

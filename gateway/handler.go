@@ -63,10 +63,10 @@ type Limits struct {
 	RatePerKey float64
 	RateBurst  int
 	// RequestTimeout bounds a whole request (the HTTP server's read and
-	// write timeouts); each SFTP operation, a dial included, is bounded by
-	// its connection's operationTimeout, except streams (raw uploads and
-	// downloads, and the commands that read whole files or directories),
-	// which may take the whole request's time.
+	// write timeouts); each SFTP operation is bounded by its connection's
+	// operationTimeout (a dial by its connectTimeout), except streams (raw
+	// uploads and downloads, and the commands that read whole files or
+	// directories), which may take the whole request's time.
 	RequestTimeout time.Duration
 }
 
@@ -183,14 +183,12 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if stream {
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
-	opCtx, opCancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
-	defer opCancel()
 	var (
 		result   any
 		streamed bool
 	)
-	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream}
-	err = p.Do(opCtx, op, func(s *sftpdial.Session) error {
+	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream, Timeout: timeout}
+	err = p.Do(context.WithoutCancel(r.Context()), op, func(s *sftpdial.Session) error {
 		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
 		switch {

@@ -64,6 +64,10 @@ type Op struct {
 	// (see commands.Command.Streams): it gets a session of its own while
 	// the limit allows.
 	Stream bool
+	// Timeout bounds the operation: when it passes, the session is closed
+	// to end it. Zero is no bound. (A dial is bounded by the connection's
+	// connectTimeout, and so is a wait for one.)
+	Timeout time.Duration
 }
 
 // load is how much of a session op takes.
@@ -290,8 +294,10 @@ type session struct {
 }
 
 // Do runs fn on a session. A *BrokenError from fn discards the session; an
-// idempotent fn is then run once more on a fresh one. When ctx ends first,
-// the session is closed to stop fn, and Do returns ErrTimeout.
+// idempotent fn is then run once more on a fresh one. When op.Timeout
+// passes while fn runs, the session is closed to stop fn (the other
+// requests on a session that hangs would hang too), and Do returns
+// ErrTimeout. ctx ends a wait for a session or a dial early.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
 	w := op.load()
 	for attempt := 0; ; attempt++ {
@@ -301,12 +307,16 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 		if err != nil {
 			return err
 		}
-		// On timeout, close the session at once: that ends fn, and the
-		// other requests on a session that hangs would hang too.
-		stop := context.AfterFunc(ctx, func() { p.discard(s) })
+		// A timer rather than a context with a deadline: this runs for
+		// every request, and the context and its AfterFunc took ten
+		// allocations to the timer's one.
+		var expired *time.Timer
+		if op.Timeout > 0 {
+			expired = time.AfterFunc(op.Timeout, func() { p.discard(s) })
+		}
 		started := time.Now()
 		err = fn(s.Session)
-		timedOut := !stop()
+		timedOut := expired != nil && !expired.Stop()
 		var broken *BrokenError
 		isBroken := errors.As(err, &broken)
 		if isBroken {

@@ -155,9 +155,7 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 
 func TestTimeoutClosesTheSession(t *testing.T) {
 	p, _ := newPool(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err := p.Do(ctx, Op{Idempotent: true}, func(s *sftpdial.Session) error {
+	err := p.Do(context.Background(), Op{Idempotent: true, Timeout: 100 * time.Millisecond}, func(s *sftpdial.Session) error {
 		// A hung operation: it ends only when its session is closed.
 		_ = s.SSH.Wait()
 		return &BrokenError{Err: errors.New("closed")}

@@ -43,9 +43,9 @@ import (
 )
 
 const (
-	// Small writes run in rounds: in each, the four clients (direct,
-	// direct with the realpath check, the bare handler, gateway) write for
-	// a phase in turn.
+	// Small writes run in rounds: in each, the five clients (direct,
+	// direct with the realpath check, the bare handler, the gateway at
+	// rootPath / and the gateway) write for a phase in turn.
 	phase     = time.Second
 	rounds    = 3
 	largeSize = 256 << 20
@@ -72,18 +72,24 @@ func TestBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The connection, with a limit of 8 SSH connections, and a key.
+	// The connections, with a limit of 8 SSH connections each, and a key.
+	// "box" is rooted in the server's directory, as most are; "slash" at
+	// /, as for an account the server confines (ChrootDirectory), where
+	// the gateway has no symlinks to check.
 	ns := "bench"
 	token, keyID := apikeys.NewToken()
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": sshd.Password}},
-		&v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
-			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir,
+	connection := func(name, root string) *v1alpha1.SftpConnection {
+		return &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
+			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: root,
 			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
 			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
 			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
-		}},
+		}}
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": sshd.Password}},
+		connection("box", sshd.Dir), connection("slash", "/"),
 		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
 			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
 	} {
@@ -106,15 +112,18 @@ func TestBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = gw.Process.Kill(); _ = gw.Wait() }()
-	g := &gatewayClient{url: "http://" + addr + "/box/", token: token,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	deadline := time.Now().Add(60 * time.Second)
-	for g.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not serve the connection")
+	for _, slug := range []string{"slash", "box"} {
+		c := &gatewayClient{url: "http://" + addr + "/" + slug + "/", token: token, http: httpClient}
+		for c.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gateway does not serve %s", slug)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	g := &gatewayClient{url: "http://" + addr + "/box/", token: token, http: httpClient}
 
 	// The floor: pkg/sftp over one x/crypto/ssh connection, as a user
 	// would write it, with both libraries' defaults.
@@ -137,7 +146,7 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
 	// The CPU each party uses per write, over all small-write phases:
 	// the client (this process, or the gateway), sshd, and wrk.
-	var directCPU, checkedCPU, bareCPU, gatewayCPU cpuUse
+	var directCPU, checkedCPU, bareCPU, slashCPU, gatewayCPU cpuUse
 	var wrkCPU time.Duration
 	self := func() time.Duration { return mustCPU(t, os.Getpid()) }
 	gateway := func() time.Duration { return mustCPU(t, gw.Process.Pid) }
@@ -161,10 +170,11 @@ func TestBenchmark(t *testing.T) {
 		}
 		return directWrite(i)
 	}
-	load := newLoad(t, g.url+"write", token)
-	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token)
+	load := newLoad(t, g.url+"write", token, "")
+	slashLoad := newLoad(t, "http://"+addr+"/slash/write", token, sshd.Dir+"/")
+	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "")
 	for _, concurrency := range []int{1, 16, 64} {
-		var d, c, b, w result
+		var d, c, b, sl, w result
 		parties := []struct {
 			result *result
 			cpu    *cpuUse
@@ -175,6 +185,10 @@ func TestBenchmark(t *testing.T) {
 			{&c, &checkedCPU, self, func() result { return run(concurrency, checkedWrite) }},
 			{&b, &bareCPU, self, func() result {
 				lw, _ := bareLoad.run(t, concurrency)
+				return lw
+			}},
+			{&sl, &slashCPU, gateway, func() result {
+				lw, _ := slashLoad.run(t, concurrency)
 				return lw
 			}},
 			{&w, &gatewayCPU, gateway, func() result {
@@ -211,15 +225,18 @@ func TestBenchmark(t *testing.T) {
 		fmt.Printf("%-34s %12s %12s\n", "  p50 / p99 latency", d.percentiles(), w.percentiles())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  direct with the realpath check", c.rate(), "", w.rate()/c.rate())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  bare HTTP handler, same steps", b.rate(), "", w.rate()/b.rate())
+		fmt.Printf("%-34s %12s %9.0f/s %10.2f\n", "  gateway at rootPath /", "", sl.rate(), sl.rate()/d.rate())
 	}
 	// The direct clients' CPU is this process's, which runs little else
 	// while they write: the cost of the SFTP client alone.
 	fmt.Printf("%-34s %9.3f ms %9.3f ms %10s %10s\n", "CPU per small write", directCPU.perOp(directCPU.client), gatewayCPU.perOp(gatewayCPU.client), "", "< 0.1 ms")
 	fmt.Printf("%-34s %9.3f ms\n", "  direct with the realpath check", checkedCPU.perOp(checkedCPU.client))
 	fmt.Printf("%-34s %9.3f ms\n", "  bare HTTP handler, same steps", bareCPU.perOp(bareCPU.client))
+	fmt.Printf("%-34s %12s %9.3f ms\n", "  gateway at rootPath /", "", slashCPU.perOp(slashCPU.client))
 	fmt.Printf("%-34s %9.3f ms %9.3f ms\n", "  sshd's, per write", directCPU.perOp(directCPU.sshd), gatewayCPU.perOp(gatewayCPU.sshd))
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, with the realpath check", checkedCPU.perOp(checkedCPU.sshd))
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, for the bare handler", bareCPU.perOp(bareCPU.sshd))
+	fmt.Printf("%-34s %12s %9.3f ms\n", "  sshd's, at rootPath /", "", slashCPU.perOp(slashCPU.sshd))
 	fmt.Printf("%-34s %12s %9.3f ms\n", "  wrk's, per write", "", gatewayCPU.perOp(wrkCPU))
 
 	// A page of a huge directory: the gateway reads it all (to sort by
@@ -429,10 +446,12 @@ func (r result) percentiles() string {
 	return fmt.Sprintf("%.2f/%.2fms", at(r.latencies, 0.5), at(r.latencies, 0.99))
 }
 
-// wrkScript makes wrk send 1 KiB writes, over 1,000 files per thread, and
-// count the answers that are not a result.
+// wrkScript makes wrk send 1 KiB writes, over 1,000 files per thread
+// below $SFTPGATE_BENCH_PREFIX, and count the answers that are not a
+// result.
 const wrkScript = `
 local kib = string.rep("x", 1024)
+local prefix = os.getenv("SFTPGATE_BENCH_PREFIX")
 -- Globals: setup sets id in each thread, and done reads failed from it.
 n, failed, id = 0, 0, 0
 wrk.method = "POST"
@@ -445,7 +464,7 @@ function setup(thread)
 end
 function request()
   n = n + 1
-  return wrk.format(nil, nil, nil, '{"path": "small/' .. id .. '-' .. (n % 1000) .. '.txt", "file": {"text": "' .. kib .. '"}}')
+  return wrk.format(nil, nil, nil, '{"path": "' .. prefix .. 'small/' .. id .. '-' .. (n % 1000) .. '.txt", "file": {"text": "' .. kib .. '"}}')
 end
 function response(status, headers, body)
   if status ~= 200 or body:find('"error"', 1, true) then failed = failed + 1 end
@@ -461,14 +480,15 @@ end
 // shares the machine's two cores with the gateway and sshd: Go's HTTP
 // client spent about as much CPU per request (0.13 ms) as the whole direct
 // SFTP client, and took it from them.
-type wrkLoad struct{ url, token, script string }
+type wrkLoad struct{ url, token, script, prefix string }
 
-func newLoad(t *testing.T, url, token string) *wrkLoad {
+// newLoad writes below prefix, a path the connection's root leads to.
+func newLoad(t *testing.T, url, token, prefix string) *wrkLoad {
 	script := filepath.Join(t.TempDir(), "write.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &wrkLoad{url: url, token: token, script: script}
+	return &wrkLoad{url: url, token: token, script: script, prefix: prefix}
 }
 
 // run sends writes for one phase and returns them with wrk's CPU time.
@@ -476,7 +496,7 @@ func (l *wrkLoad) run(t *testing.T, concurrency int) (result, time.Duration) {
 	threads := min(concurrency, 2)
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(concurrency),
 		"-d", fmt.Sprintf("%ds", int(phase.Seconds())), "--timeout", "10s", "-s", l.script, l.url)
-	cmd.Env = append(os.Environ(), "SFTPGATE_BENCH_TOKEN="+l.token)
+	cmd.Env = append(os.Environ(), "SFTPGATE_BENCH_TOKEN="+l.token, "SFTPGATE_BENCH_PREFIX="+l.prefix)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("wrk: %v\n%s", err, out)

@@ -251,6 +251,27 @@ func (s *Server) Logins(t testing.TB) int {
 	return strings.Count(string(log), "Accepted ")
 }
 
+// Freeze stops the processes serving the connections sshd has now, as a
+// server that hangs would: they answer nothing (and read nothing) until
+// thaw. New connections are served as before.
+func (s *Server) Freeze(t testing.TB) (thaw func()) {
+	t.Helper()
+	s.mu.Lock()
+	pids := procs.Descendants(s.cmd.Process.Pid)
+	s.mu.Unlock()
+	if len(pids) == 0 {
+		t.Fatal("sshd serves no connection to freeze")
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	return func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+}
+
 // stop ends sshd and the sessions it forked.
 func (s *Server) stop() {
 	s.mu.Lock()
