@@ -584,18 +584,25 @@ func TestRestartedServer(t *testing.T) {
 	}
 }
 
-// TestHungServerAnswers504: an operation the server never answers ends
-// after the connection's operationTimeout with 504 and takes its session
-// with it; the next request is served on a fresh one.
+// TestHungServerAnswers504: a server that stops answering is given the
+// connection's operationTimeout, on the session a request runs on and on
+// the dial of a new one, and then answered 504 (connectTimeout, here
+// longer than testClient waits, does not hold the request); once it
+// answers again, requests are served on a fresh session.
 func TestHungServerAnswers504(t *testing.T) {
 	conn, sshd := newConnection(t, func(c *v1alpha1.SftpConnection) {
 		c.Spec.Limits.OperationTimeout = &metav1.Duration{Duration: time.Second}
+		c.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: 2 * time.Minute}
 	})
 	f := serve(t, conn, sshd)
 	f.ok(t, "write", `{"path": "kept", "file": {"text": "1"}}`)
 	thaw := sshd.Freeze(t)
 	defer thaw()
+	// The pooled session hangs: it is closed, and the pool is empty.
 	f.rejected(t, "write", `{"path": "lost", "file": {"text": "2"}}`, http.StatusGatewayTimeout, "upstream_timeout")
+	// The dial of a new one hangs in the handshake.
+	f.rejected(t, "exists", `{"path": "kept"}`, http.StatusGatewayTimeout, "upstream_timeout")
+	thaw()
 	if f.ok(t, "exists", `{"path": "kept"}`) != true {
 		t.Error("the file written before is gone")
 	}
@@ -709,9 +716,13 @@ func (f *fixture) raw(t *testing.T, command, query, contentType, accept, rangeHe
 
 // send sends req and returns the answer's status, headers and body,
 // validated against the OpenAPI document.
+// testClient gives up on an answer after a minute: a request that hangs
+// fails its test rather than the whole package's run.
+var testClient = &http.Client{Timeout: time.Minute}
+
 func send(t testing.TB, req *http.Request, body string) (int, http.Header, []byte) {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)

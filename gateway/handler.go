@@ -63,8 +63,8 @@ type Limits struct {
 	RatePerKey float64
 	RateBurst  int
 	// RequestTimeout bounds a whole request (the HTTP server's read and
-	// write timeouts); each SFTP operation is bounded by its connection's
-	// operationTimeout (a dial by its connectTimeout), except streams (raw
+	// write timeouts); each SFTP operation, a dial and a retry included, is
+	// bounded by its connection's operationTimeout, except streams (raw
 	// uploads and downloads, and the commands that read whole files or
 	// directories), which may take the whole request's time.
 	RequestTimeout time.Duration
@@ -169,15 +169,18 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		}
 	}
 
-	p, err := h.pools.Get(r.Context(), conn)
+	// A client that goes away does not cut the pool's building short (the
+	// requests waiting for the same pool would get its failure), nor an
+	// operation: the session it runs on is shared, and closing it would
+	// fail the others.
+	detached := context.WithoutCancel(r.Context())
+	p, err := h.pools.Get(detached, conn)
 	if err != nil {
 		return upstreamError(err)
 	}
-	// A client that goes away does not cut an operation short: the session
-	// it runs on is shared, and closing it would fail the others. A stream
-	// may take as long as the request may, and a minute more, so that a
-	// slow client's own timeout (which fails only its request) ends it
-	// first: this one closes the session, for a server that hangs.
+	// A stream may take as long as the request may, and a minute more, so
+	// that a slow client's own timeout (which fails only its request) ends
+	// it first: this one closes the session, for a server that hangs.
 	stream := upload || download || cmd.Streams
 	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
 	if stream {
@@ -188,7 +191,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		streamed bool
 	)
 	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream, Timeout: timeout}
-	err = p.Do(context.WithoutCancel(r.Context()), op, func(s *sftpdial.Session) error {
+	err = p.Do(detached, op, func(s *sftpdial.Session) error {
 		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
 		var runErr error
 		switch {

@@ -31,8 +31,8 @@ func (e *BrokenError) Error() string { return e.Err.Error() }
 func (e *BrokenError) Unwrap() error { return e.Err }
 
 var (
-	// ErrTimeout is an operation that outlived its timeout; its session
-	// was closed to end it.
+	// ErrTimeout is an operation that outlived its timeout: the session it
+	// ran on, if it had one, was closed to end it.
 	ErrTimeout = errors.New("the SFTP server did not answer in time")
 	// ErrClosed is a pool replaced because its connection changed.
 	ErrClosed = errors.New("the connection changed while the request waited; retry")
@@ -64,9 +64,8 @@ type Op struct {
 	// (see commands.Command.Streams): it gets a session of its own while
 	// the limit allows.
 	Stream bool
-	// Timeout bounds the operation: when it passes, the session is closed
-	// to end it. Zero is no bound. (A dial is bounded by the connection's
-	// connectTimeout, and so is a wait for one.)
+	// Timeout bounds the operation, from the wait for a session (a dial
+	// included) to its retry; zero is no bound but ctx.
 	Timeout time.Duration
 }
 
@@ -291,28 +290,34 @@ type session struct {
 	load     int
 	lastUsed time.Time
 	broken   bool
+	// expire discards the session, for an operation on it that timed out.
+	expire func()
 }
 
 // Do runs fn on a session. A *BrokenError from fn discards the session; an
 // idempotent fn is then run once more on a fresh one. When op.Timeout
-// passes while fn runs, the session is closed to stop fn (the other
-// requests on a session that hangs would hang too), and Do returns
-// ErrTimeout. ctx ends a wait for a session or a dial early.
+// passes, a wait for a session ends, or the session fn runs on is closed
+// to stop it (the other requests on a session that hangs would hang too),
+// and Do returns ErrTimeout (or a dial's context.DeadlineExceeded).
 func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
 	w := op.load()
+	var deadline time.Time
+	if op.Timeout > 0 {
+		deadline = time.Now().Add(op.Timeout)
+	}
 	for attempt := 0; ; attempt++ {
 		// A retry goes to a new connection: when one broke, the others to
 		// the same server (restarted, say) may have broken too.
-		s, err := p.acquire(ctx, w, attempt > 0)
+		s, err := p.acquire(ctx, deadline, w, attempt > 0)
 		if err != nil {
 			return err
 		}
-		// A timer rather than a context with a deadline: this runs for
-		// every request, and the context and its AfterFunc took ten
-		// allocations to the timer's one.
+		// A timer rather than a context with a deadline, as this runs for
+		// every request: the context and its AfterFunc took ten
+		// allocations, the timer takes one.
 		var expired *time.Timer
-		if op.Timeout > 0 {
-			expired = time.AfterFunc(op.Timeout, func() { p.discard(s) })
+		if !deadline.IsZero() {
+			expired = time.AfterFunc(time.Until(deadline), s.expire)
 		}
 		started := time.Now()
 		err = fn(s.Session)
@@ -338,8 +343,9 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 // shares a session that has room for w; else it waits for a dial under way
 // that has room, or dials a new session if the limit allows (a fresh one
 // always does), or shares the least loaded session. With no session open
-// and the limit reached by dials under way, it waits.
-func (p *Pool) acquire(ctx context.Context, w int, fresh bool) (*session, error) {
+// and the limit reached by dials under way, it waits, until deadline
+// (zero: none) or the end of ctx.
+func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh bool) (*session, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -365,16 +371,13 @@ func (p *Pool) acquire(ctx context.Context, w int, fresh bool) (*session, error)
 			p.expecting += w
 			wake, failures := p.wake, p.dialFailures
 			p.mu.Unlock()
-			select {
-			case <-wake:
-			case <-ctx.Done():
-			}
+			woken := await(ctx, wake, deadline)
 			p.mu.Lock()
 			p.expecting -= w
 			failed, dialErr := p.dialFailures != failures && len(p.sessions) == 0, p.dialErr
 			p.mu.Unlock()
 			switch {
-			case ctx.Err() != nil:
+			case !woken:
 				return nil, ErrTimeout
 			case failed:
 				return nil, dialErr
@@ -384,11 +387,37 @@ func (p *Pool) acquire(ctx context.Context, w int, fresh bool) (*session, error)
 		p.dialing++
 		p.expecting += w
 		p.mu.Unlock()
-		return p.dial(ctx, w)
+		return p.dial(ctx, deadline, w)
 	}
 }
 
-func (p *Pool) dial(ctx context.Context, w int) (*session, error) {
+// await waits for wake until ctx ends or deadline (zero: none) passes,
+// and reports whether wake came. The deadline is a timer only here: a
+// session at hand is taken without one.
+func await(ctx context.Context, wake <-chan struct{}, deadline time.Time) bool {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-wake:
+		return true
+	case <-ctx.Done():
+	case <-expired:
+	}
+	return false
+}
+
+// dial opens a session for an operation of load w, by deadline (zero: by
+// the connection's connectTimeout alone).
+func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	dialed, err := p.dialer.Dial(ctx, p.target)
 	var dialErr *sftpdial.Error
 	switch {
@@ -416,6 +445,7 @@ func (p *Pool) dial(ctx context.Context, w int) (*session, error) {
 		return nil, ErrClosed
 	}
 	s := &session{Session: dialed, dialed: time.Now(), load: w}
+	s.expire = func() { p.discard(s) }
 	p.sessions = append(p.sessions, s)
 	return s, nil
 }
@@ -503,7 +533,7 @@ func (p *Pool) Warm(ctx context.Context) error {
 	if !cold {
 		return nil
 	}
-	s, err := p.acquire(ctx, 1, false)
+	s, err := p.acquire(ctx, time.Time{}, 1, false)
 	if err != nil {
 		return err
 	}

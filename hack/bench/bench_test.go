@@ -113,17 +113,17 @@ func TestBenchmark(t *testing.T) {
 	}
 	defer func() { _ = gw.Process.Kill(); _ = gw.Wait() }()
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	g := &gatewayClient{url: "http://" + addr + "/box/", token: token, http: httpClient}
+	slash := &gatewayClient{url: "http://" + addr + "/slash/", token: token, http: httpClient}
 	deadline := time.Now().Add(60 * time.Second)
-	for _, slug := range []string{"slash", "box"} {
-		c := &gatewayClient{url: "http://" + addr + "/" + slug + "/", token: token, http: httpClient}
+	for _, c := range []*gatewayClient{g, slash} {
 		for c.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
 			if time.Now().After(deadline) {
-				t.Fatalf("the gateway does not serve %s", slug)
+				t.Fatalf("the gateway does not serve %s", c.url)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	g := &gatewayClient{url: "http://" + addr + "/box/", token: token, http: httpClient}
 
 	// The floor: pkg/sftp over one x/crypto/ssh connection, as a user
 	// would write it, with both libraries' defaults.
@@ -171,7 +171,7 @@ func TestBenchmark(t *testing.T) {
 		return directWrite(i)
 	}
 	load := newLoad(t, g.url+"write", token, "")
-	slashLoad := newLoad(t, "http://"+addr+"/slash/write", token, sshd.Dir+"/")
+	slashLoad := newLoad(t, slash.url+"write", token, sshd.Dir+"/")
 	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "")
 	for _, concurrency := range []int{1, 16, 64} {
 		var d, c, b, sl, w result
@@ -198,7 +198,7 @@ func TestBenchmark(t *testing.T) {
 			}},
 		}
 		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
-		// of the concurrency-16 phases.
+		// of the concurrency-16 phases (of both its connections).
 		var profiled chan error
 		if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" && concurrency == 16 {
 			profiled = make(chan error, 1)
@@ -451,7 +451,7 @@ func (r result) percentiles() string {
 // result.
 const wrkScript = `
 local kib = string.rep("x", 1024)
-local prefix = os.getenv("SFTPGATE_BENCH_PREFIX")
+local prefix = os.getenv("SFTPGATE_BENCH_PREFIX") or ""
 -- Globals: setup sets id in each thread, and done reads failed from it.
 n, failed, id = 0, 0, 0
 wrk.method = "POST"
@@ -482,7 +482,8 @@ end
 // SFTP client, and took it from them.
 type wrkLoad struct{ url, token, script, prefix string }
 
-// newLoad writes below prefix, a path the connection's root leads to.
+// newLoad makes a load that writes below prefix, a path the connection's
+// root leads to.
 func newLoad(t *testing.T, url, token, prefix string) *wrkLoad {
 	script := filepath.Join(t.TempDir(), "write.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o600); err != nil {

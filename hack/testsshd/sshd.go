@@ -251,17 +251,17 @@ func (s *Server) Logins(t testing.TB) int {
 	return strings.Count(string(log), "Accepted ")
 }
 
-// Freeze stops the processes serving the connections sshd has now, as a
-// server that hangs would: they answer nothing (and read nothing) until
-// thaw. New connections are served as before.
+// Freeze stops sshd and the processes serving its connections, as a
+// server that hangs would: they answer nothing, and a new connection is
+// accepted but never greeted, until thaw (which may be called again).
 func (s *Server) Freeze(t testing.TB) (thaw func()) {
 	t.Helper()
 	s.mu.Lock()
-	pids := procs.Descendants(s.cmd.Process.Pid)
-	s.mu.Unlock()
-	if len(pids) == 0 {
-		t.Fatal("sshd serves no connection to freeze")
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatal("sshd is not running")
 	}
+	pids := append(procs.Descendants(s.cmd.Process.Pid), s.cmd.Process.Pid)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
