@@ -63,10 +63,12 @@ type Limits struct {
 	RatePerKey float64
 	RateBurst  int
 	// RequestTimeout bounds a whole request (the HTTP server's read and
-	// write timeouts); each SFTP operation, a dial and a retry included, is
-	// bounded by its connection's operationTimeout, except streams (raw
-	// uploads and downloads, and the commands that read whole files or
-	// directories), which may take the whole request's time.
+	// write timeouts). Within it, each SFTP operation, a dial and a retry
+	// included, is bounded by its connection's operationTimeout, except
+	// streams (raw uploads and downloads, and the commands that read whole
+	// files or directories), which may take the whole request's time; a
+	// dial also by its connectTimeout, and so is the read of the
+	// connection's Secret when its pool is built.
 	RequestTimeout time.Duration
 }
 

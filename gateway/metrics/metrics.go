@@ -24,11 +24,12 @@ var (
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"command"})
 
-	// Dials counts new SSH connections by result: "ok", or the Ready reason
-	// that says why the dial failed.
+	// Dials counts new SSH connections by result: "ok", the Ready reason
+	// that says why the dial failed, or "Cancelled" when the request gave
+	// up first.
 	Dials = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sftpgate_gateway_dials_total",
-		Help: "New SSH connections to SFTP servers, by result (ok, or the reason of the failure).",
+		Help: "New SSH connections to SFTP servers, by result (ok, the reason of the failure, or Cancelled).",
 	}, []string{"result"})
 
 	registry = prometheus.NewRegistry()

@@ -65,7 +65,9 @@ type Op struct {
 	// the limit allows.
 	Stream bool
 	// Timeout bounds the operation, from the wait for a session (a dial
-	// included) to its retry; zero is no bound but ctx.
+	// included) to its retry. Zero is no bound: the wait and the dial then
+	// end with ctx (a dial also with its connectTimeout), while fn runs
+	// until it returns.
 	Timeout time.Duration
 }
 
@@ -298,7 +300,7 @@ type session struct {
 // idempotent fn is then run once more on a fresh one. When op.Timeout
 // passes, a wait for a session ends, or the session fn runs on is closed
 // to stop it (the other requests on a session that hangs would hang too),
-// and Do returns ErrTimeout (or a dial's context.DeadlineExceeded).
+// and Do returns ErrTimeout.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
 	w := op.load()
 	var deadline time.Time
@@ -317,14 +319,23 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 		// allocations, the timer takes one.
 		var expired *time.Timer
 		if !deadline.IsZero() {
-			expired = time.AfterFunc(time.Until(deadline), s.expire)
+			left := time.Until(deadline)
+			if left <= 0 {
+				// Spent before fn starts (a dial took it all): the
+				// session is healthy, and others may be using it.
+				p.release(s, w, time.Time{})
+				return ErrTimeout
+			}
+			expired = time.AfterFunc(left, s.expire)
 		}
 		started := time.Now()
 		err = fn(s.Session)
+		// A session whose timer fired is being closed: it leaves the pool
+		// now, before another request can take it, like a broken one.
 		timedOut := expired != nil && !expired.Stop()
 		var broken *BrokenError
 		isBroken := errors.As(err, &broken)
-		if isBroken {
+		if isBroken || timedOut {
 			p.release(s, w, started)
 		} else {
 			p.release(s, w, time.Time{})
@@ -347,12 +358,16 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 // (zero: none) or the end of ctx.
 func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh bool) (*session, error) {
 	for {
+		now := time.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return nil, ErrTimeout
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, ErrClosed
 		}
-		p.lastUsed = time.Now()
+		p.lastUsed = now
 		var best *session
 		for _, s := range p.sessions {
 			if best == nil || s.load < best.load {
@@ -377,6 +392,8 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh boo
 			failed, dialErr := p.dialFailures != failures && len(p.sessions) == 0, p.dialErr
 			p.mu.Unlock()
 			switch {
+			case !woken && ctx.Err() != nil:
+				return nil, ctx.Err()
 			case !woken:
 				return nil, ErrTimeout
 			case failed:
@@ -425,8 +442,8 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, e
 		metrics.Dials.WithLabelValues("ok").Inc()
 	case errors.As(err, &dialErr):
 		metrics.Dials.WithLabelValues(dialErr.Reason).Inc()
-	default:
-		metrics.Dials.WithLabelValues("error").Inc()
+	default: // the request's time ran out first: no fault of the server's
+		metrics.Dials.WithLabelValues("Cancelled").Inc()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -438,6 +455,8 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, e
 	}
 	p.notify()
 	switch {
+	case errors.Is(err, context.DeadlineExceeded) && !deadline.IsZero():
+		return nil, ErrTimeout
 	case err != nil:
 		return nil, err
 	case p.closed:

@@ -127,8 +127,8 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	nd := net.Dialer{ControlContext: d.control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		if parent.Err() != nil {
-			return nil, parent.Err()
+		if ended := callerEnded(parent); ended != nil {
+			return nil, ended
 		}
 		return nil, d.networkError(err, addr, t.timeout)
 	}
@@ -155,10 +155,10 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return t.trust.check(key)
 	}
 	failed := func(err error) error {
-		switch {
-		case parent.Err() != nil: // cancelled by the caller, not a server's fault
-			return parent.Err()
-		case ctx.Err() != nil, isTimeout(err):
+		if ended := callerEnded(parent); ended != nil {
+			return ended
+		}
+		if ctx.Err() != nil || isTimeout(err) {
 			return timeoutError(addr, t.timeout, err)
 		}
 		return nil
@@ -203,6 +203,19 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		HostKey:       presented,
 		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil
+}
+
+// callerEnded is the caller's end of a dial, not the server's fault: parent
+// ended, or its deadline passed (the socket's deadline, copied from it, can
+// fire before parent's timer does).
+func callerEnded(parent context.Context) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	if d, ok := parent.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // control runs after name resolution, on the address about to be dialled:

@@ -261,14 +261,27 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 	if s.cmd == nil {
 		t.Fatal("sshd is not running")
 	}
-	pids := append(procs.Descendants(s.cmd.Process.Pid), s.cmd.Process.Pid)
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGSTOP)
-	}
-	return func() {
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
+	// sshd first, so that it forks no more; then its children until no
+	// new one shows (one forked just before may still be starting).
+	main := s.cmd.Process.Pid
+	_ = syscall.Kill(main, syscall.SIGSTOP)
+	stopped := map[int]bool{main: true}
+	for more := true; more; {
+		more = false
+		for _, pid := range procs.Descendants(main) {
+			if !stopped[pid] {
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				stopped[pid], more = true, true
+			}
 		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for pid := range stopped {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
 	}
 }
 
@@ -286,6 +299,8 @@ func (s *Server) stop() {
 	for _, pid := range procs.Descendants(cmd.Process.Pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A frozen sshd would not act on SIGTERM.
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
