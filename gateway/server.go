@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -321,6 +322,29 @@ func (h *syncOnWarn) WithGroup(name string) slog.Handler {
 	return &syncOnWarn{Handler: h.Handler.WithGroup(name), sync: h.sync}
 }
 
+// GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
+// live heap is small and each small request allocates about 16 KB, so at
+// Go's default (GOGC=100) it collected every few hundred requests, and the
+// marking took a tenth of its CPU. GOGC=400 collects about a fifth as
+// often (measured with make bench: CPU per small write 0.092-0.101 ms down
+// to 0.076-0.083 ms). Large files streamed through would then grow the
+// heap fivefold too (peak RSS 153 MB); the soft limit collects sooner
+// there, keeping it at 82 MB. A heap that needs more than the limit gets
+// it, collected more often.
+const (
+	defaultGCPercent   = 400
+	defaultMemoryLimit = 48 << 20
+)
+
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+}
+
 // Run runs "sftpgate gateway" until ctx ends, then stops accepting
 // requests and finishes those in flight.
 func Run(ctx context.Context, args []string) error {
@@ -333,6 +357,7 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer setLogger(opts.LogFlushInterval)()
+	tuneGC()
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err
