@@ -605,11 +605,12 @@ func TestHungServerAnswers504(t *testing.T) {
 	thaw()
 	// A busy machine may take longer than the second to greet the first
 	// dial after the thaw: that one may still answer 504.
-	for range 5 {
+	for late := range 5 {
 		status, _ := f.call(t, "exists", `{"path": "kept"}`)
 		if status != http.StatusGatewayTimeout {
 			break
 		}
+		t.Logf("504 after the thaw (%d)", late+1)
 	}
 	if f.ok(t, "exists", `{"path": "kept"}`) != true {
 		t.Error("the file written before is gone")

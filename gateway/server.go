@@ -264,12 +264,13 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 			if err := s.cache.Get(ctx, client.ObjectKeyFromObject(conn), &latest); err != nil || ready(&latest) != nil {
 				return
 			}
+			// The Secret's read and the dial are each bounded by the
+			// connection's connectTimeout: a bound here would end the dial
+			// first, and hide the server's timeout as this one's.
 			conn := &latest
-			warmCtx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
-			defer cancel()
-			p, err := s.pools.Get(warmCtx, conn)
+			p, err := s.pools.Get(ctx, conn)
 			if err == nil {
-				err = p.Warm(warmCtx)
+				err = p.Warm(ctx)
 			}
 			if err != nil {
 				slog.Warn("pre-warming a connection failed", "namespace", conn.Namespace, "name", conn.Name, "error", err)
@@ -324,13 +325,13 @@ func (h *syncOnWarn) WithGroup(name string) slog.Handler {
 
 // GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
 // live heap is small and each small request allocates about 16 KB, so at
-// Go's default (GOGC=100) it collected every few hundred requests, and the
-// marking took a tenth of its CPU. GOGC=400 collects about a fifth as
-// often (measured with make bench: CPU per small write 0.092-0.101 ms down
-// to 0.076-0.083 ms). Large files streamed through would then grow the
-// heap fivefold too (peak RSS 153 MB); the soft limit collects sooner
-// there, keeping it at 82 MB. A heap that needs more than the limit gets
-// it, collected more often.
+// Go's default (GOGC=100) it collected every few megabytes allocated, and
+// marking was a large share of its CPU; GOGC=400 collects a quarter as
+// often. Large files streamed through would then grow the heap fourfold;
+// the soft limit, under the Deployment's memory request, collects sooner
+// there. Where the heap needs more (many transfers at once), it gets it,
+// collected more often: Go gives the collector up to half the CPU then.
+// README.md's Benchmark section has the measurements.
 const (
 	defaultGCPercent   = 400
 	defaultMemoryLimit = 48 << 20

@@ -300,7 +300,8 @@ type session struct {
 // idempotent fn is then run once more on a fresh one. When op.Timeout
 // passes, a wait for a session ends, or the session fn runs on is closed
 // to stop it (the other requests on a session that hangs would hang too),
-// and Do returns ErrTimeout.
+// and Do returns ErrTimeout. When ctx ends first, a wait for a session
+// ends with ctx's error.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
 	w := op.load()
 	var deadline time.Time
@@ -330,12 +331,18 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 		}
 		started := time.Now()
 		err = fn(s.Session)
-		// A session whose timer fired is being closed: it leaves the pool
-		// now, before another request can take it, like a broken one.
 		timedOut := expired != nil && !expired.Stop()
+		if timedOut {
+			// Its timer fired and is closing it: it leaves the pool now,
+			// before another request can take it. The others stay: one
+			// slow operation says nothing of them.
+			p.mu.Lock()
+			p.remove(s)
+			p.mu.Unlock()
+		}
 		var broken *BrokenError
 		isBroken := errors.As(err, &broken)
-		if isBroken || timedOut {
+		if isBroken {
 			p.release(s, w, started)
 		} else {
 			p.release(s, w, time.Time{})

@@ -121,13 +121,14 @@ type Dialer struct {
 // subsystem, all within the target's connect timeout and ctx. Failures are
 // *Error values whose Reason says which step failed.
 func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
-	ctx, cancel := context.WithTimeout(parent, t.timeout)
+	own := time.Now().Add(t.timeout)
+	ctx, cancel := context.WithDeadline(parent, own)
 	defer cancel()
 	addr := t.addr
 	nd := net.Dialer{ControlContext: d.control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		if ended := callerEnded(parent); ended != nil {
+		if ended := callerEnded(parent, own); ended != nil {
 			return nil, ended
 		}
 		return nil, d.networkError(err, addr, t.timeout)
@@ -155,7 +156,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return t.trust.check(key)
 	}
 	failed := func(err error) error {
-		if ended := callerEnded(parent); ended != nil {
+		if ended := callerEnded(parent, own); ended != nil {
 			return ended
 		}
 		if ctx.Err() != nil || isTimeout(err) {
@@ -205,14 +206,15 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	}, nil
 }
 
-// callerEnded is the caller's end of a dial, not the server's fault: parent
-// ended, or its deadline passed (the socket's deadline, copied from it, can
-// fire before parent's timer does).
-func callerEnded(parent context.Context) error {
-	if err := parent.Err(); err != nil {
+// callerEnded is the caller's end of a dial, not the server's fault:
+// parent was cancelled, or its deadline, earlier than the dial's own, has
+// passed (the socket's deadline, copied from it, can fire before parent's
+// timer does).
+func callerEnded(parent context.Context, own time.Time) error {
+	if err := parent.Err(); errors.Is(err, context.Canceled) {
 		return err
 	}
-	if d, ok := parent.Deadline(); ok && !time.Now().Before(d) {
+	if d, ok := parent.Deadline(); ok && d.Before(own) && !time.Now().Before(d) {
 		return context.DeadlineExceeded
 	}
 	return nil

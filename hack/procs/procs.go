@@ -1,6 +1,7 @@
 // Package procs reads what /proc says of processes: those below a process
 // (what the tests check is gone once a server they started has stopped),
-// whether one still runs, and its CPU time (for the benchmark).
+// whether one still runs or is stopped, and its CPU time (for the
+// benchmark).
 package procs
 
 import (
@@ -44,6 +45,12 @@ func Descendants(pid int) []int {
 func Alive(pid int) bool {
 	fields, err := stat(pid)
 	return err == nil && len(fields) > 0 && fields[0] != "Z"
+}
+
+// Stopped reports whether pid is stopped by a signal, or gone.
+func Stopped(pid int) bool {
+	fields, err := stat(pid)
+	return err != nil || len(fields) == 0 || fields[0] == "T" || fields[0] == "Z"
 }
 
 // CPUTime is the user and system CPU time pid has used.

@@ -262,15 +262,15 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 		t.Fatal("sshd is not running")
 	}
 	// sshd first, so that it forks no more; then its children until no
-	// new one shows (one forked just before may still be starting).
+	// new one shows (one stopped while forking leaves a child to stop).
 	main := s.cmd.Process.Pid
-	_ = syscall.Kill(main, syscall.SIGSTOP)
+	halt(main)
 	stopped := map[int]bool{main: true}
 	for more := true; more; {
 		more = false
 		for _, pid := range procs.Descendants(main) {
 			if !stopped[pid] {
-				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				halt(pid)
 				stopped[pid], more = true, true
 			}
 		}
@@ -282,6 +282,15 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 				_ = syscall.Kill(pid, syscall.SIGCONT)
 			}
 		})
+	}
+}
+
+// halt stops pid and waits until it has stopped: SIGSTOP is delivered
+// after kill returns, and a process still running may fork again.
+func halt(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(time.Second); !procs.Stopped(pid) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 }
 
