@@ -418,8 +418,7 @@ func upstreamError(err error) error {
 		// Not the SFTP server's fault, and the API server's error says
 		// nothing a client can act on.
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: pool.ErrCredentials.Error()}
-	case errors.Is(err, pool.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
+	case errors.Is(err, pool.ErrTimeout), errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time"}
 	case errors.As(err, &dialErr):
 		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: dialErr.Message}

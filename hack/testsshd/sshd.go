@@ -275,13 +275,10 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 			}
 		}
 	}
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			for pid := range stopped {
-				_ = syscall.Kill(pid, syscall.SIGCONT)
-			}
-		})
+		for pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
 	}
 }
 
