@@ -12,7 +12,7 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-etcd$(ETCD_VERSION)
 
-# Arguments of `sftpgate dev` under `make run` (e.g. RUN_ARGS=--fresh).
+# Arguments of sftpgate-dev under `make run` (e.g. RUN_ARGS=--fresh).
 RUN_ARGS ?=
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -60,9 +60,21 @@ vet: ## Run go vet.
 lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
+# The packages of make test: all but the benchmark and soak runs, which
+# have targets of their own.
+TEST_PACKAGES = $$(go list ./... | grep -v '/hack/bench$$')
+
 .PHONY: test
-test: test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race ./... -count=1
+test: require-root test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race $(TEST_PACKAGES) -count=1
+
+# The tests start their own sshd, which logs in as a dedicated user: only
+# root can do that. Without it they would not run, and a test that did not
+# run is not a pass.
+.PHONY: require-root
+require-root:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make test needs root: its sshd logs in as the test user sftpgate-test (README.md). Run: sudo make test" >&2; exit 1; fi
 
 .PHONY: bench
 # The server's files live in memory (/dev/shm, where there is one): the
@@ -85,9 +97,13 @@ fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
 build: ## Build the sftpgate binary into bin/, as the Dockerfile does.
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/sftpgate .
 
+.PHONY: build-dev
+build-dev: ## Build sftpgate-dev, the local system of make run, into bin/.
+	go build -o $(LOCALBIN)/sftpgate-dev ./hack/sftpgate-dev
+
 .PHONY: run
-run: build envtest ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(LOCALBIN)/sftpgate dev $(RUN_ARGS)
+run: build-dev envtest ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(LOCALBIN)/sftpgate-dev $(RUN_ARGS)
 
 .PHONY: run-manager
 run-manager: manifests generate build ## Run the manager against the cluster of the current kubeconfig (after make install).

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/dev"
 	"github.com/sftpgate/sftpgate/webui"
 )
 
@@ -24,7 +23,6 @@ var subcommands = []struct {
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
 	{"webui", "serve the web UI: accounts, connections and API keys", webui.Run},
-	{"dev", "run the whole system on this machine, no cluster needed (make run)", dev.Run},
 }
 
 func usage() {

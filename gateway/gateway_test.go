@@ -37,7 +37,9 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
@@ -168,24 +170,37 @@ type fixture struct {
 // a new namespace, changed by mutate before it is created.
 func newConnection(t testing.TB, mutate ...func(*v1alpha1.SftpConnection)) (*v1alpha1.SftpConnection, *testsshd.Server) {
 	t.Helper()
-	ctx := context.Background()
 	sshd := testsshd.Start(t)
+	return newConnectionTo(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, "", sshd.Dir, mutate...), sshd
+}
+
+// newConnectionTo makes an SftpConnection "box" in a new namespace to the
+// server at host:port, logging in with password, trusting hostKey (empty:
+// the first one seen) and rooted at rootPath, changed by mutate before it
+// is created.
+func newConnectionTo(t testing.TB, host string, port int32, user, password, hostKey, rootPath string,
+	mutate ...func(*v1alpha1.SftpConnection)) *v1alpha1.SftpConnection {
+	t.Helper()
+	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
 	must(t, k8s.Create(ctx, ns))
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
-		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: password}}))
 	conn := &v1alpha1.SftpConnection{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"},
 		Spec: v1alpha1.SftpConnectionSpec{
-			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
+			Host: host, Port: port, Username: user, RootPath: rootPath, Slug: "box-" + ns.Name,
 			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
 		},
+	}
+	if hostKey != "" {
+		conn.Spec.HostKey.Trusted = []string{hostKey}
 	}
 	for _, m := range mutate {
 		m(conn)
 	}
 	must(t, k8s.Create(ctx, conn))
-	return conn, sshd
+	return conn
 }
 
 // newFixture makes a connection and a key for it, and waits until the
@@ -1047,5 +1062,41 @@ func restoreLoggers(tb testing.TB) {
 		slog.SetDefault(logger)
 		log.SetOutput(out)
 		log.SetFlags(flags)
+	})
+}
+
+// TestConformance runs the conformance table through the gateway against
+// a real OpenSSH sshd and the in-process test server (hack/dev's test runs
+// it against the demo server of make run). Each connection's root is a
+// directory below the server's own, so that the table has somewhere
+// outside it for symlinks to lead.
+func TestConformance(t *testing.T) {
+	var commands []string
+	for p := range apiDoc.Paths.Map() {
+		if name, ok := strings.CutPrefix(p, "/{slug}/"); ok {
+			commands = append(commands, name)
+		}
+	}
+	if missing := conformance.Coverage(commands); len(missing) > 0 || len(commands) == 0 {
+		t.Errorf("the conformance table has no success or no failure row for %v of %d commands", missing, len(commands))
+	}
+	t.Run("openssh", func(t *testing.T) {
+		t.Parallel()
+		sshd := testsshd.Start(t)
+		root := filepath.Join(sshd.Dir, "root")
+		must(t, os.Mkdir(root, 0o755))
+		must(t, os.Chown(root, sshd.UID, sshd.GID))
+		conn := newConnectionTo(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine, root)
+		f := serve(t, conn, sshd)
+		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate})
+	})
+	t.Run("in-process", func(t *testing.T) {
+		t.Parallel()
+		s := testsftp.Start(t)
+		root := filepath.Join(s.Dir, "root")
+		must(t, os.Mkdir(root, 0o755))
+		conn := newConnectionTo(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine(), "/root")
+		f := serve(t, conn, nil)
+		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, Dir: root, UID: -1, GID: -1, Check: validate})
 	})
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -194,7 +195,10 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	)
 	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream, Timeout: timeout}
 	err = p.Do(detached, op, func(s *sftpdial.Session) error {
-		fs := &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: conn.Status.RootPath, ServerVersion: s.ServerVersion}
+		fs := newFS(s, conn.Status.RootPath)
+		fs.Later = func(u commands.Undo) {
+			p.Later(func(s *sftpdial.Session) error { return brokenIfSo(u(newFS(s, fs.Root))) })
+		}
 		var runErr error
 		switch {
 		case upload:
@@ -206,10 +210,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		default:
 			result, runErr = cmd.Run(fs, body)
 		}
-		if commands.SessionFailed(runErr) {
-			return &pool.BrokenError{Err: runErr}
-		}
-		return runErr
+		return brokenIfSo(runErr)
 	})
 	var (
 		bad      *commands.BadRequest
@@ -231,10 +232,25 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
 	case errors.As(err, &bodyErr):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the request body ended early", Field: "body"}
+	case errors.Is(err, recovery.ErrPanic):
+		return err // logged where it happened; answered as internal
 	default:
 		return upstreamError(err)
 	}
 	return nil
+}
+
+// newFS is the file system of a session, confined to root.
+func newFS(s *sftpdial.Session, root string) *commands.FS {
+	return &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: root, ServerVersion: s.ServerVersion}
+}
+
+// brokenIfSo marks an error that says the session broke for the pool.
+func brokenIfSo(err error) error {
+	if commands.SessionFailed(err) {
+		return &pool.BrokenError{Err: err}
+	}
+	return err
 }
 
 const octetStream = "application/octet-stream"

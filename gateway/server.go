@@ -37,6 +37,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -176,7 +177,7 @@ func recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with
 					panic(v)
 				}
-				slog.Error("panic serving a request", "requestID", middleware.GetReqID(r.Context()), "panic", v)
+				slog.Error("panic serving a request", "requestID", middleware.GetReqID(r.Context()), "panic", v, "stack", string(debug.Stack()))
 				writeError(w, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
 			}
 		}()
@@ -252,6 +253,7 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 			return
 		}
 		go func() {
+			defer recovery.Log("pre-warming")
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():

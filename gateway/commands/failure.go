@@ -45,11 +45,13 @@ func serverFailure(err error, what string) error {
 	var (
 		status  *sftp.StatusError
 		pathErr *os.PathError
+		failure *Failure
+		bad     *BadRequest
 	)
 	switch {
 	case err == nil:
 		return nil
-	case SessionFailed(err):
+	case SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
 		return err
 	case errors.Is(err, os.ErrNotExist):
 		return fail("not_found", fxNoSuchFile, what+": no such file or directory")

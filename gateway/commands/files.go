@@ -8,8 +8,6 @@ import (
 	"path"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/pkg/sftp"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
@@ -65,67 +63,64 @@ func parseMode(mode *string) (*os.FileMode, error) {
 	return &fm, nil
 }
 
-// openForWrite opens a file to write or append to, making its parents
-// first if asked, and applies mode before any data arrives (so a private
-// file is never readable with default permissions).
-func openForWrite(fs *FS, p string, mode *os.FileMode, createParents bool, flags int) (*sftp.File, string, error) {
+// resolveForWrite resolves the path of a file to write, making its
+// parents first if asked.
+func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 	target, err := fs.Resolve(p)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	if createParents {
 		if err := fs.Client.MkdirAll(path.Dir(target)); err != nil {
-			return nil, "", serverFailure(err, fs.Rel(path.Dir(target)))
+			return "", serverFailure(err, fs.Rel(path.Dir(target)))
 		}
 	}
-	f, err := fs.Client.OpenFile(target, flags)
-	if err != nil {
-		if flags&os.O_EXCL != 0 {
-			if _, statErr := fs.Client.Lstat(target); statErr == nil {
-				return nil, "", fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-			}
-		}
-		return nil, "", serverFailure(err, fs.Rel(target))
-	}
-	if mode != nil {
-		if err := f.Chmod(*mode); err != nil {
-			_ = f.Close()
-			return nil, "", serverFailure(err, fs.Rel(target))
-		}
-	}
-	return f, target, nil
+	return target, nil
 }
 
-// writeFlags are the open flags of write (append false) or append.
-func writeFlags(appending bool, overwrite *bool) int {
-	if appending {
-		return os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if overwrite != nil && !*overwrite {
-		flags |= os.O_EXCL
-	}
-	return flags
-}
-
-// fill writes the data into f, closes it, and answers write's or append's
-// result.
-func fill(fs *FS, f *sftp.File, target string, appending bool, data func(*sftp.File) (int64, error)) (any, error) {
-	n, err := data(f)
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
+// appendTo appends what fill writes (at most size bytes; -1 for what fill
+// says it sent) to target, making it if missing. An append that fails
+// leaves the file at its length before: what reached it is cut off again,
+// now, or by the next session when this one broke.
+func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler) (any, error) {
+	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
 	if err != nil {
+		return nil, notAFile(fs, err, target)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
 		return nil, serverFailure(err, fs.Rel(target))
 	}
-	if !appending {
-		return WriteResult{Path: fs.Rel(target), BytesWritten: n}, nil
-	}
-	fi, err := fs.Client.Stat(target)
+	start := fi.Size()
+	n, err := fillFile(f, mode, fill)
 	if err != nil {
+		most := start + max(n, size)
+		fs.undo(func(fs *FS) error {
+			fi, err := fs.Client.Stat(target)
+			if err != nil || fi.Size() <= start || fi.Size() > most {
+				return ignoreMissing(err) // nothing of this append's, or others' appends since
+			}
+			return fs.Client.Truncate(target, start)
+		}, err)
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	if fi, err = fs.Client.Stat(target); err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return AppendResult{Path: fs.Rel(target), Size: fi.Size()}, nil
+}
+
+// notAFile says so when a file operation met a directory: SFTP v3 servers
+// answer it with a generic failure.
+func notAFile(fs *FS, err error, target string) error {
+	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
+		return failure
+	}
+	if fi, statErr := fs.Client.Stat(target); statErr == nil && fi.IsDir() {
+		return fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
+	}
+	return serverFailure(err, fs.Rel(target))
 }
 
 // writeJSON runs write or append with the content in the JSON request.
@@ -138,14 +133,18 @@ func writeJSON(fs *FS, req *writeRequest, appending bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, target, err := openForWrite(fs, req.Path, mode, req.CreateParents, writeFlags(appending, req.Overwrite))
+	target, err := resolveForWrite(fs, req.Path, req.CreateParents)
 	if err != nil {
 		return nil, err
 	}
-	return fill(fs, f, target, appending, func(f *sftp.File) (int64, error) {
-		n, err := f.Write(data)
-		return int64(n), err
-	})
+	if appending {
+		return appendTo(fs, target, mode, int64(len(data)), bytesFiller(data))
+	}
+	n, err := fs.writeFile(target, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), bytesFiller(data))
+	if err != nil {
+		return nil, notAFile(fs, err, target)
+	}
+	return WriteResult{Path: fs.Rel(target), BytesWritten: n}, nil
 }
 
 func write(fs *FS, req *writeRequest) (any, error) { return writeJSON(fs, req, false) }

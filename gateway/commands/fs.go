@@ -26,6 +26,9 @@ type FS struct {
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.
 	ServerVersion string
+	// Later, when set, keeps work for the next session to the server:
+	// what an operation cut off by a broken session left half done.
+	Later func(Undo)
 }
 
 // Errors of path resolution.

@@ -16,7 +16,7 @@ func FuzzLexical(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, root, p string) {
 		if !path.IsAbs(root) || path.Clean(root) != root {
-			t.Skip("roots are clean absolute paths (status.rootPath)")
+			return // not a root: roots are clean absolute paths (status.rootPath)
 		}
 		got, err := Lexical(root, p)
 		if strings.ContainsRune(p, 0) {

@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"hash"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/pkg/sftp"
 )
 
 type twoPathRequest struct {
@@ -82,17 +85,16 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 			return nil, &BadRequest{Field: "to", Message: "is the same file as from"}
 		}
 	}
-	mode := fi.Mode().Perm()
-	dst, to, err := openForWrite(fs, req.To, &mode, false, writeFlags(false, &req.Overwrite))
+	to, err := fs.Resolve(req.To)
 	if err != nil {
 		return nil, err
 	}
-	n, err := io.Copy(dst, src) // src.WriteTo: concurrent reads
-	if closeErr := dst.Close(); err == nil {
-		err = closeErr
-	}
+	mode := fi.Mode().Perm()
+	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
+		return io.Copy(dst, src) // src.WriteTo: concurrent reads
+	})
 	if err != nil {
-		return nil, serverFailure(err, fs.Rel(to))
+		return nil, notAFile(fs, err, to)
 	}
 	return TwoPathResult{From: fs.Rel(from), To: fs.Rel(to), Bytes: &n}, nil
 }
@@ -179,6 +181,9 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 		return nil, err
 	}
 	if err := fs.Client.Symlink(resolved, link); err != nil {
+		if _, statErr := fs.Client.Lstat(link); statErr == nil && !SessionFailed(err) {
+			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(link)+": already exists")
+		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}
 	return SymlinkResult{Path: fs.Rel(link), Target: fs.Rel(resolved)}, nil
@@ -191,6 +196,9 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 	}
 	target, err := fs.Client.ReadLink(link)
 	if err != nil {
+		if fi, statErr := fs.Client.Lstat(link); statErr == nil && fi.Mode()&os.ModeSymlink == 0 && !SessionFailed(err) {
+			return nil, fail("failure", fxFailure, fs.Rel(link)+": not a symlink")
+		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}
 	if !strings.HasPrefix(target, "/") {

@@ -258,7 +258,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	case !fi.IsDir():
 		return nil, fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
 	case req.Recursive:
-		err = fs.removeAll(target)
+		err = fs.removeTree(target)
 	default:
 		err = fs.Client.RemoveDirectory(target)
 		if err != nil {
@@ -271,6 +271,27 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+// removeTree removes the tree at p. It first moves the tree aside under a
+// temporary name, so that a removal cut off halfway leaves nothing half
+// removed under p: the next session removes the rest. Where the server
+// refuses to remove a part, what is left goes back under p.
+func (fs *FS) removeTree(p string) error {
+	tmp := tempName(path.Dir(p))
+	if err := fs.Client.Rename(p, tmp); err != nil {
+		return err
+	}
+	err := fs.removeAll(tmp)
+	switch {
+	case err == nil:
+		return nil
+	case SessionFailed(err):
+		fs.undo(func(fs *FS) error { return ignoreMissing(fs.removeAll(tmp)) }, err)
+	default:
+		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }, nil)
+	}
+	return err
 }
 
 // removeAll removes a tree. Unlike pkg/sftp's RemoveAll it lstat's every

@@ -1,14 +1,10 @@
 package commands
 
 import (
-	"crypto/rand"
-	"errors"
 	"io"
 	"net/url"
 	"os"
-	"path"
 	"strconv"
-	"strings"
 
 	"github.com/pkg/sftp"
 )
@@ -52,21 +48,25 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 	if size >= 0 {
 		client.r = io.LimitReader(body, size)
 	}
+	target, err := resolveForWrite(fs, query.Get("path"), createParents)
+	if err != nil {
+		return nil, err
+	}
+	// Many writes in flight: a large upload is not bound by one round trip
+	// per 32 KiB (ReadFrom would write one at a time here, as it cannot
+	// see the body's length through clientBody).
+	fill := func(f *sftp.File) (int64, error) { return f.ReadFromWithConcurrency(client, 0) }
 	var result any
 	if appending {
-		var f *sftp.File
-		var target string
-		if f, target, err = openForWrite(fs, query.Get("path"), fileMode, createParents, writeFlags(true, nil)); err != nil {
-			return nil, err
-		}
-		result, err = fill(fs, f, target, true, func(f *sftp.File) (int64, error) {
-			// Many writes in flight: a large upload is not bound by one
-			// round trip per 32 KiB (ReadFrom would write one at a time
-			// here, as it cannot see the body's length through clientBody).
-			return f.ReadFromWithConcurrency(client, 0)
-		})
+		result, err = appendTo(fs, target, fileMode, -1, fill)
 	} else {
-		result, err = replaceFile(fs, query.Get("path"), fileMode, createParents, overwrite == nil || *overwrite, client)
+		// Always through a temporary file: an upload cut off halfway,
+		// however large, leaves the file as it was.
+		var n int64
+		if n, err = fs.replace(target, fileMode, overwrite == nil || *overwrite, fill); err == nil {
+			result = WriteResult{Path: fs.Rel(target), BytesWritten: n}
+		}
+		err = serverFailure(err, fs.Rel(target))
 	}
 	if client.err != nil {
 		// The client's body failed (too large, cut off), not the server.
@@ -75,87 +75,8 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 	return result, err
 }
 
-// replaceFile writes a whole file under a temporary name beside it and
-// renames it into place once complete, so that an upload cut off halfway
-// leaves the file as it was. A file that is replaced keeps its permissions
-// unless mode is given; a symlink (inside the root) is written through, as
-// an ordinary write would.
-func replaceFile(fs *FS, p string, mode *os.FileMode, createParents, overwrite bool, body io.Reader) (any, error) {
-	target, err := fs.Resolve(p)
-	if err != nil {
-		return nil, err
-	}
-	if createParents {
-		if err := fs.Client.MkdirAll(path.Dir(target)); err != nil {
-			return nil, serverFailure(err, fs.Rel(path.Dir(target)))
-		}
-	}
-	dest := target
-	if real, err := fs.Client.RealPath(target); err == nil {
-		dest = path.Clean(real) // inside the root: Resolve checked it
-	}
-	existing, statErr := fs.Client.Stat(dest)
-	switch {
-	case statErr == nil && existing.IsDir():
-		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
-	case statErr == nil && !overwrite:
-		return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-	case statErr == nil && mode == nil:
-		perm := existing.Mode().Perm()
-		mode = &perm
-	}
-	tmp := path.Join(path.Dir(dest), "."+path.Base(dest)+".sftpgate-"+strings.ToLower(rand.Text()[:12]))
-	f, err := fs.Client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	var n int64
-	if mode != nil {
-		err = f.Chmod(*mode)
-	}
-	if err == nil {
-		n, err = f.ReadFromWithConcurrency(body, 0)
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = fs.rename(tmp, dest, overwrite)
-	}
-	if err != nil {
-		_ = fs.Client.Remove(tmp)
-		if !overwrite && !SessionFailed(err) {
-			if _, statErr := fs.Client.Lstat(dest); statErr == nil {
-				return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-			}
-		}
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	return WriteResult{Path: fs.Rel(target), BytesWritten: n}, nil
-}
-
-// rename moves from to to; with overwrite it replaces to in one step where
-// the server offers posix-rename, and removes it first where not.
-func (fs *FS) rename(from, to string, overwrite bool) error {
-	switch {
-	case !overwrite:
-		return fs.Client.Rename(from, to) // SFTP's rename refuses an existing target
-	case hasPosixRename(fs.Client):
-		return fs.Client.PosixRename(from, to)
-	}
-	if err := fs.Client.Remove(to); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return fs.Client.Rename(from, to)
-}
-
-func hasPosixRename(c *sftp.Client) bool {
-	_, ok := c.HasExtension("posix-rename@openssh.com")
-	return ok
-}
-
 // BodyError is a request body that could not be read to its end. The file
-// holds what arrived before.
+// is left as it was.
 type BodyError struct{ Err error }
 
 func (e *BodyError) Error() string { return "reading the request body: " + e.Err.Error() }

@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -148,6 +151,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	}
 	if e.pool != nil {
 		e.pool.Close()
+		pool.keep(e.pool.takeLater()...) // the same server's, most likely; not shared yet
 	}
 	e.pool = pool
 	return pool, nil
@@ -198,14 +202,20 @@ func (p *Pools) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		// A pool without sessions for a while belongs to a connection no
-		// longer used (or deleted): drop it with its credentials.
-		for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
-			pool.Close()
-		}
-		for _, pool := range p.current() {
-			pool.tend(idle)
-		}
+		p.upkeep(idle)
+	}
+}
+
+// upkeep is one round of Run's.
+func (p *Pools) upkeep(idle time.Duration) {
+	defer recovery.Log("the session pools' upkeep")
+	// A pool without sessions for a while belongs to a connection no
+	// longer used (or deleted): drop it with its credentials.
+	for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
+		pool.Close()
+	}
+	for _, pool := range p.current() {
+		pool.tend(idle)
 	}
 }
 
@@ -282,6 +292,65 @@ type Pool struct {
 	// wake is closed (and replaced) when a session is added or removed or
 	// a dial ends, for requests waiting for room to dial.
 	wake chan struct{}
+	// later is work for the next operation's session (Later), and
+	// hasLater says whether there is any without taking mu.
+	later    []func(*sftpdial.Session) error
+	hasLater atomic.Bool
+}
+
+// maxLater bounds the work a pool keeps for its next session; beyond it,
+// the oldest is dropped (and logged).
+const maxLater = 256
+
+// Later keeps fn for the session of the next operation, which runs it
+// first: cleaning up what an operation cut off by a broken session left
+// half done. When fn returns a *BrokenError, it stays for the one after.
+func (p *Pool) Later(fn func(*sftpdial.Session) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep(fn)
+}
+
+// keep adds work to what waits for the next session; p.mu is held.
+func (p *Pool) keep(work ...func(*sftpdial.Session) error) {
+	p.later = append(p.later, work...)
+	if drop := len(p.later) - maxLater; drop > 0 {
+		slog.Warn("too much cleanup work waits for a session; dropping the oldest",
+			"namespace", p.namespace, "name", p.name, "dropped", drop)
+		p.later = slices.Delete(p.later, 0, drop)
+	}
+	p.hasLater.Store(len(p.later) > 0)
+}
+
+// takeLater takes the work kept for the next session.
+func (p *Pool) takeLater() []func(*sftpdial.Session) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	work := p.later
+	p.later = nil
+	p.hasLater.Store(false)
+	return work
+}
+
+// runLater runs the work kept for s's server on s, in order, until s
+// breaks.
+func (p *Pool) runLater(s *sftpdial.Session) {
+	work := p.takeLater()
+	for i, fn := range work {
+		var broken *BrokenError
+		err := run(fn, s)
+		switch {
+		case errors.As(err, &broken):
+			p.mu.Lock()
+			rest := slices.Concat(work[i:], p.later)
+			p.later = nil
+			p.keep(rest...)
+			p.mu.Unlock()
+			return
+		case err != nil:
+			slog.Warn("cleaning up after a broken session failed", "namespace", p.namespace, "name", p.name, "error", err)
+		}
+	}
 }
 
 type session struct {
@@ -329,8 +398,11 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 			}
 			expired = time.AfterFunc(left, s.expire)
 		}
+		if p.hasLater.Load() {
+			p.runLater(s.Session)
+		}
 		started := time.Now()
-		err = fn(s.Session)
+		err = run(fn, s.Session)
 		timedOut := expired != nil && !expired.Stop()
 		if timedOut {
 			// Its timer fired and is closing it: it leaves the pool now,
@@ -355,6 +427,13 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 		}
 		return err
 	}
+}
+
+// run runs fn on s; a panic in it fails only this operation, and its
+// session is released as after any other error.
+func run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err error) {
+	defer recovery.Error(&err, "an operation on an SFTP session")
+	return fn(s)
 }
 
 // acquire picks the least loaded session for an operation of load w. It
@@ -602,6 +681,7 @@ func (p *Pool) tend(idle time.Duration) {
 	}
 	for _, s := range check {
 		go func() {
+			defer recovery.Log("a keepalive")
 			sent := time.Now()
 			if keepalive(s) {
 				p.release(s, 1, time.Time{})

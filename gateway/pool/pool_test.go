@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 )
@@ -192,5 +193,27 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	p.tend(0)
 	if p.Size() != 0 {
 		t.Fatalf("an idle session was kept")
+	}
+}
+
+// TestPanicFailsOnlyItsOperation: an operation that panics returns
+// recovery.ErrPanic, and its session is released for the next.
+func TestPanicFailsOnlyItsOperation(t *testing.T) {
+	p, _ := newPool(t, 1)
+	err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { panic("a bug") })
+	if !errors.Is(err, recovery.ErrPanic) {
+		t.Fatalf("err = %v, want recovery.ErrPanic", err)
+	}
+	p.mu.Lock()
+	load := p.sessions[0].load
+	p.mu.Unlock()
+	if load != 0 {
+		t.Errorf("the session's load is %d after the panic, want 0", load)
+	}
+	if err := p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error {
+		_, err := s.SFTP.Getwd()
+		return err
+	}); err != nil {
+		t.Fatalf("the next operation: %v", err)
 	}
 }

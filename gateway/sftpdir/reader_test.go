@@ -6,6 +6,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -16,11 +17,11 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
-// server is a session to an SFTP server, and a directory that is the same
-// path on this machine and on the server.
+// server is a session to an SFTP server, and a directory of it: dir on
+// this machine, remote on the server.
 type server struct {
-	session *sftpdial.Session
-	dir     string
+	session     *sftpdial.Session
+	dir, remote string
 }
 
 func dial(t *testing.T, host string, port int32, user, password, hostKey string) *sftpdial.Session {
@@ -40,17 +41,17 @@ func servers() map[string]func(t *testing.T) server {
 	return map[string]func(t *testing.T) server{
 		"openssh": func(t *testing.T) server {
 			sshd := testsshd.Start(t)
-			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
+			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir, sshd.Dir}
 		},
 		// A server that allows one channel per connection: the reader
 		// cannot open its own.
 		oneChannel: func(t *testing.T) server {
 			sshd := testsshd.StartWith(t, "MaxSessions 1")
-			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir}
+			return server{dial(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine), sshd.Dir, sshd.Dir}
 		},
-		"pkg/sftp": func(t *testing.T) server {
+		"in-process": func(t *testing.T) server {
 			s := testsftp.Start(t)
-			return server{dial(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine()), s.Dir}
+			return server{dial(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine()), s.Dir, "/"}
 		},
 	}
 }
@@ -74,7 +75,7 @@ func TestEach(t *testing.T) {
 			dirs := srv.session.Dirs
 
 			var got []string
-			err := dirs.Each(srv.dir, func(fi os.FileInfo) error {
+			err := dirs.Each(srv.remote, func(fi os.FileInfo) error {
 				got = append(got, fi.Name())
 				switch {
 				case fi.Name() == "sub" && !fi.IsDir():
@@ -95,7 +96,7 @@ func TestEach(t *testing.T) {
 			// Stop ends early without error; the callback's own error
 			// comes back as it is; neither breaks the channel.
 			n := 0
-			if err := dirs.Each(srv.dir, func(os.FileInfo) error {
+			if err := dirs.Each(srv.remote, func(os.FileInfo) error {
 				n++
 				if n == 5 {
 					return sftpdir.Stop
@@ -105,15 +106,15 @@ func TestEach(t *testing.T) {
 				t.Errorf("stopped Each = %d entries, %v", n, err)
 			}
 			mine := errors.New("mine")
-			if err := dirs.Each(srv.dir, func(os.FileInfo) error { return mine }); err != mine { //nolint:errorlint // the very error
+			if err := dirs.Each(srv.remote, func(os.FileInfo) error { return mine }); err != mine { //nolint:errorlint // the very error
 				t.Errorf("Each returned %v, not the callback's error", err)
 			}
-			err = dirs.Each(srv.dir+"/missing", func(os.FileInfo) error { return nil })
+			err = dirs.Each(path.Join(srv.remote, "missing"), func(os.FileInfo) error { return nil })
 			if !errors.Is(err, iofs.ErrNotExist) {
 				t.Errorf("a missing directory: %v", err)
 			}
 			n = 0
-			if err := dirs.Each(srv.dir+"/sub", func(os.FileInfo) error { n++; return nil }); err != nil || n != 0 {
+			if err := dirs.Each(path.Join(srv.remote, "sub"), func(os.FileInfo) error { n++; return nil }); err != nil || n != 0 {
 				t.Errorf("an empty directory: %d entries, %v", n, err)
 			}
 		})

@@ -57,7 +57,7 @@ const (
 func TestBenchmark(t *testing.T) {
 	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
 	if binary == "" {
-		t.Skip("run with make bench")
+		t.Fatal("run it with make bench, which builds the binary it measures")
 	}
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())

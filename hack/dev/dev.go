@@ -1,5 +1,5 @@
-// Package dev is `sftpgate dev`: the whole system on one machine, no
-// cluster needed. One process runs a local kube-apiserver and etcd (the
+// Package dev is sftpgate-dev (make run): the whole system on one machine,
+// no cluster needed. One process runs a local kube-apiserver and etcd (the
 // binaries the tests use), the manager, the gateway, the web UI and a demo
 // SFTP server, with a demo connection, API key and web UI account.
 package dev
@@ -36,9 +36,9 @@ type options struct {
 	sftpAddr    string
 }
 
-// Run runs `sftpgate dev` until ctx ends (Ctrl-C), then stops everything.
+// Run runs sftpgate-dev until ctx ends (Ctrl-C), then stops everything.
 func Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sftpgate-dev", flag.ContinueOnError)
 	var o options
 	fs.StringVar(&o.dataDir, "data-dir", ".sftpgate-dev", "Where the control plane's data, the demo server's files and dev.env are kept across restarts.")
 	fs.BoolVar(&o.fresh, "fresh", false, "Start empty: delete the data directory first.")
@@ -78,7 +78,7 @@ func (o *options) run(ctx context.Context) error {
 	for flagName, addr := range map[string]string{"gateway-address": o.gatewayAddr, "webui-address": o.webuiAddr, "sftp-address": o.sftpAddr} {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("%s is taken (is another sftpgate dev running?); choose another with --%s: %w", addr, flagName, err)
+			return fmt.Errorf("%s is taken (is another sftpgate-dev running?); choose another with --%s: %w", addr, flagName, err)
 		}
 		listeners[flagName] = l
 	}
@@ -93,12 +93,13 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := env.Start(); err != nil {
+	stopControlPlane, err := startControlPlane(env, o.dataDir)
+	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() {
 		step("stopping the control plane")
-		_ = env.Stop()
+		_ = stopControlPlane()
 	}()
 	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
 	if err != nil {
@@ -197,7 +198,7 @@ func progress() func(string) {
 	}
 }
 
-// lockFile, in the data directory, is held by the `sftpgate dev` using it.
+// lockFile, in the data directory, is held by the sftpgate-dev using it.
 const lockFile = "lock"
 
 // clearExceptLock empties the data directory but for the lock, which this
@@ -217,7 +218,7 @@ func clearExceptLock(dir string) error {
 	return nil
 }
 
-// lock makes sure one `sftpgate dev` uses a data directory at a time.
+// lock makes sure one sftpgate-dev uses a data directory at a time.
 func lock(dir string) (func(), error) {
 	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // in the data directory the user chose
@@ -227,7 +228,7 @@ func lock(dir string) (func(), error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		pid, _ := io.ReadAll(f)
 		_ = f.Close()
-		return nil, fmt.Errorf("another sftpgate dev (pid %s) is running on %s; stop it first, or use another --data-dir",
+		return nil, fmt.Errorf("another sftpgate-dev (pid %s) is running on %s; stop it first, or use another --data-dir",
 			strings.TrimSpace(string(pid)), dir)
 	}
 	_ = f.Truncate(0)

@@ -27,10 +27,10 @@ import (
 )
 
 // TestQuickstart does what the README tells a newcomer, against
-// `sftpgate dev` run as its own process on free ports.
+// sftpgate-dev run as its own process on free ports.
 func TestQuickstart(t *testing.T) {
-	binary := filepath.Join(t.TempDir(), "sftpgate")
-	build := exec.Command("go", "build", "-o", binary, "../..")
+	binary := filepath.Join(t.TempDir(), "sftpgate-dev")
+	build := exec.Command("go", "build", "-o", binary, "../sftpgate-dev")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -91,9 +91,9 @@ func TestQuickstart(t *testing.T) {
 
 	// A second instance on the same data, even with --fresh, is refused
 	// and deletes nothing of the first's.
-	second := exec.Command(binary, "dev", "--fresh", "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
+	second := exec.Command(binary, "--fresh", "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
 		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t))
-	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "another sftpgate dev") {
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "another sftpgate-dev") {
 		t.Errorf("a second instance: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "etcd")); err != nil {
@@ -107,10 +107,10 @@ type devProcess struct {
 	env map[string]string
 }
 
-// start runs `sftpgate dev` on free ports and waits for its dev.env.
+// start runs sftpgate-dev on free ports and waits for its dev.env.
 func start(t *testing.T, binary, dataDir string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "dev", "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
+	cmd := exec.Command(binary, "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
 		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t))
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
@@ -133,7 +133,7 @@ func start(t *testing.T, binary, dataDir string) *devProcess {
 	select {
 	case <-ready:
 	case <-time.After(2 * time.Minute):
-		t.Fatal("sftpgate dev did not start")
+		t.Fatal("sftpgate-dev did not start")
 	}
 	raw, err := os.ReadFile(filepath.Join(dataDir, "dev.env"))
 	must(t, err)
@@ -147,12 +147,12 @@ func start(t *testing.T, binary, dataDir string) *devProcess {
 }
 
 // stop sends SIGTERM, as Ctrl-C would, and checks that no process of
-// sftpgate dev (the control plane's included) is left.
+// sftpgate-dev (the control plane's included) is left.
 func (d *devProcess) stop(t *testing.T) {
 	t.Helper()
 	children := procs.Descendants(d.cmd.Process.Pid)
 	if len(children) == 0 {
-		t.Error("sftpgate dev runs no control plane processes")
+		t.Error("sftpgate-dev runs no control plane processes")
 	}
 	must(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
@@ -160,10 +160,10 @@ func (d *devProcess) stop(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("sftpgate dev exited with %v", err)
+			t.Errorf("sftpgate-dev exited with %v", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("sftpgate dev did not stop on SIGTERM")
+		t.Fatal("sftpgate-dev did not stop on SIGTERM")
 	}
 	for _, pid := range children {
 		if procs.Alive(pid) {

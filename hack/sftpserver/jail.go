@@ -1,30 +1,44 @@
 package sftpserver
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 )
 
 // Jailed serves SFTP inside root: an os.Root, so no path or symlink
 // reaches outside it (pkg/sftp's sftp.NewServer serves the whole
-// filesystem, whatever its working directory).
+// filesystem, whatever its working directory). Paths are as in a chroot:
+// "/" is root, and an absolute symlink target means a path inside it.
+//
+// It implements what OpenSSH's sftp-server does that the gateway uses:
+// lstat, realpath that follows symlinks, posix-rename@openssh.com,
+// statvfs@openssh.com and append mode. A panic in a handler fails that
+// request, never the process.
 func Jailed(root *os.Root) func(ssh.Channel) error {
 	j := &jail{root: root}
 	handlers := sftp.Handlers{FileGet: j, FilePut: j, FileCmd: j, FileList: j}
 	return func(ch ssh.Channel) error { return sftp.NewRequestServer(ch, handlers).Serve() }
 }
 
+// inServer names the in-process SFTP server in the log of a panic.
+const inServer = "the in-process SFTP server"
+
 // jail serves SFTP requests inside root.
 type jail struct{ root *os.Root }
 
-// name maps an SFTP path to one inside the root.
+// name maps an absolute SFTP path, already resolved, to one inside the
+// root.
 func name(p string) string {
 	p = path.Clean("/" + p)
 	if p == "/" {
@@ -33,16 +47,115 @@ func name(p string) string {
 	return p[1:]
 }
 
-func (j *jail) Fileread(r *sftp.Request) (io.ReaderAt, error) {
-	return j.root.Open(name(r.Filepath))
+// maxLinks bounds the symlinks one path may go through, as Linux does.
+const maxLinks = 40
+
+// errEscapes is a symlink that leads above the root, which os.Root refuses
+// to follow.
+var errEscapes = &fs.PathError{Op: "realpath", Err: os.ErrPermission}
+
+// resolve follows the symlinks in p, inside the root, as OpenSSH's
+// realpath does: the last name may be missing (a file about to be made),
+// no other. It answers realpath, and it is where every operation that
+// follows symlinks acts: an absolute link target is taken inside the root,
+// as in a chroot, which os.Root would otherwise refuse to follow.
+func (j *jail) resolve(p string) (string, error) {
+	parts := split(path.Clean("/" + p))
+	resolved := "/"
+	for links := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		if part == ".." {
+			if resolved == "/" {
+				return "", errEscapes
+			}
+			resolved = path.Dir(resolved)
+			continue
+		}
+		next := path.Join(resolved, part)
+		fi, err := j.root.Lstat(name(next))
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && len(parts) == 0:
+			return next, nil
+		case errors.Is(err, syscall.ENOTDIR):
+			// A file on the way: OpenSSH answers "no such file" too.
+			return "", &fs.PathError{Op: "realpath", Path: p, Err: fs.ErrNotExist}
+		case err != nil:
+			return "", err
+		case fi.Mode()&fs.ModeSymlink == 0:
+			resolved = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", &fs.PathError{Op: "realpath", Path: p, Err: syscall.ELOOP}
+		}
+		target, err := j.root.Readlink(name(next))
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			resolved = "/"
+		}
+		parts = append(split(target), parts...)
+	}
+	return resolved, nil
 }
 
-func (j *jail) Filewrite(r *sftp.Request) (io.WriterAt, error) {
+// split lists the names of a path, keeping "..".
+func split(p string) []string {
+	var parts []string
+	for part := range strings.SplitSeq(p, "/") {
+		if part != "" && part != "." {
+			parts = append(parts, part)
+		}
+	}
+	return parts
+}
+
+// follow is the name inside the root that p leads to.
+func (j *jail) follow(p string) (string, error) {
+	real, err := j.resolve(p)
+	return name(real), err
+}
+
+// parentFollowed is the name inside the root of p itself, with the
+// symlinks on the way to it followed: for operations on a name (lstat,
+// remove, rename, symlink), never on what it points to.
+func (j *jail) parentFollowed(p string) (string, error) {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return ".", nil
+	}
+	dir, err := j.resolve(path.Dir(p))
+	return name(path.Join(dir, path.Base(p))), err
+}
+
+func (j *jail) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
+	defer recovery.Error(&err, inServer)
+	p, err := j.follow(r.Filepath)
+	if err != nil {
+		return nil, err
+	}
+	return j.root.Open(p)
+}
+
+func (j *jail) Filewrite(r *sftp.Request) (_ io.WriterAt, err error) {
+	defer recovery.Error(&err, inServer)
 	return j.OpenFile(r)
 }
 
 // OpenFile opens a file for reading and writing as the request's flags say.
-func (j *jail) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
+// In append mode every write goes to the end, as SFTP's SSH_FXF_APPEND
+// asks: writes arrive here concurrently, so the file is opened without
+// O_APPEND (on which Go refuses WriteAt) and each write lands at its
+// offset from the end the file had when opened (pkg/sftp's client counts
+// from 0 in append mode).
+//
+// The attributes of an open request are not read: pkg/sftp gives a
+// handler the open flags where the attribute flags would be, so they
+// cannot be told apart (the gateway sets permissions with a setstat).
+func (j *jail) OpenFile(r *sftp.Request) (_ sftp.WriterAtReaderAt, err error) {
+	defer recovery.Error(&err, inServer)
 	f := r.Pflags()
 	flags := os.O_RDONLY
 	switch {
@@ -54,31 +167,70 @@ func (j *jail) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	for _, o := range []struct {
 		set  bool
 		flag int
-	}{{f.Append, os.O_APPEND}, {f.Creat, os.O_CREATE}, {f.Trunc, os.O_TRUNC}, {f.Excl, os.O_EXCL}} {
+	}{{f.Creat, os.O_CREATE}, {f.Trunc, os.O_TRUNC}, {f.Excl, os.O_EXCL}} {
 		if o.set {
 			flags |= o.flag
 		}
 	}
-	mode := os.FileMode(0o644)
-	if r.AttrFlags().Permissions {
-		mode = r.Attributes().FileMode().Perm()
+	p, err := j.follow(r.Filepath)
+	if err != nil {
+		return nil, err
 	}
-	return j.root.OpenFile(name(r.Filepath), flags, mode)
+	file, err := j.root.OpenFile(p, flags, 0o644)
+	if err != nil || !f.Append {
+		return file, err
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return &appending{File: file, end: fi.Size()}, nil
 }
 
-func (j *jail) Filecmd(r *sftp.Request) error {
-	p := name(r.Filepath)
+// appending is a file opened in append mode.
+type appending struct {
+	*os.File
+	end int64
+}
+
+func (a *appending) WriteAt(b []byte, off int64) (_ int, err error) {
+	defer recovery.Error(&err, inServer)
+	return a.File.WriteAt(b, a.end+off)
+}
+
+func (j *jail) Filecmd(r *sftp.Request) (err error) {
+	defer recovery.Error(&err, inServer)
 	switch r.Method {
+	case "Symlink":
+		return j.symlink(r.Filepath, r.Target)
 	case "Setstat":
+		p, err := j.follow(r.Filepath)
+		if err != nil {
+			return err
+		}
 		return j.setstat(p, r)
-	case "Rename":
+	}
+	p, err := j.parentFollowed(r.Filepath)
+	if err != nil {
+		return err
+	}
+	switch r.Method {
+	case "Rename", "PosixRename", "Link":
+		target, err := j.parentFollowed(r.Target)
+		switch {
+		case err != nil:
+			return err
+		case r.Method == "Link":
+			return j.root.Link(p, target)
+		case r.Method == "PosixRename":
+			return j.root.Rename(p, target)
+		}
 		// SFTP's rename does not replace an existing target.
-		if _, err := j.root.Lstat(name(r.Target)); err == nil {
+		if _, err := j.root.Lstat(target); err == nil {
 			return os.ErrExist
 		}
-		return j.root.Rename(p, name(r.Target))
-	case "PosixRename":
-		return j.root.Rename(p, name(r.Target))
+		return j.root.Rename(p, target)
 	case "Rmdir":
 		if fi, err := j.root.Lstat(p); err == nil && !fi.IsDir() {
 			return syscall.ENOTDIR
@@ -91,18 +243,51 @@ func (j *jail) Filecmd(r *sftp.Request) error {
 		return j.root.Remove(p)
 	case "Mkdir":
 		return j.root.Mkdir(p, 0o755)
-	case "Symlink":
-		// pkg/sftp puts the link in Target and what it points to in
-		// Filepath, kept as given: os.Root refuses to follow it out.
-		return j.root.Symlink(r.Filepath, name(r.Target))
-	case "Link":
-		return j.root.Link(p, name(r.Target))
 	}
 	return sftp.ErrSSHFxOpUnsupported
 }
 
+// PosixRename replaces an existing target (posix-rename@openssh.com).
+func (j *jail) PosixRename(r *sftp.Request) error { return j.Filecmd(r) }
+
+// symlink makes link point to target. pkg/sftp puts the link in Target
+// and what it points to in Filepath, kept as given. An absolute target is
+// stored relative to the link's directory, so that os.Root follows it.
+func (j *jail) symlink(target, link string) error {
+	linkName, err := j.parentFollowed(link)
+	if err != nil {
+		return err
+	}
+	if path.IsAbs(target) {
+		target = relative(path.Dir("/"+linkName), path.Clean(target))
+	}
+	return j.root.Symlink(target, linkName)
+}
+
+// relative is target as a path relative to the directory dir, both
+// absolute and clean.
+func relative(dir, target string) string {
+	from, to := split(dir), split(target)
+	common := 0
+	for common < len(from) && common < len(to) && from[common] == to[common] {
+		common++
+	}
+	parts := make([]string, 0, len(from)-common+len(to)-common)
+	for range from[common:] {
+		parts = append(parts, "..")
+	}
+	parts = append(parts, to[common:]...)
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, "/")
+}
+
 func (j *jail) setstat(p string, r *sftp.Request) error {
 	flags, attrs := r.AttrFlags(), r.Attributes()
+	if attrs == nil {
+		return nil // no attributes to set
+	}
 	if flags.Size {
 		f, err := j.root.OpenFile(p, os.O_WRONLY, 0)
 		if err != nil {
@@ -127,10 +312,14 @@ func (j *jail) setstat(p string, r *sftp.Request) error {
 	return nil
 }
 
-func (j *jail) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
-	p := name(r.Filepath)
+func (j *jail) Filelist(r *sftp.Request) (_ sftp.ListerAt, err error) {
+	defer recovery.Error(&err, inServer)
 	switch r.Method {
 	case "List":
+		p, err := j.follow(r.Filepath)
+		if err != nil {
+			return nil, err
+		}
 		dir, err := j.root.Open(p)
 		if err != nil {
 			return nil, err
@@ -148,19 +337,59 @@ func (j *jail) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 		}
 		return infos, nil
 	case "Stat":
-		fi, err := j.root.Stat(p)
-		return listerAt{fi}, err
-	case "Lstat":
-		fi, err := j.root.Lstat(p)
-		return listerAt{fi}, err
-	case "Readlink":
-		target, err := j.root.Readlink(p)
+		p, err := j.follow(r.Filepath)
 		if err != nil {
 			return nil, err
 		}
-		return listerAt{linkName(target)}, nil
+		fi, err := j.root.Stat(p)
+		return listerAt{fi}, err
+	case "Readlink":
+		target, err := j.Readlink(r.Filepath)
+		return listerAt{linkName(target)}, err
 	}
 	return nil, sftp.ErrSSHFxOpUnsupported
+}
+
+// Lstat describes a name itself, a symlink as a symlink.
+func (j *jail) Lstat(r *sftp.Request) (_ sftp.ListerAt, err error) {
+	defer recovery.Error(&err, inServer)
+	p, err := j.parentFollowed(r.Filepath)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := j.root.Lstat(p)
+	return listerAt{fi}, err
+}
+
+// Readlink answers what a symlink holds.
+func (j *jail) Readlink(p string) (_ string, err error) {
+	defer recovery.Error(&err, inServer)
+	link, err := j.parentFollowed(p)
+	if err != nil {
+		return "", err
+	}
+	return j.root.Readlink(link)
+}
+
+// RealPath answers where p leads, its symlinks followed inside the root.
+func (j *jail) RealPath(p string) (_ string, err error) {
+	defer recovery.Error(&err, inServer)
+	return j.resolve(p)
+}
+
+// StatVFS describes the file system holding the root.
+func (j *jail) StatVFS(r *sftp.Request) (_ *sftp.StatVFS, err error) {
+	defer recovery.Error(&err, inServer)
+	p, err := j.follow(r.Filepath)
+	if err != nil {
+		return nil, err
+	}
+	f, err := j.root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return statVFS(f)
 }
 
 // listerAt lists a slice.

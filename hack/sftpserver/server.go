@@ -1,5 +1,5 @@
 // Package sftpserver runs an SSH server with the SFTP subsystem in-process,
-// with password log-in: the demo server of `sftpgate dev` (jailed in a
+// with password log-in: the demo server of sftpgate-dev (jailed in a
 // directory, see Jailed) and the tests' fast fixture (hack/testsftp).
 package sftpserver
 
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/gateway/recovery"
 )
 
 // Server is an SSH server whose "sftp" subsystem runs SFTP.
@@ -25,6 +27,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	hostKey ssh.Signer
+	conns   map[net.Conn]bool
 	wg      sync.WaitGroup
 }
 
@@ -48,19 +51,34 @@ func (s *Server) HostKeyLine() string {
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey())))
 }
 
-// Serve accepts connections on l until it is closed, then waits for the
-// open connections to end.
+// Serve accepts connections on l until it is closed, then closes the open
+// connections, as a server that stops does, and waits for them to end.
 func (s *Server) Serve(l net.Listener) {
 	defer s.wg.Wait()
 	for {
 		conn, err := l.Accept()
 		if err != nil {
+			s.mu.Lock()
+			for c := range s.conns {
+				_ = c.Close()
+			}
+			s.mu.Unlock()
 			return
 		}
+		s.mu.Lock()
+		if s.conns == nil {
+			s.conns = map[net.Conn]bool{}
+		}
+		s.conns[conn] = true
+		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer recovery.Log(inServer)
 			s.handle(conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
 		}()
 	}
 }
@@ -92,7 +110,10 @@ func (s *Server) handle(conn net.Conn) {
 		if err != nil {
 			return
 		}
-		go s.session(ch, requests)
+		go func() {
+			defer recovery.Log(inServer)
+			s.session(ch, requests)
+		}()
 	}
 }
 

@@ -1,18 +1,18 @@
 // Package testsftp runs an SSH server with the SFTP subsystem in the test
 // process, on loopback: a fast fixture, and one whose behaviour a test can
-// change (swap the host key, refuse SFTP) in ways a real sshd cannot.
-//
-// It serves Dir with sftp.NewServer, which is not a jail: only for tests.
+// change (swap the host key, refuse SFTP) in ways a real sshd cannot. It
+// serves the demo server's SFTP (sftpserver.Jailed), rooted in Dir: Dir is
+// "/" on the server.
 package testsftp
 
 import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"net"
+	"os"
 	"sync"
 	"testing"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
@@ -26,8 +26,9 @@ type Server struct {
 	*sftpserver.Server
 	Host string
 	Port int32
-	// Dir is the directory the server starts SFTP sessions in.
-	Dir string
+	// Dir is the directory the server serves as its "/".
+	Dir  string
+	root *os.Root
 }
 
 // Start starts a server for t and stops it when t ends.
@@ -43,19 +44,17 @@ func Start(t testing.TB) *Server {
 		Port:   int32(l.Addr().(*net.TCPAddr).Port),
 		Dir:    t.TempDir(),
 	}
-	s.SFTP = func(ch ssh.Channel) error {
-		server, err := sftp.NewServer(ch, sftp.WithServerWorkingDirectory(s.Dir))
-		if err != nil {
-			return err
-		}
-		return server.Serve()
+	if s.root, err = os.OpenRoot(s.Dir); err != nil {
+		t.Fatal(err)
 	}
+	s.SFTP = sftpserver.Jailed(s.root)
 	s.RotateHostKey(t)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Serve(l) })
 	t.Cleanup(func() {
 		_ = l.Close()
 		wg.Wait()
+		_ = s.root.Close()
 	})
 	return s
 }

@@ -5,8 +5,8 @@
 // sshd authenticates system users, so the fixture logs in as a dedicated
 // user, sftpgate-test, which it creates on first use with a random password
 // kept in a root-only file (/var/lib/sftpgate-test). That needs root (as in
-// CI); elsewhere the tests that use it are skipped, except under CI=true,
-// where they fail. Remove the user with: userdel -r sftpgate-test.
+// CI); elsewhere the tests that use it fail, saying so: a test that cannot
+// run is never a pass. Remove the user with: userdel -r sftpgate-test.
 package testsshd
 
 import (
@@ -55,6 +55,8 @@ type Server struct {
 	HostKeyLine string
 	// Dir is an empty directory owned by User, removed after the test.
 	Dir string
+	// UID and GID are User's.
+	UID, GID int
 
 	confDir        string
 	hostKeyFile    string
@@ -77,10 +79,10 @@ func Start(t testing.TB) *Server {
 func StartWith(t testing.TB, config ...string) *Server {
 	t.Helper()
 	if _, err := os.Stat(sshdPath); err != nil {
-		skipOrFail(t, "OpenSSH's sshd is not installed (apt-get install openssh-server; make test does it)")
+		t.Fatal("OpenSSH's sshd is not installed (apt-get install openssh-server; make test does it)")
 	}
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "sshd can only log in as another user when the tests run as root")
+		t.Fatal("the tests need root: sshd can only log in as another user when they run as root (sudo make test)")
 	}
 	password, uid, gid, err := ensureUser()
 	if err != nil {
@@ -92,7 +94,7 @@ func StartWith(t testing.TB, config ...string) *Server {
 
 	// sshd reads authorized_keys as the user logging in, and the user works
 	// in Dir: both directories must be open to it (t.TempDir's are not).
-	s := &Server{Host: "127.0.0.1", Password: password, config: config}
+	s := &Server{Host: "127.0.0.1", Password: password, UID: uid, GID: gid, config: config}
 	s.confDir = openTempDir(t, "sftpgate-sshd-conf-", 0, 0)
 	s.Dir = openTempDir(t, "sftpgate-sshd-data-", uid, gid)
 
@@ -399,12 +401,4 @@ func ensureUser() (password string, uid, gid int, err error) {
 	uid, _ = strconv.Atoi(u.Uid)
 	gid, _ = strconv.Atoi(u.Gid)
 	return strings.TrimSpace(string(b)), uid, gid, nil
-}
-
-func skipOrFail(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }

@@ -117,7 +117,7 @@ func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, e
 }
 
 // SignUpWithNamespace is SignUp with the account's namespace named, for the
-// demo account of `sftpgate dev`; the namespace must not exist yet.
+// demo account of sftpgate-dev; the namespace must not exist yet.
 func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namespace string) (*Account, error) {
 	ctx = context.WithoutCancel(ctx)
 	email, err := NormalizeEmail(email)

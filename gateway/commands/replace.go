@@ -1,0 +1,192 @@
+package commands
+
+import (
+	"crypto/rand"
+	"errors"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/pkg/sftp"
+)
+
+// Writes never destroy what they replace. A file that does not exist yet
+// is made in place (create-exclusive: no more round trips than a plain
+// write); one that exists is written under a temporary name beside it and
+// renamed into place once complete. What an operation cut off by a broken
+// session leaves behind (a temporary file, a file moved aside, a partial
+// new file) is cleaned up by the next session to the same server (Undo).
+
+// Undo is work left for the next session to the same server: undoing what
+// an operation that a broken session cut off left half done. It must be
+// safe to run whatever happened since.
+type Undo func(fs *FS) error
+
+// undo runs u, which undoes what an operation failing with cause left, now
+// while the session works, and leaves it to the next session when the
+// session broke (then or while u ran).
+func (fs *FS) undo(u Undo, cause error) {
+	if !SessionFailed(cause) {
+		if err := u(fs); !SessionFailed(err) {
+			return
+		}
+	}
+	if fs.Later != nil {
+		fs.Later(u)
+	}
+}
+
+// TempPrefix starts the names of the gateway's temporary files and
+// directories: short and fixed, so that they fit the server's name length
+// limit whatever the target's name.
+const TempPrefix = ".sftpgate-"
+
+// tempName is a new temporary name in dir.
+func tempName(dir string) string {
+	return path.Join(dir, TempPrefix+strings.ToLower(rand.Text()[:16])+".tmp")
+}
+
+// filler writes a file's content into f.
+type filler func(f *sftp.File) (int64, error)
+
+func bytesFiller(data []byte) filler {
+	return func(f *sftp.File) (int64, error) {
+		n, err := f.Write(data)
+		return int64(n), err
+	}
+}
+
+// writeFile writes target, which Resolve returned: in place when it does
+// not exist, else (when overwrite allows) through a temporary file. size
+// is the most fill writes. A file made anew gets mode, or else the
+// server's default; one replaced keeps its permissions unless mode is
+// given.
+func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
+	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		if _, statErr := fs.Client.Lstat(target); statErr != nil {
+			return 0, err // not there: why the open failed
+		}
+		return fs.replace(target, mode, overwrite, fill)
+	}
+	n, err := fillFile(f, mode, fill)
+	if err != nil {
+		// The file did not exist: removing it leaves things as they were;
+		// but not a file that another client has written since, larger
+		// than this one could be.
+		fs.undo(func(fs *FS) error {
+			if fi, err := fs.Client.Lstat(target); err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
+				return nil
+			}
+			return ignoreMissing(fs.Client.Remove(target))
+		}, err)
+		return 0, err
+	}
+	return n, nil
+}
+
+// fillFile applies mode to f, just opened, before any data arrives (so a
+// private file is never readable with default permissions), fills and
+// closes it.
+func fillFile(f *sftp.File, mode *os.FileMode, fill filler) (int64, error) {
+	var err error
+	if mode != nil {
+		err = f.Chmod(*mode)
+	}
+	var n int64
+	if err == nil {
+		n, err = fill(f)
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	return n, err
+}
+
+// replace writes target through a temporary file beside it, renamed into
+// place once complete: a write cut off halfway leaves the file as it was.
+// A symlink (inside the root) is written through, as an ordinary write
+// would.
+func (fs *FS) replace(target string, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
+	dest := target
+	if real, err := fs.Client.RealPath(target); err == nil {
+		dest = path.Clean(real) // inside the root: Resolve checked it
+	}
+	existing, statErr := fs.Client.Stat(dest)
+	switch {
+	case statErr == nil && existing.IsDir():
+		return 0, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
+	case statErr == nil && !overwrite:
+		return 0, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+	case statErr == nil && mode == nil:
+		perm := existing.Mode().Perm()
+		mode = &perm
+	}
+	tmp := tempName(path.Dir(dest))
+	f, err := fs.Client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return 0, serverFailure(err, fs.Rel(target))
+	}
+	n, err := fillFile(f, mode, fill)
+	if err == nil {
+		err = fs.rename(tmp, dest, overwrite)
+	}
+	if err != nil {
+		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(tmp)) }, err)
+		if !overwrite && !SessionFailed(err) {
+			if _, statErr := fs.Client.Lstat(dest); statErr == nil {
+				return 0, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+			}
+		}
+		return 0, err
+	}
+	return n, nil
+}
+
+// rename moves from to to; with overwrite it replaces to in one step where
+// the server offers posix-rename. Where not, to is moved aside first, and
+// put back if from cannot take its place: it is never missing for good.
+func (fs *FS) rename(from, to string, overwrite bool) error {
+	switch {
+	case !overwrite:
+		return fs.Client.Rename(from, to) // SFTP's rename refuses an existing target
+	case hasPosixRename(fs.Client):
+		return fs.Client.PosixRename(from, to)
+	}
+	aside := tempName(path.Dir(to))
+	err := fs.Client.Rename(to, aside)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fs.Client.Rename(from, to)
+	case err != nil:
+		return err
+	}
+	// From here until the end, a broken session leaves to aside: the
+	// next session puts it back unless from took its place.
+	restore := func(fs *FS) error {
+		if _, err := fs.Client.Lstat(to); errors.Is(err, os.ErrNotExist) {
+			return fs.Client.Rename(aside, to)
+		} else if err != nil {
+			return err
+		}
+		return ignoreMissing(fs.Client.Remove(aside))
+	}
+	if err := fs.Client.Rename(from, to); err != nil {
+		fs.undo(restore, err)
+		return err
+	}
+	fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(aside)) }, nil)
+	return nil
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func hasPosixRename(c *sftp.Client) bool {
+	_, ok := c.HasExtension("posix-rename@openssh.com")
+	return ok
+}
