@@ -21,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -82,6 +83,15 @@ func TestQuickstart(t *testing.T) {
 		}
 	}
 
+	// The demo server answers every command as OpenSSH does: the
+	// conformance table, through a second connection to it whose root is
+	// a directory of its own.
+	demoConformance(t, k8s, dataDir, env)
+	// Appending was once the command that ended the whole system.
+	if status, body = call(t, env, "append", `{"path": "hello.txt", "file": {"text": " Again."}}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"size":19`) {
+		t.Errorf("append: %d %s", status, body)
+	}
+
 	// Ctrl-C stops everything; a restart on the same data keeps the key.
 	dev.stop(t)
 	dev = start(t, binary, dataDir)
@@ -99,7 +109,45 @@ func TestQuickstart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dataDir, "etcd")); err != nil {
 		t.Errorf("the running instance's data: %v", err)
 	}
-	dev.stop(t)
+
+	// However sftpgate-dev ends, the control plane ends with it.
+	children := procs.Descendants(dev.cmd.Process.Pid)
+	must(t, dev.cmd.Process.Kill())
+	_ = dev.cmd.Wait()
+	for _, pid := range children {
+		for deadline := time.Now().Add(time.Minute); procs.Alive(pid); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d outlived sftpgate-dev killed with SIGKILL", pid)
+			}
+		}
+	}
+}
+
+// demoConformance runs the conformance table against the demo server,
+// through the gateway of sftpgate-dev, with the demo key.
+func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	var demo v1alpha1.SftpConnection
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "demo"}, &demo))
+	root := filepath.Join(dataDir, "sftp", "conformance")
+	must(t, os.Mkdir(root, 0o755))
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "conformance"}, Spec: *demo.Spec.DeepCopy()}
+	conn.Spec.Slug, conn.Spec.RootPath = "conformance", "/conformance"
+	must(t, k8s.Create(ctx, conn))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+		if ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady); ready != nil &&
+			ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == conn.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the conformance connection to the demo server is not Ready: %+v", conn.Status.Conditions)
+		}
+	}
+	t.Run("conformance", func(t *testing.T) {
+		conformance.Run(t, conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], Dir: root, UID: -1, GID: -1})
+	})
 }
 
 type devProcess struct {
