@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 )
@@ -75,7 +76,15 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	}()
 	_, err = feed.Write([]byte("first half, "))
 	must(t, err)
-	time.Sleep(200 * time.Millisecond) // the request is in the handler
+	// The request is in the handler once its temporary file is there.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if tmp, _ := filepath.Glob(filepath.Join(f.sshd.Dir, commands.TempPrefix+"*")); len(tmp) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upload did not start")
+		}
+	}
 	cancel()
 	// New connections are refused once the gateway stops listening.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -80,13 +80,15 @@ func TestSmallOperationsShareASession(t *testing.T) {
 // after the other.
 func TestBurstGetsTheFailedDialsError(t *testing.T) {
 	server := testsftp.Start(t)
-	// Not an SSH server: it takes a connection, says nothing, and hangs up.
+	// Not an SSH server: it takes a connection, says nothing, and hangs up
+	// once the whole burst waits for the dial.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
 	var accepted atomic.Int32
+	conns := make(chan net.Conn, 8)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -94,7 +96,7 @@ func TestBurstGetsTheFailedDialsError(t *testing.T) {
 				return
 			}
 			accepted.Add(1)
-			time.AfterFunc(500*time.Millisecond, func() { _ = c.Close() })
+			conns <- c
 		}
 	}()
 	p := poolTo(t, server, int32(l.Addr().(*net.TCPAddr).Port), 4)
@@ -102,6 +104,18 @@ func TestBurstGetsTheFailedDialsError(t *testing.T) {
 	for range 8 {
 		go func() { errs <- p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }) }()
 	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		waiting := p.expecting
+		p.mu.Unlock()
+		if waiting == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d operations wait for the dial, want 8", waiting)
+		}
+	}
+	_ = (<-conns).Close()
 	for range 8 {
 		var dialErr *sftpdial.Error
 		if err := <-errs; !errors.As(err, &dialErr) {

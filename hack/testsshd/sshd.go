@@ -266,13 +266,13 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 	// sshd first, so that it forks no more; then its children until no
 	// new one shows (one stopped while forking leaves a child to stop).
 	main := s.cmd.Process.Pid
-	halt(main)
+	halt(t, main)
 	stopped := map[int]bool{main: true}
 	for more := true; more; {
 		more = false
 		for _, pid := range procs.Descendants(main) {
 			if !stopped[pid] {
-				halt(pid)
+				halt(t, pid)
 				stopped[pid], more = true, true
 			}
 		}
@@ -286,10 +286,13 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 
 // halt stops pid and waits until it has stopped: SIGSTOP is delivered
 // after kill returns, and a process still running may fork again.
-func halt(pid int) {
+func halt(t testing.TB, pid int) {
+	t.Helper()
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
-	for deadline := time.Now().Add(time.Second); !procs.Stopped(pid) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); !procs.Stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop on SIGSTOP", pid)
+		}
 	}
 }
 
