@@ -78,11 +78,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Server is a running gateway's state.
 type Server struct {
-	cache    cache.Cache
-	handler  http.Handler
-	pools    *pool.Pools
-	document []byte
-	docs     []byte
+	restConfig *rest.Config
+	cache      cache.Cache
+	handler    http.Handler
+	pools      *pool.Pools
+	document   []byte
+	docs       []byte
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -96,7 +97,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	// Requests read connections and keys from the informers' indexes
 	// (cacheindex), which hand out the cache's own objects: they only read
 	// them.
-	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			metrics.WatchErrors.Inc()
+			metrics.APIServerUp.Set(0)
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +128,11 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cache:    c,
-		pools:    &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
-		document: document,
-		docs:     docs,
+		restConfig: restConfig,
+		cache:      c,
+		pools:      &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
+		document:   document,
+		docs:       docs,
 	}
 	// Pools report their sizes; a second gateway in one process (tests)
 	// keeps the first one's.
@@ -232,10 +239,62 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	go func() { _ = s.cache.Start(ctx) }()
 	go s.pools.Run(ctx)
+	go s.watchAPIServer(ctx)
 	if !s.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
 	}
 	return nil
+}
+
+// apiServerCheckInterval is how often the gateway looks whether the API
+// server answers, for the sftpgate_gateway_api_server_up metric.
+const apiServerCheckInterval = 5 * time.Second
+
+// watchAPIServer asks the API server's /readyz (open to every client)
+// until ctx ends, and says in a metric whether it answered: while it does
+// not, the gateway serves from its cache, and that is worth knowing.
+func (s *Server) watchAPIServer(ctx context.Context) {
+	defer recovery.Log("watching the API server")
+	httpClient, err := rest.HTTPClientFor(s.restConfig)
+	if err != nil {
+		slog.Error("cannot look at the API server", "error", err)
+		return
+	}
+	base, _, err := rest.DefaultServerUrlFor(s.restConfig)
+	if err != nil {
+		slog.Error("cannot look at the API server", "error", err)
+		return
+	}
+	readyz := base.JoinPath("readyz").String()
+	tick := time.NewTicker(apiServerCheckInterval)
+	defer tick.Stop()
+	for {
+		metrics.APIServerUp.Set(apiServerAnswers(ctx, httpClient, readyz))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// apiServerAnswers is 1 when url answers 200 within the check interval.
+func apiServerAnswers(ctx context.Context, c *http.Client, url string) float64 {
+	ctx, cancel := context.WithTimeout(ctx, apiServerCheckInterval)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0
+	}
+	return 1
 }
 
 // prewarmConcurrency bounds the dials of pre-warming, so that a gateway

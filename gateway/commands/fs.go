@@ -27,8 +27,10 @@ type FS struct {
 	// ServerVersion is the SSH version string of the server, for ping.
 	ServerVersion string
 	// Later, when set, keeps work for the next session to the server:
-	// what an operation cut off by a broken session left half done.
-	Later func(Undo)
+	// undoing what an operation cut off by a broken session left half
+	// done. Background keeps such work that may take long, to be done
+	// apart from requests.
+	Later, Background func(Undo)
 }
 
 // Errors of path resolution.

@@ -282,12 +282,18 @@ func (fs *FS) removeTree(p string) error {
 	if err := fs.Client.Rename(p, tmp); err != nil {
 		return err
 	}
-	err := fs.removeAll(tmp)
+	err := fs.removeAll(tmp, nil)
 	switch {
 	case err == nil:
 		return nil
 	case SessionFailed(err):
-		fs.undo(func(fs *FS) error { return ignoreMissing(fs.removeAll(tmp)) }, err)
+		// The rest goes in the background, a part at a time.
+		if fs.Background != nil {
+			fs.Background(func(fs *FS) error {
+				budget := removeBatch
+				return ignoreMissing(fs.removeAll(tmp, &budget))
+			})
+		}
 	default:
 		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }, nil)
 	}
@@ -297,7 +303,15 @@ func (fs *FS) removeTree(p string) error {
 // removeAll removes a tree. Unlike pkg/sftp's RemoveAll it lstat's every
 // entry rather than trusting readdir's attributes, so a symlink to a
 // directory is unlinked, never followed, whatever the server reports.
-func (fs *FS) removeAll(p string) error {
+// With a budget, it removes at most that many names, and then returns
+// ErrNotDone.
+func (fs *FS) removeAll(p string, budget *int) error {
+	if budget != nil {
+		if *budget == 0 {
+			return ErrNotDone
+		}
+		*budget--
+	}
 	fi, err := fs.Client.Lstat(p)
 	if err != nil {
 		return err
@@ -319,7 +333,7 @@ func (fs *FS) removeAll(p string) error {
 			return err
 		}
 		for _, name := range names {
-			if err := fs.removeAll(path.Join(p, name)); err != nil {
+			if err := fs.removeAll(path.Join(p, name), budget); err != nil {
 				return err
 			}
 		}

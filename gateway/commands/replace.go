@@ -19,8 +19,12 @@ import (
 
 // Undo is work left for the next session to the same server: undoing what
 // an operation that a broken session cut off left half done. It must be
-// safe to run whatever happened since.
+// safe to run whatever happened since. It returns ErrNotDone when it did a
+// part of its work, to run again with a later session.
 type Undo func(fs *FS) error
+
+// ErrNotDone is an Undo that has more to do.
+var ErrNotDone = errors.New("more to do")
 
 // undo runs u, which undoes what an operation failing with cause left, now
 // while the session works, and leaves it to the next session when the

@@ -32,11 +32,25 @@ var (
 		Help: "New SSH connections to SFTP servers, by result (ok, the reason of the failure, or Cancelled).",
 	}, []string{"result"})
 
+	// APIServerUp says whether the API server answered the gateway's last
+	// look (1) or not (0): while it does not, the gateway serves the
+	// connections and keys its cache holds, as they were.
+	APIServerUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sftpgate_gateway_api_server_up",
+		Help: "Whether the Kubernetes API server answered the gateway's last look (1) or not (0); while not, the cache serves what it last saw.",
+	})
+
+	// WatchErrors counts the cache's watches that the API server dropped.
+	WatchErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sftpgate_gateway_watch_errors_total",
+		Help: "Watches of connections and keys that failed; the cache keeps what it has and watches again.",
+	})
+
 	registry = prometheus.NewRegistry()
 )
 
 func init() {
-	registry.MustRegister(Requests, Duration, Dials,
+	registry.MustRegister(Requests, Duration, Dials, APIServerUp, WatchErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 

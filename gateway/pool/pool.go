@@ -151,7 +151,14 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	}
 	if e.pool != nil {
 		e.pool.Close()
-		pool.keep(e.pool.takeLater()...) // the same server's, most likely; not shared yet
+		// The same server's, most likely. The new pool is not shared yet.
+		pool.keep(e.pool.takeLater()...)
+		e.pool.mu.Lock()
+		pool.background, e.pool.background = e.pool.background, nil
+		e.pool.mu.Unlock()
+		pool.mu.Lock()
+		pool.startFinishing()
+		pool.mu.Unlock()
 	}
 	e.pool = pool
 	return pool, nil
@@ -296,15 +303,31 @@ type Pool struct {
 	// hasLater says whether there is any without taking mu.
 	later    []func(*sftpdial.Session) error
 	hasLater atomic.Bool
+	// background is such work that has more to do than a request should
+	// wait for (ErrNotDone): finish runs it, a part at a time, on its own.
+	background []func(*sftpdial.Session) error
+	finishing  bool
 }
 
 // maxLater bounds the work a pool keeps for its next session; beyond it,
 // the oldest is dropped (and logged).
 const maxLater = 256
 
+// ErrNotDone is work kept for a later session that did a part of what it
+// has to do: the rest is done in the background, a part at a time.
+var ErrNotDone = errors.New("more to do")
+
+// pendingGrace is how many idle timeouts a pool with cleanup work left is
+// kept unused for, for its server to come back.
+const pendingGrace = 10
+
+// backgroundTimeout bounds a part of the work done in the background.
+const backgroundTimeout = time.Minute
+
 // Later keeps fn for the session of the next operation, which runs it
 // first: cleaning up what an operation cut off by a broken session left
-// half done. When fn returns a *BrokenError, it stays for the one after.
+// half done. When fn returns a *BrokenError, it stays for the one after;
+// when it returns ErrNotDone, it goes on in the background.
 func (p *Pool) Later(fn func(*sftpdial.Session) error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -320,6 +343,64 @@ func (p *Pool) keep(work ...func(*sftpdial.Session) error) {
 		p.later = slices.Delete(p.later, 0, drop)
 	}
 	p.hasLater.Store(len(p.later) > 0)
+}
+
+// Background keeps fn to be done apart from requests, on a session of the
+// pool, again while it returns ErrNotDone: cleanup work that may take long.
+func (p *Pool) Background(fn func(*sftpdial.Session) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.background = append(p.background, fn)
+	if drop := len(p.background) - maxLater; drop > 0 {
+		slog.Warn("too much cleanup work waits in the background; dropping the oldest",
+			"namespace", p.namespace, "name", p.name, "dropped", drop)
+		p.background = slices.Delete(p.background, 0, drop)
+	}
+	p.startFinishing()
+}
+
+// startFinishing starts finish unless it runs or there is nothing to do;
+// p.mu is held.
+func (p *Pool) startFinishing() {
+	if !p.finishing && len(p.background) > 0 && !p.closed {
+		p.finishing = true
+		go p.finish()
+	}
+}
+
+// finish runs the background work, a part at a time, each with a session
+// of the pool like any operation, until none is left or a part fails (the
+// pool's upkeep then starts it again).
+func (p *Pool) finish() {
+	defer recovery.Log("cleanup work in the background")
+	defer func() {
+		p.mu.Lock()
+		p.finishing = false
+		p.mu.Unlock()
+	}()
+	for {
+		p.mu.Lock()
+		if len(p.background) == 0 || p.closed {
+			p.mu.Unlock()
+			return
+		}
+		fn := p.background[0]
+		p.background = p.background[1:]
+		p.mu.Unlock()
+		err := p.Do(context.Background(), Op{Timeout: backgroundTimeout}, fn)
+		if err != nil {
+			p.mu.Lock()
+			if errors.Is(err, ErrNotDone) {
+				p.background = append(p.background, fn)
+			} else {
+				p.background = append([]func(*sftpdial.Session) error{fn}, p.background...)
+			}
+			p.mu.Unlock()
+			if !errors.Is(err, ErrNotDone) {
+				return
+			}
+		}
+	}
 }
 
 // takeLater takes the work kept for the next session.
@@ -347,6 +428,8 @@ func (p *Pool) runLater(s *sftpdial.Session) {
 			p.keep(rest...)
 			p.mu.Unlock()
 			return
+		case errors.Is(err, ErrNotDone):
+			p.Background(fn)
 		case err != nil:
 			slog.Warn("cleaning up after a broken session failed", "namespace", p.namespace, "name", p.name, "error", err)
 		}
@@ -656,13 +739,18 @@ func (p *Pool) Size() int {
 func (p *Pool) unusedFor(d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.sessions) == 0 && p.dialing == 0 && time.Since(p.lastUsed) > d
+	// Cleanup work left for a server keeps its pool a while longer.
+	unused := time.Since(p.lastUsed)
+	pending := len(p.later) > 0 || len(p.background) > 0
+	return len(p.sessions) == 0 && p.dialing == 0 && (unused > d && !pending || unused > pendingGrace*d)
 }
 
-// tend closes sessions idle longer than idle and checks the others with an
-// SSH keepalive, dropping those that do not answer in time.
+// tend closes sessions idle longer than idle, checks the others with an
+// SSH keepalive, dropping those that do not answer in time, and takes up
+// cleanup work in the background again where it stopped.
 func (p *Pool) tend(idle time.Duration) {
 	p.mu.Lock()
+	p.startFinishing()
 	var expired, check []*session
 	for _, s := range slices.Clone(p.sessions) {
 		switch {

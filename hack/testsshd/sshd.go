@@ -284,6 +284,21 @@ func (s *Server) Freeze(t testing.TB) (thaw func()) {
 	}
 }
 
+// KillSessions kills the processes serving sshd's connections, as a crash
+// of the server would, mid-operation: every connection drops, and sshd
+// goes on accepting new ones.
+func (s *Server) KillSessions(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatal("sshd is not running")
+	}
+	for _, pid := range procs.Descendants(s.cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
 // halt stops pid and waits until it has stopped: SIGSTOP is delivered
 // after kill returns, and a process still running may fork again.
 func halt(t testing.TB, pid int) {
