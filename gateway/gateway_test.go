@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}
 

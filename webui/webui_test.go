@@ -47,7 +47,7 @@ func run(m *testing.M) int {
 	k8s = c
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,

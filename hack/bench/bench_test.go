@@ -68,7 +68,7 @@ func TestBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	if err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
 		t.Fatal(err)
 	}
 

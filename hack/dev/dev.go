@@ -113,7 +113,7 @@ func (o *options) run(ctx context.Context) error {
 	step("starting the manager, the gateway, the web UI and the demo SFTP server")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return err
 	}
 	gatewayURL := "http://" + listeners["gateway-address"].Addr().String()

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -15,18 +16,26 @@ import (
 const LoopbackNetworks = "link-local,metadata"
 
 // StartManager runs sftpgate's controllers against cfg until ctx ends, with
-// the loopback policy and no metrics endpoint.
-func StartManager(ctx context.Context, cfg *rest.Config, maxConcurrentTests int) error {
+// the loopback policy and no metrics endpoint. The channel it returns is
+// closed once the manager has stopped: a test may start another.
+func StartManager(ctx context.Context, cfg *rest.Config, maxConcurrentTests int) (<-chan struct{}, error) {
 	opts := controllers.ManagerOptions()
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	// A manager started again in the same process names its controllers
+	// again.
+	opts.Controller.SkipNameValidation = ptr.To(true)
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	setup := controllers.Options{MaxConcurrentTests: maxConcurrentTests, DeniedNetworks: LoopbackNetworks}
 	if err := setup.Setup(ctx, mgr); err != nil {
-		return err
+		return nil, err
 	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = mgr.Start(ctx)
+	}()
+	return stopped, nil
 }

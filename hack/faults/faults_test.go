@@ -1,0 +1,575 @@
+// Package faults tests what users write through the gateway when things
+// fail under it: a real sshd killed mid-operation or restarted under load,
+// the API server stopped, the manager restarted mid-test and mid-rotation.
+// It runs a control plane, a manager and a gateway of its own, since it
+// stops them.
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/hack/procs"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+var (
+	env        *envtest.Environment
+	k8s        client.Client
+	baseURL    string
+	metricsURL string
+	// manager is the running manager: restart stops it and starts another.
+	manager struct {
+		sync.Mutex
+		stop    context.CancelFunc
+		stopped <-chan struct{}
+	}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	var err error
+	if env, k8s, err = testcluster.Start(); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = env.Stop() }()
+	if err := startManager(); err != nil {
+		return fail(err)
+	}
+	defer stopManager()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw, err := gateway.New(env.Config, gateway.Options{
+		BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, IdleTimeout: time.Minute,
+		Limits: gateway.Limits{MaxBodyBytes: 64 << 20, MaxUploadBytes: 1 << 30, RequestTimeout: time.Minute},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := gw.Start(ctx); err != nil {
+		return fail(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	metricsSrv := httptest.NewServer(gw.MetricsHandler(false))
+	defer metricsSrv.Close()
+	baseURL, metricsURL = srv.URL, metricsSrv.URL
+	return m.Run()
+}
+
+func startManager() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped, err := testcluster.StartManager(ctx, env.Config, 4)
+	if err != nil {
+		cancel()
+		return err
+	}
+	manager.stop, manager.stopped = cancel, stopped
+	return nil
+}
+
+func stopManager() {
+	manager.stop()
+	<-manager.stopped
+}
+
+// restartManager stops the manager, waits until it has, runs between, and
+// starts a new one.
+func restartManager(t *testing.T, between func()) {
+	t.Helper()
+	manager.Lock()
+	defer manager.Unlock()
+	stopManager()
+	between()
+	must(t, startManager())
+}
+
+// fixture is a connection to a real sshd and a key for it.
+type fixture struct {
+	ns, slug, token string
+	sshd            *testsshd.Server
+	conn            *v1alpha1.SftpConnection
+}
+
+// newFixture starts an sshd, makes a connection to it and a key, and waits
+// until the gateway serves them.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	sshd := testsshd.Start(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
+		Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
+		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
+	}}
+	must(t, k8s.Create(ctx, conn))
+	token, keyID := apikeys.NewToken()
+	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "key"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}))
+	f := &fixture{ns: ns.Name, slug: conn.Spec.Slug, token: token, sshd: sshd, conn: conn}
+	eventually(t, "the gateway serves the connection", func() bool {
+		status, _ := f.call(t, "exists", `{"path": "/"}`)
+		return status == http.StatusOK
+	})
+	return f
+}
+
+// call posts a JSON command and returns the status and the answer.
+func (f *fixture) call(t *testing.T, command, body string) (int, map[string]any) {
+	t.Helper()
+	status, raw := f.post(t, command, "", "application/json", strings.NewReader(body))
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: %d, not JSON: %q", command, status, raw)
+	}
+	return status, out
+}
+
+// post sends a command's request and returns the status and the body.
+func (f *fixture) post(t *testing.T, command, query, contentType string, body io.Reader) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/"+f.slug+"/"+command+"?"+query, body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := httpClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, raw
+}
+
+// ok calls a command that must succeed.
+func (f *fixture) ok(t *testing.T, command, body string) map[string]any {
+	t.Helper()
+	status, out := f.call(t, command, body)
+	if status != http.StatusOK || out["error"] != nil {
+		t.Fatalf("%s %.100s: %d %v", command, body, status, out)
+	}
+	return out
+}
+
+// file is what a file on the server holds.
+func (f *fixture) file(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.sshd.Dir, name))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// temporaries lists the gateway's temporary names in dir on the server.
+func (f *fixture) temporaries(dir string) []string {
+	found, _ := filepath.Glob(filepath.Join(f.sshd.Dir, dir, commands.TempPrefix+"*"))
+	return found
+}
+
+// killWhenTemporary kills sshd's sessions as soon as a temporary name
+// appears in dir: in the middle of the operation that made it.
+func (f *fixture) killWhenTemporary(t *testing.T, dir string) {
+	t.Helper()
+	eventually(t, "the operation starts its temporary file", func() bool { return len(f.temporaries(dir)) > 0 })
+	f.sshd.KillSessions(t)
+}
+
+// cleanedUp checks that after the next request (the first on a new
+// session), no temporary name is left in dir.
+func (f *fixture) cleanedUp(t *testing.T, dir string) {
+	t.Helper()
+	f.ok(t, "ping", ``)
+	eventually(t, "the leftovers are removed", func() bool {
+		f.ok(t, "ping", ``)
+		return len(f.temporaries(dir)) == 0
+	})
+}
+
+var httpClient = &http.Client{Timeout: 2 * time.Minute}
+
+// eventually polls cond until it holds, for a minute at most.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// retryable is an answer that says the server failed and a retry may
+// succeed.
+func retryable(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
+}
+
+// TestKilledMidUpload: sshd dies while a raw upload replaces a file. The
+// file keeps its old content, the answer is a retryable error, and the
+// next session removes the temporary file.
+func TestKilledMidUpload(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "write", `{"path": "file", "file": {"text": "old"}}`)
+	body, feed := io.Pipe()
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := f.post(t, "write", "path=file", "application/octet-stream", body)
+		answered <- status
+	}()
+	_, err := feed.Write(bytes.Repeat([]byte("new "), 64<<10))
+	must(t, err)
+	f.killWhenTemporary(t, "")
+	_ = feed.Close()
+	if status := <-answered; !retryable(status) {
+		t.Errorf("the upload cut off by the server answered %d, want a retryable error", status)
+	}
+	if got := f.file(t, "file"); got != "old" {
+		t.Errorf("the file holds %.20q (%d bytes), want its old content", got, len(got))
+	}
+	f.cleanedUp(t, "")
+	f.ok(t, "write", `{"path": "file", "file": {"text": "newer"}}`)
+}
+
+// TestKilledMidWrite: sshd dies while a JSON write replaces a file: it
+// holds the old content or the whole new one, never a part.
+func TestKilledMidWrite(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "write", `{"path": "file", "file": {"text": "old"}}`)
+	content := strings.Repeat("new content ", 2<<20)
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := f.call(t, "write", fmt.Sprintf(`{"path": "file", "file": {"text": %q}}`, content))
+		answered <- status
+	}()
+	f.killWhenTemporary(t, "")
+	status := <-answered
+	switch got := f.file(t, "file"); {
+	case got == content && status == http.StatusOK:
+		t.Log("the write was complete when the server died")
+	case got == "old" && retryable(status):
+		t.Log("the write was cut off")
+	default:
+		t.Errorf("answered %d, and the file holds %d bytes (%.20q), want the old content or the whole new one", status, len(got), got)
+	}
+	f.cleanedUp(t, "")
+}
+
+// TestKilledMidCopy: sshd dies while copy replaces a file.
+func TestKilledMidCopy(t *testing.T) {
+	f := newFixture(t)
+	source := bytes.Repeat([]byte("source "), 10<<20)
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "source"), source, 0o644))
+	f.ok(t, "write", `{"path": "target", "file": {"text": "old"}}`)
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := f.call(t, "copy", `{"from": "source", "to": "target", "overwrite": true}`)
+		answered <- status
+	}()
+	f.killWhenTemporary(t, "")
+	status := <-answered
+	switch got := f.file(t, "target"); {
+	case got == string(source) && status == http.StatusOK:
+		t.Log("the copy was complete when the server died")
+	case got == "old" && retryable(status):
+		t.Log("the copy was cut off")
+	default:
+		t.Errorf("answered %d, and the target holds %d bytes, want the old content or the whole source", status, len(got))
+	}
+	f.cleanedUp(t, "")
+}
+
+// TestKilledMidRmdir: sshd dies while a recursive rmdir removes a tree:
+// the tree is gone from its name at once, and what is left of it goes in
+// the background.
+func TestKilledMidRmdir(t *testing.T) {
+	f := newFixture(t)
+	for d := range 20 {
+		dir := filepath.Join(f.sshd.Dir, "tree", fmt.Sprint(d))
+		must(t, os.MkdirAll(dir, 0o755))
+		for i := range 100 {
+			must(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), nil, 0o644))
+		}
+	}
+	must(t, filepath.Walk(filepath.Join(f.sshd.Dir, "tree"), func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, f.sshd.UID, f.sshd.GID)
+	}))
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := f.call(t, "rmdir", `{"path": "tree", "recursive": true}`)
+		answered <- status
+	}()
+	f.killWhenTemporary(t, "")
+	status := <-answered
+	if _, err := os.Stat(filepath.Join(f.sshd.Dir, "tree")); !os.IsNotExist(err) {
+		t.Errorf("after rmdir cut off halfway, tree is still there (%v)", err)
+	}
+	if status != http.StatusOK && !retryable(status) {
+		t.Errorf("the rmdir cut off by the server answered %d", status)
+	}
+	f.cleanedUp(t, "")
+}
+
+// TestRestartUnderLoad: sshd restarts while clients read and write. Every
+// answer is right, or a retryable error; reads, which change nothing, are
+// retried on a new session when theirs broke.
+func TestRestartUnderLoad(t *testing.T) {
+	f := newFixture(t)
+	f.ok(t, "write", `{"path": "fixed", "file": {"text": "fixed content"}}`)
+	var (
+		wg                            sync.WaitGroup
+		stop                          = make(chan struct{})
+		mu                            sync.Mutex
+		answers, successes, retryErrs int
+	)
+	for c := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("c%d-%d", c, i)
+				status, out := f.call(t, "write", fmt.Sprintf(`{"path": %q, "file": {"text": %q}}`, name, name))
+				if status == http.StatusOK && out["error"] == nil && f.file(t, name) != name {
+					t.Errorf("%s: answered 200, and the file holds %q", name, f.file(t, name))
+				}
+				rstatus, rout := f.call(t, "read", `{"path": "fixed"}`)
+				result, _ := rout["read"].(map[string]any)
+				mu.Lock()
+				answers += 2
+				for _, s := range []int{status, rstatus} {
+					switch {
+					case s == http.StatusOK:
+						successes++
+					case retryable(s):
+						retryErrs++
+					case s != http.StatusOK:
+						t.Errorf("answered %d, neither right nor retryable", s)
+					}
+				}
+				mu.Unlock()
+				if retryable(status) || retryable(rstatus) {
+					time.Sleep(10 * time.Millisecond) // as a client backs off
+				}
+				if rstatus == http.StatusOK && (result == nil || result["content"] != "fixed content") {
+					t.Errorf("read answered 200 with %v", rout)
+				}
+			}
+		})
+	}
+	// Between restarts, the load runs until a hundred more answers are
+	// right.
+	served := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return successes >= 100
+	}
+	for range 3 {
+		eventually(t, "the load is served", served)
+		mu.Lock()
+		successes = 0
+		mu.Unlock()
+		f.sshd.Restart(t)
+	}
+	eventually(t, "the load is served after the last restart", served)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d answers, %d of them retryable errors", answers, retryErrs)
+
+	// With the server back, a read whose pooled session broke is retried
+	// on a fresh one: the client sees nothing.
+	f.ok(t, "read", `{"path": "fixed"}`)
+	f.sshd.Restart(t)
+	f.ok(t, "read", `{"path": "fixed"}`)
+}
+
+// TestAPIServerStopped: while the API server answers nothing, the gateway
+// serves what its cache holds and says so in a metric; once it answers
+// again, changes made since are honoured.
+func TestAPIServerStopped(t *testing.T) {
+	f := newFixture(t)
+	apiServer := controlPlaneProcess(t, "kube-apiserver")
+	must(t, syscall.Kill(apiServer, syscall.SIGSTOP))
+	stopped := true
+	thaw := func() {
+		if stopped {
+			_ = syscall.Kill(apiServer, syscall.SIGCONT)
+			stopped = false
+		}
+	}
+	defer thaw()
+	eventually(t, "the gateway says the API server is down", func() bool { return metric(t, "sftpgate_gateway_api_server_up") == "0" })
+	f.ok(t, "write", `{"path": "while-down", "file": {"text": "served from the cache"}}`)
+	if got := f.file(t, "while-down"); got != "served from the cache" {
+		t.Errorf("the file holds %q", got)
+	}
+	thaw()
+	eventually(t, "the gateway says the API server is up", func() bool { return metric(t, "sftpgate_gateway_api_server_up") == "1" })
+
+	var key v1alpha1.ApiKey
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "key"}, &key))
+	patch := client.MergeFrom(key.DeepCopy())
+	key.Spec.Disabled = true
+	must(t, k8s.Patch(context.Background(), &key, patch))
+	eventually(t, "the disabled key is refused", func() bool {
+		status, _ := f.call(t, "ping", ``)
+		return status == http.StatusUnauthorized
+	})
+}
+
+// controlPlaneProcess finds the control plane's process named name.
+func controlPlaneProcess(t *testing.T, name string) int {
+	t.Helper()
+	for _, pid := range procs.Descendants(os.Getpid()) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && filepath.Base(exe) == name {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process", name)
+	return 0
+}
+
+// metric is the value of a metric without labels, as /metrics shows it.
+func metric(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get(metricsURL + "/metrics")
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	must(t, err)
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if value, ok := strings.CutPrefix(line, name+" "); ok {
+			return value
+		}
+	}
+	return ""
+}
+
+// TestManagerRestartedMidTest: the manager stops while it tests a
+// connection to a server that does not answer yet. The next manager tests
+// it again: the connection ends Ready for its current spec.
+func TestManagerRestartedMidTest(t *testing.T) {
+	f := newFixture(t)
+	thaw := f.sshd.Freeze(t)
+	defer thaw()
+	var conn v1alpha1.SftpConnection
+	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(f.conn), &conn))
+	patch := client.MergeFrom(conn.DeepCopy())
+	conn.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: time.Minute}
+	dials := dialsTo(t, f.sshd.Port)
+	must(t, k8s.Patch(context.Background(), &conn, patch))
+	// The new spec's test hangs in the handshake with the frozen server.
+	eventually(t, "the test reaches the frozen server", func() bool { return dialsTo(t, f.sshd.Port) > dials })
+	restartManager(t, thaw)
+	eventually(t, "the connection is Ready for its current spec", func() bool {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(f.conn), &conn))
+		ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+		return ready != nil && ready.ObservedGeneration == conn.Generation && ready.Reason == v1alpha1.ReasonConnected
+	})
+}
+
+// dialsTo counts the TCP connections of this machine to port on
+// loopback, as their clients see them, established (the server's kernel
+// accepts them, however frozen the server).
+func dialsTo(t *testing.T, port int32) int {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/net/tcp")
+	must(t, err)
+	remote := fmt.Sprintf("0100007F:%04X", port)
+	n := 0
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if fields := strings.Fields(line); len(fields) > 3 && fields[2] == remote && fields[3] == "01" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestManagerRestartedMidRotation: the manager stops in the middle of
+// rotating a key's token. The next one finishes the rotation without
+// issuing a second token, and the key's status names the Secret's token.
+func TestManagerRestartedMidRotation(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rotation-"}}
+	must(t, k8s.Create(ctx, ns))
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "rotated"}}
+	must(t, k8s.Create(ctx, key))
+	var secret corev1.Secret
+	eventually(t, "the key is issued", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(key), key))
+		return meta.IsStatusConditionTrue(key.Status.Conditions, v1alpha1.ConditionReady)
+	})
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: key.Status.SecretName}, &secret))
+	first := string(secret.Data[v1alpha1.SecretKeyToken])
+
+	for round := range 3 {
+		requested := fmt.Sprintf("2026-01-01T00:00:0%dZ", round)
+		patch := client.MergeFrom(key.DeepCopy())
+		metav1.SetMetaDataAnnotation(&key.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, requested)
+		must(t, k8s.Patch(ctx, key, patch))
+		// Stop the manager as soon as the Secret holds the new token:
+		// before, while or after the key's status is written.
+		eventually(t, "the Secret answers the rotation", func() bool {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(&secret), &secret))
+			return secret.Annotations[v1alpha1.AnnotationRotateRequestedAt] == requested
+		})
+		restartManager(t, func() {})
+		eventually(t, "the key's status names the Secret's token", func() bool {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(key), key))
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(&secret), &secret))
+			return key.Status.LastHandledRotateRequest == requested &&
+				key.Status.TokenSHA256 == apikeys.Hash(strings.TrimSpace(string(secret.Data[v1alpha1.SecretKeyToken])))
+		})
+	}
+	var events eventsv1.EventList
+	must(t, k8s.List(ctx, &events, client.InNamespace(ns.Name)))
+	rotations := 0
+	for _, e := range events.Items {
+		if e.Reason == "TokenRotated" {
+			rotations++
+		}
+	}
+	if rotations != 3 || string(secret.Data[v1alpha1.SecretKeyToken]) == first {
+		t.Errorf("%d rotations announced for 3 requests, want exactly 3 (one token each)", rotations)
+	}
+}
