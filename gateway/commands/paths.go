@@ -113,7 +113,7 @@ func list(fs *FS, req *listRequest) (any, error) {
 		more bool
 	)
 	err = fs.Dirs.Each(target, func(fi os.FileInfo) error {
-		if fi.Name() <= req.After {
+		if fi.Name() <= req.After || isTemp(fi.Name()) {
 			return nil
 		}
 		if page.Len() == limit {

@@ -47,7 +47,18 @@ const TempPrefix = ".sftpgate-"
 
 // tempName is a new temporary name in dir.
 func tempName(dir string) string {
-	return path.Join(dir, TempPrefix+strings.ToLower(rand.Text()[:16])+".tmp")
+	return path.Join(dir, TempPrefix+strings.ToLower(rand.Text()[:tempRandom])+tempSuffix)
+}
+
+const (
+	tempRandom = 16
+	tempSuffix = ".tmp"
+)
+
+// isTemp reports whether name is one of the gateway's temporary names,
+// which list leaves out: they are its own, and short-lived.
+func isTemp(name string) bool {
+	return len(name) == len(TempPrefix)+tempRandom+len(tempSuffix) && strings.HasPrefix(name, TempPrefix) && strings.HasSuffix(name, tempSuffix)
 }
 
 // filler writes a file's content into f.
@@ -68,10 +79,11 @@ func bytesFiller(data []byte) filler {
 func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
 	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
-		if _, statErr := fs.Client.Lstat(target); statErr != nil {
+		existing, statErr := fs.Client.Lstat(target)
+		if statErr != nil {
 			return 0, err // not there: why the open failed
 		}
-		return fs.replace(target, mode, overwrite, fill)
+		return fs.replaceExisting(target, existing, mode, overwrite, fill)
 	}
 	n, err := fillFile(f, mode, fill)
 	if err != nil {
@@ -112,11 +124,29 @@ func fillFile(f *sftp.File, mode *os.FileMode, fill filler) (int64, error) {
 // A symlink (inside the root) is written through, as an ordinary write
 // would.
 func (fs *FS) replace(target string, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
-	dest := target
-	if real, err := fs.Client.RealPath(target); err == nil {
-		dest = path.Clean(real) // inside the root: Resolve checked it
+	existing, err := fs.Client.Lstat(target)
+	if err != nil {
+		existing = nil
 	}
-	existing, statErr := fs.Client.Stat(dest)
+	return fs.replaceExisting(target, existing, mode, overwrite, fill)
+}
+
+// replaceExisting is replace of target, which lstat described as existing
+// (nil: it did not exist).
+func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
+	dest := target
+	var statErr error
+	switch {
+	case existing == nil:
+		statErr = os.ErrNotExist
+	case existing.Mode()&os.ModeSymlink != 0:
+		// Written through: to where it leads (inside the root: Resolve
+		// checked it), which may not exist yet.
+		if real, err := fs.Client.RealPath(target); err == nil {
+			dest = path.Clean(real)
+		}
+		existing, statErr = fs.Client.Stat(dest)
+	}
 	switch {
 	case statErr == nil && existing.IsDir():
 		return 0, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")

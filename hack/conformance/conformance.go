@@ -111,6 +111,12 @@ const (
 	linkToA   = `{"path": "$d/link", "target": "$d/a"}`
 )
 
+// gatewayTemp makes a file with a name of the gateway's temporary files.
+var gatewayTemp = step{local: func(t *testing.T, d string) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(d, ".sftpgate-0123456789abcdef.tmp"), nil, 0o644))
+}}
+
 // escape makes $d/escape a symlink to the directory outside the root,
 // which holds a file "secret".
 var escape = step{local: func(t *testing.T, d string) {
@@ -180,8 +186,8 @@ var rows = []row{
 	{"read", "bytes as text", []step{ok("write", `{"path": "$d/b", "file": {"base64": "AP8="}}`, ""), fails("read", `{"path": "$d/b"}`, "not_text")}},
 	{"read", "out of the root", []step{escape, fails("read", `{"path": "$d/escape/secret"}`, "400 invalid_request")}},
 
-	{"list", "sorted, a page at a time", []step{
-		ok("write", writeA, ""), ok("mkdir", mkdirSub, ""), ok("write", `{"path": "$d/c", "file": {"text": "c"}}`, ""),
+	{"list", "sorted, a page at a time, without the gateway's temporary files", []step{
+		ok("write", writeA, ""), ok("mkdir", mkdirSub, ""), ok("write", `{"path": "$d/c", "file": {"text": "c"}}`, ""), gatewayTemp,
 		ok("list", `{"path": "$d", "limit": 2}`, `{"path": "$d", "entries": [
 			{"name": "a", "path": "$d/a", "type": "file", "size": 5},
 			{"name": "c", "path": "$d/c", "type": "file", "size": 1}], "next": "c"}`),

@@ -26,9 +26,14 @@ import (
 // statvfs@openssh.com and append mode. A panic in a handler fails that
 // request, never the process.
 func Jailed(root *os.Root) func(ssh.Channel) error {
-	j := &jail{root: root}
-	handlers := sftp.Handlers{FileGet: j, FilePut: j, FileCmd: j, FileList: j}
+	handlers := Handlers(root)
 	return func(ch ssh.Channel) error { return sftp.NewRequestServer(ch, handlers).Serve() }
+}
+
+// Handlers are Jailed's handlers of pkg/sftp's request server.
+func Handlers(root *os.Root) sftp.Handlers {
+	j := &jail{root: root}
+	return sftp.Handlers{FileGet: j, FilePut: j, FileCmd: j, FileList: j}
 }
 
 // inServer names the in-process SFTP server in the log of a panic.

@@ -1,0 +1,144 @@
+package commands
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/hack/sftpserver"
+)
+
+// The servers of this test offer no posix-rename@openssh.com, so that an
+// overwrite moves the old file aside first.
+func init() {
+	if err := sftp.SetSFTPExtensions("statvfs@openssh.com"); err != nil {
+		panic(err)
+	}
+}
+
+// breakingCmds passes commands to the jail's handlers, and breaks the
+// session (closes its pipe) instead of running the rename numbered
+// breakAt (from 1; 0 never).
+type breakingCmds struct {
+	sftp.FileCmder
+	breakAt, renames atomic.Int32
+	cut              func()
+}
+
+func (b *breakingCmds) Filecmd(r *sftp.Request) error {
+	if r.Method == "Rename" && b.renames.Add(1) == b.breakAt.Load() {
+		b.cut()
+		return sftp.ErrSSHFxConnectionLost
+	}
+	return b.FileCmder.Filecmd(r)
+}
+
+// session serves dir over a pipe with the jail's handlers, commands going
+// through cmds, and returns an FS whose leftovers go to later.
+func session(t *testing.T, dir string, cmds *breakingCmds, later *[]Undo) *FS {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	handlers := sftpserver.Handlers(root)
+	cmds.FileCmder = handlers.FileCmd
+	handlers.FileCmd = cmds
+	toServer, fromClient := io.Pipe()
+	fromServer, toClient := io.Pipe()
+	cmds.cut = func() {
+		_ = toClient.Close()
+		_ = fromClient.Close()
+	}
+	server := sftp.NewRequestServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{toServer, toClient}, handlers)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = server.Serve() }()
+	client, err := sftp.NewClientPipe(fromServer, fromClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmds.cut()
+		<-served
+		_ = client.Close()
+	})
+	return &FS{Client: client, Root: "/", Later: func(u Undo) { *later = append(*later, u) }}
+}
+
+// TestOverwriteWithoutPosixRename: the old file is moved aside, the new one
+// renamed in, and the old one removed; when the session breaks in between,
+// the next session puts the old file back.
+func TestOverwriteWithoutPosixRename(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	write := func(fs *FS, content string) error {
+		_, err := fs.writeFile("/file", nil, true, int64(len(content)), bytesFiller([]byte(content)))
+		return err
+	}
+	var later []Undo
+	if err := write(session(t, dir, &breakingCmds{}, &later), "old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(session(t, dir, &breakingCmds{}, &later), "new"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "new" || len(later) != 0 {
+		t.Fatalf("after an overwrite the file holds %q, %d leftovers", b, len(later))
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("left in the directory: %v", entries)
+	}
+
+	// The session breaks once the old file is aside: the file is missing
+	// until the next session puts it back.
+	cmds := &breakingCmds{}
+	cmds.breakAt.Store(2)
+	if err := write(session(t, dir, cmds, &later), "newer"); !SessionFailed(err) {
+		t.Fatalf("write = %v, want the session's failure", err)
+	}
+	if len(later) != 2 {
+		t.Fatalf("%d leftovers kept, want 2 (the old file aside, the temporary file)", len(later))
+	}
+	next := session(t, dir, &breakingCmds{}, &later)
+	for _, u := range later {
+		if err := u(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "new" {
+		t.Errorf("after the next session the file holds %q, want the old content back", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left in the directory: %v", entries)
+	}
+}
+
+// TestAppendCutOffIsUndone: an append the server fails halfway is cut back
+// to the file's old length.
+func TestAppendCutOffIsUndone(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "log"), []byte("start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var later []Undo
+	fs := session(t, dir, &breakingCmds{}, &later)
+	failing := func(f *sftp.File) (int64, error) {
+		n, _ := f.Write([]byte("partial"))
+		return int64(n), &sftp.StatusError{Code: 4} // the server's failure, after a part
+	}
+	if _, err := appendTo(fs, "/log", nil, 7, failing); err == nil {
+		t.Fatal("the failed append succeeded")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "log")); string(b) != "start\n" {
+		t.Errorf("after a failed append the file holds %q", b)
+	}
+}
