@@ -85,6 +85,15 @@ bench: build envtest ## Compare the gateway with a direct SFTP client to a real 
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
 		go test ./hack/bench/ -run TestBenchmark -count=1 -v -timeout 30m
 
+# How long make soak runs, and how often it restarts sshd.
+SOAK ?= 10m
+SOAK_RESTART_EVERY ?= 1m
+.PHONY: soak
+soak: build envtest ## Drive the gateway with mixed commands at concurrency 64 against an sshd restarted every minute (SOAK=10m); checks every answer.
+	hack/test-prereqs.sh
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
+		go test ./hack/bench/ -run TestSoak -count=1 -v -timeout 0 -args -soak=$(SOAK) -soak-restart-every=$(SOAK_RESTART_EVERY)
+
 FUZZTIME ?= 30s
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME (default 30s).

@@ -83,7 +83,20 @@ func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 // leaves the file at its length before: what reached it is cut off again,
 // now, or by the next session when this one broke.
 func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler) (any, error) {
-	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
+	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_APPEND)
+	if errors.Is(err, os.ErrNotExist) {
+		// A new file is made as write makes one, so that one cut off
+		// halfway is removed again; unless another client makes it first.
+		n, err := fs.writeFile(target, mode, false, size, fill)
+		var failure *Failure
+		if !errors.As(err, &failure) || failure.Code != "already_exists" {
+			if err != nil {
+				return nil, notAFile(fs, err, target)
+			}
+			return AppendResult{Path: fs.Rel(target), Size: n}, nil
+		}
+		f, err = fs.Client.OpenFile(target, os.O_WRONLY|os.O_APPEND)
+	}
 	if err != nil {
 		return nil, notAFile(fs, err, target)
 	}
@@ -117,7 +130,10 @@ func notAFile(fs *FS, err error, target string) error {
 	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
 		return failure
 	}
-	if fi, statErr := fs.Client.Stat(target); statErr == nil && fi.IsDir() {
+	switch fi, statErr := fs.Client.Stat(target); {
+	case SessionFailed(statErr):
+		return statErr
+	case statErr == nil && fi.IsDir():
 		return fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
 	}
 	return serverFailure(err, fs.Rel(target))

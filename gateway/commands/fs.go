@@ -110,8 +110,11 @@ func (fs *FS) checkReal(p string) error {
 		// Some servers resolve only existing paths. A name that exists but
 		// does not resolve is a dangling symlink, which a write would
 		// follow wherever it points: refuse it.
-		if _, lerr := fs.Client.Lstat(p); lerr == nil {
+		switch _, lerr := fs.Client.Lstat(p); {
+		case lerr == nil:
 			return ErrDanglingSymlink
+		case SessionFailed(lerr):
+			return lerr
 		}
 		// Check the nearest ancestor that exists, where a new file lands.
 		p = path.Dir(p)

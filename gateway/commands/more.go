@@ -5,6 +5,7 @@ import (
 	"crypto/sha1" //nolint:gosec // likewise
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"io"
 	"os"
@@ -53,7 +54,10 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 		return nil, err
 	}
 	if !req.Overwrite {
-		if _, statErr := fs.Client.Lstat(to); statErr == nil {
+		switch _, statErr := fs.Client.Lstat(to); {
+		case SessionFailed(statErr):
+			return nil, statErr
+		case statErr == nil:
 			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
 		}
 	}
@@ -181,7 +185,10 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 		return nil, err
 	}
 	if err := fs.Client.Symlink(resolved, link); err != nil {
-		if _, statErr := fs.Client.Lstat(link); statErr == nil && !SessionFailed(err) {
+		switch _, statErr := fs.Client.Lstat(link); {
+		case SessionFailed(err), SessionFailed(statErr):
+			return nil, errors.Join(err, statErr)
+		case statErr == nil:
 			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(link)+": already exists")
 		}
 		return nil, serverFailure(err, fs.Rel(link))
@@ -196,7 +203,10 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 	}
 	target, err := fs.Client.ReadLink(link)
 	if err != nil {
-		if fi, statErr := fs.Client.Lstat(link); statErr == nil && fi.Mode()&os.ModeSymlink == 0 && !SessionFailed(err) {
+		switch fi, statErr := fs.Client.Lstat(link); {
+		case SessionFailed(err), SessionFailed(statErr):
+			return nil, errors.Join(err, statErr)
+		case statErr == nil && fi.Mode()&os.ModeSymlink == 0:
 			return nil, fail("failure", fxFailure, fs.Rel(link)+": not a symlink")
 		}
 		return nil, serverFailure(err, fs.Rel(link))

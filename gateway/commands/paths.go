@@ -161,7 +161,10 @@ func notADirectory(fs *FS, err error, target string) error {
 	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
 		return failure
 	}
-	if fi, statErr := fs.Client.Stat(target); statErr == nil && !fi.IsDir() {
+	switch fi, statErr := fs.Client.Stat(target); {
+	case SessionFailed(statErr):
+		return statErr
+	case statErr == nil && !fi.IsDir():
 		return fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
@@ -228,7 +231,10 @@ func mkdir(fs *FS, req *mkdirRequest) (any, error) {
 	if req.Parents {
 		err = fs.Client.MkdirAll(target)
 	} else if err = fs.Client.Mkdir(target); err != nil {
-		if _, statErr := fs.Client.Lstat(target); statErr == nil {
+		switch _, statErr := fs.Client.Lstat(target); {
+		case SessionFailed(statErr):
+			return nil, statErr
+		case statErr == nil:
 			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists")
 		}
 	}
@@ -262,7 +268,10 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	default:
 		err = fs.Client.RemoveDirectory(target)
 		if err != nil {
-			if names, readErr := fs.names(target, 1); readErr == nil && len(names) > 0 {
+			switch names, readErr := fs.names(target, 1); {
+			case SessionFailed(readErr):
+				return nil, readErr
+			case readErr == nil && len(names) > 0:
 				return nil, fail("not_empty", fxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
 			}
 		}

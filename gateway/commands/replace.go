@@ -78,27 +78,41 @@ func bytesFiller(data []byte) filler {
 // given.
 func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
 	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if SessionFailed(err) {
+		// The server may have made the file before the answer was lost:
+		// an empty file is taken for this one.
+		fs.undo(removeNew(target, 0), err)
+		return 0, err
+	}
 	if err != nil {
 		existing, statErr := fs.Client.Lstat(target)
-		if statErr != nil {
+		switch {
+		case SessionFailed(statErr):
+			return 0, statErr
+		case statErr != nil:
 			return 0, err // not there: why the open failed
 		}
 		return fs.replaceExisting(target, existing, mode, overwrite, fill)
 	}
 	n, err := fillFile(f, mode, fill)
 	if err != nil {
-		// The file did not exist: removing it leaves things as they were;
-		// but not a file that another client has written since, larger
-		// than this one could be.
-		fs.undo(func(fs *FS) error {
-			if fi, err := fs.Client.Lstat(target); err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
-				return nil
-			}
-			return ignoreMissing(fs.Client.Remove(target))
-		}, err)
+		fs.undo(removeNew(target, max(size, n)), err)
 		return 0, err
 	}
 	return n, nil
+}
+
+// removeNew undoes the making of target, a file that did not exist: it
+// removes it, unless it is larger than the write could have made it (by
+// then another client has written it).
+func removeNew(target string, size int64) Undo {
+	return func(fs *FS) error {
+		fi, err := fs.Client.Lstat(target)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
+			return ignoreMissing(err)
+		}
+		return ignoreMissing(fs.Client.Remove(target))
+	}
 }
 
 // fillFile applies mode to f, just opened, before any data arrives (so a

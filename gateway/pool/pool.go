@@ -299,10 +299,14 @@ type Pool struct {
 	// wake is closed (and replaced) when a session is added or removed or
 	// a dial ends, for requests waiting for room to dial.
 	wake chan struct{}
-	// later is work for the next operation's session (Later), and
-	// hasLater says whether there is any without taking mu.
-	later    []func(*sftpdial.Session) error
-	hasLater atomic.Bool
+	// later is work for the next operation's session (Later). hasLater
+	// says, without taking mu, whether there is any or it runs: until it
+	// has run, other operations wait (laterDone is closed when it has), so
+	// that none acts on what it is undoing.
+	later        []func(*sftpdial.Session) error
+	hasLater     atomic.Bool
+	laterRunning bool
+	laterDone    chan struct{}
 	// background is such work that has more to do than a request should
 	// wait for (ErrNotDone): finish runs it, a part at a time, on its own.
 	background []func(*sftpdial.Session) error
@@ -409,14 +413,36 @@ func (p *Pool) takeLater() []func(*sftpdial.Session) error {
 	defer p.mu.Unlock()
 	work := p.later
 	p.later = nil
-	p.hasLater.Store(false)
+	p.hasLater.Store(p.laterRunning)
 	return work
 }
 
 // runLater runs the work kept for s's server on s, in order, until s
-// breaks.
+// breaks; or, while another operation runs it, waits until it is done.
 func (p *Pool) runLater(s *sftpdial.Session) {
-	work := p.takeLater()
+	p.mu.Lock()
+	for p.laterRunning {
+		done := p.laterDone
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
+	work := p.later
+	p.later = nil
+	if len(work) == 0 {
+		p.hasLater.Store(false)
+		p.mu.Unlock()
+		return
+	}
+	p.laterRunning, p.laterDone = true, make(chan struct{})
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.laterRunning = false
+		close(p.laterDone)
+		p.hasLater.Store(len(p.later) > 0)
+		p.mu.Unlock()
+	}()
 	for i, fn := range work {
 		var broken *BrokenError
 		err := run(fn, s)

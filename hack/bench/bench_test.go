@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,9 +151,13 @@ func TestBenchmark(t *testing.T) {
 	var wrkCPU time.Duration
 	self := func() time.Duration { return mustCPU(t, os.Getpid()) }
 	gateway := func() time.Duration { return mustCPU(t, gw.Process.Pid) }
-	_ = direct.MkdirAll(filepath.Join(sshd.Dir, "small"))
-	directWrite := func(i int) error {
-		f, err := direct.OpenFile(fmt.Sprintf("%s/small/d%d.txt", sshd.Dir, i%1000), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	small := filepath.Join(sshd.Dir, "small")
+	_ = direct.MkdirAll(small)
+	// Small writes make new files (each phase names its own): a write
+	// over an existing file, which the gateway makes through a temporary
+	// file, is measured apart, below.
+	writeTo := func(name string) error {
+		f, err := direct.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 		if err != nil {
 			return err
 		}
@@ -162,18 +167,26 @@ func TestBenchmark(t *testing.T) {
 		}
 		return err
 	}
+	directName := func(i int) string { return fmt.Sprintf("%s/d%d-%d.txt", small, phaseNumber.Load(), i) }
+	directWrite := func(i int) error { return writeTo(directName(i)) }
 	// The gateway's writes ask the server where the path really leads
 	// before they open it (its root confinement): this floor does too.
 	checkedWrite := func(i int) error {
-		if _, err := direct.RealPath(fmt.Sprintf("%s/small/d%d.txt", sshd.Dir, i%1000)); err != nil {
+		if _, err := direct.RealPath(directName(i)); err != nil {
 			return err
 		}
 		return directWrite(i)
 	}
-	load := newLoad(t, g.url+"write", token, "")
-	slashLoad := newLoad(t, slash.url+"write", token, sshd.Dir+"/")
-	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "")
+	load := newLoad(t, g.url+"write", token, "", newNames)
+	slashLoad := newLoad(t, slash.url+"write", token, sshd.Dir+"/", newNames)
+	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "", newNames)
 	for _, concurrency := range []int{1, 16, 64} {
+		// The files of the level before go: a directory of hundreds of
+		// thousands would weigh on sshd.
+		old, _ := filepath.Glob(filepath.Join(small, "*"))
+		for _, f := range old {
+			_ = os.Remove(f)
+		}
 		var d, c, b, sl, w result
 		parties := []struct {
 			result *result
@@ -208,6 +221,7 @@ func TestBenchmark(t *testing.T) {
 		// machine weighs on all.
 		for range rounds {
 			for _, p := range parties {
+				phaseNumber.Add(1)
 				p.result.add(p.cpu.measure(p.client, sshd, p.write))
 			}
 		}
@@ -238,6 +252,24 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, for the bare handler", bareCPU.perOp(bareCPU.sshd))
 	fmt.Printf("%-34s %12s %9.3f ms\n", "  sshd's, at rootPath /", "", slashCPU.perOp(slashCPU.sshd))
 	fmt.Printf("%-34s %12s %9.3f ms\n", "  wrk's, per write", "", gatewayCPU.perOp(wrkCPU))
+
+	// Writes over existing files, at concurrency 16: in place for the
+	// direct client, through a temporary file renamed into place for the
+	// gateway (so that a write cut off never leaves a file half written).
+	var directOver, gatewayOver result
+	var directOverCPU, gatewayOverCPU cpuUse
+	overLoad := newLoad(t, g.url+"write", token, "", reusedNames)
+	for range rounds {
+		directOver.add(directOverCPU.measure(self, sshd, func() result {
+			return run(16, func(i int) error { return writeTo(fmt.Sprintf("%s/o-%d.txt", small, i%1000)) })
+		}))
+		gatewayOver.add(gatewayOverCPU.measure(gateway, sshd, func() result {
+			lw, _ := overLoad.run(t, 16)
+			return lw
+		}))
+	}
+	fmt.Printf("%-34s %9.0f/s %9.0f/s %10.2f\n", "1 KiB overwrites, concurrency 16", directOver.rate(), gatewayOver.rate(), gatewayOver.rate()/directOver.rate())
+	fmt.Printf("%-34s %9.3f ms %9.3f ms\n", "  CPU per overwrite", directOverCPU.perOp(directOverCPU.client), gatewayOverCPU.perOp(gatewayOverCPU.client))
 
 	// A page of a huge directory: the gateway reads it all (to sort by
 	// name), but holds only the page.
@@ -446,12 +478,15 @@ func (r result) percentiles() string {
 	return fmt.Sprintf("%.2f/%.2fms", at(r.latencies, 0.5), at(r.latencies, 0.99))
 }
 
-// wrkScript makes wrk send 1 KiB writes, over 1,000 files per thread
-// below $SFTPGATE_BENCH_PREFIX, and count the answers that are not a
-// result.
+// wrkScript makes wrk send 1 KiB writes below $SFTPGATE_BENCH_PREFIX, and
+// count the answers that are not a result: to new files (named after the
+// phase, $SFTPGATE_BENCH_PHASE), or with $SFTPGATE_BENCH_NAMES=reused over
+// 1,000 files per thread.
 const wrkScript = `
 local kib = string.rep("x", 1024)
 local prefix = os.getenv("SFTPGATE_BENCH_PREFIX") or ""
+local reused = os.getenv("SFTPGATE_BENCH_NAMES") == "reused"
+local phase = os.getenv("SFTPGATE_BENCH_PHASE") or "0"
 -- Globals: setup sets id in each thread, and done reads failed from it.
 n, failed, id = 0, 0, 0
 wrk.method = "POST"
@@ -464,7 +499,9 @@ function setup(thread)
 end
 function request()
   n = n + 1
-  return wrk.format(nil, nil, nil, '{"path": "' .. prefix .. 'small/' .. id .. '-' .. (n % 1000) .. '.txt", "file": {"text": "' .. kib .. '"}}')
+  local name = phase .. '-' .. id .. '-' .. n
+  if reused then name = 'o' .. id .. '-' .. (n % 1000) end
+  return wrk.format(nil, nil, nil, '{"path": "' .. prefix .. 'small/' .. name .. '.txt", "file": {"text": "' .. kib .. '"}}')
 end
 function response(status, headers, body)
   if status ~= 200 or body:find('"error"', 1, true) then failed = failed + 1 end
@@ -480,16 +517,26 @@ end
 // shares the machine's two cores with the gateway and sshd: Go's HTTP
 // client spent about as much CPU per request (0.13 ms) as the whole direct
 // SFTP client, and took it from them.
-type wrkLoad struct{ url, token, script, prefix string }
+type wrkLoad struct{ url, token, script, prefix, names string }
+
+// The names of a load's files: new ones, or 1,000 per thread written again
+// and again.
+const (
+	newNames    = "new"
+	reusedNames = "reused"
+)
+
+// phaseNumber counts the phases, whose new files are named after them.
+var phaseNumber atomic.Int64
 
 // newLoad makes a load that writes below prefix, a path the connection's
-// root leads to.
-func newLoad(t *testing.T, url, token, prefix string) *wrkLoad {
+// root leads to, to names (newNames or reusedNames).
+func newLoad(t *testing.T, url, token, prefix, names string) *wrkLoad {
 	script := filepath.Join(t.TempDir(), "write.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &wrkLoad{url: url, token: token, script: script, prefix: prefix}
+	return &wrkLoad{url: url, token: token, script: script, prefix: prefix, names: names}
 }
 
 // run sends writes for one phase and returns them with wrk's CPU time.
@@ -497,7 +544,8 @@ func (l *wrkLoad) run(t *testing.T, concurrency int) (result, time.Duration) {
 	threads := min(concurrency, 2)
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(concurrency),
 		"-d", fmt.Sprintf("%ds", int(phase.Seconds())), "--timeout", "10s", "-s", l.script, l.url)
-	cmd.Env = append(os.Environ(), "SFTPGATE_BENCH_TOKEN="+l.token, "SFTPGATE_BENCH_PREFIX="+l.prefix)
+	cmd.Env = append(os.Environ(), "SFTPGATE_BENCH_TOKEN="+l.token, "SFTPGATE_BENCH_PREFIX="+l.prefix,
+		"SFTPGATE_BENCH_NAMES="+l.names, fmt.Sprintf("SFTPGATE_BENCH_PHASE=%d", phaseNumber.Load()))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("wrk: %v\n%s", err, out)
