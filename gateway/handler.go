@@ -195,9 +195,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	)
 	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream, Timeout: timeout}
 	err = p.Do(detached, op, func(s *sftpdial.Session) error {
-		fs := newFS(s, conn.Status.RootPath)
-		fs.Later = func(u commands.Undo) { p.Later(onSession(u, fs.Root)) }
-		fs.Background = func(u commands.Undo) { p.Background(onSession(u, fs.Root)) }
+		fs := commands.NewFS(s, conn.Status.RootPath)
+		fs.Leftovers = p
 		var runErr error
 		switch {
 		case upload:
@@ -237,22 +236,6 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 		return upstreamError(err)
 	}
 	return nil
-}
-
-// newFS is the file system of a session, confined to root.
-func newFS(s *sftpdial.Session, root string) *commands.FS {
-	return &commands.FS{Client: s.SFTP, Dirs: s.Dirs, Root: root, ServerVersion: s.ServerVersion}
-}
-
-// onSession runs u for the pool on a session, confined to root.
-func onSession(u commands.Undo, root string) func(*sftpdial.Session) error {
-	return func(s *sftpdial.Session) error {
-		err := u(newFS(s, root))
-		if errors.Is(err, commands.ErrNotDone) {
-			return pool.ErrNotDone
-		}
-		return brokenIfSo(err)
-	}
 }
 
 // brokenIfSo marks an error that says the session broke for the pool.

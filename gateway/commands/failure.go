@@ -82,6 +82,9 @@ func serverFailure(err error, what string) error {
 // connection was lost or closed), as opposed to the server answering the
 // request or the request being wrong: only then is the session discarded.
 func SessionFailed(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target would escape
+	}
 	var body *BodyError
 	if errors.As(err, &body) {
 		return false // the client's body failed, whatever the error says

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
 
@@ -26,11 +27,15 @@ type FS struct {
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.
 	ServerVersion string
-	// Later, when set, keeps work for the next session to the server:
+	// Leftovers, when set, keeps work for later sessions to the server:
 	// undoing what an operation cut off by a broken session left half
-	// done. Background keeps such work that may take long, to be done
-	// apart from requests.
-	Later, Background func(Undo)
+	// done.
+	Leftovers Leftovers
+}
+
+// NewFS is the file system of a session, confined to root.
+func NewFS(s *sftpdial.Session, root string) *FS {
+	return &FS{Client: s.SFTP, Dirs: s.Dirs, Root: root, ServerVersion: s.ServerVersion}
 }
 
 // Errors of path resolution.

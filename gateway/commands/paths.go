@@ -297,11 +297,11 @@ func (fs *FS) removeTree(p string) error {
 		return nil
 	case SessionFailed(err):
 		// The rest goes in the background, a part at a time.
-		if fs.Background != nil {
-			fs.Background(func(fs *FS) error {
+		if fs.Leftovers != nil {
+			fs.Leftovers.Background(fs.onSession(func(fs *FS) error {
 				budget := removeBatch
 				return ignoreMissing(fs.removeAll(tmp, &budget))
-			})
+			}))
 		}
 	default:
 		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }, nil)

@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
 // Writes never destroy what they replace. A file that does not exist yet
@@ -24,7 +27,17 @@ import (
 type Undo func(fs *FS) error
 
 // ErrNotDone is an Undo that has more to do.
-var ErrNotDone = errors.New("more to do")
+var ErrNotDone = pool.ErrNotDone
+
+// Leftovers keeps undo work for later sessions to the same server: the
+// connection's pool (*pool.Pool).
+type Leftovers interface {
+	// Later runs fn on the next operation's session, before it.
+	Later(fn func(*sftpdial.Session) error)
+	// Background runs fn apart from requests, again while it returns
+	// ErrNotDone.
+	Background(fn func(*sftpdial.Session) error)
+}
 
 // undo runs u, which undoes what an operation failing with cause left, now
 // while the session works, and leaves it to the next session when the
@@ -35,8 +48,21 @@ func (fs *FS) undo(u Undo, cause error) {
 			return
 		}
 	}
-	if fs.Later != nil {
-		fs.Later(u)
+	if fs.Leftovers != nil {
+		fs.Leftovers.Later(fs.onSession(u))
+	}
+}
+
+// onSession is u as work for the pool: run on a later session, as fs's
+// root, with a broken session's failure marked as such.
+func (fs *FS) onSession(u Undo) func(*sftpdial.Session) error {
+	root := fs.Root
+	return func(s *sftpdial.Session) error {
+		err := u(NewFS(s, root))
+		if SessionFailed(err) {
+			return &pool.BrokenError{Err: err}
+		}
+		return err
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 )
 
@@ -37,9 +38,25 @@ func (b *breakingCmds) Filecmd(r *sftp.Request) error {
 	return b.FileCmder.Filecmd(r)
 }
 
+// kept records the work an FS leaves for later sessions.
+type kept []func(*sftpdial.Session) error
+
+func (k *kept) Later(fn func(*sftpdial.Session) error)      { *k = append(*k, fn) }
+func (k *kept) Background(fn func(*sftpdial.Session) error) { *k = append(*k, fn) }
+
+// runOn runs the work kept on fs's session.
+func (k *kept) runOn(t *testing.T, fs *FS) {
+	t.Helper()
+	for _, fn := range *k {
+		if err := fn(&sftpdial.Session{SFTP: fs.Client}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // session serves dir over a pipe with the jail's handlers, commands going
 // through cmds, and returns an FS whose leftovers go to later.
-func session(t *testing.T, dir string, cmds *breakingCmds, later *[]Undo) *FS {
+func session(t *testing.T, dir string, cmds *breakingCmds, later *kept) *FS {
 	t.Helper()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -70,7 +87,7 @@ func session(t *testing.T, dir string, cmds *breakingCmds, later *[]Undo) *FS {
 		<-served
 		_ = client.Close()
 	})
-	return &FS{Client: client, Root: "/", Later: func(u Undo) { *later = append(*later, u) }}
+	return &FS{Client: client, Root: "/", Leftovers: later}
 }
 
 // TestOverwriteWithoutPosixRename: the old file is moved aside, the new one
@@ -83,7 +100,7 @@ func TestOverwriteWithoutPosixRename(t *testing.T) {
 		_, err := fs.writeFile("/file", nil, true, int64(len(content)), bytesFiller([]byte(content)))
 		return err
 	}
-	var later []Undo
+	var later kept
 	if err := write(session(t, dir, &breakingCmds{}, &later), "old"); err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +125,7 @@ func TestOverwriteWithoutPosixRename(t *testing.T) {
 	if len(later) != 2 {
 		t.Fatalf("%d leftovers kept, want 2 (the old file aside, the temporary file)", len(later))
 	}
-	next := session(t, dir, &breakingCmds{}, &later)
-	for _, u := range later {
-		if err := u(next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	later.runOn(t, session(t, dir, &breakingCmds{}, &kept{}))
 	if b, _ := os.ReadFile(file); string(b) != "new" {
 		t.Errorf("after the next session the file holds %q, want the old content back", b)
 	}
@@ -129,7 +141,7 @@ func TestAppendCutOffIsUndone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "log"), []byte("start\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var later []Undo
+	var later kept
 	fs := session(t, dir, &breakingCmds{}, &later)
 	failing := func(f *sftp.File) (int64, error) {
 		n, _ := f.Write([]byte("partial"))
