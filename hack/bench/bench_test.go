@@ -5,6 +5,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,64 +56,81 @@ const (
 	manyEntries = 200_000
 )
 
+// rig is what the benchmark and the soak run against: a real sshd, the
+// control plane with the manager, connections to the sshd in one
+// namespace with a key for them, and the gateway as its own process, so
+// that its memory and CPU are its own.
+type rig struct {
+	sshd              *testsshd.Server
+	token             string
+	gateway           *exec.Cmd
+	addr, metricsAddr string
+}
+
+// startRig starts a rig whose connections are named after roots' keys and
+// rooted at their values (empty: the sshd's directory), with a limit of 8
+// SSH connections each; the gateway runs with flags, its log going to
+// stderr.
+func startRig(t *testing.T, binary, ns string, roots map[string]string, stderr io.Writer, flags ...string) *rig {
+	t.Helper()
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &rig{sshd: testsshd.Start(t)}
+	env, k8s, err := testcluster.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
+		t.Fatal(err)
+	}
+	token, keyID := apikeys.NewToken()
+	r.token = token
+	objects := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": r.sshd.Password}},
+		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
+			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
+	}
+	for name, root := range roots {
+		objects = append(objects, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
+			Host: r.sshd.Host, Port: r.sshd.Port, Username: testsshd.User, RootPath: cmp.Or(root, r.sshd.Dir),
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{r.sshd.HostKeyLine}},
+			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
+		}})
+	}
+	for _, obj := range objects {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.addr, r.metricsAddr = testhttp.FreeAddr(t), testhttp.FreeAddr(t)
+	r.gateway = exec.Command(binary, append([]string{"gateway", "--kubeconfig=" + kubeconfig, "--listen-address=" + r.addr,
+		"--metrics-address=" + r.metricsAddr, "--denied-networks=" + testcluster.LoopbackNetworks, "--rate-per-key=0"}, flags...)...)
+	r.gateway.Stderr = stderr
+	if err := r.gateway.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.gateway.Process.Kill(); _ = r.gateway.Wait() })
+	return r
+}
+
 func TestBenchmark(t *testing.T) {
 	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
 	if binary == "" {
 		t.Fatal("run it with make bench, which builds the binary it measures")
 	}
-	ctrl.SetLogger(logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sshd := testsshd.Start(t)
-	env, k8s, err := testcluster.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
-		t.Fatal(err)
-	}
-
-	// The connections, with a limit of 8 SSH connections each, and a key.
-	// "box" is rooted in the server's directory, as most are; "slash" at
-	// /, as for an account the server confines (ChrootDirectory), where
-	// the gateway has no symlinks to check.
-	ns := "bench"
-	token, keyID := apikeys.NewToken()
-	connection := func(name, root string) *v1alpha1.SftpConnection {
-		return &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
-			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: root,
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
-			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
-		}}
-	}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": sshd.Password}},
-		connection("box", sshd.Dir), connection("slash", "/"),
-		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
-			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
-	} {
-		if err := k8s.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// The gateway, as its own process, so that its memory and CPU are its own.
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr, metricsAddr := testhttp.FreeAddr(t), testhttp.FreeAddr(t)
-	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
-		"--metrics-address="+metricsAddr, "--profiling",
-		"--denied-networks="+testcluster.LoopbackNetworks, "--rate-per-key=0", "--request-timeout=10m")
-	gw.Stderr = io.Discard
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = gw.Process.Kill(); _ = gw.Wait() }()
+	// "box" is rooted in the server's directory, as most connections are;
+	// "slash" at /, as for an account the server confines
+	// (ChrootDirectory), where the gateway has no symlinks to check.
+	r := startRig(t, binary, "bench", map[string]string{"box": "", "slash": "/"}, io.Discard, "--profiling", "--request-timeout=10m")
+	sshd, token, gw, addr, metricsAddr := r.sshd, r.token, r.gateway, r.addr, r.metricsAddr
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	g := &gatewayClient{url: "http://" + addr + "/box/", token: token, http: httpClient}
 	slash := &gatewayClient{url: "http://" + addr + "/slash/", token: token, http: httpClient}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -11,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,18 +18,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testhttp"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
 var (
@@ -57,58 +43,19 @@ func TestSoak(t *testing.T) {
 	if binary == "" {
 		t.Fatal("run it with make soak, which builds the binary it drives")
 	}
-	ctrl.SetLogger(logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sshd := testsshd.Start(t)
-	env, k8s, err := testcluster.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
-		t.Fatal(err)
-	}
-	token, keyID := apikeys.NewToken()
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "soak"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "soak", Name: "creds"}, StringData: map[string]string{"password": sshd.Password}},
-		&v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "soak", Name: "soak"}, Spec: v1alpha1.SftpConnectionSpec{
-			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir,
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
-			Limits:      v1alpha1.Limits{MaxConnections: 8},
-		}},
-		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: "soak", Name: "key"},
-			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
-	} {
-		if err := k8s.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr, metricsAddr := testhttp.FreeAddr(t), testhttp.FreeAddr(t)
-	gw := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr,
-		"--metrics-address="+metricsAddr, "--denied-networks="+testcluster.LoopbackNetworks, "--rate-per-key=0")
 	// The gateway's warnings and errors, for a run that fails.
 	gwLog, err := os.Create(filepath.Join(t.TempDir(), "gateway.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Stderr = &warnings{w: gwLog}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logged, _ := os.ReadFile(gwLog.Name())
 			t.Logf("the gateway's warnings and errors:\n%s", logged)
 		}
 	})
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = gw.Process.Kill(); _ = gw.Wait() }()
+	r := startRig(t, binary, "soak", map[string]string{"soak": ""}, &warnings{w: gwLog})
+	sshd, token, gw, addr, metricsAddr := r.sshd, r.token, r.gateway, r.addr, r.metricsAddr
 	c := &soakClient{url: "http://" + addr + "/soak/", token: token,
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: soakClients}}}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
