@@ -87,11 +87,11 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 	if errors.Is(err, os.ErrNotExist) {
 		// A new file is made as write makes one, so that one cut off
 		// halfway is removed again; unless another client makes it first.
-		n, err := fs.writeFile(target, mode, false, size, fill)
+		n, writeErr := fs.writeFile(target, mode, false, size, fill)
 		var failure *Failure
-		if !errors.As(err, &failure) || failure.Code != "already_exists" {
-			if err != nil {
-				return nil, notAFile(fs, err, target)
+		if !errors.As(writeErr, &failure) || failure.Code != "already_exists" {
+			if writeErr != nil {
+				return nil, notAFile(fs, writeErr, target)
 			}
 			return AppendResult{Path: fs.Rel(target), Size: n}, nil
 		}
