@@ -305,9 +305,14 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS, body []b
 	w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
 	w.Header().Set("Accept-Ranges", "bytes")
 	w.WriteHeader(http.StatusOK)
-	_, err = f.WriteTo(w)
+	n, err := f.WriteTo(w)
 	// The answer has gone out; an error of the session still takes the
-	// session out of the pool (one of the client's is not the session's).
+	// session out of the pool (one of the client's is not the session's),
+	// and so does one that ended the file early: the client sees a body
+	// shorter than its Content-Length.
+	if err == nil && n < fi.Size() {
+		err = commands.ConfirmEnd(f, n)
+	}
 	if commands.SessionFailed(err) {
 		return true, err
 	}

@@ -78,6 +78,23 @@ func serverFailure(err error, what string) error {
 	return fail("failure", fxFailure, what+": the server reported a failure")
 }
 
+// ConfirmEnd checks, when reading f ended (io.EOF) at offset end before
+// the length the file had, that the file really ends there: pkg/sftp also
+// reports io.EOF for a request it could not send on a session that broke.
+// It asks the server for the file's size: an error is the session's, and
+// a size beyond end means the read was cut off (io.ErrUnexpectedEOF, the
+// session's failure too); a file that shrank meanwhile ends there.
+func ConfirmEnd(f *sftp.File, end int64) error {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case fi.Size() > end:
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
 // SessionFailed reports whether err means that the SFTP session broke (the
 // connection was lost or closed), as opposed to the server answering the
 // request or the request being wrong: only then is the session discarded.

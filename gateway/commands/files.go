@@ -232,7 +232,12 @@ func read(fs *FS, req *readRequest) (any, error) {
 	}
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, req.Offset)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) && int64(n) < length {
+		err = ConfirmEnd(f, req.Offset+int64(n))
+	} else if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	buf = buf[:n]

@@ -95,7 +95,11 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	mode := fi.Mode().Perm()
 	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
-		return io.Copy(dst, src) // src.WriteTo: concurrent reads
+		n, err := io.Copy(dst, src) // src.WriteTo: concurrent reads
+		if err == nil && n < fi.Size() {
+			err = ConfirmEnd(src, n) // a copy cut short is not a copy
+		}
+		return n, err
 	})
 	if err != nil {
 		return nil, notAFile(fs, err, to)
@@ -300,13 +304,16 @@ func hashFile(fs *FS, req *hashRequest) (any, error) {
 	if !ok {
 		return nil, &BadRequest{Field: "algorithm", Message: `must be "sha256", "sha1" or "md5"`}
 	}
-	f, _, err := OpenRead(fs, req.Path)
+	f, fi, err := OpenRead(fs, req.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
 	h := newHash()
 	n, err := f.WriteTo(h)
+	if err == nil && n < fi.Size() {
+		err = ConfirmEnd(f, n) // a hash of a part is not the file's
+	}
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(f.Name()))
 	}

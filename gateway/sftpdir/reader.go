@@ -96,6 +96,12 @@ func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	}
 	if r.readsWhole() {
 		entries, err := r.whole.ReadDir(dir)
+		if err == nil {
+			// pkg/sftp ends a listing at io.EOF, which is also what it
+			// reports for a request it could not send on a session that
+			// broke: a listing is whole only if the session still answers.
+			_, err = r.whole.Getwd()
+		}
 		if err != nil {
 			return err
 		}
