@@ -9,13 +9,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -90,10 +93,17 @@ func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) 
 	if err != nil || !known {
 		return ctrl.Result{}, err
 	}
-	if holder, err := r.otherKeyWithHash(ctx, key); err != nil || holder != "" {
-		if holder != "" {
+	if holder, err := r.tokenHolder(ctx, key); err != nil || holder != nil {
+		if holder != nil {
+			// Name the holder only to its own namespace: a hash may be
+			// public (hash-only keys live in Git), and must not be a way
+			// to learn of other namespaces' keys.
+			by := "another ApiKey"
+			if holder.Namespace == key.Namespace {
+				by = fmt.Sprintf("ApiKey %q", holder.Name)
+			}
 			clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
-				"ApiKey %q in this namespace already has this token; give each key its own token", holder))
+				"%s already has this token; a token belongs to one key in the whole cluster: give this key its own", by))
 		}
 		return ctrl.Result{}, err
 	}
@@ -212,20 +222,38 @@ func (r *ApiKeyReconciler) deleteUnusedSecrets(ctx context.Context, key *v1alpha
 	return nil
 }
 
-// otherKeyWithHash returns the name of another key of the namespace whose
-// status already has this key's token hash.
-func (r *ApiKeyReconciler) otherKeyWithHash(ctx context.Context, key *v1alpha1.ApiKey) (string, error) {
+// tokenHolder returns the key that holds key's token hash, in any
+// namespace, when it is not key itself. A token belongs to one key in the
+// cluster: the one that recorded it first keeps it (so an older key edited
+// to a hash another key has cannot take it over), and of keys that
+// recorded it at once, the oldest, by creation time then UID.
+func (r *ApiKeyReconciler) tokenHolder(ctx context.Context, key *v1alpha1.ApiKey) (*v1alpha1.ApiKey, error) {
 	var list v1alpha1.ApiKeyList
-	if err := r.Client.List(ctx, &list, client.InNamespace(key.Namespace),
-		client.MatchingFields{apikeys.IndexTokenHash: key.Status.TokenSHA256}); err != nil {
-		return "", err
+	if err := r.Client.List(ctx, &list, client.MatchingFields{apikeys.IndexTokenHash: key.Status.TokenSHA256}); err != nil {
+		return nil, err
 	}
-	for _, k := range list.Items {
-		if k.UID != key.UID {
-			return k.Name, nil
+	holder := key
+	for i := range list.Items {
+		if k := &list.Items[i]; k.UID != key.UID && k.DeletionTimestamp.IsZero() && holdsBefore(k, holder) {
+			holder = k
 		}
 	}
-	return "", nil
+	if holder == key {
+		return nil, nil
+	}
+	return holder, nil
+}
+
+// holdsBefore reports whether a recorded its token before b.
+func holdsBefore(a, b *v1alpha1.ApiKey) bool {
+	recorded := func(k *v1alpha1.ApiKey) time.Time {
+		if k.Status.IssuedAt == nil {
+			return time.Now()
+		}
+		return k.Status.IssuedAt.Time
+	}
+	return cmp.Or(recorded(a).Compare(recorded(b)), a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		cmp.Compare(a.UID, b.UID)) < 0
 }
 
 func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (bool, error) {
@@ -326,7 +354,47 @@ func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		For(&v1alpha1.ApiKey{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.keysOfSecret)).
+		Watches(&v1alpha1.ApiKey{}, r.tokenChanges()).
 		Complete(r)
+}
+
+// tokenChanges enqueues the keys whose claim to a token another key's
+// change bears on: when a key records a token, the others that have it
+// (of two that recorded it at once, one gives it up); when a key lets a
+// token go (it is deleted, or its token changes), the keys refused as
+// duplicates (the token may be theirs now).
+func (r *ApiKeyReconciler) tokenChanges() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, opts ...client.ListOption) {
+		var list v1alpha1.ApiKeyList
+		if err := r.Client.List(ctx, &list, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing API keys")
+			return
+		}
+		for _, k := range list.Items {
+			ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+			if k.UID != changed.GetUID() && (len(opts) > 0 || ready != nil && ready.Reason == v1alpha1.ReasonDuplicateToken) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
+			}
+		}
+	}
+	hash := func(o client.Object) string { return o.(*v1alpha1.ApiKey).Status.TokenSHA256 } //nolint:forcetypeassert // events of ApiKeys
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, now := hash(e.ObjectOld), hash(e.ObjectNew)
+			if old == now {
+				return
+			}
+			if now != "" {
+				enqueue(ctx, q, e.ObjectNew, client.MatchingFields{apikeys.IndexTokenHash: now})
+			}
+			if old != "" {
+				enqueue(ctx, q, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
 }
 
 func (r *ApiKeyReconciler) keysOfSecret(ctx context.Context, secret client.Object) []reconcile.Request {

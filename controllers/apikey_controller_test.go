@@ -407,6 +407,49 @@ func TestDuplicateTokenIsRefused(t *testing.T) {
 	authorize(t, token, ns, "c", v1alpha1.CommandRead, nil)
 }
 
+// TestTokenBelongsToOneKeyInTheCluster: a hash another namespace's key
+// holds is refused, without naming that key; an older key edited to the
+// hash does not take it over; once the holder lets it go, the refused key
+// gets it.
+func TestTokenBelongsToOneKeyInTheCluster(t *testing.T) {
+	t.Parallel()
+	victim, attacker := newNamespace(t), newNamespace(t)
+	token, _ := apikeys.NewToken()
+	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash(token) }
+	// The attacker's key is the older: made before the victim's, with
+	// another token, and edited to the victim's hash once it is public.
+	older := apiKey(attacker, "older", func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash("sgk_" + strings.Repeat("x", 40)) })
+	create(t, older)
+	waitForReady(t, older, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	time.Sleep(1100 * time.Millisecond) // creation times have a resolution of a second
+	held := apiKey(victim, "held", hashOnly)
+	create(t, held)
+	waitForReady(t, held, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+
+	copied := apiKey(attacker, "copied", hashOnly)
+	create(t, copied)
+	got := waitForReady(t, copied, metav1.ConditionFalse, v1alpha1.ReasonDuplicateToken)
+	if msg := readyCondition(got).Message; got.Status.TokenSHA256 != "" || strings.Contains(msg, "held") || strings.Contains(msg, victim) {
+		t.Errorf("the copy: hash %q, message %q; want no hash, and nothing of the other namespace", got.Status.TokenSHA256, msg)
+	}
+	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(older), older))
+	patch := client.MergeFrom(older.DeepCopy())
+	hashOnly(older)
+	must(t, k8s.Patch(context.Background(), older, patch))
+	waitForReady(t, older, metav1.ConditionFalse, v1alpha1.ReasonDuplicateToken)
+	authorize(t, token, victim, "c", v1alpha1.CommandRead, nil)
+
+	// The victim deletes its key: the token passes to one of the refused
+	// keys, in the attacker's namespace, where it reaches only the
+	// attacker's own connections.
+	must(t, k8s.Delete(context.Background(), held))
+	waitFor(t, older, "a refused key takes the token over", func(k *v1alpha1.ApiKey) bool {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(copied), copied))
+		return meta.IsStatusConditionTrue(k.Status.Conditions, v1alpha1.ConditionReady) != meta.IsStatusConditionTrue(copied.Status.Conditions, v1alpha1.ConditionReady)
+	})
+	authorize(t, token, victim, "c", v1alpha1.CommandRead, apikeys.ErrNoSuchConnection)
+}
+
 func TestScopeDecisions(t *testing.T) {
 	t.Parallel()
 	ns, other := newNamespace(t), newNamespace(t)

@@ -3,13 +3,17 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,8 +44,20 @@ func Scheme() *runtime.Scheme {
 type Options struct {
 	TestInterval       time.Duration
 	MaxConcurrentTests int
-	DeniedNetworks     string
+	// MaxTestsPerNamespace bounds the tests one namespace runs at once.
+	MaxTestsPerNamespace int
+	// MaxTestBackoff bounds the wait after failed tests in a row.
+	MaxTestBackoff time.Duration
+	DeniedNetworks string
+	// Namespace is the manager's own, where it keeps slug reservations.
+	Namespace string
+	// SlugGracePeriod is how long a freed slug is held for its namespace.
+	SlugGracePeriod time.Duration
 }
+
+// DefaultNamespace is the manager's namespace when neither --namespace nor
+// POD_NAMESPACE says otherwise.
+const DefaultNamespace = "sftpgate-system"
 
 // BindFlags registers the controller options on fs with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
@@ -49,8 +65,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How often each SftpConnection is tested again when nothing changed; 0 tests only on changes.")
 	fs.IntVar(&o.MaxConcurrentTests, "max-concurrent-tests", 8,
 		"How many connection tests run at once.")
+	fs.IntVar(&o.MaxTestsPerNamespace, "max-tests-per-namespace", 2,
+		"How many connection tests one namespace runs at once; its other connections wait in line, and other namespaces' tests go ahead.")
+	fs.DurationVar(&o.MaxTestBackoff, "max-test-backoff", 5*time.Minute,
+		"The longest wait before testing again a connection whose tests keep failing (5s after the first failure, doubling).")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
+	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
+		"The manager's namespace, where it keeps slug reservations (Leases); $POD_NAMESPACE by default.")
+	fs.DurationVar(&o.SlugGracePeriod, "slug-grace-period", 5*time.Minute,
+		"How long a slug freed by a deleted (or renamed) connection is held for that connection's namespace before another namespace's claim gets it.")
 }
 
 // Setup adds the controllers to mgr: connection tests and API keys.
@@ -75,6 +99,9 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		Dialer:             &sftpdial.Dialer{Policy: policy},
 		TestInterval:       o.TestInterval,
 		MaxConcurrentTests: o.MaxConcurrentTests,
+		MaxTestBackoff:     o.MaxTestBackoff,
+		Slots:              newTestSlots(o.MaxTestsPerNamespace),
+		Slugs:              &slugReservations{client: mgr.GetClient(), namespace: o.Namespace, grace: o.SlugGracePeriod},
 	}).SetupWithManager(ctx, mgr)
 }
 
@@ -82,7 +109,9 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 // uses. Secrets' data is never cached: the client reads Secrets from the API
 // server, and the cache keeps only their metadata, without annotations
 // (kubectl's last-applied-configuration annotation holds a Secret's data).
-func ManagerOptions() ctrl.Options {
+// Of Leases, the cache holds the slug reservations in the manager's
+// namespace.
+func (o *Options) ManagerOptions() ctrl.Options {
 	return ctrl.Options{
 		Scheme: Scheme(),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -90,6 +119,10 @@ func ManagerOptions() ctrl.Options {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Secret{}: {Transform: stripSecretMetadata},
+				&coordinationv1.Lease{}: {
+					Namespaces: map[string]cache.Config{o.Namespace: {}},
+					Label:      labels.SelectorFromSet(labels.Set{LabelSlugReservation: "true"}),
+				},
 			},
 		},
 	}
@@ -128,7 +161,7 @@ func RunManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	mgrOpts := ManagerOptions()
+	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: metricsAddr}
 	mgrOpts.HealthProbeBindAddress = probeAddr
 	mgrOpts.LeaderElection = leaderElect

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
@@ -26,7 +27,10 @@ func TestNextTest(t *testing.T) {
 		}
 		return c
 	}
-	r := &SftpConnectionReconciler{TestInterval: 5 * time.Minute}
+	r := &SftpConnectionReconciler{TestInterval: 5 * time.Minute, MaxTestBackoff: time.Minute}
+	failed := func(n int32) func(*v1alpha1.SftpConnection) {
+		return func(c *v1alpha1.SftpConnection) { c.Status.FailedTests = n }
+	}
 	cases := []struct {
 		name     string
 		conn     *v1alpha1.SftpConnection
@@ -50,6 +54,13 @@ func TestNextTest(t *testing.T) {
 			c.Annotations = map[string]string{v1alpha1.AnnotationTestRequestedAt: "2"}
 			c.Status.LastHandledTestRequest = "2"
 		}), "sha256:a", 0, false, 0},
+		// Failed tests in a row hold the next one back, whatever changed:
+		// 5s, 10s, 20s, ... up to the maximum.
+		{"one failure, Secret changed at once", tested(time.Second, v1alpha1.ReasonAuthenticationFailed, failed(1)), "sha256:b", 5 * time.Minute, false, 4 * time.Second},
+		{"one failure, Secret changed later", tested(6*time.Second, v1alpha1.ReasonAuthenticationFailed, failed(1)), "sha256:b", 5 * time.Minute, true, 0},
+		{"three failures, spec changed", tested(10*time.Second, v1alpha1.ReasonTimeout, failed(3), func(c *v1alpha1.SftpConnection) { c.Generation = 4 }), "sha256:a", 0, false, 10 * time.Second},
+		{"many failures, capped", tested(59*time.Second, v1alpha1.ReasonTimeout, failed(30), func(c *v1alpha1.SftpConnection) { c.Generation = 4 }), "sha256:a", 0, false, time.Second},
+		{"failures, nothing changed, interval off", tested(time.Second, v1alpha1.ReasonTimeout, failed(2)), "sha256:a", 0, false, 0},
 	}
 	for _, tc := range cases {
 		r.TestInterval = tc.interval
@@ -57,5 +68,34 @@ func TestNextTest(t *testing.T) {
 		if due != tc.due || (!due && wait != tc.wait) {
 			t.Errorf("%s: nextTest = (%s, %v), want (%s, %v)", tc.name, wait, due, tc.wait, tc.due)
 		}
+	}
+}
+
+// TestTestSlots: a namespace runs at most its share of tests at once; the
+// others wait in line, once each, and the end of a test wakes the next.
+func TestTestSlots(t *testing.T) {
+	s := newTestSlots(2)
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	a1, a2 := s.take(key("a", "1")), s.take(key("a", "2"))
+	if a1 == nil || a2 == nil {
+		t.Fatal("the first two tests of a namespace wait")
+	}
+	for _, name := range []string{"3", "3", "4"} { // 3 asks twice: it waits in line once
+		if s.take(key("a", name)) != nil {
+			t.Fatal("a third test of a namespace runs")
+		}
+	}
+	if b := s.take(key("b", "1")); b == nil {
+		t.Fatal("another namespace's test waits for a's")
+	} else {
+		b()
+	}
+	a1()
+	if woken := (<-s.wake).Object; woken.GetNamespace() != "a" || woken.GetName() != "3" {
+		t.Errorf("woke %s/%s, want a/3, first in line", woken.GetNamespace(), woken.GetName())
+	}
+	a2()
+	if woken := (<-s.wake).Object; woken.GetName() != "4" {
+		t.Errorf("woke %s, want 4, once each", woken.GetName())
 	}
 }

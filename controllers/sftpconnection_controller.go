@@ -1,11 +1,9 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,15 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
@@ -58,6 +55,12 @@ type SftpConnectionReconciler struct {
 	TestInterval time.Duration
 	// MaxConcurrentTests bounds how many tests run at once.
 	MaxConcurrentTests int
+	// MaxTestBackoff bounds the wait after failed tests in a row.
+	MaxTestBackoff time.Duration
+	// Slots bounds the tests running at once per namespace.
+	Slots *testSlots
+	// Slugs keeps which namespace a slug is held for.
+	Slugs *slugReservations
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
@@ -91,22 +94,32 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection) (ctrl.Result, error) {
 	conn.Status.ObservedGeneration = conn.Generation
 
-	holder, err := r.slugHolder(ctx, conn)
+	claim, err := r.claimSlug(ctx, conn)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if holder != nil {
+	switch slug := conn.EffectiveSlug(); {
+	case claim.holder != nil:
 		conn.Status.Slug = ""
 		// Name the holder only to its own namespace's users.
 		by := "another SftpConnection"
-		if holder.Namespace == conn.Namespace {
-			by = fmt.Sprintf("SftpConnection %q", holder.Name)
+		if claim.holder.Namespace == conn.Namespace {
+			by = fmt.Sprintf("SftpConnection %q", claim.holder.Name)
 		}
 		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q is already served for %s; choose another spec.slug", conn.EffectiveSlug(), by))
+			"slug %q is already served for %s; choose another spec.slug", slug, by))
 		return ctrl.Result{}, nil
+	case !claim.heldUntil.IsZero():
+		conn.Status.Slug = ""
+		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
+			"slug %q was served in another namespace until recently and is held for it until %s; choose another spec.slug, or wait",
+			slug, claim.heldUntil.UTC().Format(time.RFC3339)))
+		return ctrl.Result{RequeueAfter: time.Until(claim.heldUntil) + time.Second}, nil
 	}
 	conn.Status.Slug = conn.EffectiveSlug()
+	if err := r.Slugs.hold(ctx, conn.Status.Slug, conn.Namespace); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
 	secretMeta := &metav1.PartialObjectMetadata{}
@@ -117,6 +130,11 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	if wait, due := r.nextTest(conn, sftpdial.CredentialsHash(secretMeta), time.Now()); !due {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	release := r.Slots.take(client.ObjectKeyFromObject(conn))
+	if release == nil {
+		return ctrl.Result{}, nil // in line: woken when a test of its namespace ends
+	}
+	defer release()
 	var secret corev1.Secret
 	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
 		return ctrl.Result{}, secretMissing(conn, key, err)
@@ -144,29 +162,11 @@ func secretMissing(conn *v1alpha1.SftpConnection, key types.NamespacedName, err 
 	return nil
 }
 
-// nextTest says whether a test is due now and, if not, how long until it is
-// (0: only when something changes). Restarts and re-syncs do not test again
-// what was tested recently with the same spec and Secret.
-func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash string, now time.Time) (time.Duration, bool) {
-	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	last := conn.Status.LastTestTime
-	switch {
-	case ready == nil, last == nil, ready.ObservedGeneration != conn.Generation,
-		ready.Reason == v1alpha1.ReasonSlugConflict, conn.Status.CredentialsHash != hash,
-		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest:
-		return 0, true
-	case r.TestInterval <= 0:
-		return 0, false
-	}
-	wait := last.Add(r.TestInterval).Sub(now)
-	return wait, wait <= 0
-}
-
 // test runs the connection test: dial (resolve, connect, verify the host
 // key, authenticate, start SFTP), then resolve and stat rootPath.
 func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) {
 	now := metav1.Now()
-	conn.Status.LastTestTime = &now
+	defer func() { recordTest(conn, now) }()
 
 	root, session, err := r.dialAndResolveRoot(ctx, conn, secret)
 	if session != nil {
@@ -219,37 +219,6 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 	return root, session, err
 }
 
-// slugHolder returns the connection that holds conn's slug when it is not
-// conn itself. A slug stays with the connection serving it (status.slug), so
-// a newer claim, even from an older object, cannot take it over; when none
-// serves it, the oldest claim wins, by creation time then namespace and name.
-func (r *SftpConnectionReconciler) slugHolder(ctx context.Context, conn *v1alpha1.SftpConnection) (*v1alpha1.SftpConnection, error) {
-	slug := conn.EffectiveSlug()
-	var list v1alpha1.SftpConnectionList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: slug}); err != nil {
-		return nil, err
-	}
-	claims := slices.DeleteFunc(list.Items, func(c v1alpha1.SftpConnection) bool { return !c.DeletionTimestamp.IsZero() })
-	if len(claims) == 0 {
-		return nil, nil
-	}
-	holder := slices.MinFunc(claims, func(a, b v1alpha1.SftpConnection) int {
-		aServes, bServes := a.Status.Slug == slug, b.Status.Slug == slug
-		if aServes != bServes {
-			if aServes {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
-			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	if holder.UID == conn.UID {
-		return nil, nil
-	}
-	return &holder, nil
-}
-
 // SetupWithManager registers the indexes and watches: the connection's own
 // spec and annotations, other connections claiming the same slug, and the
 // metadata of the Secrets connections use.
@@ -270,42 +239,9 @@ func (r *SftpConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctr
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.SftpConnection{}, r.slugClaimants()).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsUsingSecret)).
+		WatchesRawSource(source.Channel(r.Slots.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).
 		Complete(r)
-}
-
-// slugClaimants enqueues the other connections that ask for the slug of a
-// connection that was created, deleted, or changed its slug, so a slug that
-// becomes free passes to the next in line.
-func (r *SftpConnectionReconciler) slugClaimants() handler.EventHandler {
-	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, slugs ...string) {
-		for _, slug := range slugs {
-			var list v1alpha1.SftpConnectionList
-			if err := r.Client.List(ctx, &list, client.MatchingFields{IndexSlug: slug}); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "listing connections by slug", "slug", slug)
-				continue
-			}
-			for _, c := range list.Items {
-				if c.UID != changed.GetUID() {
-					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
-				}
-			}
-		}
-	}
-	slug := func(o client.Object) string { return o.(*v1alpha1.SftpConnection).EffectiveSlug() }
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object, slug(e.Object))
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if old, now := slug(e.ObjectOld), slug(e.ObjectNew); old != now || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
-				enqueue(ctx, q, e.ObjectNew, old, now)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object, slug(e.Object))
-		},
-	}
 }
 
 func (r *SftpConnectionReconciler) connectionsUsingSecret(ctx context.Context, secret client.Object) []reconcile.Request {

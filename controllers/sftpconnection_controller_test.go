@@ -10,10 +10,13 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
@@ -456,12 +460,13 @@ func TestPasswordRotationRetests(t *testing.T) {
 
 // TestSlugStaysWithItsHolder: slugs are unique across namespaces; the
 // connection serving a slug keeps it, even against an older object that
-// switches to it; when it goes away, the oldest remaining claim gets it.
+// switches to it; when it goes away, the slug is held for its namespace
+// for the grace period, and then the oldest remaining claim gets it.
 func TestSlugStaysWithItsHolder(t *testing.T) {
 	t.Parallel()
 	server := testsftp.Start(t)
 	nsA, nsB := newNamespace(t), newNamespace(t)
-	slug := "shared-" + nsA
+	slug := "shared-" + strings.TrimPrefix(nsA, "test-") // unique, and not the namespace's name
 	for _, ns := range []string{nsA, nsB} {
 		create(t, passwordSecret(ns, "creds", server.Password))
 	}
@@ -496,10 +501,55 @@ func TestSlugStaysWithItsHolder(t *testing.T) {
 	if err := k8s.Delete(context.Background(), holder); err != nil {
 		t.Fatal(err)
 	}
+	held := waitFor(t, elder, "the slug held for the namespace that freed it", func(c *v1alpha1.SftpConnection) bool {
+		return strings.Contains(readyCondition(c).Message, "held for it until")
+	})
+	if msg := readyCondition(held).Message; strings.Contains(msg, nsA) {
+		t.Errorf("the reservation names the other namespace: %q", msg)
+	}
 	if got := waitForReady(t, elder, metav1.ConditionTrue, v1alpha1.ReasonConnected); got.Status.Slug != slug {
 		t.Errorf("slug = %q, want %q", got.Status.Slug, slug)
 	}
 	waitForReady(t, late, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+}
+
+// TestSlugSurvivesDeleteAndRecreate: a connection deleted and made again
+// (kubectl replace --force, an Argo CD Replace, a rename) keeps its slug,
+// though another namespace's claim is older than the new object. The
+// reservation is a Lease (hack/faults restarts the manager in between).
+func TestSlugSurvivesDeleteAndRecreate(t *testing.T) {
+	t.Parallel()
+	server := testsftp.Start(t)
+	victim, squatter := newNamespace(t), newNamespace(t)
+	slug := "reports-" + victim
+	for _, ns := range []string{victim, squatter} {
+		create(t, passwordSecret(ns, "creds", server.Password))
+	}
+	reports := inProcessConnection(victim, "reports", server, "creds")
+	reports.Spec.Slug = slug
+	create(t, reports)
+	waitForReady(t, reports, metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	claim := inProcessConnection(squatter, "claim", server, "creds")
+	claim.Spec.Slug = slug
+	create(t, claim)
+	waitForReady(t, claim, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+	var lease coordinationv1.Lease
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: controllers.DefaultNamespace, Name: "slug-" + slug}, &lease))
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != victim {
+		t.Errorf("the reservation names %v, want %s", lease.Spec.HolderIdentity, victim)
+	}
+
+	time.Sleep(1100 * time.Millisecond) // the new object is newer than the claim
+	must(t, k8s.Delete(context.Background(), reports))
+	renamed := inProcessConnection(victim, "reports-renamed", server, "creds")
+	renamed.Spec.Slug = slug
+	create(t, renamed)
+	if got := waitForReady(t, renamed, metav1.ConditionTrue, v1alpha1.ReasonConnected); got.Status.Slug != slug {
+		t.Errorf("the new connection serves %q, want %s", got.Status.Slug, slug)
+	}
+	if got := waitForReady(t, claim, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict); got.Status.Slug != "" {
+		t.Errorf("the other namespace's claim serves %q", got.Status.Slug)
+	}
 }
 
 func TestInvalidSpecsAreRejected(t *testing.T) {
@@ -555,5 +605,56 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, tc.message)
 			}
 		})
+	}
+}
+
+// TestTestsAreSharedFairly: a namespace with many connections to a host
+// that accepts TCP and never speaks (each test waits its connectTimeout)
+// tests a few at once; another namespace's new connection is tested, and
+// Ready, while that backlog is still far from through.
+func TestTestsAreSharedFairly(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		var held []net.Conn // accepted, never answered
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range held {
+					_ = c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	busy, fresh := newNamespace(t), newNamespace(t)
+	create(t, passwordSecret(busy, "creds", "x"))
+	const backlog = 12
+	var stuck []*v1alpha1.SftpConnection
+	for i := range backlog {
+		c := connection(busy, fmt.Sprintf("silent-%d", i), "127.0.0.1", int32(silent.Addr().(*net.TCPAddr).Port), "u", "creds")
+		c.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: 30 * time.Second}
+		create(t, c)
+		stuck = append(stuck, c)
+	}
+
+	server := testsftp.Start(t)
+	create(t, passwordSecret(fresh, "creds", server.Password))
+	mine := inProcessConnection(fresh, "mine", server, "creds")
+	create(t, mine)
+	waitForReady(t, mine, metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	tested := 0
+	for _, c := range stuck {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(c), c))
+		if c.Status.LastTestTime != nil {
+			tested++
+		}
+	}
+	// Two at a time, each taking 30 seconds: the first two at most.
+	if tested > 2 {
+		t.Errorf("%d of the other namespace's %d tests ended before this one's, want at most 2", tested, backlog)
 	}
 }

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// slugGracePeriod is the manager's --slug-grace-period in these tests: long
+// enough that a test sees a freed slug held, short enough that a test
+// sees it pass.
+const slugGracePeriod = 10 * time.Second
+
 // TestMain runs one control plane and one manager for the whole package;
 // each test works in a namespace of its own.
 func TestMain(m *testing.M) {
@@ -72,15 +78,21 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgrOpts := controllers.ManagerOptions()
+	// Test servers listen on loopback, which the default policy denies.
+	var opts controllers.Options
+	opts.BindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
+	opts.TestInterval, opts.DeniedNetworks, opts.SlugGracePeriod = 0, testcluster.LoopbackNetworks, slugGracePeriod
+	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err = ctrl.NewManager(env.Config, mgrOpts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// Test servers listen on loopback, which the default policy denies.
-	opts := controllers.Options{TestInterval: 0, MaxConcurrentTests: 8, DeniedNetworks: "link-local,metadata"}
+	if err := testcluster.EnsureNamespace(ctx, env.Config, opts.Namespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := opts.Setup(ctx, mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -159,4 +171,11 @@ func waitForReady[T conditioned](t *testing.T, obj T, status metav1.ConditionSta
 
 func readyCondition(o conditioned) *metav1.Condition {
 	return meta.FindStatusCondition(*o.GetConditions(), v1alpha1.ConditionReady)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

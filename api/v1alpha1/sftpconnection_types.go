@@ -239,6 +239,14 @@ type SftpConnectionStatus struct {
 	// +optional
 	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
 
+	// FailedTests counts the tests that failed in a row since the last that
+	// passed. The next test waits the longer the more there are (5s,
+	// doubling, up to the manager's --max-test-backoff), whatever changed:
+	// the test is no oracle for guessing passwords or scanning ports at
+	// full speed.
+	// +optional
+	FailedTests int32 `json:"failedTests,omitempty"`
+
 	// LastHandledTestRequest is the value of the
 	// sftpgate.dev/test-requested-at annotation the last test answered.
 	// +optional

@@ -98,3 +98,30 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenOfKeysInTwoNamespacesIsRefused: a hash that keys of two
+// namespaces (or two of one) have is refused, whichever connection the
+// request names: the gateway does not choose where a token's requests go.
+func TestTokenOfKeysInTwoNamespacesIsRefused(t *testing.T) {
+	token, _ := NewToken()
+	hash := Hash(token)
+	key := func(ns string) *v1alpha1.ApiKey {
+		k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key", Generation: 1}}
+		k.Status.TokenSHA256 = hash
+		k.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+		return k
+	}
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "reports"}}
+	a := &Authorizer{}
+	if _, err := a.authorize(hash, []*v1alpha1.ApiKey{key("team-a")}, conn, v1alpha1.CommandWrite); err != nil {
+		t.Fatalf("one key: %v", err)
+	}
+	for name, keys := range map[string][]*v1alpha1.ApiKey{
+		"two namespaces": {key("team-a"), key("attacker")},
+		"one namespace":  {key("team-a"), key("team-a")},
+	} {
+		if k, err := a.authorize(hash, keys, conn, v1alpha1.CommandWrite); !errors.Is(err, ErrNotReady) || k != nil || !Unauthenticated(err) {
+			t.Errorf("%s: %v, %v; want the token refused as not ready (401)", name, k, err)
+		}
+	}
+}

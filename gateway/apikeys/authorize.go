@@ -92,6 +92,11 @@ func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, comm
 	if err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)
 	}
+	return a.authorize(hash, keys, conn, command)
+}
+
+// authorize is Authorize's decision among the keys found for hash.
+func (a *Authorizer) authorize(hash string, keys []*v1alpha1.ApiKey, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
 	var known, matches []*v1alpha1.ApiKey
 	for _, k := range keys {
 		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
@@ -107,6 +112,14 @@ func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, comm
 	switch {
 	case len(known) == 0:
 		return nil, ErrUnknownToken
+	case len(known) > 1:
+		// A token belongs to one key in the cluster. Keys of two
+		// namespaces with it are a race the controller is about to settle
+		// (or a copy of a published hash): choosing would let whoever
+		// copied it decide where the token's requests go. Of two keys of
+		// one namespace, which scope applies is unclear, and disabling one
+		// must not leave the token working.
+		return nil, ErrNotReady
 	case len(matches) == 0:
 		// Only a key that works may learn that a slug is not its own: a
 		// revoked one is refused as such, whatever slug it asks for.
@@ -114,11 +127,6 @@ func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, comm
 			return known[0], err
 		}
 		return known[0], ErrNoSuchConnection
-	case len(matches) > 1:
-		// Two keys of one namespace with one token (the controller refuses
-		// to record a duplicate, but two may race): which scope applies is
-		// unclear, and disabling one must not leave the token working.
-		return nil, ErrNotReady
 	}
 	key := matches[0]
 	return key, a.decide(key, conn.Name, command)

@@ -144,15 +144,6 @@ func isReady(conditions []metav1.Condition, generation int64) bool {
 	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == generation
 }
 
-// ensureNamespace creates a namespace unless it exists.
-func ensureNamespace(ctx context.Context, k8s client.Client, name string) error {
-	err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
-}
-
 // envValues are what dev.env holds, in order.
 func envValues(kubeconfig, gatewayURL, webuiURL string, st *state) [][2]string {
 	abs, err := filepath.Abs(kubeconfig)

@@ -140,7 +140,7 @@ func (o *options) run(ctx context.Context) error {
 	uiOpts.GatewayURL, uiOpts.SessionKeyFile = gatewayURL, sessionKey
 	uiOpts.BcryptCost = 10    // log-ins at once on a laptop
 	uiOpts.AuthPerMinute = 30 // a person trying things out
-	if err := ensureNamespace(ctx, k8s, uiOpts.Namespace); err != nil {
+	if err := testcluster.EnsureNamespace(ctx, env.Config, uiOpts.Namespace); err != nil {
 		return err
 	}
 	ui, err := webui.New(k8s, uiOpts)

@@ -1,0 +1,133 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// Connection tests are shared by every namespace, some of whose owners do
+// not trust each other: a namespace has at most a few tests running at
+// once (testSlots), so that its backlog (say, hundreds of connections to a
+// host that accepts TCP and never answers) holds back no other namespace's
+// test by more than one test's time; and a connection whose tests keep
+// failing is tested less and less often (backoff).
+
+// testBackoffBase is the wait after the first failed test; each further
+// failure in a row doubles it, up to the manager's --max-test-backoff.
+const testBackoffBase = 5 * time.Second
+
+// nextTest says whether a test is due now and, if not, how long until it is
+// (0: only when something changes). Restarts and re-syncs do not test again
+// what was tested recently with the same spec and Secret; failed tests
+// delay the next one, whatever changed.
+func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash string, now time.Time) (time.Duration, bool) {
+	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	last := conn.Status.LastTestTime
+	changed := ready == nil || last == nil || ready.ObservedGeneration != conn.Generation ||
+		ready.Reason == v1alpha1.ReasonSlugConflict || conn.Status.CredentialsHash != hash ||
+		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest
+	if last != nil && conn.Status.FailedTests > 0 {
+		if wait := last.Add(r.backoff(conn.Status.FailedTests)).Sub(now); wait > 0 && (changed || r.TestInterval > 0) {
+			return wait, false
+		}
+	}
+	switch {
+	case changed:
+		return 0, true
+	case r.TestInterval <= 0:
+		return 0, false
+	}
+	wait := last.Add(r.TestInterval).Sub(now)
+	return wait, wait <= 0
+}
+
+// backoff is the wait after failed tests in a row.
+func (r *SftpConnectionReconciler) backoff(failed int32) time.Duration {
+	wait := testBackoffBase
+	for range min(failed, 32) - 1 {
+		if wait *= 2; wait >= r.MaxTestBackoff {
+			return r.MaxTestBackoff
+		}
+	}
+	return min(wait, r.MaxTestBackoff)
+}
+
+// recordTest counts the test that just ended in status: failed ones in a
+// row, or none once one passes.
+func recordTest(conn *v1alpha1.SftpConnection, now metav1.Time) {
+	conn.Status.LastTestTime = &now
+	if meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
+		conn.Status.FailedTests = 0
+	} else {
+		conn.Status.FailedTests++
+	}
+}
+
+// testSlots bounds the tests running at once in each namespace. A
+// connection that finds its namespace's slots taken waits in line, and
+// the test that ends hands its slot to the next in line (through wake),
+// so that no worker is held and no one polls.
+type testSlots struct {
+	perNamespace int
+	// wake carries the connections whose turn it is, to the controller's
+	// queue.
+	wake chan event.GenericEvent
+
+	mu      sync.Mutex
+	running map[string]int
+	waiting map[string][]types.NamespacedName
+}
+
+func newTestSlots(perNamespace int) *testSlots {
+	return &testSlots{perNamespace: max(perNamespace, 1), wake: make(chan event.GenericEvent),
+		running: map[string]int{}, waiting: map[string][]types.NamespacedName{}}
+}
+
+// take takes a slot of key's namespace and returns the function that gives
+// it back; or, when all are taken, puts key in line and returns nil.
+func (s *testSlots) take(key types.NamespacedName) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := key.Namespace
+	if s.running[ns] >= s.perNamespace {
+		for _, k := range s.waiting[ns] {
+			if k == key {
+				return nil
+			}
+		}
+		s.waiting[ns] = append(s.waiting[ns], key)
+		return nil
+	}
+	s.running[ns]++
+	return func() { s.release(ns) }
+}
+
+func (s *testSlots) release(ns string) {
+	s.mu.Lock()
+	s.running[ns]--
+	if s.running[ns] == 0 {
+		delete(s.running, ns)
+	}
+	line := s.waiting[ns]
+	if len(line) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	next := line[0]
+	if s.waiting[ns] = line[1:]; len(s.waiting[ns]) == 0 {
+		delete(s.waiting, ns)
+	}
+	s.mu.Unlock()
+	// The queue takes it when the controller reads the channel: not under
+	// the lock, and not holding up the test that ended.
+	go func() {
+		s.wake <- event.GenericEvent{Object: &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: next.Namespace, Name: next.Name}}}
+	}()
+}
