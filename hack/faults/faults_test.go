@@ -566,3 +566,39 @@ func TestManagerRestartedMidRotation(t *testing.T) {
 		first = issued
 	}
 }
+
+// TestSlugHeldAcrossManagerRestart: a slug freed while the manager is
+// down is held for its namespace by the next manager, which reads the
+// reservation from the API server: another namespace's older claim does
+// not take it, and the connection made again gets it back.
+func TestSlugHeldAcrossManagerRestart(t *testing.T) {
+	ctx := context.Background()
+	victim := newFixture(t)
+	squatter := newFixture(t)
+	claim := squatter.conn.DeepCopy()
+	claim.ObjectMeta = metav1.ObjectMeta{Namespace: squatter.ns, Name: "claim"}
+	claim.Spec.Slug = victim.slug
+	must(t, k8s.Create(ctx, claim))
+	conflict := func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		ready := meta.FindStatusCondition(claim.Status.Conditions, v1alpha1.ConditionReady)
+		return ready != nil && ready.Reason == v1alpha1.ReasonSlugConflict && ready.ObservedGeneration == claim.Generation
+	}
+	eventually(t, "the claim waits", conflict)
+	restartManager(t, func() {
+		must(t, k8s.Delete(ctx, victim.conn))
+		eventually(t, "the connection is gone", func() bool {
+			return k8s.Get(ctx, client.ObjectKeyFromObject(victim.conn), &v1alpha1.SftpConnection{}) != nil
+		})
+	})
+	again := victim.conn.DeepCopy()
+	again.ObjectMeta = metav1.ObjectMeta{Namespace: victim.ns, Name: "box"}
+	must(t, k8s.Create(ctx, again))
+	eventually(t, "the victim serves its slug again", func() bool {
+		status, _ := victim.call(t, "exists", `{"path": "/"}`)
+		return status == http.StatusOK
+	})
+	if !conflict() {
+		t.Errorf("the other namespace's claim took the slug: %+v", claim.Status)
+	}
+}

@@ -1,0 +1,232 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+// tenant is one of two who do not trust each other: a web UI account,
+// whose namespace also holds what its owner made with kubectl (a
+// connection "reports" to the tenant's own sshd, served under slug, and a
+// key given by hash, as in Git).
+type tenant struct {
+	ui     *uiClient
+	ns     string
+	sshd   *testsshd.Server
+	uiConn string // the connection made in the web UI
+	uiKey  string // and the key made there for it
+	slug   string
+	token  string
+}
+
+func newTenant(t *testing.T, name string) *tenant {
+	t.Helper()
+	ctx := context.Background()
+	tn := &tenant{ui: newClient(t), sshd: testsshd.Start(t), token: mustToken()}
+	tn.ui.signUp(t)
+	suffix := strings.ToLower(strings.TrimSuffix(strings.SplitN(tn.ui.email, "@", 2)[0], "-"))
+	suffix = suffix[len(suffix)-6:]
+	tn.uiConn, tn.slug = name+"-home-"+suffix, name+"-reports-"+suffix
+	status, _ := tn.ui.form(t, "/connections", url.Values{"name": {tn.uiConn}, "host": {tn.sshd.Host}, "port": {fmt.Sprint(tn.sshd.Port)},
+		"username": {testsshd.User}, "auth": {"password"}, "password": {tn.sshd.Password}, "trust": {"pinned"}, "hostKey": {tn.sshd.HostKeyLine},
+		"rootPath": {tn.sshd.Dir}})
+	if status != http.StatusOK {
+		t.Fatalf("%s adds a connection: %d", name, status)
+	}
+	var conns v1alpha1.SftpConnectionList
+	must(t, k8s.List(ctx, &conns))
+	for _, c := range conns.Items {
+		if c.Name == tn.uiConn {
+			tn.ns = c.Namespace
+		}
+	}
+	if tn.ns == "" {
+		t.Fatalf("no namespace holds %s's connection", name)
+	}
+	if status, _ := tn.ui.form(t, "/keys", url.Values{"connection": {tn.uiConn}, "expires": {"30d"}}); status != http.StatusOK {
+		t.Fatalf("%s makes a key: %d", name, status)
+	}
+	var keys v1alpha1.ApiKeyList
+	must(t, k8s.List(ctx, &keys, client.InNamespace(tn.ns)))
+	for _, k := range keys.Items {
+		if slices.Equal(k.Spec.Connections, []string{tn.uiConn}) {
+			tn.uiKey = k.Name
+		}
+	}
+	// What the tenant's owner applies with kubectl, in its own namespace.
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "reports-creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: tn.sshd.Password}}))
+	tn.createReports(t, "reports")
+	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "ci"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(tn.token)}}}))
+	tn.writes(t, "setup")
+	return tn
+}
+
+func mustToken() string {
+	token, _ := apikeys.NewToken()
+	return token
+}
+
+// createReports makes the tenant's kubectl connection, named name, serving
+// the tenant's slug.
+func (tn *tenant) createReports(t *testing.T, name string) {
+	t.Helper()
+	must(t, k8s.Create(context.Background(), &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name},
+		Spec: v1alpha1.SftpConnectionSpec{Host: tn.sshd.Host, Port: tn.sshd.Port, Username: testsshd.User, RootPath: tn.sshd.Dir, Slug: tn.slug,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "reports-creds"}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{tn.sshd.HostKeyLine}}}}))
+}
+
+// writes writes a file named after what through the tenant's slug with its
+// token, as its CI does, and checks it landed on the tenant's own server.
+func (tn *tenant) writes(t *testing.T, what string) {
+	t.Helper()
+	name := "from-" + tn.ns + "-" + what
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, body := testhttp.PostJSON(t, gatewayURL+"/"+tn.slug+"/write", tn.token, fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, name))
+		if status == http.StatusOK && !strings.Contains(body, `"error"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's write through its own slug: %d %s", tn.ns, status, body)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tn.sshd.Dir, name)); err != nil {
+		t.Fatalf("%s's write is not on its server: %v", tn.ns, err)
+	}
+}
+
+// refusedReason waits until obj's Ready condition is False with reason.
+func refusedReason(t *testing.T, obj interface {
+	client.Object
+	GetConditions() *[]metav1.Condition
+}, reason string) *metav1.Condition {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+		ready := meta.FindStatusCondition(*obj.GetConditions(), v1alpha1.ConditionReady)
+		if ready != nil && ready.ObservedGeneration == obj.GetGeneration() && ready.Status == metav1.ConditionFalse && ready.Reason == reason {
+			return ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: Ready is %+v, want False with %s", obj.GetName(), ready, reason)
+		}
+	}
+}
+
+// TestIsolation runs two tenants side by side and tries every way one has
+// to reach, starve or impersonate the other. Every row is refused, and
+// nothing of the attacker's lands on the victim's server, nor the
+// victim's on the attacker's. A feature that opens a new way across adds
+// its row here.
+func TestIsolation(t *testing.T) {
+	t.Parallel()
+	victim, attacker := newTenant(t, "victim"), newTenant(t, "attacker")
+	ctx := context.Background()
+	rows := []struct {
+		name   string
+		attack func(t *testing.T)
+	}{
+		{"the victim's slug with the attacker's key", func(t *testing.T) {
+			status, body := testhttp.PostJSON(t, gatewayURL+"/"+victim.slug+"/write", attacker.token, `{"path": "planted", "file": {"text": "x"}}`)
+			if status != http.StatusNotFound {
+				t.Errorf("%d %s, want 404: another namespace's connection looks like none", status, body)
+			}
+		}},
+		{"the victim's published hash in the attacker's key", func(t *testing.T) {
+			copied := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "copied"},
+				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(victim.token)}}}
+			must(t, k8s.Create(ctx, copied))
+			if ready := refusedReason(t, copied, v1alpha1.ReasonDuplicateToken); strings.Contains(ready.Message, victim.ns) {
+				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
+			}
+			victim.writes(t, "after-the-copy")
+		}},
+		{"a claim on the victim's slug", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "claim-creds"},
+				StringData: map[string]string{v1alpha1.SecretKeyPassword: attacker.sshd.Password}}))
+			claim := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "claim"},
+				Spec: v1alpha1.SftpConnectionSpec{Host: attacker.sshd.Host, Port: attacker.sshd.Port, Username: testsshd.User,
+					RootPath: attacker.sshd.Dir, Slug: victim.slug,
+					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "claim-creds"}},
+					HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{attacker.sshd.HostKeyLine}}}}
+			must(t, k8s.Create(ctx, claim))
+			refusedReason(t, claim, v1alpha1.ReasonSlugConflict)
+			victim.writes(t, "after-the-claim")
+		}},
+		{"the victim's slug, freed by delete-and-recreate", func(t *testing.T) {
+			// The attacker's claim is older than the victim's new object;
+			// the victim's CI goes on calling its slug with its token.
+			must(t, k8s.Delete(ctx, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "reports"}}))
+			victim.createReports(t, "reports")
+			victim.writes(t, "after-the-recreate")
+			claim := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "claim"}}
+			refusedReason(t, claim, v1alpha1.ReasonSlugConflict)
+		}},
+		{"the victim's connection pages", func(t *testing.T) {
+			for _, path := range []string{"", "/status", "/edit", "/delete"} {
+				if status, _ := attacker.ui.get(t, "/connections/"+victim.uiConn+path); status != http.StatusNotFound {
+					t.Errorf("GET %s: %d, want 404", path, status)
+				}
+			}
+			for _, path := range []string{"/edit", "/delete", "/try"} {
+				if status, _ := attacker.ui.form(t, "/connections/"+victim.uiConn+path, url.Values{"host": {attacker.sshd.Host}}); status != http.StatusNotFound {
+					t.Errorf("POST %s: %d, want 404", path, status)
+				}
+			}
+		}},
+		{"a key for the victim's connection", func(t *testing.T) {
+			if status, _ := attacker.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
+				t.Errorf("%d, want 422", status)
+			}
+		}},
+		{"the victim's key", func(t *testing.T) {
+			if victim.uiKey == "" {
+				t.Fatal("the victim's web UI key was not found")
+			}
+			if status, _ := attacker.ui.get(t, "/keys/"+victim.uiKey+"/created"); status != http.StatusNotFound {
+				t.Errorf("GET: %d, want 404", status)
+			}
+			if status, _ := attacker.ui.form(t, "/keys/"+victim.uiKey+"/revoke", nil); status != http.StatusNotFound {
+				t.Errorf("revoke: %d, want 404", status)
+			}
+		}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, row.attack)
+	}
+	// Nothing crossed: each server holds only its own tenant's files.
+	for _, tn := range []*tenant{victim, attacker} {
+		entries, err := os.ReadDir(tn.sshd.Dir)
+		must(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "from-") && !strings.HasPrefix(e.Name(), "from-"+tn.ns+"-") || e.Name() == "planted" {
+				t.Errorf("%s's server holds %s", tn.ns, e.Name())
+			}
+		}
+	}
+	var key v1alpha1.ApiKey
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: attacker.ns, Name: "copied"}, &key))
+	if meta.IsStatusConditionTrue(key.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Error("the attacker's copy of the victim's hash is Ready")
+	}
+}
