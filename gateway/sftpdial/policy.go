@@ -70,19 +70,35 @@ func networkNames() []string {
 	return names
 }
 
-// nat64 is the well-known NAT64 prefix (RFC 6052), whose addresses carry an
-// IPv4 address in their last four bytes: 64:ff9b::a9fe:a9fe reaches
-// 169.254.169.254 through a NAT64 gateway.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// NAT64 prefixes carry an IPv4 address in the IPv6 one, which a NAT64
+// gateway reaches: 64:ff9b::a9fe:a9fe reaches 169.254.169.254. The
+// well-known prefix (RFC 6052) carries it in its last four bytes; in the
+// local-use prefix (RFC 8215) a network may use a prefix of 48, 56, 64 or
+// 96 bits, each with the IPv4 address in other bytes (RFC 6052's table,
+// around the reserved byte 8): all are checked, but for those that read as
+// 0.0.0.0/8, no real destination (the bytes of a longer prefix).
+var (
+	nat64         = netip.MustParsePrefix("64:ff9b::/96")
+	nat64LocalUse = netip.MustParsePrefix("64:ff9b:1::/48")
+	// nat64Bytes are where each prefix length puts the IPv4 address.
+	nat64Bytes = [][4]int{{6, 7, 9, 10}, {7, 9, 10, 11}, {9, 10, 11, 12}, {12, 13, 14, 15}}
+)
 
-// Check returns a *DeniedError when addr, or the IPv4 address it carries
+// Check returns a *DeniedError when addr, or an IPv4 address it carries
 // (IPv4-mapped or NAT64), lies in a denied network.
 func (p Policy) Check(addr netip.Addr) error {
 	addr = addr.WithZone("").Unmap()
 	candidates := []netip.Addr{addr}
-	if nat64.Contains(addr) {
-		b := addr.As16()
+	b := addr.As16()
+	switch {
+	case nat64.Contains(addr):
 		candidates = append(candidates, netip.AddrFrom4([4]byte(b[12:])))
+	case nat64LocalUse.Contains(addr):
+		for _, at := range nat64Bytes {
+			if b[at[0]] != 0 {
+				candidates = append(candidates, netip.AddrFrom4([4]byte{b[at[0]], b[at[1]], b[at[2]], b[at[3]]}))
+			}
+		}
 	}
 	for _, a := range candidates {
 		for _, d := range p.denied {

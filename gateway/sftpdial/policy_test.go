@@ -26,12 +26,16 @@ func TestPolicy(t *testing.T) {
 		"::1":                "loopback",
 		"fe80::1%eth0":       "link-local", // zones do not hide an address
 		"64:ff9b::a9fe:a9fe": "link-local", // NAT64 of 169.254.169.254
-		"0.0.0.0":            "unspecified",
-		"224.0.0.1":          "multicast",
-		"203.0.113.7":        "203.0.113.0/24",
-		"10.1.2.3":           "", // private ranges are allowed unless denied
-		"192.0.2.1":          "",
-		"2001:db8::1":        "",
+		// The local-use NAT64 prefix, /96 and /48 forms of 169.254.169.254.
+		"64:ff9b:1::a9fe:a9fe":     "link-local",
+		"64:ff9b:1:a9fe:a9:fe00::": "link-local",
+		"64:ff9b:1::c000:201":      "", // 192.0.2.1 through a /96 local-use prefix
+		"0.0.0.0":                  "unspecified",
+		"224.0.0.1":                "multicast",
+		"203.0.113.7":              "203.0.113.0/24",
+		"10.1.2.3":                 "", // private ranges are allowed unless denied
+		"192.0.2.1":                "",
+		"2001:db8::1":              "",
 	}
 	for addr, want := range cases {
 		err := policy.Check(netip.MustParseAddr(addr))
