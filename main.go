@@ -22,7 +22,7 @@ var subcommands = []struct {
 }{
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
-	{"webui", "serve the web UI: accounts, connections and API keys", webui.Run},
+	{"webui", "serve the web UI: accounts, connections and API keys (webui add-account adds one)", webui.Run},
 }
 
 func usage() {

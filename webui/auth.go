@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,15 +70,32 @@ func (u *ui) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (u *ui) signUpForm(w http.ResponseWriter, r *http.Request) {
-	if u.loggedIn(w, r) {
+	if u.loggedIn(w, r) || u.signUpClosed(w, r) {
 		return
 	}
 	u.render(w, r, http.StatusOK, "signup", page{Title: "Create your account", Data: accounts.MinPassword})
 }
 
+// signUpClosed answers a sign-up where the operator closed it.
+func (u *ui) signUpClosed(w http.ResponseWriter, r *http.Request) bool {
+	if u.signUpOpen {
+		return false
+	}
+	u.render(w, r, http.StatusForbidden, "message", page{Title: "Sign-up is closed",
+		Message: "This server does not take new accounts. Ask its operator for one."})
+	return true
+}
+
 func (u *ui) signUp(w http.ResponseWriter, r *http.Request) {
+	if u.signUpClosed(w, r) {
+		return
+	}
 	email, password := r.PostFormValue("email"), r.PostFormValue("password")
 	acct, err := u.accounts.SignUp(r.Context(), email, password)
+	if errors.Is(err, accounts.ErrBusy) {
+		u.busy(w, r)
+		return
+	}
 	if err != nil {
 		if isPersonError(err) {
 			u.render(w, r, http.StatusUnprocessableEntity, "signup", page{Title: "Create your account", Error: err.Error(),
@@ -94,28 +112,44 @@ func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) {
 	if u.loggedIn(w, r) {
 		return
 	}
-	u.render(w, r, http.StatusOK, "login", page{Title: "Log in"})
+	u.render(w, r, http.StatusOK, "login", page{Title: "Log in", Data: u.signUpOpen})
 }
 
 func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	email := r.PostFormValue("email")
-	// One account's password is not guessed from many addresses either.
+	// Tries on one account are counted per client address too: a
+	// stranger's failures slow the stranger, never the owner elsewhere.
 	if normalized, err := accounts.NormalizeEmail(email); err == nil {
-		if ok, retry := u.emailLimit.Allow(normalized); !ok {
-			u.tooMany(w, r, retry, "Too many attempts to log in to this account. Wait a minute, then try again.")
+		if ok, retry := u.emailLimit.Allow(normalized + " " + u.clients.key(r)); !ok {
+			u.tooMany(w, r, retry, "Too many attempts to log in to this account from your address. Wait a minute, then try again.")
 			return
 		}
 	}
 	acct, err := u.accounts.LogIn(r.Context(), email, r.PostFormValue("password"))
-	if errors.Is(err, accounts.ErrWrongCredentials) {
-		u.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Error: err.Error(), Form: map[string]string{"email": email}})
+	switch {
+	case errors.Is(err, accounts.ErrWrongCredentials):
+		u.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Error: err.Error(), Form: map[string]string{"email": email},
+			Data: u.signUpOpen})
 		return
-	}
-	if err != nil {
+	case errors.Is(err, accounts.ErrBusy):
+		u.busy(w, r)
+		return
+	case err != nil:
 		u.serverError(w, r, err)
 		return
 	}
+	// Accounts made before quotas, or under other limits, get today's.
+	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
+		slog.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
+	}
 	u.startSession(w, r, acct, "/connections")
+}
+
+// busy answers a log-in or sign-up that found every password-check slot
+// taken.
+func (u *ui) busy(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "2")
+	u.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Busy", Message: accounts.ErrBusy.Error()})
 }
 
 func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) {

@@ -263,6 +263,21 @@ func readConnectionForm(r *http.Request, creating bool, currentAuth string) (*co
 	return f, nil
 }
 
+// quotaReached says in words which of the account's limits a create ran
+// into (the ResourceQuota of its namespace); other errors pass as they are.
+func (u *ui) quotaReached(err error) error {
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
+		return err
+	}
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "count/sftpconnections"):
+		return &personError{fmt.Sprintf("this account has reached its limit of %d connections: delete one to add another", u.quota.Connections)}
+	case strings.Contains(msg, "count/apikeys"):
+		return &personError{fmt.Sprintf("this account has reached its limit of %d API keys: revoke one to make another", u.quota.Keys)}
+	}
+	return &personError{fmt.Sprintf("this account has reached its limit of %d stored credentials: delete a connection to add another", u.quota.Secrets)}
+}
+
 // apply sets what the form says on a connection's spec.
 func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
 	c.Spec.Host, c.Spec.Port, c.Spec.Username = f.values["host"], f.port, f.values["username"]
@@ -298,7 +313,7 @@ func (u *ui) create(ctx context.Context, namespace string, f *connectionForm) er
 		Data: f.credentials,
 	}
 	if err := u.client.Create(ctx, secret); err != nil {
-		return err
+		return u.quotaReached(err)
 	}
 	// The slug is cluster-wide: a random suffix keeps two accounts' "prod"
 	// apart.
@@ -314,7 +329,7 @@ func (u *ui) create(ctx context.Context, namespace string, f *connectionForm) er
 		if apierrors.IsInvalid(err) {
 			return &personError{"the server refused these settings: " + invalidCauses(err)}
 		}
-		return err
+		return u.quotaReached(err)
 	}
 	// Deleting the connection (kubectl too) deletes its credentials. The
 	// connection exists now: a failure here is only logged (the UI's own

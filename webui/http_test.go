@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 func namespace(name string) *corev1.Namespace {
@@ -180,11 +183,13 @@ func TestLogIn(t *testing.T) {
 	}
 }
 
-// TestAuthRateLimited: log-in attempts from one address are limited.
+// TestAuthRateLimited: log-in attempts from one address are limited, and
+// so are those on one account from one address; a stranger's failures
+// never lock the owner out from another address.
 func TestAuthRateLimited(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.base = newUI(webui.Options{AuthPerMinute: 3}).URL
+	c.base = newUI(func(o *webui.Options) { o.AuthPerMinute = 3 }).URL
 	var statuses []int
 	for i := range 5 {
 		// A new email each time: only the address's limit can refuse.
@@ -194,19 +199,29 @@ func TestAuthRateLimited(t *testing.T) {
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
 		t.Errorf("five quick log-ins answered %v", statuses)
 	}
-	// One account, from many addresses (proxies say which): limited too.
-	ui := newUI(webui.Options{AuthPerMinute: 3, TrustedProxies: "127.0.0.1"})
-	statuses = nil
-	for i := range 5 {
-		req, err := http.NewRequest(http.MethodPost, ui.URL+"/login", strings.NewReader("email=y%40example.com&password=wrong+password"))
+	// A stranger tries the owner's account from one address (proxies say
+	// which) until refused; the owner logs in from another at once.
+	owner := newClient(t)
+	owner.base = newUI(func(o *webui.Options) { o.AuthPerMinute, o.TrustedProxies = 3, "127.0.0.1" }).URL
+	owner.signUp(t)
+	logIn := func(from, password string) int {
+		req, err := http.NewRequest(http.MethodPost, owner.base+"/login",
+			strings.NewReader(url.Values{"email": {owner.email}, "password": {password}}.Encode()))
 		must(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))
-		status, _ := c.do(t, req)
-		statuses = append(statuses, status)
+		req.Header.Set("X-Forwarded-For", from)
+		status, _ := owner.do(t, req)
+		return status
+	}
+	statuses = nil
+	for range 5 {
+		statuses = append(statuses, logIn("198.51.100.7", "wrong password"))
 	}
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
-		t.Errorf("five log-ins to one account from five addresses answered %v", statuses)
+		t.Errorf("a stranger's five log-ins to one account answered %v", statuses)
+	}
+	if status := logIn("203.0.113.9", "a long enough password"); status != http.StatusOK {
+		t.Errorf("the owner, from another address, after a stranger's failures: %d", status)
 	}
 }
 
@@ -350,5 +365,59 @@ func TestEditAfterAnotherChange(t *testing.T) {
 	status, page := c.form(t, "/connections/shared/edit", form)
 	if status != http.StatusUnprocessableEntity || !strings.Contains(page, "changed while you edited it") {
 		t.Errorf("saving a stale form: %d", status)
+	}
+}
+
+// TestAccountLimits: an account holds at most its quota of connections and
+// keys, enforced by the API server; the form says which limit it reached.
+func TestAccountLimits(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.base = newUI(func(o *webui.Options) { o.Quota = accounts.Quota{Connections: 1, Keys: 1, Secrets: 5} }).URL
+	c.signUp(t)
+	add := func(name string) (int, string) {
+		return c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}})
+	}
+	if status, _ := add("first"); status != http.StatusOK {
+		t.Fatalf("the first connection: %d", status)
+	}
+	if status, body := add("second"); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 connections") {
+		t.Errorf("a connection over the limit: %d", status)
+	}
+	if status, _ := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusOK {
+		t.Fatalf("the first key: %d", status)
+	}
+	if status, body := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 API keys") {
+		t.Errorf("a key over the limit: %d", status)
+	}
+}
+
+// TestClosedSignUp: with --signup=false, no one signs up; an operator adds
+// accounts with "sftpgate webui add-account", and they log in.
+func TestClosedSignUp(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.base = newUI(func(o *webui.Options) { o.SignUp = false }).URL
+	if status, _ := c.get(t, "/signup"); status != http.StatusForbidden {
+		t.Errorf("GET /signup: %d, want 403", status)
+	}
+	if status, _ := c.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}}); status != http.StatusForbidden {
+		t.Errorf("POST /signup: %d, want 403", status)
+	}
+	if _, body := c.get(t, "/login"); strings.Contains(body, "/signup") {
+		t.Error("the log-in page offers to sign up")
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(path, kubeconfig, 0o600))
+	var out bytes.Buffer
+	must(t, webui.AddAccount(context.Background(), []string{"--kubeconfig=" + path, "--email=" + c.email,
+		"--namespace=" + uiNamespace, "--service-account=" + uiNamespace + "/" + uiServiceAccount, "--bcrypt-cost=4"},
+		strings.NewReader("an operator's password\n"), &out))
+	if !strings.Contains(out.String(), "added account "+c.email) || strings.Contains(out.String(), "password") {
+		t.Errorf("add-account said %q", out.String())
+	}
+	if status, body := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"an operator's password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+		t.Errorf("the added account logs in: %d", status)
 	}
 }

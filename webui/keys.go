@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -126,6 +127,11 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 	key.Name = "key-" + keyID
 	key.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
 	if err := u.client.Create(r.Context(), key); err != nil {
+		var limit *personError
+		if errors.As(u.quotaReached(err), &limit) {
+			u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, limit.msg)
+			return
+		}
 		u.serverError(w, r, err)
 		return
 	}

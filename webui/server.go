@@ -60,6 +60,13 @@ type Options struct {
 	// TrustedProxies are the addresses (CIDRs) of proxies whose
 	// X-Forwarded-For tells the client's address.
 	TrustedProxies string
+	// SignUp lets anyone make an account; without it, only accounts an
+	// operator adds (sftpgate webui add-account) log in.
+	SignUp bool
+	// Quota caps what each account may hold.
+	Quota accounts.Quota
+	// MaxPasswordChecks bounds the password hashes computed at once.
+	MaxPasswordChecks int
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -77,7 +84,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Log-ins and sign-ups one client address, and log-ins to one account, may try per minute (burst of the same); 0 is no limit.")
 	fs.StringVar(&o.TrustedProxies, "trusted-proxies", "",
 		"Comma-separated addresses or CIDRs of proxies (an ingress) whose X-Forwarded-For gives the client's address for rate limits.")
+	fs.BoolVar(&o.SignUp, "signup", true,
+		"Let anyone make an account. false for a private deployment: only accounts added with 'sftpgate webui add-account' log in.")
+	fs.IntVar(&o.Quota.Connections, "max-connections-per-account", 25, "SftpConnections one account may have (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Keys, "max-keys-per-account", 50, "ApiKeys one account may have (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
+		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
+
+// hashWait is how long a log-in or sign-up waits for a password-check
+// slot before the page asks to try again.
+const hashWait = 2 * time.Second
 
 // Server is the web UI.
 type Server struct {
@@ -93,8 +111,11 @@ type ui struct {
 	tryURL     string
 	clients    clientAddrs
 	authLimit  *ratelimit.Keyed[string]
-	// emailLimit bounds log-ins to one account, from any address.
+	// emailLimit bounds log-ins to one account from one client address:
+	// an attacker's failures never lock the owner out.
 	emailLimit *ratelimit.Keyed[string]
+	signUpOpen bool
+	quota      accounts.Quota
 	pages      map[string]*template.Template
 	httpClient *http.Client
 }
@@ -135,7 +156,10 @@ func New(c client.Client, opts Options) (*Server, error) {
 	u := &ui{
 		client: c,
 		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
-			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}},
+			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName},
+			Quota:   opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
+		signUpOpen: opts.SignUp,
+		quota:      opts.Quota,
 		cookies:    newCookies(secret, opts.SecureCookies),
 		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
 		tryURL:     strings.TrimSuffix(tryURL, "/"),
@@ -260,8 +284,12 @@ func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration
 	u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts", Message: message})
 }
 
-// Run runs "sftpgate webui" until ctx ends.
+// Run runs "sftpgate webui" until ctx ends; "sftpgate webui add-account"
+// adds an account (AddAccount).
 func Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "add-account" {
+		return AddAccount(ctx, args[1:], os.Stdin, os.Stdout)
+	}
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	var opts Options
 	opts.BindFlags(fs)

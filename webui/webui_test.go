@@ -2,6 +2,7 @@ package webui_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,12 @@ var (
 	uiKube     client.Client
 	uiURL      string
 	gatewayURL string
-	newUI      func(opts webui.Options) *httptest.Server
+	// newUI serves a web UI with its flags' defaults, as mutate changes
+	// them.
+	newUI func(mutate func(*webui.Options)) *httptest.Server
+	// kubeconfig reaches the control plane as its admin, for commands run
+	// as an operator would.
+	kubeconfig []byte
 )
 
 // TestMain runs a control plane, the manager, a gateway and the web UI on
@@ -69,7 +75,13 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	var servers []*httptest.Server
-	newUI = func(opts webui.Options) *httptest.Server {
+	kubeconfig = env.KubeConfig
+	newUI = func(mutate func(*webui.Options)) *httptest.Server {
+		var opts webui.Options
+		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
+		if mutate != nil {
+			mutate(&opts)
+		}
 		opts.Namespace, opts.GatewayURL, opts.BcryptCost = uiNamespace, gatewayURL, bcrypt.MinCost
 		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
 		ui, err := webui.New(uiKube, opts)
@@ -85,7 +97,7 @@ func run(m *testing.M) int {
 			s.Close()
 		}
 	}()
-	uiURL = newUI(webui.Options{AuthPerMinute: 1000}).URL
+	uiURL = newUI(func(o *webui.Options) { o.AuthPerMinute = 1000 }).URL
 	return m.Run()
 }
 

@@ -14,13 +14,17 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -56,7 +60,27 @@ var (
 	// ErrWrongCredentials is the one answer to a wrong email or password,
 	// so that a log-in does not tell which accounts exist.
 	ErrWrongCredentials = errors.New("wrong email or password")
+	// ErrBusy is a password check that found every slot taken (Store.Hashes).
+	ErrBusy = errors.New("the server is busy checking passwords; try again in a moment")
 )
+
+// QuotaName is the ResourceQuota in each account's namespace.
+const QuotaName = "sftpgate-account"
+
+// Quota caps what one account's namespace may hold, enforced by the API
+// server whatever creates the objects (the UI, or kubectl by whoever the
+// operator lets in).
+type Quota struct {
+	Connections, Keys, Secrets int
+}
+
+func (q Quota) hard() corev1.ResourceList {
+	return corev1.ResourceList{
+		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
+		"count/apikeys.sftpgate.dev":         *resource.NewQuantity(int64(q.Keys), resource.DecimalSI),
+		"count/secrets":                      *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
+	}
+}
 
 // Account is a person's account.
 type Account struct {
@@ -78,6 +102,14 @@ type Store struct {
 	Subject    rbacv1.Subject
 	// Cost is bcrypt's cost; bcrypt.DefaultCost when zero.
 	Cost int
+	// Quota is what each account's namespace may hold.
+	Quota Quota
+	// Hashes bounds the password hashes computed at once (bcrypt is made
+	// to be slow): its capacity is the bound, and a check that finds every
+	// slot taken for HashWait gets ErrBusy rather than queueing without
+	// end. Nil is no bound.
+	Hashes   chan struct{}
+	HashWait time.Duration
 
 	dummyOnce sync.Once
 	dummy     []byte
@@ -127,7 +159,11 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 	if err := checkPassword(password); err != nil {
 		return nil, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost())
+	var hash []byte
+	err = s.hashing(func() (err error) {
+		hash, err = bcrypt.GenerateFromPassword([]byte(password), s.cost())
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +206,56 @@ func (s *Store) createNamespace(ctx context.Context, acct *Account) error {
 	if err := s.Client.Create(ctx, binding); err != nil {
 		return fmt.Errorf("granting the web UI its role in the account's namespace: %w", err)
 	}
-	return nil
+	return s.ensureQuota(ctx, acct, true)
+}
+
+// initQuotaStatus gives a quota its status: the API server enforces a
+// quota only once its status says what is used, which the cluster's quota
+// controller computes a while later. In a namespace just made, nothing is
+// used: saying so at once closes that window.
+func (s *Store) initQuotaStatus(ctx context.Context, quota *corev1.ResourceQuota) error {
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{}}
+	for name := range quota.Spec.Hard {
+		quota.Status.Used[name] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+	return s.Client.Status().Update(ctx, quota)
+}
+
+// EnsureQuota gives the account's namespace the ResourceQuota of Quota, or
+// brings it to Quota: at each log-in (accounts made before, or a Quota the
+// operator changed).
+func (s *Store) EnsureQuota(ctx context.Context, acct *Account) error {
+	return s.ensureQuota(ctx, acct, false)
+}
+
+// ensureQuota is EnsureQuota; empty says the namespace was just made, so
+// that the quota's status can say at once that nothing is used. The UI's
+// rights there come from the RoleBinding just made, which the API
+// server's authorizer may take a moment to see.
+func (s *Store) ensureQuota(ctx context.Context, acct *Account, empty bool) error {
+	want := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: QuotaName},
+		Spec: corev1.ResourceQuotaSpec{Hard: s.Quota.hard()}}
+	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 7},
+		func(ctx context.Context) (bool, error) {
+			var have corev1.ResourceQuota
+			err := s.Client.Get(ctx, client.ObjectKeyFromObject(want), &have)
+			switch {
+			case apierrors.IsNotFound(err):
+				err = s.Client.Create(ctx, want)
+				if err == nil && empty {
+					err = s.initQuotaStatus(ctx, want)
+				}
+			case err == nil && empty && len(have.Status.Hard) == 0:
+				err = s.initQuotaStatus(ctx, &have)
+			case err == nil && !equality.Semantic.DeepEqual(have.Spec.Hard, want.Spec.Hard):
+				have.Spec.Hard = want.Spec.Hard
+				err = s.Client.Update(ctx, &have)
+			}
+			if apierrors.IsForbidden(err) {
+				return false, nil // not yet bound: try again
+			}
+			return err == nil, err
+		})
 }
 
 // dummyHash is compared against when no account has the email, so that a
@@ -184,23 +269,48 @@ func (s *Store) dummyHash() []byte {
 
 // LogIn returns the account whose email and password these are.
 func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, error) {
+	hash := s.dummyHash()
+	var secret *corev1.Secret
 	email, err := NormalizeEmail(email)
-	if err != nil {
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
-		return nil, ErrWrongCredentials
+	if err == nil {
+		secret, err = s.secret(ctx, id(email))
+		switch {
+		case err == nil:
+			hash = secret.Data[keyHash]
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
 	}
-	secret, err := s.secret(ctx, id(email))
-	if apierrors.IsNotFound(err) {
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
-		return nil, ErrWrongCredentials
-	}
-	if err != nil {
+	// Compared against a dummy hash too when there is no account: a log-in
+	// takes as long either way.
+	var wrong bool
+	if err := s.hashing(func() error {
+		wrong = bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	if bcrypt.CompareHashAndPassword(secret.Data[keyHash], []byte(password)) != nil {
+	if wrong || secret == nil {
 		return nil, ErrWrongCredentials
 	}
 	return fromSecret(secret), nil
+}
+
+// hashing runs fn, which computes a password hash, in one of the Hashes
+// slots.
+func (s *Store) hashing(fn func() error) error {
+	if s.Hashes == nil {
+		return fn()
+	}
+	wait := time.NewTimer(s.HashWait)
+	defer wait.Stop()
+	select {
+	case s.Hashes <- struct{}{}:
+	case <-wait.C:
+		return ErrBusy
+	}
+	defer func() { <-s.Hashes }()
+	return fn()
 }
 
 // Get returns the account with id, as a session names it.
