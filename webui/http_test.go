@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -408,11 +409,18 @@ func TestClosedSignUp(t *testing.T) {
 	if _, body := c.get(t, "/login"); strings.Contains(body, "/signup") {
 		t.Error("the log-in page offers to sign up")
 	}
+	// As the operator runs it: kubectl exec in the UI's pod, with its
+	// service account's rights.
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	must(t, os.WriteFile(path, kubeconfig, 0o600))
+	must(t, clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: uiConfig.Host, CertificateAuthorityData: uiConfig.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"ui": {Token: uiConfig.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"c": {Cluster: "c", AuthInfo: "ui"}},
+		CurrentContext: "c",
+	}, path))
 	var out bytes.Buffer
 	must(t, webui.AddAccount(context.Background(), []string{"--kubeconfig=" + path, "--email=" + c.email,
-		"--namespace=" + uiNamespace, "--service-account=" + uiNamespace + "/" + uiServiceAccount, "--bcrypt-cost=4"},
+		"--accounts-namespace=" + accountsNamespace, "--service-account=" + uiNamespace + "/" + uiServiceAccount, "--bcrypt-cost=4"},
 		strings.NewReader("an operator's password\n"), &out))
 	if !strings.Contains(out.String(), "added account "+c.email) || strings.Contains(out.String(), "password") {
 		t.Errorf("add-account said %q", out.String())

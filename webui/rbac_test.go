@@ -19,21 +19,25 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 const (
-	uiNamespace      = "sftpgate-system"
-	uiServiceAccount = "sftpgate-webui"
+	// uiNamespace is where the UI runs, accountsNamespace where it keeps
+	// the accounts.
+	uiNamespace       = "sftpgate-system"
+	accountsNamespace = "sftpgate-accounts"
+	uiServiceAccount  = "sftpgate-webui"
 )
 
 // serviceAccountClient applies config/default's namespace, service
 // accounts, roles, bindings and admission policy (not its workloads), and
-// returns a client that authenticates as the UI's service account: the
-// rights the UI has in production.
-func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Client, error) {
+// returns a client that authenticates as the UI's service account (the
+// rights the UI has in production), with its config.
+func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Client, *rest.Config, error) {
 	objects, err := kustomize.Render("config/default")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, obj := range objects {
 		switch obj.GetKind() {
@@ -45,7 +49,7 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 		// The manager's namespace exists already: the manager keeps its
 		// slug reservations there.
 		if err := k8s.Create(ctx, obj); err != nil && (obj.GetKind() != "Namespace" || !apierrors.IsAlreadyExists(err)) {
-			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+			return nil, nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 	// The API server loads admission policies in the background: wait until
@@ -57,17 +61,18 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, errors.New("the tenant-binding admission policy does not take effect")
+			return nil, nil, errors.New("the tenant-binding admission policy does not take effect")
 		}
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}}
 	token := &authenticationv1.TokenRequest{}
 	if err := k8s.SubResource("token").Create(ctx, sa, token); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = token.Status.Token
-	return client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	return c, cfg, err
 }
 
 // TestUIRightsAreNarrow: outside account namespaces (and its own), the UI's
@@ -76,19 +81,42 @@ func TestUIRightsAreNarrow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "not-the-uis"}}))
+	// sftpgate's own namespace holds the session key, TLS Secrets and the
+	// manager's leases: none of the UI's business.
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: "session-key"}}))
 	for what, err := range map[string]error{
 		"get a Secret in default":             uiKube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "not-the-uis"}, &corev1.Secret{}),
-		"list Secrets in its namespace":       uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(uiNamespace)),
+		"get a Secret in sftpgate-system":     uiKube.Get(ctx, client.ObjectKey{Namespace: uiNamespace, Name: "session-key"}, &corev1.Secret{}),
+		"list Secrets in sftpgate-system":     uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(uiNamespace)),
+		"list the account Secrets":            uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(accountsNamespace)),
 		"list SftpConnections everywhere":     uiKube.List(ctx, &v1alpha1.SftpConnectionList{}),
 		"delete a namespace":                  uiKube.Delete(ctx, namespace("default")),
 		"bind cluster-admin":                  uiKube.Create(ctx, bindTo("default", "cluster-admin")),
 		"bind its tenant role in kube-system": uiKube.Create(ctx, bindTo("kube-system", webui.TenantRole)),
 		"bind its tenant role in default":     uiKube.Create(ctx, bindTo("default", webui.TenantRole)),
+		"grant its tenant role to everyone in an account namespace": uiKube.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: firstAccountNamespace(t), Name: "escalate"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: webui.TenantRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}}}),
 	} {
 		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			t.Errorf("the UI may %s: %v", what, err)
 		}
 	}
+}
+
+// firstAccountNamespace signs an account up and returns its namespace, where
+// the UI may bind its tenant role.
+func firstAccountNamespace(t *testing.T) string {
+	t.Helper()
+	c := newClient(t)
+	c.signUp(t)
+	var list corev1.NamespaceList
+	must(t, k8s.List(context.Background(), &list, client.HasLabels{accounts.LabelAccount}))
+	if len(list.Items) == 0 {
+		t.Fatal("no account namespace")
+	}
+	return list.Items[0].Name
 }
 
 // bindTo is a RoleBinding of a ClusterRole to the UI in namespace.

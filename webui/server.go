@@ -38,7 +38,8 @@ var assets embed.FS
 // Options configure the web UI; Run reads them from flags.
 type Options struct {
 	Addr string
-	// Namespace holds the accounts' Secrets.
+	// Namespace holds the accounts' Secrets, and nothing else the UI may
+	// read.
 	Namespace string
 	// GatewayURL is the gateway's base URL as clients reach it: shown in
 	// endpoints and examples.
@@ -72,7 +73,8 @@ type Options struct {
 // BindFlags registers the options on fs with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the web UI listens on.")
-	fs.StringVar(&o.Namespace, "namespace", "sftpgate-system", "Namespace of the accounts' Secrets.")
+	fs.StringVar(&o.Namespace, "accounts-namespace", "sftpgate-accounts",
+		"Namespace of the accounts' Secrets, where the web UI may read Secrets: one of their own (config/accounts).")
 	fs.StringVar(&o.GatewayURL, "gateway-url", "http://localhost:8080", "The gateway's base URL as its clients reach it, shown in endpoints and examples.")
 	fs.StringVar(&o.GatewayInternalURL, "gateway-internal-url", "", "Where the web UI reaches the gateway for \"try it\" (default: --gateway-url).")
 	fs.StringVar(&o.SessionKeyFile, "session-key-file", "", "File with the secret (32 bytes or more) that signs and encrypts cookies; the same for every replica. Random when empty: log-ins end on restart.")

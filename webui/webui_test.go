@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/gateway"
@@ -34,9 +35,9 @@ var (
 	// newUI serves a web UI with its flags' defaults, as mutate changes
 	// them.
 	newUI func(mutate func(*webui.Options)) *httptest.Server
-	// kubeconfig reaches the control plane as its admin, for commands run
-	// as an operator would.
-	kubeconfig []byte
+	// uiConfig reaches the control plane as the UI's service account, for
+	// commands an operator runs in the UI's pod.
+	uiConfig *rest.Config
 )
 
 // TestMain runs a control plane, the manager, a gateway and the web UI on
@@ -70,19 +71,18 @@ func run(m *testing.M) int {
 
 	// The UI runs as its service account with only the rights config/default
 	// gives it: what the tests do, it may do in production.
-	uiKube, err = serviceAccountClient(ctx, env.Config)
+	uiKube, uiConfig, err = serviceAccountClient(ctx, env.Config)
 	if err != nil {
 		return fail(err)
 	}
 	var servers []*httptest.Server
-	kubeconfig = env.KubeConfig
 	newUI = func(mutate func(*webui.Options)) *httptest.Server {
 		var opts webui.Options
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
 		if mutate != nil {
 			mutate(&opts)
 		}
-		opts.Namespace, opts.GatewayURL, opts.BcryptCost = uiNamespace, gatewayURL, bcrypt.MinCost
+		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
 		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
 		ui, err := webui.New(uiKube, opts)
 		if err != nil {

@@ -149,7 +149,7 @@ var allowed = map[string][]string{
 		"* core namespaces create",
 		"* rbac.authorization.k8s.io rolebindings create",
 		"* rbac.authorization.k8s.io clusterroles bind sftpgate-webui-tenant",
-		"sftpgate-system core secrets create,delete,get,update",
+		"sftpgate-accounts core secrets create,delete,get,update",
 	},
 }
 
