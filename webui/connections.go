@@ -186,7 +186,10 @@ const maxKeyFile = 64 << 10
 // readConnectionForm reads and checks the form. creating: the name and
 // the credentials are required; currentAuth is how an existing connection
 // logs in now (authPassword or authKey).
-func readConnectionForm(r *http.Request, creating bool, currentAuth string) (*connectionForm, error) {
+// readConnectionForm reads the form of a new connection (current nil), or
+// of current's edit, whose credentials log in with currentAuth.
+func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, currentAuth string) (*connectionForm, error) {
+	creating := current == nil
 	if err := r.ParseMultipartForm(maxBody); err != nil && !errors.Is(err, http.ErrNotMultipart) {
 		return nil, &personError{"the form is too large: a private key file is at most 64 KiB"}
 	}
@@ -238,13 +241,20 @@ func readConnectionForm(r *http.Request, creating bool, currentAuth string) (*co
 	default:
 		return f, &personError{"choose how to log in: a password or a private key"}
 	}
-	// New credentials are needed for a new connection, and when the way to
-	// log in changes.
-	if f.credentials == nil && (creating || v["auth"] != currentAuth) {
-		if v["auth"] == authKey {
-			return f, &personError{"paste the private key, or choose its file"}
+	// New credentials are needed for a new connection, when the way to log
+	// in changes, and when the server or user does: stored credentials
+	// never follow a changed host to a server of someone's choosing (a
+	// stolen session cannot send the password there).
+	moved := !creating && (v["host"] != current.Spec.Host || f.port != current.Spec.Port || v["username"] != current.Spec.Username)
+	if f.credentials == nil && (creating || moved || v["auth"] != currentAuth) {
+		again := ""
+		if moved {
+			again = " again: the server or the user changed, and stored credentials are never sent to another"
 		}
-		return f, &personError{"enter the password"}
+		if v["auth"] == authKey {
+			return f, &personError{"paste the private key, or choose its file" + again}
+		}
+		return f, &personError{"enter the password" + again}
 	}
 	switch v["trust"] {
 	case trustFirst:
@@ -287,7 +297,7 @@ func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
 
 func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) {
 	acct := accountFrom(r.Context())
-	f, err := readConnectionForm(r, true, "")
+	f, err := readConnectionForm(r, nil, "")
 	if err == nil {
 		err = u.create(r.Context(), acct.Namespace, f)
 	}
@@ -396,7 +406,7 @@ func (u *ui) currentAuth(ctx context.Context, c *v1alpha1.SftpConnection) string
 }
 
 func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-	f, err := readConnectionForm(r, false, u.currentAuth(r.Context(), c))
+	f, err := readConnectionForm(r, c, u.currentAuth(r.Context(), c))
 	if err == nil {
 		err = u.update(r.Context(), c, f)
 	}

@@ -199,6 +199,23 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("%d, want 422", status)
 			}
 		}},
+		{"the victim's stored password, sent to the attacker's server with a stolen session", func(t *testing.T) {
+			stolen := newClient(t)
+			u, err := url.Parse(victim.ui.base)
+			must(t, err)
+			stolen.http.Jar.SetCookies(u, victim.ui.http.Jar.Cookies(u))
+			logins := attacker.sshd.Logins(t)
+			status, page := stolen.form(t, "/connections/"+victim.uiConn+"/edit", url.Values{"host": {attacker.sshd.Host},
+				"port": {fmt.Sprint(attacker.sshd.Port)}, "username": {testsshd.User}, "auth": {"password"}, "trust": {"first-use"}})
+			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "enter the password again") {
+				t.Errorf("editing the host without the password: %d", status)
+			}
+			var conn v1alpha1.SftpConnection
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: victim.uiConn}, &conn))
+			if conn.Spec.Port != victim.sshd.Port || attacker.sshd.Logins(t) != logins {
+				t.Errorf("the connection now reaches port %d; the attacker's server saw %d log-ins", conn.Spec.Port, attacker.sshd.Logins(t)-logins)
+			}
+		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {
 				t.Fatal("the victim's web UI key was not found")
