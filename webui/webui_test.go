@@ -292,12 +292,26 @@ func TestWrongPassword(t *testing.T) {
 	if host != sshd.Host {
 		t.Errorf("the form to fix it holds host %q", host)
 	}
-	// Fixing the password makes the test pass.
+	// Fixing the password makes the test pass (after the backoff of one
+	// failed test).
 	must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("password"), sshd.Password),
 		chromedp.Submit(chromedp.ID("host")),
 		chromedp.WaitVisible(chromedp.CSS("section.status.ready .when-ready")),
 	))
+	// Pointing it at another server asks for the password again: the
+	// stored one never follows a changed host.
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(uiURL+"/connections/typo/edit"),
+		chromedp.SetValue(chromedp.ID("host"), "198.51.100.1"),
+		chromedp.Submit(chromedp.ID("host")),
+		chromedp.WaitVisible(chromedp.CSS(".alert.error")),
+	))
+	alert, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".alert.error")))
+	must(t, err)
+	if !strings.Contains(alert, "enter the password again") {
+		t.Errorf("changing the host without the password shows %q", alert)
+	}
 }
 
 // TestHTMLIsText: what people type is shown as text, never as markup.
