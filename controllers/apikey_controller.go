@@ -372,7 +372,9 @@ func (r *ApiKeyReconciler) tokenChanges() handler.EventHandler {
 		}
 		for _, k := range list.Items {
 			ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-			if k.UID != changed.GetUID() && (len(opts) > 0 || ready != nil && ready.Reason == v1alpha1.ReasonDuplicateToken) {
+			// The changed key too: of two that recorded a token at once, the
+			// later write may come from a cache that had not seen the other.
+			if len(opts) > 0 || k.UID != changed.GetUID() && ready != nil && ready.Reason == v1alpha1.ReasonDuplicateToken {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
 			}
 		}

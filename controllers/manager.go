@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -53,6 +54,9 @@ type Options struct {
 	Namespace string
 	// SlugGracePeriod is how long a freed slug is held for its namespace.
 	SlugGracePeriod time.Duration
+	// SlugSweepInterval is how often freed slugs are looked for; tests
+	// shorten it. Zero means every 30 seconds.
+	SlugSweepInterval time.Duration
 }
 
 // DefaultNamespace is the manager's namespace when neither --namespace nor
@@ -91,7 +95,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	return (&SftpConnectionReconciler{
+	connections := &SftpConnectionReconciler{
 		Client:             mgr.GetClient(),
 		SecretMetadata:     mgr.GetCache(),
 		APIReader:          mgr.GetAPIReader(),
@@ -101,8 +105,14 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		MaxConcurrentTests: o.MaxConcurrentTests,
 		MaxTestBackoff:     o.MaxTestBackoff,
 		Slots:              newTestSlots(o.MaxTestsPerNamespace),
-		Slugs:              &slugReservations{client: mgr.GetClient(), namespace: o.Namespace, grace: o.SlugGracePeriod},
-	}).SetupWithManager(ctx, mgr)
+		Slugs: &slugReservations{client: mgr.GetClient(), namespace: o.Namespace, grace: o.SlugGracePeriod,
+			sweep: cmp.Or(o.SlugSweepInterval, defaultSlugSweep)},
+	}
+	if err := connections.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	// Runnables added with Add run on the leader only.
+	return mgr.Add(manager.RunnableFunc(connections.sweepSlugs))
 }
 
 // ManagerOptions are the controller-runtime options every sftpgate manager

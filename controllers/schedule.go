@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -72,8 +73,10 @@ func recordTest(conn *v1alpha1.SftpConnection, now metav1.Time) {
 
 // testSlots bounds the tests running at once in each namespace. A
 // connection that finds its namespace's slots taken waits in line, and
-// the test that ends hands its slot to the next in line (through wake),
-// so that no worker is held and no one polls.
+// the test that ends wakes the next in line (through wake), so that no
+// worker is held and no one polls; a woken connection that does not take
+// the slot (it is no longer due, or gone) passes it on (leave). Those in
+// line also look again after waitInLine, should a wake-up be lost.
 type testSlots struct {
 	perNamespace int
 	// wake carries the connections whose turn it is, to the controller's
@@ -83,27 +86,33 @@ type testSlots struct {
 	mu      sync.Mutex
 	running map[string]int
 	waiting map[string][]types.NamespacedName
+	woken   map[types.NamespacedName]bool
 }
+
+// waitInLine is how long a connection in line waits at most before it
+// looks again.
+const waitInLine = 30 * time.Second
 
 func newTestSlots(perNamespace int) *testSlots {
 	return &testSlots{perNamespace: max(perNamespace, 1), wake: make(chan event.GenericEvent),
-		running: map[string]int{}, waiting: map[string][]types.NamespacedName{}}
+		running: map[string]int{}, waiting: map[string][]types.NamespacedName{}, woken: map[types.NamespacedName]bool{}}
 }
 
 // take takes a slot of key's namespace and returns the function that gives
-// it back; or, when all are taken, puts key in line and returns nil.
+// it back; or, when all are taken, puts key in line (once) and returns nil.
 func (s *testSlots) take(key types.NamespacedName) (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns := key.Namespace
+	delete(s.woken, key)
+	line := slices.DeleteFunc(s.waiting[ns], func(k types.NamespacedName) bool { return k == key })
 	if s.running[ns] >= s.perNamespace {
-		for _, k := range s.waiting[ns] {
-			if k == key {
-				return nil
-			}
-		}
-		s.waiting[ns] = append(s.waiting[ns], key)
+		s.waiting[ns] = append(line, key)
 		return nil
+	}
+	s.waiting[ns] = line
+	if len(line) == 0 {
+		delete(s.waiting, ns)
 	}
 	s.running[ns]++
 	return func() { s.release(ns) }
@@ -111,20 +120,35 @@ func (s *testSlots) take(key types.NamespacedName) (release func()) {
 
 func (s *testSlots) release(ns string) {
 	s.mu.Lock()
-	s.running[ns]--
-	if s.running[ns] == 0 {
+	defer s.mu.Unlock()
+	if s.running[ns]--; s.running[ns] == 0 {
 		delete(s.running, ns)
 	}
+	s.wakeNext(ns)
+}
+
+// leave ends a reconcile of key that took no slot: if it had been woken,
+// the next in line is.
+func (s *testSlots) leave(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.woken[key] {
+		delete(s.woken, key)
+		s.wakeNext(key.Namespace)
+	}
+}
+
+// wakeNext wakes the first in ns's line; s.mu is held.
+func (s *testSlots) wakeNext(ns string) {
 	line := s.waiting[ns]
 	if len(line) == 0 {
-		s.mu.Unlock()
 		return
 	}
 	next := line[0]
 	if s.waiting[ns] = line[1:]; len(s.waiting[ns]) == 0 {
 		delete(s.waiting, ns)
 	}
-	s.mu.Unlock()
+	s.woken[next] = true
 	// The queue takes it when the controller reads the channel: not under
 	// the lock, and not holding up the test that ended.
 	go func() {

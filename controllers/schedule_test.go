@@ -94,8 +94,30 @@ func TestTestSlots(t *testing.T) {
 	if woken := (<-s.wake).Object; woken.GetNamespace() != "a" || woken.GetName() != "3" {
 		t.Errorf("woke %s/%s, want a/3, first in line", woken.GetNamespace(), woken.GetName())
 	}
-	a2()
+	// 3 was woken but is no longer due: leaving passes the turn to 4.
+	s.leave(key("a", "3"))
 	if woken := (<-s.wake).Object; woken.GetName() != "4" {
 		t.Errorf("woke %s, want 4, once each", woken.GetName())
+	}
+	// 4 takes the slot; 5 waits; when a slot frees, 5 is woken and takes
+	// it, and leaving then wakes no one.
+	if s.take(key("a", "4")) == nil {
+		t.Fatal("the woken 4 does not get the free slot")
+	}
+	if s.take(key("a", "5")) != nil {
+		t.Fatal("a takes a third slot")
+	}
+	a2()
+	if woken := (<-s.wake).Object; woken.GetName() != "5" {
+		t.Errorf("woke %s, want 5", woken.GetName())
+	}
+	if s.take(key("a", "5")) == nil {
+		t.Fatal("a slot freed is not taken")
+	}
+	s.leave(key("a", "5"))
+	select {
+	case ev := <-s.wake:
+		t.Errorf("woke %s though the line is empty", ev.Object.GetName())
+	case <-time.After(10 * time.Millisecond): // nothing to wait for: the line is empty
 	}
 }

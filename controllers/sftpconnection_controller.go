@@ -71,6 +71,9 @@ type SftpConnectionReconciler struct {
 // Reconcile tests one connection when something it depends on changed or
 // its test interval has passed, and records the outcome.
 func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Woken to test, but it took no slot (it is no longer due, or gone):
+	// the next in line is woken instead.
+	defer r.Slots.leave(req.NamespacedName)
 	var conn v1alpha1.SftpConnection
 	if err := r.Client.Get(ctx, req.NamespacedName, &conn); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -132,7 +135,8 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	}
 	release := r.Slots.take(client.ObjectKeyFromObject(conn))
 	if release == nil {
-		return ctrl.Result{}, nil // in line: woken when a test of its namespace ends
+		// In line: woken when a test of its namespace ends.
+		return ctrl.Result{RequeueAfter: waitInLine}, nil
 	}
 	defer release()
 	var secret corev1.Secret

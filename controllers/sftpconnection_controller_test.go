@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
@@ -511,6 +510,23 @@ func TestSlugStaysWithItsHolder(t *testing.T) {
 		t.Errorf("slug = %q, want %q", got.Status.Slug, slug)
 	}
 	waitForReady(t, late, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+
+	// Reservations do not pile up: once no connection asks for the slug,
+	// its reservation goes at the end of the grace period.
+	for _, c := range []*v1alpha1.SftpConnection{elder, late} {
+		must(t, k8s.Delete(context.Background(), c))
+	}
+	key := client.ObjectKey{Namespace: managerOptions.Namespace, Name: "slug-" + slug}
+	for deadline := time.Now().Add(slugGracePeriod + 20*time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := k8s.Get(context.Background(), key, &coordinationv1.Lease{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		must(t, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the reservation of %s outlived its grace period", slug)
+		}
+	}
 }
 
 // TestSlugSurvivesDeleteAndRecreate: a connection deleted and made again
@@ -534,7 +550,7 @@ func TestSlugSurvivesDeleteAndRecreate(t *testing.T) {
 	create(t, claim)
 	waitForReady(t, claim, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
 	var lease coordinationv1.Lease
-	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: controllers.DefaultNamespace, Name: "slug-" + slug}, &lease))
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: managerOptions.Namespace, Name: "slug-" + slug}, &lease))
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != victim {
 		t.Errorf("the reservation names %v, want %s", lease.Spec.HolderIdentity, victim)
 	}

@@ -3,11 +3,12 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,13 +40,22 @@ const LabelSlugReservation = "sftpgate.dev/slug-reservation"
 // its duration the grace period: the slug is held for that namespace
 // until then. Kept in the API server, the reservation survives a restart
 // of the manager, and no finalizer holds up the deletion of connections.
+// Only the sweep (sweepSlugs) says a slug is freed, and deletes
+// reservations past their grace period: no claim can.
 type slugReservations struct {
 	// Client reads Leases from the manager's cache (of its namespace, with
 	// LabelSlugReservation) and writes them.
 	client    client.Client
 	namespace string
 	grace     time.Duration
+	// sweep is how often sweepSlugs runs, and how old a reservation must
+	// be before the sweep may find its slug freed (the status of the
+	// connection that took it may still be on its way to the cache).
+	sweep time.Duration
 }
+
+// defaultSlugSweep is how often slug reservations are swept.
+const defaultSlugSweep = 30 * time.Second
 
 func (s *slugReservations) key(slug string) client.ObjectKey {
 	return client.ObjectKey{Namespace: s.namespace, Name: "slug-" + slug}
@@ -85,30 +95,76 @@ func heldBy(ns string) coordinationv1.LeaseSpec {
 }
 
 // heldFor says which namespace, if any, a slug that no connection serves
-// is held for, and until when. A slug found freed starts its grace period
-// now; a reservation past it is deleted.
+// (as the cache sees it) is held for, and until when. Until the sweep has
+// found the slug freed, it is held as if served, for at least the next
+// sweep; after the grace period, it is free.
 func (s *slugReservations) heldFor(ctx context.Context, slug string, now time.Time) (string, time.Time, error) {
 	lease, err := s.get(ctx, slug)
 	if err != nil || lease == nil || lease.Spec.HolderIdentity == nil {
 		return "", time.Time{}, err
 	}
-	if lease.Spec.RenewTime == nil {
-		freed := metav1.NewMicroTime(now)
-		seconds := int32(s.grace.Seconds())
-		lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freed, &seconds
-		if err := s.client.Update(ctx, lease); err != nil {
-			return "", time.Time{}, err
+	until := now.Add(2 * s.sweep)
+	if freed, grace := lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds; freed != nil && grace != nil {
+		if until = freed.Add(time.Duration(*grace) * time.Second); !now.Before(until) {
+			return "", time.Time{}, nil // the sweep deletes it
 		}
-	}
-	until := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
-	if !now.Before(until) {
-		err := s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
-		if apierrors.IsNotFound(err) {
-			err = nil
-		}
-		return "", time.Time{}, err
 	}
 	return *lease.Spec.HolderIdentity, until, nil
+}
+
+// sweepSlugs runs until ctx ends (on the leader): every sweep it finds the
+// reservations whose slug no connection serves any more, and starts their
+// grace period; and it deletes those past it. So reservations do not pile
+// up, and a slug's grace period starts when it is freed, not when someone
+// next asks for it.
+func (r *SftpConnectionReconciler) sweepSlugs(ctx context.Context) error {
+	tick := time.NewTicker(r.Slugs.sweep)
+	defer tick.Stop()
+	for {
+		if err := r.sweepSlugsOnce(ctx, time.Now()); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "sweeping slug reservations")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *SftpConnectionReconciler) sweepSlugsOnce(ctx context.Context, now time.Time) error {
+	s := r.Slugs
+	var leases coordinationv1.LeaseList
+	if err := s.client.List(ctx, &leases, client.InNamespace(s.namespace), client.MatchingLabels{LabelSlugReservation: "true"}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range leases.Items {
+		lease := &leases.Items[i]
+		slug := strings.TrimPrefix(lease.Name, "slug-")
+		switch spec := lease.Spec; {
+		case spec.RenewTime != nil && spec.LeaseDurationSeconds != nil:
+			if now.After(spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second)) {
+				errs = append(errs, client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})))
+			}
+		case spec.AcquireTime == nil || now.Sub(spec.AcquireTime.Time) >= s.sweep:
+			var conns v1alpha1.SftpConnectionList
+			if err := r.Client.List(ctx, &conns, client.MatchingFields{IndexSlug: slug}); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if slices.ContainsFunc(conns.Items, func(c v1alpha1.SftpConnection) bool {
+				return c.Status.Slug == slug && c.DeletionTimestamp.IsZero()
+			}) {
+				continue
+			}
+			freed := metav1.NewMicroTime(now)
+			seconds := int32(s.grace.Seconds())
+			lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freed, &seconds
+			errs = append(errs, s.client.Update(ctx, lease))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // slugClaim is what stands between a connection and its slug: another
@@ -140,6 +196,11 @@ func (r *SftpConnectionReconciler) claimSlug(ctx context.Context, conn *v1alpha1
 				return slugClaim{heldUntil: until}, nil
 			}
 		}
+	}
+	if len(claims) == 0 {
+		// conn is being deleted, or changed its slug since it was read:
+		// the next reconcile sees it as it is.
+		return slugClaim{}, nil
 	}
 	holder := slices.MinFunc(claims, func(a, b v1alpha1.SftpConnection) int {
 		aServes, bServes := a.Status.Slug == slug, b.Status.Slug == slug

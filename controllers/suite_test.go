@@ -36,6 +36,8 @@ var (
 	authorizer *apikeys.Authorizer
 	// mgr is the manager the tests run, for reconcilers they run besides it.
 	mgr ctrl.Manager
+	// managerOptions are the options mgr runs with.
+	managerOptions controllers.Options
 )
 
 type syncBuffer struct {
@@ -79,9 +81,10 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Test servers listen on loopback, which the default policy denies.
-	var opts controllers.Options
+	opts := &managerOptions
 	opts.BindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
 	opts.TestInterval, opts.DeniedNetworks, opts.SlugGracePeriod = 0, testcluster.LoopbackNetworks, slugGracePeriod
+	opts.SlugSweepInterval = time.Second
 	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err = ctrl.NewManager(env.Config, mgrOpts)

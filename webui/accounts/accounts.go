@@ -251,8 +251,10 @@ func (s *Store) ensureQuota(ctx context.Context, acct *Account, empty bool) erro
 				have.Spec.Hard = want.Spec.Hard
 				err = s.Client.Update(ctx, &have)
 			}
-			if apierrors.IsForbidden(err) {
-				return false, nil // not yet bound: try again
+			if apierrors.IsForbidden(err) || apierrors.IsConflict(err) {
+				// Not yet bound, or the quota controller wrote the status
+				// meanwhile: try again, with what is there now.
+				return false, nil
 			}
 			return err == nil, err
 		})
