@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ import (
 // existing Secret their token is read from.
 const IndexTokenSecret = "sftpgate.dev/token-secret" //nolint:gosec // an index name, not a credential
 
+// IndexDuplicateToken is the cache index of the ApiKeys refused as
+// duplicates (value "true"): those to look at again when a token is let go.
+const IndexDuplicateToken = "sftpgate.dev/duplicate-token" //nolint:gosec // an index name, not a credential
+
 // ApiKeyReconciler issues tokens for ApiKeys and keeps only their hash in
 // status, which is all the gateway reads.
 type ApiKeyReconciler struct {
@@ -43,6 +48,8 @@ type ApiKeyReconciler struct {
 	// rotation, the ApiKey itself from the API server.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// Tokens reserves each token hash in use for its key's namespace.
+	Tokens *reservations
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys,verbs=get;list;watch
@@ -93,19 +100,8 @@ func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) 
 	if err != nil || !known {
 		return ctrl.Result{}, err
 	}
-	if holder, err := r.tokenHolder(ctx, key); err != nil || holder != nil {
-		if holder != nil {
-			// Name the holder only to its own namespace: a hash may be
-			// public (hash-only keys live in Git), and must not be a way
-			// to learn of other namespaces' keys.
-			by := "another ApiKey"
-			if holder.Namespace == key.Namespace {
-				by = fmt.Sprintf("ApiKey %q", holder.Name)
-			}
-			clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
-				"%s already has this token; a token belongs to one key in the whole cluster: give this key its own", by))
-		}
-		return ctrl.Result{}, err
+	if refused, result, err := r.claimToken(ctx, key); err != nil || refused {
+		return result, err
 	}
 
 	expires := key.Spec.ExpiresAt
@@ -244,6 +240,51 @@ func (r *ApiKeyReconciler) tokenHolder(ctx context.Context, key *v1alpha1.ApiKey
 	return holder, nil
 }
 
+// claimToken decides whether key may use its token. If not, it says why in
+// key's status, and when to look again. A token belongs to one key in the
+// cluster; and one freed (its key deleted, or given another token) is held
+// for its key's namespace for a grace period, so that deleting and
+// recreating a key (kubectl replace --force, an Argo CD Replace) keeps it.
+func (r *ApiKeyReconciler) claimToken(ctx context.Context, key *v1alpha1.ApiKey) (bool, ctrl.Result, error) {
+	hash := key.Status.TokenSHA256
+	holder, err := r.tokenHolder(ctx, key)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	if holder != nil {
+		// Name the holder only to its own namespace: a hash may be
+		// public (hash-only keys live in Git), and must not be a way to
+		// learn of other namespaces' keys.
+		by := "another ApiKey"
+		if holder.Namespace == key.Namespace {
+			by = fmt.Sprintf("ApiKey %q", holder.Name)
+		}
+		clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
+			"%s already has this token; a token belongs to one key in the whole cluster: give this key its own", by))
+		return true, ctrl.Result{}, nil
+	}
+	ns, until, err := r.Tokens.heldFor(ctx, hash, time.Now())
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	if ns != "" && ns != key.Namespace {
+		clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
+			"a key in another namespace had this token until recently, and it is held for that namespace until %s; a token belongs to one key in the whole cluster: give this key its own",
+			until.UTC().Format(time.RFC3339)))
+		return true, ctrl.Result{RequeueAfter: time.Until(until) + time.Second}, nil
+	}
+	return false, ctrl.Result{}, r.Tokens.hold(ctx, hash, key.Namespace)
+}
+
+// tokenInUse reports whether a live key uses the token hash.
+func (r *ApiKeyReconciler) tokenInUse(ctx context.Context, hash string) (bool, error) {
+	var list v1alpha1.ApiKeyList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{apikeys.IndexTokenHash: hash}); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list.Items, func(k v1alpha1.ApiKey) bool { return k.DeletionTimestamp.IsZero() }), nil
+}
+
 // holdsBefore reports whether a recorded its token before b.
 func holdsBefore(a, b *v1alpha1.ApiKey) bool {
 	recorded := func(k *v1alpha1.ApiKey) time.Time {
@@ -350,6 +391,14 @@ func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ApiKey{}, IndexDuplicateToken, func(o client.Object) []string {
+		if ready := meta.FindStatusCondition(o.(*v1alpha1.ApiKey).Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Reason == v1alpha1.ReasonDuplicateToken {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ApiKey{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -364,17 +413,22 @@ func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 // token go (it is deleted, or its token changes), the keys refused as
 // duplicates (the token may be theirs now).
 func (r *ApiKeyReconciler) tokenChanges() handler.EventHandler {
-	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, opts ...client.ListOption) {
+	// enqueue adds the keys that have a token (the changed key too: of two
+	// that recorded it at once, the later write may come from a cache that
+	// had not seen the other), or with no token, those refused as
+	// duplicates.
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, hash string) {
 		var list v1alpha1.ApiKeyList
-		if err := r.Client.List(ctx, &list, opts...); err != nil {
+		by := client.MatchingFields{apikeys.IndexTokenHash: hash}
+		if hash == "" {
+			by = client.MatchingFields{IndexDuplicateToken: "true"}
+		}
+		if err := r.Client.List(ctx, &list, by); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing API keys")
 			return
 		}
 		for _, k := range list.Items {
-			ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-			// The changed key too: of two that recorded a token at once, the
-			// later write may come from a cache that had not seen the other.
-			if len(opts) > 0 || k.UID != changed.GetUID() && ready != nil && ready.Reason == v1alpha1.ReasonDuplicateToken {
+			if hash != "" || k.UID != changed.GetUID() {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
 			}
 		}
@@ -387,14 +441,14 @@ func (r *ApiKeyReconciler) tokenChanges() handler.EventHandler {
 				return
 			}
 			if now != "" {
-				enqueue(ctx, q, e.ObjectNew, client.MatchingFields{apikeys.IndexTokenHash: now})
+				enqueue(ctx, q, e.ObjectNew, now)
 			}
 			if old != "" {
-				enqueue(ctx, q, e.ObjectNew)
+				enqueue(ctx, q, e.ObjectNew, "")
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object)
+			enqueue(ctx, q, e.Object, "")
 		},
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 )
 
@@ -119,7 +118,8 @@ func TestIssueIsIdempotent(t *testing.T) {
 
 	recorder := events.NewFakeRecorder(100)
 	reconcileOnce := func() {
-		r := &controllers.ApiKeyReconciler{Client: mgr.GetClient(), SecretMetadata: mgr.GetCache(), APIReader: k8s, Recorder: recorder}
+		r := managerOptions.ApiKeyReconciler(mgr)
+		r.APIReader, r.Recorder = k8s, recorder
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(key)}); err != nil {
 			t.Error(err)
 		}
@@ -409,8 +409,9 @@ func TestDuplicateTokenIsRefused(t *testing.T) {
 
 // TestTokenBelongsToOneKeyInTheCluster: a hash another namespace's key
 // holds is refused, without naming that key; an older key edited to the
-// hash does not take it over; once the holder lets it go, the refused key
-// gets it.
+// hash does not take it over; deleting and recreating the holder keeps
+// it; once the holder lets it go for good, a refused key gets it after the
+// grace period.
 func TestTokenBelongsToOneKeyInTheCluster(t *testing.T) {
 	t.Parallel()
 	victim, attacker := newNamespace(t), newNamespace(t)
@@ -439,10 +440,25 @@ func TestTokenBelongsToOneKeyInTheCluster(t *testing.T) {
 	waitForReady(t, older, metav1.ConditionFalse, v1alpha1.ReasonDuplicateToken)
 	authorize(t, token, victim, "c", v1alpha1.CommandRead, nil)
 
-	// The victim deletes its key: the token passes to one of the refused
-	// keys, in the attacker's namespace, where it reaches only the
-	// attacker's own connections.
+	// The victim deletes and recreates its key (kubectl replace --force, an
+	// Argo CD Replace): the token is held for its namespace, and the new
+	// key gets it, though the attacker's keys are older.
 	must(t, k8s.Delete(context.Background(), held))
+	got = waitFor(t, copied, "the token held for the namespace that freed it", func(k *v1alpha1.ApiKey) bool {
+		return strings.Contains(readyCondition(k).Message, "held for that namespace until")
+	})
+	if msg := readyCondition(got).Message; strings.Contains(msg, victim) {
+		t.Errorf("the reservation names the other namespace: %q", msg)
+	}
+	again := apiKey(victim, "again", hashOnly)
+	create(t, again)
+	waitForReady(t, again, metav1.ConditionTrue, v1alpha1.ReasonIssued)
+	authorize(t, token, victim, "c", v1alpha1.CommandRead, nil)
+
+	// Deleted for good: after the grace period, the token passes to one of
+	// the refused keys, in the attacker's namespace, where it reaches only
+	// the attacker's own connections.
+	must(t, k8s.Delete(context.Background(), again))
 	waitFor(t, older, "a refused key takes the token over", func(k *v1alpha1.ApiKey) bool {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(copied), copied))
 		return meta.IsStatusConditionTrue(k.Status.Conditions, v1alpha1.ConditionReady) != meta.IsStatusConditionTrue(copied.Status.Conditions, v1alpha1.ConditionReady)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -52,11 +52,12 @@ type Options struct {
 	DeniedNetworks string
 	// Namespace is the manager's own, where it keeps slug reservations.
 	Namespace string
-	// SlugGracePeriod is how long a freed slug is held for its namespace.
-	SlugGracePeriod time.Duration
-	// SlugSweepInterval is how often freed slugs are looked for; tests
-	// shorten it. Zero means every 30 seconds.
-	SlugSweepInterval time.Duration
+	// SlugGracePeriod and TokenGracePeriod are how long a freed slug or
+	// token is held for its namespace.
+	SlugGracePeriod, TokenGracePeriod time.Duration
+	// SweepInterval is how often freed slugs and tokens are looked for;
+	// tests shorten it. Zero means every 30 seconds.
+	SweepInterval time.Duration
 }
 
 // DefaultNamespace is the manager's namespace when neither --namespace nor
@@ -76,9 +77,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
 	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
-		"The manager's namespace, where it keeps slug reservations (Leases); $POD_NAMESPACE by default.")
+		"The manager's namespace, where it keeps reservations of slugs and tokens (Leases); $POD_NAMESPACE by default.")
 	fs.DurationVar(&o.SlugGracePeriod, "slug-grace-period", 5*time.Minute,
 		"How long a slug freed by a deleted (or renamed) connection is held for that connection's namespace before another namespace's claim gets it.")
+	fs.DurationVar(&o.TokenGracePeriod, "token-grace-period", 5*time.Minute,
+		"How long an API token freed by a deleted (or changed) ApiKey is held for that key's namespace before a key in another namespace may have it.")
 }
 
 // Setup adds the controllers to mgr: connection tests and API keys.
@@ -87,12 +90,8 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("--denied-networks: %w", err)
 	}
-	if err := (&ApiKeyReconciler{
-		Client:         mgr.GetClient(),
-		SecretMetadata: mgr.GetCache(),
-		APIReader:      mgr.GetAPIReader(),
-		Recorder:       mgr.GetEventRecorder("apikey-controller"),
-	}).SetupWithManager(ctx, mgr); err != nil {
+	keys := o.ApiKeyReconciler(mgr)
+	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	connections := &SftpConnectionReconciler{
@@ -105,23 +104,47 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		MaxConcurrentTests: o.MaxConcurrentTests,
 		MaxTestBackoff:     o.MaxTestBackoff,
 		Slots:              newTestSlots(o.MaxTestsPerNamespace),
-		Slugs: &slugReservations{client: mgr.GetClient(), namespace: o.Namespace, grace: o.SlugGracePeriod,
-			sweep: cmp.Or(o.SlugSweepInterval, defaultSlugSweep)},
+		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
 	}
+	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	// Runnables added with Add run on the leader only.
-	return mgr.Add(manager.RunnableFunc(connections.sweepSlugs))
+	if err := mgr.Add(keys.Tokens); err != nil {
+		return err
+	}
+	return mgr.Add(connections.Slugs)
+}
+
+// ApiKeyReconciler returns the API key reconciler Setup adds to mgr.
+func (o *Options) ApiKeyReconciler(mgr ctrl.Manager) *ApiKeyReconciler {
+	keys := &ApiKeyReconciler{
+		Client:         mgr.GetClient(),
+		SecretMetadata: mgr.GetCache(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("apikey-controller"),
+		Tokens:         o.reservations(mgr, "token", o.TokenGracePeriod),
+	}
+	keys.Tokens.inUse = keys.tokenInUse
+	return keys
+}
+
+func (o *Options) reservations(mgr ctrl.Manager, kind string, grace time.Duration) *reservations {
+	return &reservations{client: mgr.GetClient(), namespace: o.Namespace, kind: kind, grace: grace,
+		sweep: cmp.Or(o.SweepInterval, defaultSweep)}
 }
 
 // ManagerOptions are the controller-runtime options every sftpgate manager
 // uses. Secrets' data is never cached: the client reads Secrets from the API
 // server, and the cache keeps only their metadata, without annotations
 // (kubectl's last-applied-configuration annotation holds a Secret's data).
-// Of Leases, the cache holds the slug reservations in the manager's
-// namespace.
+// Of Leases, the cache holds the reservations in the manager's namespace.
 func (o *Options) ManagerOptions() ctrl.Options {
+	reservation, err := labels.NewRequirement(LabelReservation, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
 	return ctrl.Options{
 		Scheme: Scheme(),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -131,7 +154,7 @@ func (o *Options) ManagerOptions() ctrl.Options {
 				&corev1.Secret{}: {Transform: stripSecretMetadata},
 				&coordinationv1.Lease{}: {
 					Namespaces: map[string]cache.Config{o.Namespace: {}},
-					Label:      labels.SelectorFromSet(labels.Set{LabelSlugReservation: "true"}),
+					Label:      labels.NewSelector().Add(*reservation),
 				},
 			},
 		},

@@ -60,7 +60,7 @@ type SftpConnectionReconciler struct {
 	// Slots bounds the tests running at once per namespace.
 	Slots *testSlots
 	// Slugs keeps which namespace a slug is held for.
-	Slugs *slugReservations
+	Slugs *reservations
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch

@@ -319,27 +319,7 @@ func TestNetworkFailures(t *testing.T) {
 	_ = closed.Close()
 
 	// A server that accepts and never speaks: the handshake must time out.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 16)
-	t.Cleanup(func() {
-		_ = silent.Close()
-		close(accepted)
-		for c := range accepted {
-			_ = c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
+	silent := testsftp.Silent(t)
 
 	cases := []struct {
 		name   string
@@ -350,7 +330,7 @@ func TestNetworkFailures(t *testing.T) {
 		{"closed-port", "127.0.0.1", closedPort, v1alpha1.ReasonConnectionRefused},
 		{"unresolvable", "no-such-host.invalid", 22, v1alpha1.ReasonDNSError},
 		{"metadata-endpoint", "169.254.169.254", 22, v1alpha1.ReasonDestinationNotAllowed},
-		{"silent-server", "127.0.0.1", int32(silent.Addr().(*net.TCPAddr).Port), v1alpha1.ReasonTimeout},
+		{"silent-server", "127.0.0.1", silent, v1alpha1.ReasonTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -630,28 +610,13 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 // Ready, while that backlog is still far from through.
 func TestTestsAreSharedFairly(t *testing.T) {
 	t.Parallel()
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	t.Cleanup(func() { _ = silent.Close() })
-	go func() {
-		var held []net.Conn // accepted, never answered
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				for _, c := range held {
-					_ = c.Close()
-				}
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	silent := testsftp.Silent(t)
 	busy, fresh := newNamespace(t), newNamespace(t)
 	create(t, passwordSecret(busy, "creds", "x"))
 	const backlog = 12
 	var stuck []*v1alpha1.SftpConnection
 	for i := range backlog {
-		c := connection(busy, fmt.Sprintf("silent-%d", i), "127.0.0.1", int32(silent.Addr().(*net.TCPAddr).Port), "u", "creds")
+		c := connection(busy, fmt.Sprintf("silent-%d", i), "127.0.0.1", silent, "u", "creds")
 		c.Spec.Limits.ConnectTimeout = &metav1.Duration{Duration: 30 * time.Second}
 		create(t, c)
 		stuck = append(stuck, c)

@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 	opts := &managerOptions
 	opts.BindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
 	opts.TestInterval, opts.DeniedNetworks, opts.SlugGracePeriod = 0, testcluster.LoopbackNetworks, slugGracePeriod
-	opts.SlugSweepInterval = time.Second
+	opts.TokenGracePeriod, opts.SweepInterval = slugGracePeriod, time.Second
 	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err = ctrl.NewManager(env.Config, mgrOpts)

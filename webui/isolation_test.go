@@ -20,6 +20,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
 
@@ -160,6 +161,59 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
 			}
 			victim.writes(t, "after-the-copy")
+		}},
+		{"the victim's token, freed by delete-and-recreate", func(t *testing.T) {
+			// The attacker's copy waits for the victim's key to go; the
+			// victim's GitOps replaces the key, and its CI goes on.
+			ci := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "ci"}}
+			must(t, k8s.Delete(ctx, ci))
+			copied := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "copied"}}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if ready := refusedReason(t, copied, v1alpha1.ReasonDuplicateToken); strings.Contains(ready.Message, "held for that namespace") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the copy was never told the token is held for another namespace")
+				}
+			}
+			must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "ci"},
+				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(victim.token)}}}))
+			victim.writes(t, "after-the-key-recreate")
+			refusedReason(t, copied, v1alpha1.ReasonDuplicateToken)
+		}},
+		{"connection tests, crowded by the attacker's servers that never answer", func(t *testing.T) {
+			// More than the manager's workers (--max-concurrent-tests, 8).
+			silent := testsftp.Silent(t)
+			var hanging []*v1alpha1.SftpConnection
+			for i := range 12 {
+				c := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: fmt.Sprintf("hang-%d-%s", i, attacker.slug)},
+					Spec: v1alpha1.SftpConnectionSpec{Host: "127.0.0.1", Port: silent, Username: testsshd.User,
+						Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "reports-creds"}},
+						HostKey:     v1alpha1.HostKeyTrust{InsecureSkipVerify: true},
+						Limits:      v1alpha1.Limits{ConnectTimeout: &metav1.Duration{Duration: 2 * time.Minute}}}}
+				must(t, k8s.Create(ctx, c))
+				hanging = append(hanging, c)
+			}
+			fresh := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "fresh-" + victim.slug},
+				Spec: v1alpha1.SftpConnectionSpec{Host: victim.sshd.Host, Port: victim.sshd.Port, Username: testsshd.User, RootPath: victim.sshd.Dir,
+					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "reports-creds"}},
+					HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{victim.sshd.HostKeyLine}}}}
+			must(t, k8s.Create(ctx, fresh))
+			for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(fresh.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the victim's new connection was not tested while the attacker's hung: %+v", fresh.Status.Conditions)
+				}
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(fresh), fresh))
+			}
+			// Each of the attacker's tests takes two minutes, two at a time:
+			// none has ended, and the victim's did not wait for them.
+			for _, c := range hanging {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(c), c))
+				if c.Status.LastTestTime != nil {
+					t.Errorf("%s was tested before the victim's connection", c.Name)
+				}
+				must(t, k8s.Delete(ctx, c))
+			}
 		}},
 		{"a claim on the victim's slug", func(t *testing.T) {
 			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "claim-creds"},

@@ -1,0 +1,154 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// Some names are cluster-wide and called by clients: slugs, and API token
+// hashes. Each one a namespace uses is reserved for it, so that deleting
+// and recreating the object using it (kubectl replace --force, an Argo CD
+// Replace, a rename) keeps it, and another namespace's claim never takes
+// over, in between, a name clients still call.
+
+// LabelReservation marks the Leases that reserve a cluster-wide name for a
+// namespace; its value is the kind of name ("slug", "token").
+const LabelReservation = "sftpgate.dev/reservation"
+
+// defaultSweep is how often reservations are swept.
+const defaultSweep = 30 * time.Second
+
+// reservations keeps, in the manager's namespace, a Lease "<kind>-<name>"
+// for each name of one kind in use, naming the namespace using it (its
+// holder identity). Once the name is freed, the Lease's renew time is
+// when, and its duration the grace period: the name is held for that
+// namespace until then. Kept in the API server, a reservation survives a
+// restart of the manager, and no finalizer holds up the deletion of the
+// objects using names. Only the sweep says a name is freed, and deletes
+// reservations past their grace period: no claim can.
+type reservations struct {
+	// client reads Leases from the manager's cache (of its namespace, with
+	// LabelReservation) and writes them.
+	client    client.Client
+	namespace string
+	kind      string
+	grace     time.Duration
+	// sweep is how often Start sweeps, and how old a reservation must be
+	// before the sweep may find its name freed (the status of the object
+	// that took it may still be on its way to the cache).
+	sweep time.Duration
+	// inUse says whether a live object uses name, as the cache sees it.
+	inUse func(ctx context.Context, name string) (bool, error)
+}
+
+func (s *reservations) key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: s.namespace, Name: s.kind + "-" + name}
+}
+
+// get returns name's Lease, or nil.
+func (s *reservations) get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	var lease coordinationv1.Lease
+	if err := s.client.Get(ctx, s.key(name), &lease); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &lease, nil
+}
+
+// hold records that an object of namespace ns uses name.
+func (s *reservations) hold(ctx context.Context, name, ns string) error {
+	lease, err := s.get(ctx, name)
+	switch {
+	case err != nil:
+		return err
+	case lease == nil:
+		key := s.key(name)
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{LabelReservation: s.kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
+		lease.Spec = heldBy(ns)
+		return s.client.Create(ctx, lease)
+	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == ns && lease.Spec.RenewTime == nil:
+		return nil
+	}
+	lease.Spec = heldBy(ns)
+	return s.client.Update(ctx, lease)
+}
+
+func heldBy(ns string) coordinationv1.LeaseSpec {
+	now := metav1.NowMicro()
+	return coordinationv1.LeaseSpec{HolderIdentity: &ns, AcquireTime: &now}
+}
+
+// heldFor says which namespace, if any, a name that no object uses (as the
+// cache sees it) is held for, and until when. Until the sweep has found
+// the name freed, it is held as if used, for at least the next sweep;
+// after the grace period, it is free.
+func (s *reservations) heldFor(ctx context.Context, name string, now time.Time) (string, time.Time, error) {
+	lease, err := s.get(ctx, name)
+	if err != nil || lease == nil || lease.Spec.HolderIdentity == nil {
+		return "", time.Time{}, err
+	}
+	until := now.Add(2 * s.sweep)
+	if freed, grace := lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds; freed != nil && grace != nil {
+		if until = freed.Add(time.Duration(*grace) * time.Second); !now.Before(until) {
+			return "", time.Time{}, nil // the sweep deletes it
+		}
+	}
+	return *lease.Spec.HolderIdentity, until, nil
+}
+
+// Start sweeps until ctx ends (a manager runs it on the leader): every
+// sweep it finds the reservations whose name no object uses any more, and
+// starts their grace period; and it deletes those past it. So reservations
+// do not pile up, and a name's grace period starts when it is freed, not
+// when someone next asks for it.
+func (s *reservations) Start(ctx context.Context) error {
+	tick := time.NewTicker(s.sweep)
+	defer tick.Stop()
+	for {
+		if err := s.sweepOnce(ctx, time.Now()); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "sweeping reservations", "kind", s.kind)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *reservations) sweepOnce(ctx context.Context, now time.Time) error {
+	var leases coordinationv1.LeaseList
+	if err := s.client.List(ctx, &leases, client.InNamespace(s.namespace), client.MatchingLabels{LabelReservation: s.kind}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range leases.Items {
+		lease := &leases.Items[i]
+		switch spec := lease.Spec; {
+		case spec.RenewTime != nil && spec.LeaseDurationSeconds != nil:
+			if now.After(spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second)) {
+				errs = append(errs, client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})))
+			}
+		case spec.AcquireTime == nil || now.Sub(spec.AcquireTime.Time) >= s.sweep:
+			used, err := s.inUse(ctx, strings.TrimPrefix(lease.Name, s.kind+"-"))
+			if err != nil || used {
+				errs = append(errs, err)
+				continue
+			}
+			freed := metav1.NewMicroTime(now)
+			seconds := int32(s.grace.Seconds())
+			lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freed, &seconds
+			errs = append(errs, s.client.Update(ctx, lease))
+		}
+	}
+	return errors.Join(errs...)
+}
