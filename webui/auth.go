@@ -2,10 +2,12 @@ package webui
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -117,11 +119,10 @@ func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) {
 
 func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	email := r.PostFormValue("email")
-	// Tries on one account are counted per client address too: a
-	// stranger's failures slow the stranger, never the owner elsewhere.
-	if normalized, err := accounts.NormalizeEmail(email); err == nil {
-		if ok, retry := u.emailLimit.Allow(normalized + " " + u.clients.key(r)); !ok {
-			u.tooMany(w, r, retry, "Too many attempts to log in to this account from your address. Wait a minute, then try again.")
+	normalized, err := accounts.NormalizeEmail(email)
+	if err == nil {
+		if ok, retry, message := u.logInAllowed(r, normalized); !ok {
+			u.tooMany(w, r, retry, message)
 			return
 		}
 	}
@@ -145,6 +146,19 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	u.startSession(w, r, acct, "/connections")
 }
 
+// logInAllowed applies the log-in limits to one on the account of email
+// (normalized): a browser that logged in to it before has a bucket of its
+// own; any other shares the account's.
+func (u *ui) logInAllowed(r *http.Request, email string) (bool, time.Duration, string) {
+	if d := (device{}); u.cookies.get(r, deviceCookie, &d) && d.Email == email {
+		ok, retry := u.deviceLimit.Allow(d.ID)
+		return ok, retry, "Too many attempts to log in from this browser. Wait a minute, then try again."
+	}
+	ok, retry := u.accountLimit.Allow(email)
+	return ok, retry, "Too many attempts to log in to this account. Wait a minute, then try again; " +
+		"a browser you have logged in to this account with before is not held up."
+}
+
 // busy answers a log-in or sign-up that found every password-check slot
 // taken.
 func (u *ui) busy(w http.ResponseWriter, r *http.Request) {
@@ -152,8 +166,14 @@ func (u *ui) busy(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Busy", Message: accounts.ErrBusy.Error()})
 }
 
+// startSession logs the browser in to acct, and marks it as one that has.
 func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) {
-	if err := u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}); err != nil {
+	known := device{Email: acct.Email}
+	if !u.cookies.get(r, deviceCookie, &known) || known.Email != acct.Email {
+		known = device{Email: acct.Email, ID: rand.Text()}
+	}
+	if err := errors.Join(u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}),
+		u.cookies.set(w, r, deviceCookie, known)); err != nil {
 		u.serverError(w, r, err)
 		return
 	}

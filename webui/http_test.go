@@ -184,9 +184,11 @@ func TestLogIn(t *testing.T) {
 	}
 }
 
-// TestAuthRateLimited: log-in attempts from one address are limited, and
-// so are those on one account from one address; a stranger's failures
-// never lock the owner out from another address.
+// TestAuthRateLimited: log-in attempts from one address are limited; so
+// are those on one account, from any number of addresses (a botnet guesses
+// no faster than one address); and a browser that has logged in to the
+// account before has a limit of its own, so strangers' failures never
+// lock the owner out of it.
 func TestAuthRateLimited(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -200,29 +202,36 @@ func TestAuthRateLimited(t *testing.T) {
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
 		t.Errorf("five quick log-ins answered %v", statuses)
 	}
-	// A stranger tries the owner's account from one address (proxies say
-	// which) until refused; the owner logs in from another at once.
+
 	owner := newClient(t)
 	owner.base = newUI(func(o *webui.Options) { o.AuthPerMinute, o.TrustedProxies = 3, "127.0.0.1" }).URL
 	owner.signUp(t)
-	logIn := func(from, password string) int {
+	stranger, newBrowser := newClient(t), newClient(t)
+	stranger.base, newBrowser.base = owner.base, owner.base
+	// logIn posts the owner's email from a browser, at an address the
+	// trusted proxy names.
+	logIn := func(browser *uiClient, from, password string) (int, string) {
 		req, err := http.NewRequest(http.MethodPost, owner.base+"/login",
 			strings.NewReader(url.Values{"email": {owner.email}, "password": {password}}.Encode()))
 		must(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("X-Forwarded-For", from)
-		status, _ := owner.do(t, req)
-		return status
+		return browser.do(t, req)
 	}
 	statuses = nil
-	for range 5 {
-		statuses = append(statuses, logIn("198.51.100.7", "wrong password"))
+	for i := range 5 {
+		status, _ := logIn(stranger, fmt.Sprintf("198.51.100.%d", i+1), "wrong password")
+		statuses = append(statuses, status)
 	}
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
-		t.Errorf("a stranger's five log-ins to one account answered %v", statuses)
+		t.Errorf("a stranger's five log-ins to one account from five addresses answered %v", statuses)
 	}
-	if status := logIn("203.0.113.9", "a long enough password"); status != http.StatusOK {
-		t.Errorf("the owner, from another address, after a stranger's failures: %d", status)
+	if status, page := logIn(newBrowser, "203.0.113.9", "a long enough password"); status != http.StatusTooManyRequests ||
+		!strings.Contains(page, "a browser you have logged in to this account with before is not held up") {
+		t.Errorf("a browser new to the account, while strangers guess: %d", status)
+	}
+	if status, _ := logIn(owner, "203.0.113.10", "a long enough password"); status != http.StatusOK {
+		t.Errorf("the owner, from a browser it signed up with, after a stranger's failures: %d", status)
 	}
 }
 

@@ -112,10 +112,13 @@ type ui struct {
 	gatewayURL string
 	tryURL     string
 	clients    clientAddrs
-	authLimit  *ratelimit.Keyed[string]
-	// emailLimit bounds log-ins to one account from one client address:
-	// an attacker's failures never lock the owner out.
-	emailLimit *ratelimit.Keyed[string]
+	// authLimit bounds log-ins and sign-ups per client address;
+	// accountLimit, log-ins to one account from browsers that have not
+	// logged in to it before, whatever their address; deviceLimit,
+	// log-ins from one browser that has. So many addresses cannot guess
+	// at one password faster than one, and their failures never lock the
+	// owner out of a browser it has used.
+	authLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
 	signUpOpen bool
 	quota      accounts.Quota
 	pages      map[string]*template.Template
@@ -166,12 +169,21 @@ func New(c client.Client, opts Options) (*Server, error) {
 		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
 		tryURL:     strings.TrimSuffix(tryURL, "/"),
 		clients:    clients,
-		authLimit:  ratelimit.New[string](opts.AuthPerMinute/60, int(max(opts.AuthPerMinute, 1))),
-		emailLimit: ratelimit.New[string](opts.AuthPerMinute/60, int(max(opts.AuthPerMinute, 1))),
+		authLimit:    authLimit(opts.AuthPerMinute),
+		accountLimit: authLimit(opts.AuthPerMinute),
+		deviceLimit:  authLimit(opts.AuthPerMinute),
 		pages:      pages,
 		httpClient: &http.Client{Timeout: 30 * time.Second},
 	}
 	return &Server{handler: u.routes(), accounts: u.accounts}, nil
+}
+
+// maxAuthBuckets bounds the buckets each log-in limit holds at once: past
+// it, a new address, account or browser waits a second for one to refill.
+const maxAuthBuckets = 1 << 16
+
+func authLimit(perMinute float64) *ratelimit.Keyed[string] {
+	return ratelimit.New[string](perMinute/60, int(max(perMinute, 1))).WithMaxKeys(maxAuthBuckets)
 }
 
 // Handler is the web UI's HTTP handler.

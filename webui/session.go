@@ -14,11 +14,16 @@ const (
 	// flashCookie carries a new API key from the POST that made it to the
 	// one page that shows it: encrypted, short-lived, and cleared there.
 	flashCookie = "sftpgate_new_key"
+	// deviceCookie marks a browser that logged in to an account: its
+	// log-ins to that account are limited per browser, not with the
+	// account's limit that strangers' attempts use up.
+	deviceCookie = "sftpgate_device"
 )
 
 // cookieTTL is how long each cookie lasts: a log-in 12 hours, a new key
-// 5 minutes waiting for its page.
-var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute}
+// 5 minutes waiting for its page, a known browser 90 days from its last
+// log-in.
+var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute, deviceCookie: 90 * 24 * time.Hour}
 
 // cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
 // always; Secure when the request came over TLS (directly or as an ingress
@@ -44,6 +49,13 @@ type session struct {
 	Account string `json:"a"`
 	// Epoch is the account's session value when the session began.
 	Epoch string `json:"e"`
+}
+
+type device struct {
+	// Email is the account's, normalized.
+	Email string `json:"m"`
+	// ID is random: each browser has its own bucket.
+	ID string `json:"i"`
 }
 
 type newKey struct {

@@ -43,6 +43,31 @@ func TestSweep(t *testing.T) {
 	}
 }
 
+// TestMaxKeys: past its bound, a limiter refuses new keys rather than
+// grow, and takes them again once old buckets have refilled.
+func TestMaxKeys(t *testing.T) {
+	l := New[string](1, 5).WithMaxKeys(3)
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range 3 {
+		if b := l.bucket("key-"+strconv.Itoa(i), now); b == nil {
+			t.Fatalf("key %d refused below the bound", i)
+		} else {
+			b.AllowN(now, 1) // still refilling
+		}
+	}
+	if l.bucket("key-0", now) == nil {
+		t.Error("a key that has a bucket was refused")
+	}
+	if l.bucket("new", now) != nil || len(l.buckets) != 3 {
+		t.Errorf("a fourth key got a bucket: %d held", len(l.buckets))
+	}
+	if l.bucket("new", now.Add(time.Minute)) == nil {
+		t.Error("a new key was refused after the others refilled")
+	}
+}
+
 func TestRetryAfterRoundsUp(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "1", 200 * time.Millisecond: "1", 1200 * time.Millisecond: "2", 3 * time.Second: "3"} {
 		if got := RetryAfter(d); got != want {
