@@ -119,10 +119,10 @@ type ui struct {
 	// at one password faster than one, and their failures never lock the
 	// owner out of a browser it has used.
 	authLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
-	signUpOpen bool
-	quota      accounts.Quota
-	pages      map[string]*template.Template
-	httpClient *http.Client
+	signUpOpen                           bool
+	quota                                accounts.Quota
+	pages                                map[string]*template.Template
+	httpClient                           *http.Client
 }
 
 // New builds the web UI on a client of the cluster.
@@ -163,17 +163,17 @@ func New(c client.Client, opts Options) (*Server, error) {
 		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
 			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName},
 			Quota:   opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
-		signUpOpen: opts.SignUp,
-		quota:      opts.Quota,
-		cookies:    newCookies(secret, opts.SecureCookies),
-		gatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
-		tryURL:     strings.TrimSuffix(tryURL, "/"),
-		clients:    clients,
+		signUpOpen:   opts.SignUp,
+		quota:        opts.Quota,
+		cookies:      newCookies(secret, opts.SecureCookies),
+		gatewayURL:   strings.TrimSuffix(opts.GatewayURL, "/"),
+		tryURL:       strings.TrimSuffix(tryURL, "/"),
+		clients:      clients,
 		authLimit:    authLimit(opts.AuthPerMinute),
 		accountLimit: authLimit(opts.AuthPerMinute),
 		deviceLimit:  authLimit(opts.AuthPerMinute),
-		pages:      pages,
-		httpClient: &http.Client{Timeout: 30 * time.Second},
+		pages:        pages,
+		httpClient:   &http.Client{Timeout: 30 * time.Second},
 	}
 	return &Server{handler: u.routes(), accounts: u.accounts}, nil
 }
