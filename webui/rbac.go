@@ -3,9 +3,10 @@ package webui
 // The web UI's rights. Cluster-wide it may only create namespaces, and
 // bind one ClusterRole, TenantRole: each account's namespace gets a
 // RoleBinding to it at sign-up. An admission policy
-// (config/rbac/webui/tenant_binding_policy.yaml) lets that role be bound in
-// account namespaces only, so the UI reaches Secrets, SftpConnections and
-// ApiKeys there and nowhere else in the cluster. It keeps the account
+// (config/rbac/webui/binding_policy.yaml) lets the UI make that binding
+// only (no other role, even one RBAC would let it bind), in account
+// namespaces only, to itself only; so the UI reaches Secrets,
+// SftpConnections and ApiKeys there and nowhere else in the cluster. It keeps the account
 // Secrets in a namespace of their own (config/accounts, where a Role
 // grants it that), so it reads no Secret of sftpgate's own namespace.
 

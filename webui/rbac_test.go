@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,18 +53,6 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 			return nil, nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	// The API server loads admission policies in the background: wait until
-	// the tenant-binding policy refuses a binding outside account
-	// namespaces.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := k8s.Create(ctx, bindTo("default", webui.TenantRole), client.DryRunAll)
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, nil, errors.New("the tenant-binding admission policy does not take effect")
-		}
-	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}}
 	token := &authenticationv1.TokenRequest{}
 	if err := k8s.SubResource("token").Create(ctx, sa, token); err != nil {
@@ -72,7 +61,21 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = token.Status.Token
 	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
-	return c, cfg, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// The API server loads admission policies in the background: wait until
+	// the bindings policy refuses the UI a binding outside account
+	// namespaces (RBAC alone would allow it).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := c.Create(ctx, bindTo("default", webui.TenantRole), client.DryRunAll); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, errors.New("the bindings admission policy does not take effect")
+		}
+	}
+	return c, cfg, nil
 }
 
 // TestUIRightsAreNarrow: outside account namespaces (and its own), the UI's
@@ -84,6 +87,7 @@ func TestUIRightsAreNarrow(t *testing.T) {
 	// sftpgate's own namespace holds the session key, TLS Secrets and the
 	// manager's leases: none of the UI's business.
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: "session-key"}}))
+	everyone := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}}
 	for what, err := range map[string]error{
 		"get a Secret in default":             uiKube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "not-the-uis"}, &corev1.Secret{}),
 		"get a Secret in sftpgate-system":     uiKube.Get(ctx, client.ObjectKey{Namespace: uiNamespace, Name: "session-key"}, &corev1.Secret{}),
@@ -97,11 +101,72 @@ func TestUIRightsAreNarrow(t *testing.T) {
 		"grant its tenant role to everyone in an account namespace": uiKube.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: firstAccountNamespace(t), Name: "escalate"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: webui.TenantRole},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}}}),
+			Subjects:   everyone}),
+		// RBAC lets it bind a role whose rights it holds: its own here.
+		"grant everyone its rights on the account Secrets": uiKube.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: accountsNamespace, Name: "escalate"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sftpgate-webui-accounts"},
+			Subjects:   everyone}),
 	} {
 		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			t.Errorf("the UI may %s: %v", what, err)
 		}
+	}
+}
+
+// TestOnlyTheManagerWritesStatus: a tenant granted every right in its
+// namespace (resources "*" takes in status subresources) still cannot
+// write the status of its connections and keys, where the slug a
+// connection serves and the token hash a key has are recorded.
+func TestOnlyTheManagerWritesStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := firstAccountNamespace(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	must(t, k8s.Create(ctx, sa))
+	must(t, k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}))
+	must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "everything"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "owner"}}}))
+	token := &authenticationv1.TokenRequest{}
+	must(t, k8s.SubResource("token").Create(ctx, sa, token))
+	cfg := rest.AnonymousClientConfig(uiConfig)
+	cfg.BearerToken = token.Status.Token
+	owner, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	must(t, err)
+
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: strings.Repeat("a", 64)}}}
+	must(t, owner.Create(ctx, key))
+	forge := func(obj client.Object, edit func()) error {
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		edit()
+		return owner.Status().Patch(ctx, obj, patch)
+	}
+	// The policy may load after the test starts: probe it without writing.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		probe := key.DeepCopy()
+		patch := client.MergeFrom(key)
+		probe.Status.TokenSHA256 = strings.Repeat("b", 64)
+		if err := owner.Status().Patch(ctx, probe, patch, client.DryRunAll); apierrors.IsForbidden(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the status policy does not take effect")
+		}
+	}
+	if err := forge(key, func() { key.Status.TokenSHA256 = strings.Repeat("b", 64) }); !apierrors.IsForbidden(err) ||
+		!strings.Contains(err.Error(), "only the sftpgate manager writes the status") {
+		t.Errorf("the tenant wrote its key's status: %v", err)
+	}
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"},
+		Spec: v1alpha1.SftpConnectionSpec{Host: "sftp.example.com", Username: "u",
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "none"}},
+			HostKey:     v1alpha1.HostKeyTrust{InsecureSkipVerify: true}}}
+	must(t, owner.Create(ctx, conn))
+	if err := forge(conn, func() { conn.Status.Slug = "someone-elses" }); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant wrote its connection's status: %v", err)
 	}
 }
 

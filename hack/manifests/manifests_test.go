@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -50,6 +51,35 @@ func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 		t.Fatal(err)
 	}
 	return &out
+}
+
+// TestPolicyParametersAreTheServiceAccounts: each admission policy's
+// parameter is the service account of the workload it trusts, as
+// config/default names and places it (kustomize's prefix and namespace do
+// not reach a paramRef; its replacements do).
+func TestPolicyParametersAreTheServiceAccounts(t *testing.T) {
+	objects := render(t)
+	accounts := map[string]bool{}
+	for _, u := range objects {
+		if u.GetKind() == "Deployment" {
+			d := convert[appsv1.Deployment](t, u)
+			accounts[d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName] = true
+		}
+	}
+	bindings := 0
+	for _, u := range objects {
+		if u.GetKind() != "ValidatingAdmissionPolicyBinding" {
+			continue
+		}
+		bindings++
+		b := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, u)
+		if ref := b.Spec.ParamRef; ref != nil && !accounts[ref.Namespace+"/"+ref.Name] {
+			t.Errorf("%s: the parameter %s/%s is no workload's service account (%v)", b.Name, ref.Namespace, ref.Name, accounts)
+		}
+	}
+	if bindings < 2 {
+		t.Errorf("%d policy bindings, want those of the web UI's bindings and of status writers", bindings)
+	}
 }
 
 // TestAutoscaledDeploymentsLeaveReplicasAlone: a Deployment that a
