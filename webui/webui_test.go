@@ -79,11 +79,11 @@ func run(m *testing.M) int {
 	newUI = func(mutate func(*webui.Options)) *httptest.Server {
 		var opts webui.Options
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
+		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
+		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
 		if mutate != nil {
 			mutate(&opts)
 		}
-		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
-		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
 		ui, err := webui.New(uiKube, opts)
 		if err != nil {
 			panic(err)

@@ -356,3 +356,40 @@ func (s *Store) cost() int {
 	}
 	return s.Cost
 }
+
+// MoveFrom moves the account Secrets of namespace from (where versions
+// before the accounts namespace kept them) into s.Namespace: each is made
+// there as it was, then deleted from from, so none is ever in neither. An
+// account already in s.Namespace is left as it is, and its old copy kept:
+// conflicts lists them, for a person to look at.
+func (s *Store) MoveFrom(ctx context.Context, from string) (moved, conflicts []string, err error) {
+	if from == s.Namespace {
+		return nil, nil, fmt.Errorf("the accounts are in %s already", from)
+	}
+	var list corev1.SecretList
+	if err := s.Client.List(ctx, &list, client.InNamespace(from), client.HasLabels{LabelAccount}); err != nil {
+		return nil, nil, err
+	}
+	for _, old := range list.Items {
+		if old.Type != SecretType {
+			continue // labelled, but no account
+		}
+		moving := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: old.Name, Labels: old.Labels, Annotations: old.Annotations},
+			Type:       old.Type,
+			Data:       old.Data,
+		}
+		switch err := s.Client.Create(ctx, moving); {
+		case apierrors.IsAlreadyExists(err):
+			conflicts = append(conflicts, string(old.Data[keyEmail]))
+			continue
+		case err != nil:
+			return moved, conflicts, fmt.Errorf("copying account %s: %w", old.Data[keyEmail], err)
+		}
+		if err := s.Client.Delete(ctx, &old, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
+			return moved, conflicts, fmt.Errorf("deleting the old copy of account %s: %w", old.Data[keyEmail], err)
+		}
+		moved = append(moved, string(old.Data[keyEmail]))
+	}
+	return moved, conflicts, nil
+}
