@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -49,6 +50,9 @@ type Options struct {
 	MaxTestsPerNamespace int
 	// MaxTestBackoff bounds the wait after failed tests in a row.
 	MaxTestBackoff time.Duration
+	// NewOrFailingTestsPerMinute bounds a namespace's tests of connections
+	// not proven good.
+	NewOrFailingTestsPerMinute int
 	DeniedNetworks string
 	// Namespace is the manager's own, where it keeps slug reservations.
 	Namespace string
@@ -74,6 +78,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many connection tests one namespace runs at once; its other connections wait in line, and other namespaces' tests go ahead.")
 	fs.DurationVar(&o.MaxTestBackoff, "max-test-backoff", 5*time.Minute,
 		"The longest wait before testing again a connection whose tests keep failing (5s after the first failure, doubling).")
+	fs.IntVar(&o.NewOrFailingTestsPerMinute, "new-or-failing-tests-per-minute", 30,
+		"How many tests of new, changed or failing connections one namespace runs per minute (and at once, after a quiet minute); retests of connections that passed are not counted. 0 is no limit.")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
 	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
@@ -105,6 +111,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		MaxTestBackoff:     o.MaxTestBackoff,
 		Slots:              newTestSlots(o.MaxTestsPerNamespace),
 		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
+		TestBudget:         ratelimit.New[string](float64(o.NewOrFailingTestsPerMinute)/60, o.NewOrFailingTestsPerMinute),
 	}
 	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {

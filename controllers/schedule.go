@@ -17,8 +17,21 @@ import (
 // not trust each other: a namespace has at most a few tests running at
 // once (testSlots), so that its backlog (say, hundreds of connections to a
 // host that accepts TCP and never answers) holds back no other namespace's
-// test by more than one test's time; and a connection whose tests keep
-// failing is tested less and less often (backoff).
+// test by more than one test's time; a connection whose tests keep
+// failing is tested less and less often (backoff); and a namespace's tests
+// of connections not proven good (new, changed, or failing) are limited
+// per minute (testBudget), so that making connection after connection, or
+// deleting and recreating one to start its backoff over, is no way to
+// guess passwords or scan ports at the manager's speed.
+
+// proven reports whether conn's last test, of its current spec and Secret
+// (hash), passed: testing it again tells its owner nothing new about
+// another server or password.
+func proven(conn *v1alpha1.SftpConnection, hash string) bool {
+	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == conn.Generation &&
+		conn.Status.CredentialsHash == hash && conn.Status.FailedTests == 0
+}
 
 // testBackoffBase is the wait after the first failed test; each further
 // failure in a row doubles it, up to the manager's --max-test-backoff.

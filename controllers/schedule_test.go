@@ -121,3 +121,34 @@ func TestTestSlots(t *testing.T) {
 	case <-time.After(10 * time.Millisecond): // nothing to wait for: the line is empty
 	}
 }
+
+// TestProven: only a connection whose last test, of its spec and Secret as
+// they are, passed is retested outside the namespace's budget.
+func TestProven(t *testing.T) {
+	passed := func(mutate ...func(*v1alpha1.SftpConnection)) *v1alpha1.SftpConnection {
+		c := &v1alpha1.SftpConnection{}
+		c.Generation = 2
+		c.Status.CredentialsHash = "sha256:a"
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected, ObservedGeneration: 2})
+		for _, m := range mutate {
+			m(c)
+		}
+		return c
+	}
+	for name, tc := range map[string]struct {
+		conn *v1alpha1.SftpConnection
+		want bool
+	}{
+		"passed":            {passed(), true},
+		"never tested":      {&v1alpha1.SftpConnection{}, false},
+		"spec changed":      {passed(func(c *v1alpha1.SftpConnection) { c.Generation = 3 }), false},
+		"Secret changed":    {passed(func(c *v1alpha1.SftpConnection) { c.Status.CredentialsHash = "sha256:b" }), false},
+		"failing":           {passed(func(c *v1alpha1.SftpConnection) { c.Status.FailedTests = 1 }), false},
+		"last test refused": {passed(func(c *v1alpha1.SftpConnection) { c.Status.Conditions[0].Status = metav1.ConditionFalse }), false},
+	} {
+		if got := proven(tc.conn, "sha256:a"); got != tc.want {
+			t.Errorf("%s: proven = %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -61,6 +62,9 @@ type SftpConnectionReconciler struct {
 	Slots *testSlots
 	// Slugs keeps which namespace a slug is held for.
 	Slugs *reservations
+	// TestBudget bounds, per namespace, the tests of connections not
+	// proven good.
+	TestBudget *ratelimit.Keyed[string]
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
@@ -130,7 +134,8 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	if err := r.SecretMetadata.Get(ctx, key, secretMeta); err != nil {
 		return ctrl.Result{}, secretMissing(conn, key, err)
 	}
-	if wait, due := r.nextTest(conn, sftpdial.CredentialsHash(secretMeta), time.Now()); !due {
+	hash := sftpdial.CredentialsHash(secretMeta)
+	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	release := r.Slots.take(client.ObjectKeyFromObject(conn))
@@ -139,6 +144,11 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 		return ctrl.Result{RequeueAfter: waitInLine}, nil
 	}
 	defer release()
+	if !proven(conn, hash) {
+		if ok, wait := r.TestBudget.Allow(conn.Namespace); !ok {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
 	var secret corev1.Secret
 	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
 		return ctrl.Result{}, secretMissing(conn, key, err)

@@ -639,3 +639,50 @@ func TestTestsAreSharedFairly(t *testing.T) {
 		t.Errorf("%d of the other namespace's %d tests ended before this one's, want at most 2", tested, backlog)
 	}
 }
+
+// TestNewOrFailingTestsAreBudgeted: a namespace making connection after
+// connection to probe servers gets testBudget tests a minute, no more;
+// another namespace's tests go ahead.
+func TestNewOrFailingTestsAreBudgeted(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	port := int32(closed.Addr().(*net.TCPAddr).Port) //nolint:forcetypeassert // a TCP listener
+	must(t, closed.Close())
+	prober, other := newNamespace(t), newNamespace(t)
+	create(t, passwordSecret(prober, "creds", "x"))
+	start := time.Now()
+	var probes []*v1alpha1.SftpConnection
+	for i := range testBudget + 5 {
+		c := connection(prober, fmt.Sprintf("probe-%d", i), "127.0.0.1", port, "u", "creds")
+		create(t, c)
+		probes = append(probes, c)
+	}
+	tested := func() int {
+		n := 0
+		for _, c := range probes {
+			must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(c), c))
+			if c.Status.LastTestTime != nil {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(30 * time.Second); tested() < testBudget; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes tested, want the budget of %d", tested(), testBudget)
+		}
+	}
+
+	server := testsftp.Start(t)
+	create(t, passwordSecret(other, "creds", server.Password))
+	mine := inProcessConnection(other, "mine", server, "creds")
+	create(t, mine)
+	waitForReady(t, mine, metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	// One more test a minute / testBudget: at most that many since.
+	refilled := int(time.Since(start) / (time.Minute / testBudget))
+	if n := tested(); n > testBudget+refilled {
+		t.Errorf("%d probes tested in %s, want at most %d", n, time.Since(start).Round(time.Second), testBudget+refilled)
+	}
+}
+

@@ -62,6 +62,10 @@ func (b *syncBuffer) String() string {
 // sees it pass.
 const slugGracePeriod = 10 * time.Second
 
+// testBudget is the manager's --new-or-failing-tests-per-minute in these
+// tests: more than any other test makes connections in one namespace.
+const testBudget = 20
+
 // TestMain runs one control plane and one manager for the whole package;
 // each test works in a namespace of its own.
 func TestMain(m *testing.M) {
@@ -85,6 +89,7 @@ func run(m *testing.M) int {
 	opts.BindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
 	opts.TestInterval, opts.DeniedNetworks, opts.SlugGracePeriod = 0, testcluster.LoopbackNetworks, slugGracePeriod
 	opts.TokenGracePeriod, opts.SweepInterval = slugGracePeriod, time.Second
+	opts.NewOrFailingTestsPerMinute = testBudget
 	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err = ctrl.NewManager(env.Config, mgrOpts)
