@@ -53,7 +53,7 @@ type Options struct {
 	// NewOrFailingTestsPerMinute bounds a namespace's tests of connections
 	// not proven good.
 	NewOrFailingTestsPerMinute int
-	DeniedNetworks string
+	DeniedNetworks             string
 	// Namespace is the manager's own, where it keeps slug reservations.
 	Namespace string
 	// SlugGracePeriod and TokenGracePeriod are how long a freed slug or

@@ -685,4 +685,3 @@ func TestNewOrFailingTestsAreBudgeted(t *testing.T) {
 		t.Errorf("%d probes tested in %s, want at most %d", n, time.Since(start).Round(time.Second), testBudget+refilled)
 	}
 }
-
