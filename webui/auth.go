@@ -148,11 +148,14 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 
 // logInAllowed applies the log-in limits to one on the account of email
 // (normalized): a browser that logged in to it before has a bucket of its
-// own; any other shares the account's.
+// own; any other shares its address's, then the account's.
 func (u *ui) logInAllowed(r *http.Request, email string) (bool, time.Duration, string) {
 	if d := (device{}); u.cookies.get(r, deviceCookie, &d) && d.Email == email {
 		ok, retry := u.deviceLimit.Allow(d.ID)
 		return ok, retry, "Too many attempts to log in from this browser. Wait a minute, then try again."
+	}
+	if ok, retry := u.emailLimit.Allow(email + " " + u.clients.key(r)); !ok {
+		return false, retry, "Too many attempts to log in to this account from your address. Wait a minute, then try again."
 	}
 	ok, retry := u.accountLimit.Allow(email)
 	return ok, retry, "Too many attempts to log in to this account. Wait a minute, then try again; " +

@@ -116,13 +116,15 @@ type ui struct {
 	gatewayURL string
 	tryURL     string
 	clients    clientAddrs
-	// authLimit bounds log-ins and sign-ups per client address;
-	// accountLimit, log-ins to one account from browsers that have not
-	// logged in to it before, whatever their address; deviceLimit,
-	// log-ins from one browser that has. So many addresses cannot guess
-	// at one password faster than one, and their failures never lock the
-	// owner out of a browser it has used.
-	authLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
+	// authLimit bounds log-ins and sign-ups per client address. Log-ins
+	// to one account from browsers that have not logged in to it before
+	// are bounded per address (emailLimit) and, at accountBurst times
+	// that, across all addresses (accountLimit): one address cannot use
+	// up the account's budget and lock the owner out, and a botnet
+	// guesses no faster than a few addresses. deviceLimit bounds log-ins
+	// from one browser that has logged in to the account before, which
+	// strangers' failures never hold up.
+	authLimit, emailLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
 	signUpOpen                           bool
 	quota                                accounts.Quota
 	pages                                map[string]*template.Template
@@ -174,13 +176,18 @@ func New(c client.Client, opts Options) (*Server, error) {
 		tryURL:       strings.TrimSuffix(tryURL, "/"),
 		clients:      clients,
 		authLimit:    authLimit(opts.AuthPerMinute),
-		accountLimit: authLimit(opts.AuthPerMinute),
+		emailLimit:   authLimit(opts.AuthPerMinute),
+		accountLimit: authLimit(accountBurst * opts.AuthPerMinute),
 		deviceLimit:  authLimit(opts.AuthPerMinute),
 		pages:        pages,
 		httpClient:   &http.Client{Timeout: 30 * time.Second},
 	}
 	return &Server{handler: u.routes(), accounts: u.accounts}, nil
 }
+
+// accountBurst is how many addresses' worth of log-ins one account takes
+// from browsers new to it.
+const accountBurst = 3
 
 // maxAuthBuckets bounds the buckets each log-in limit holds at once: past
 // it, a new address, account or browser waits a second for one to refill.
