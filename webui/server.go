@@ -125,10 +125,10 @@ type ui struct {
 	// from one browser that has logged in to the account before, which
 	// strangers' failures never hold up.
 	authLimit, emailLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
-	signUpOpen                           bool
-	quota                                accounts.Quota
-	pages                                map[string]*template.Template
-	httpClient                           *http.Client
+	signUpOpen                                       bool
+	quota                                            accounts.Quota
+	pages                                            map[string]*template.Template
+	httpClient                                       *http.Client
 }
 
 // New builds the web UI on a client of the cluster.
