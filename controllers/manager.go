@@ -26,7 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -111,7 +110,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		MaxTestBackoff:     o.MaxTestBackoff,
 		Slots:              newTestSlots(o.MaxTestsPerNamespace),
 		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
-		TestBudget:         ratelimit.New[string](float64(o.NewOrFailingTestsPerMinute)/60, o.NewOrFailingTestsPerMinute),
+		TestBudget:         newTestBudget(o.NewOrFailingTestsPerMinute),
 	}
 	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
@@ -138,7 +137,7 @@ func (o *Options) ApiKeyReconciler(mgr ctrl.Manager) *ApiKeyReconciler {
 }
 
 func (o *Options) reservations(mgr ctrl.Manager, kind string, grace time.Duration) *reservations {
-	return &reservations{client: mgr.GetClient(), namespace: o.Namespace, kind: kind, grace: grace,
+	return &reservations{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), namespace: o.Namespace, kind: kind, grace: grace,
 		sweep: cmp.Or(o.SweepInterval, defaultSweep)}
 }
 

@@ -3,10 +3,13 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,8 +40,10 @@ const defaultSweep = 30 * time.Second
 // reservations past their grace period: no claim can.
 type reservations struct {
 	// client reads Leases from the manager's cache (of its namespace, with
-	// LabelReservation) and writes them.
+	// LabelReservation) and writes them; apiReader reads one the cache
+	// cannot see.
 	client    client.Client
+	apiReader client.Reader
 	namespace string
 	kind      string
 	grace     time.Duration
@@ -74,12 +79,32 @@ func (s *reservations) hold(ctx context.Context, name, ns string) error {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 			Labels: map[string]string{LabelReservation: s.kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
 		lease.Spec = heldBy(ns)
-		return s.client.Create(ctx, lease)
+		if err := s.client.Create(ctx, lease); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return s.label(ctx, name)
 	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == ns && lease.Spec.RenewTime == nil:
 		return nil
 	}
 	lease.Spec = heldBy(ns)
 	return s.client.Update(ctx, lease)
+}
+
+// label gives LabelReservation to name's Lease, made without it (by an
+// earlier version), so that the cache sees it; and asks to look again.
+func (s *reservations) label(ctx context.Context, name string) error {
+	var lease coordinationv1.Lease
+	if err := s.apiReader.Get(ctx, s.key(name), &lease); err != nil {
+		return err
+	}
+	if lease.Labels[LabelReservation] != s.kind {
+		patch := client.MergeFrom(lease.DeepCopy())
+		metav1.SetMetaDataLabel(&lease.ObjectMeta, LabelReservation, s.kind)
+		if err := s.client.Patch(ctx, &lease, patch); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the %s %s has a reservation the cache had not seen: deciding again", s.kind, name)
 }
 
 func heldBy(ns string) coordinationv1.LeaseSpec {
@@ -131,12 +156,15 @@ func (s *reservations) sweepOnce(ctx context.Context, now time.Time) error {
 		return err
 	}
 	var errs []error
+	freed := map[string][]*coordinationv1.Lease{} // by namespace held for, still in their grace period
 	for i := range leases.Items {
 		lease := &leases.Items[i]
 		switch spec := lease.Spec; {
 		case spec.RenewTime != nil && spec.LeaseDurationSeconds != nil:
 			if now.After(spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second)) {
-				errs = append(errs, client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})))
+				errs = append(errs, s.delete(ctx, lease))
+			} else if spec.HolderIdentity != nil {
+				freed[*spec.HolderIdentity] = append(freed[*spec.HolderIdentity], lease)
 			}
 		case spec.AcquireTime == nil || now.Sub(spec.AcquireTime.Time) >= s.sweep:
 			used, err := s.inUse(ctx, strings.TrimPrefix(lease.Name, s.kind+"-"))
@@ -144,11 +172,30 @@ func (s *reservations) sweepOnce(ctx context.Context, now time.Time) error {
 				errs = append(errs, err)
 				continue
 			}
-			freed := metav1.NewMicroTime(now)
+			freedAt := metav1.NewMicroTime(now)
 			seconds := int32(s.grace.Seconds())
-			lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freed, &seconds
+			lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freedAt, &seconds
 			errs = append(errs, s.client.Update(ctx, lease))
 		}
 	}
+	// A namespace that frees name after name (editing a slug or a token in
+	// a loop) keeps its latest maxFreed reservations, not all.
+	for _, held := range freed {
+		if len(held) <= maxFreed {
+			continue
+		}
+		slices.SortFunc(held, func(a, b *coordinationv1.Lease) int { return b.Spec.RenewTime.Compare(a.Spec.RenewTime.Time) })
+		for _, lease := range held[maxFreed:] {
+			errs = append(errs, s.delete(ctx, lease))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// maxFreed bounds the freed names of one kind held for one namespace.
+const maxFreed = 100
+
+// delete deletes lease as the sweep read it.
+func (s *reservations) delete(ctx context.Context, lease *coordinationv1.Lease) error {
+	return client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 )
 
 // Connection tests are shared by every namespace, some of whose owners do
@@ -23,6 +24,44 @@ import (
 // per minute (testBudget), so that making connection after connection, or
 // deleting and recreating one to start its backoff over, is no way to
 // guess passwords or scan ports at the manager's speed.
+
+// testBudget grants, per namespace, tests of connections not proven good,
+// at a rate. A connection refused waits for a grant of its own, kept until
+// its test runs: no one polls, and a grant is not lost while its
+// connection waits in line for a slot.
+type testBudget struct {
+	limiter *ratelimit.Keyed[string]
+
+	mu      sync.Mutex
+	granted map[types.NamespacedName]time.Time
+}
+
+func newTestBudget(perMinute int) *testBudget {
+	return &testBudget{limiter: ratelimit.New[string](float64(perMinute)/60, perMinute),
+		granted: map[types.NamespacedName]time.Time{}}
+}
+
+// wait returns how long until key's test may run (0: now), granting it
+// one of its namespace's tests if it has none.
+func (b *testBudget) wait(key types.NamespacedName, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.granted[key]
+	if !ok {
+		// Namespaces exist: their buckets need no bound of their own.
+		wait, _ := b.limiter.Reserve(key.Namespace)
+		at = now.Add(wait)
+		b.granted[key] = at
+	}
+	return max(at.Sub(now), 0)
+}
+
+// spend forgets key's grant: its test ran, or it is gone.
+func (b *testBudget) spend(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.granted, key)
+}
 
 // proven reports whether conn's last test, of its current spec and Secret
 // (hash), passed: testing it again tells its owner nothing new about

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -150,5 +151,38 @@ func TestProven(t *testing.T) {
 		if got := proven(tc.conn, "sha256:a"); got != tc.want {
 			t.Errorf("%s: proven = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// TestTestBudget: past its burst a namespace's connections get grants
+// spaced by the rate, each kept until spent; another namespace is not held
+// up.
+func TestTestBudget(t *testing.T) {
+	b := newTestBudget(60) // one a second, sixty at once
+	now := time.Now()
+	conn := func(ns string, i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: ns, Name: fmt.Sprint(i)}
+	}
+	for i := range 60 {
+		if wait := b.wait(conn("busy", i), now); wait != 0 {
+			t.Fatalf("connection %d within the burst waits %v", i, wait)
+		}
+	}
+	first, second := b.wait(conn("busy", 60), now), b.wait(conn("busy", 61), now)
+	if first <= 0 || first > time.Second || second <= first {
+		t.Errorf("past the burst: waits %v and %v, want about 1s and 2s", first, second)
+	}
+	if again := b.wait(conn("busy", 60), now); again != first {
+		t.Errorf("asking again moved the grant: %v, then %v", first, again)
+	}
+	if wait := b.wait(conn("busy", 60), now.Add(first)); wait != 0 {
+		t.Errorf("at its time the grant still waits %v", wait)
+	}
+	b.spend(conn("busy", 0))
+	if wait := b.wait(conn("busy", 0), now); wait <= second {
+		t.Errorf("a spent grant was not spent: the next test waits %v", wait)
+	}
+	if wait := b.wait(conn("quiet", 0), now); wait != 0 {
+		t.Errorf("another namespace waits %v", wait)
 	}
 }

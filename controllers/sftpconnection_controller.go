@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -64,7 +63,7 @@ type SftpConnectionReconciler struct {
 	Slugs *reservations
 	// TestBudget bounds, per namespace, the tests of connections not
 	// proven good.
-	TestBudget *ratelimit.Keyed[string]
+	TestBudget *testBudget
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
@@ -80,9 +79,13 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	defer r.Slots.leave(req.NamespacedName)
 	var conn v1alpha1.SftpConnection
 	if err := r.Client.Get(ctx, req.NamespacedName, &conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.TestBudget.spend(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !conn.DeletionTimestamp.IsZero() {
+		r.TestBudget.spend(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	before := conn.DeepCopy()
@@ -128,30 +131,32 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 		return ctrl.Result{}, err
 	}
 
-	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
+	secretKey := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.SecretMetadata.Get(ctx, key, secretMeta); err != nil {
-		return ctrl.Result{}, secretMissing(conn, key, err)
+	if err := r.SecretMetadata.Get(ctx, secretKey, secretMeta); err != nil {
+		return ctrl.Result{}, secretMissing(conn, secretKey, err)
 	}
 	hash := sftpdial.CredentialsHash(secretMeta)
 	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	release := r.Slots.take(client.ObjectKeyFromObject(conn))
+	key := client.ObjectKeyFromObject(conn)
+	if !proven(conn, hash) {
+		if wait := r.TestBudget.wait(key, time.Now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	release := r.Slots.take(key)
 	if release == nil {
 		// In line: woken when a test of its namespace ends.
 		return ctrl.Result{RequeueAfter: waitInLine}, nil
 	}
 	defer release()
-	if !proven(conn, hash) {
-		if ok, wait := r.TestBudget.Allow(conn.Namespace); !ok {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
+	defer r.TestBudget.spend(key)
 	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, key, &secret); err != nil {
-		return ctrl.Result{}, secretMissing(conn, key, err)
+	if err := r.APIReader.Get(ctx, secretKey, &secret); err != nil {
+		return ctrl.Result{}, secretMissing(conn, secretKey, err)
 	}
 	r.test(ctx, conn, &secret)
 	if ctx.Err() != nil {

@@ -119,12 +119,9 @@ func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) {
 
 func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	email := r.PostFormValue("email")
-	normalized, err := accounts.NormalizeEmail(email)
-	if err == nil {
-		if ok, retry, message := u.logInAllowed(r, normalized); !ok {
-			u.tooMany(w, r, retry, message)
-			return
-		}
+	if ok, retry, message := u.logInAllowed(r, email); !ok {
+		u.tooMany(w, r, retry, message)
+		return
 	}
 	acct, err := u.accounts.LogIn(r.Context(), email, r.PostFormValue("password"))
 	switch {
@@ -146,18 +143,28 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
 	u.startSession(w, r, acct, "/connections")
 }
 
-// logInAllowed applies the log-in limits to one on the account of email
-// (normalized): a browser that logged in to it before has a bucket of its
-// own; any other shares its address's, then the account's.
+// logInAllowed applies the log-in limits to one on the account of email:
+// a browser that logged in to it before has a bucket of its own, which no
+// one filling the other limits holds up; any other shares its address's,
+// then (for a valid email) its address's on the account, then the
+// account's.
 func (u *ui) logInAllowed(r *http.Request, email string) (bool, time.Duration, string) {
-	if d := (device{}); u.cookies.get(r, deviceCookie, &d) && d.Email == email {
-		ok, retry := u.deviceLimit.Allow(d.ID)
+	normalized, err := accounts.NormalizeEmail(email)
+	if known := (device{}); err == nil && u.cookies.get(r, deviceCookie, &known) && known.Email == normalized {
+		ok, retry := u.deviceLimit.Allow(known.ID)
 		return ok, retry, "Too many attempts to log in from this browser. Wait a minute, then try again."
 	}
-	if ok, retry := u.emailLimit.Allow(email + " " + u.clients.key(r)); !ok {
+	address := u.clients.key(r)
+	if ok, retry := u.authLimit.Allow(address); !ok {
+		return false, retry, tooManyFromAddress
+	}
+	if err != nil {
+		return true, 0, ""
+	}
+	if ok, retry := u.emailLimit.Allow(normalized + " " + address); !ok {
 		return false, retry, "Too many attempts to log in to this account from your address. Wait a minute, then try again."
 	}
-	ok, retry := u.accountLimit.Allow(email)
+	ok, retry := u.accountLimit.Allow(normalized)
 	return ok, retry, "Too many attempts to log in to this account. Wait a minute, then try again; " +
 		"a browser you have logged in to this account with before is not held up."
 }

@@ -53,14 +53,7 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 			return nil, nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: uiNamespace, Name: uiServiceAccount}}
-	token := &authenticationv1.TokenRequest{}
-	if err := k8s.SubResource("token").Create(ctx, sa, token); err != nil {
-		return nil, nil, err
-	}
-	cfg := rest.AnonymousClientConfig(admin)
-	cfg.BearerToken = token.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	c, cfg, err := clientAs(ctx, admin, uiNamespace, uiServiceAccount)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,6 +69,20 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 		}
 	}
 	return c, cfg, nil
+}
+
+// clientAs returns a client that authenticates as a service account, with
+// a token from the API server, and its config.
+func clientAs(ctx context.Context, admin *rest.Config, namespace, name string) (client.Client, *rest.Config, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	token := &authenticationv1.TokenRequest{}
+	if err := k8s.SubResource("token").Create(ctx, sa, token); err != nil {
+		return nil, nil, err
+	}
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.BearerToken = token.Status.Token
+	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	return c, cfg, err
 }
 
 // TestUIRightsAreNarrow: outside account namespaces (and its own), the UI's
@@ -129,11 +136,7 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "everything"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "owner"}}}))
-	token := &authenticationv1.TokenRequest{}
-	must(t, k8s.SubResource("token").Create(ctx, sa, token))
-	cfg := rest.AnonymousClientConfig(uiConfig)
-	cfg.BearerToken = token.Status.Token
-	owner, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	owner, _, err := clientAs(ctx, uiConfig, ns, "owner")
 	must(t, err)
 
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"},
@@ -167,6 +170,15 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	must(t, owner.Create(ctx, conn))
 	if err := forge(conn, func() { conn.Status.Slug = "someone-elses" }); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant wrote its connection's status: %v", err)
+	}
+	// The manager's service account, as it runs in the cluster, may.
+	manager, _, err := clientAs(ctx, uiConfig, uiNamespace, "sftpgate-manager")
+	must(t, err)
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(key), key))
+	patch := client.MergeFrom(key.DeepCopy())
+	key.Status.KeyID = "by-the-manager"
+	if err := manager.Status().Patch(ctx, key, patch, client.DryRunAll); err != nil {
+		t.Errorf("the manager's service account may not write status: %v", err)
 	}
 }
 

@@ -216,7 +216,7 @@ func (u *ui) routes() http.Handler {
 	r.Get("/signup", u.signUpForm)
 	r.Post("/signup", u.limited(u.signUp))
 	r.Get("/login", u.logInForm)
-	r.Post("/login", u.limited(u.logIn))
+	r.Post("/login", u.logIn)
 	r.Post("/logout", u.logOut)
 
 	r.Group(func(r chi.Router) {
@@ -293,16 +293,18 @@ func (u *ui) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// limited rate-limits a log-in or sign-up by client address.
+// limited rate-limits a sign-up by client address (log-ins: logInAllowed).
 func (u *ui) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ok, retry := u.authLimit.Allow(u.clients.key(r)); !ok {
-			u.tooMany(w, r, retry, "Too many attempts from your address. Wait a minute, then try again.")
+			u.tooMany(w, r, retry, tooManyFromAddress)
 			return
 		}
 		next(w, r)
 	}
 }
+
+const tooManyFromAddress = "Too many attempts from your address. Wait a minute, then try again."
 
 func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, message string) {
 	w.Header().Set("Retry-After", ratelimit.RetryAfter(retry))

@@ -67,6 +67,22 @@ func (l *Keyed[K]) Allow(key K) (ok bool, retryAfter time.Duration) {
 	return false, delay
 }
 
+// Reserve takes a request from key's bucket, now or when it holds one
+// again, and says how long until then; false, taking nothing, when key
+// has no bucket and there is no room for one.
+func (l *Keyed[K]) Reserve(key K) (time.Duration, bool) {
+	if l == nil {
+		return 0, true
+	}
+	l.mu.Lock()
+	b := l.bucket(key, time.Now())
+	l.mu.Unlock()
+	if b == nil {
+		return 0, false
+	}
+	return b.Reserve().Delay(), true
+}
+
 // sweepAt is how many buckets may pile up before full ones are dropped.
 const sweepAt = 1024
 

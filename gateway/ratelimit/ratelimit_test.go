@@ -24,6 +24,23 @@ func TestKeyed(t *testing.T) {
 	}
 }
 
+// TestReserve: reservations past the burst are spaced by the rate, and
+// each keeps its place.
+func TestReserve(t *testing.T) {
+	l := New[string](10, 2)
+	var waits []time.Duration
+	for range 4 {
+		wait, ok := l.Reserve("ns")
+		if !ok {
+			t.Fatal("no room")
+		}
+		waits = append(waits, wait)
+	}
+	if waits[0] != 0 || waits[1] != 0 || waits[2] <= 0 || waits[3] <= waits[2] {
+		t.Errorf("waits %v: want two at once, then one each tenth of a second", waits)
+	}
+}
+
 // TestSweep: a bucket that is full again is dropped, since a new one
 // starts full; one still short of tokens is kept.
 func TestSweep(t *testing.T) {

@@ -59,26 +59,28 @@ func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 // not reach a paramRef; its replacements do).
 func TestPolicyParametersAreTheServiceAccounts(t *testing.T) {
 	objects := render(t)
-	accounts := map[string]bool{}
+	accounts := map[string]string{} // by the component's name
 	for _, u := range objects {
 		if u.GetKind() == "Deployment" {
 			d := convert[appsv1.Deployment](t, u)
-			accounts[d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName] = true
+			accounts[d.Labels["app.kubernetes.io/component"]] = d.Namespace + "/" + d.Spec.Template.Spec.ServiceAccountName
 		}
 	}
-	bindings := 0
+	want := map[string]string{"sftpgate-webui-bindings": accounts["webui"], "sftpgate-status-writers": accounts["manager"]}
 	for _, u := range objects {
 		if u.GetKind() != "ValidatingAdmissionPolicyBinding" {
 			continue
 		}
-		bindings++
 		b := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, u)
-		if ref := b.Spec.ParamRef; ref != nil && !accounts[ref.Namespace+"/"+ref.Name] {
-			t.Errorf("%s: the parameter %s/%s is no workload's service account (%v)", b.Name, ref.Namespace, ref.Name, accounts)
+		if ref := b.Spec.ParamRef; ref != nil {
+			if got := ref.Namespace + "/" + ref.Name; got != want[b.Name] || got == "/" {
+				t.Errorf("%s: the parameter is %s, want %q", b.Name, got, want[b.Name])
+			}
+			delete(want, b.Name)
 		}
 	}
-	if bindings < 2 {
-		t.Errorf("%d policy bindings, want those of the web UI's bindings and of status writers", bindings)
+	if len(want) > 0 {
+		t.Errorf("no binding with a parameter: %v", want)
 	}
 }
 

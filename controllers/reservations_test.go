@@ -1,0 +1,70 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// TestSweep: the sweep starts the grace period of names no longer in use
+// (once they are a sweep old), leaves those in use, deletes those past
+// their grace period, and keeps at most maxFreed freed names a namespace.
+func TestSweep(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	lease := func(name, holder string, acquired time.Duration, freed ...time.Duration) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "slug-" + name,
+			Labels: map[string]string{LabelReservation: "slug"}}}
+		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: now.Add(-acquired)}}
+		if len(freed) > 0 {
+			seconds := int32(300)
+			l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &metav1.MicroTime{Time: now.Add(-freed[0])}, &seconds
+		}
+		return l
+	}
+	objects := []client.Object{
+		lease("served", "a", time.Hour),
+		lease("just-taken", "a", time.Second),
+		lease("let-go", "a", time.Hour),
+		lease("expired", "a", time.Hour, 301*time.Second),
+		lease("other", "b", time.Hour, time.Minute),
+	}
+	for i := range maxFreed + 2 {
+		objects = append(objects, lease(fmt.Sprintf("churn-%03d", i), "a", time.Hour, time.Duration(i+1)*time.Second))
+	}
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objects...).Build()
+	s := &reservations{client: c, namespace: "sys", kind: "slug", grace: 5 * time.Minute, sweep: 30 * time.Second,
+		inUse: func(_ context.Context, name string) (bool, error) { return name == "served", nil }}
+	if err := s.sweepOnce(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"served": "held", "just-taken": "held", "let-go": "freed now", "expired": "gone", "other": "freed",
+		// The latest maxFreed of those freed before this sweep.
+		"churn-000": "freed", fmt.Sprintf("churn-%03d", maxFreed-1): "freed",
+		fmt.Sprintf("churn-%03d", maxFreed): "gone", fmt.Sprintf("churn-%03d", maxFreed+1): "gone",
+	} {
+		var got coordinationv1.Lease
+		err := c.Get(ctx, client.ObjectKey{Namespace: "sys", Name: "slug-" + name}, &got)
+		state := "gone"
+		switch {
+		case err == nil && got.Spec.RenewTime == nil:
+			state = "held"
+		case err == nil && got.Spec.RenewTime.Equal(&metav1.MicroTime{Time: now}):
+			state = "freed now"
+		case err == nil:
+			state = "freed"
+		case client.IgnoreNotFound(err) != nil:
+			t.Fatal(err)
+		}
+		if state != want {
+			t.Errorf("%s: %s, want %s", name, state, want)
+		}
+	}
+}
