@@ -71,40 +71,47 @@ func (s *reservations) get(ctx context.Context, name string) (*coordinationv1.Le
 // hold records that an object of namespace ns uses name.
 func (s *reservations) hold(ctx context.Context, name, ns string) error {
 	lease, err := s.get(ctx, name)
-	switch {
-	case err != nil:
+	if err == nil && lease == nil {
+		lease, err = s.create(ctx, name, ns)
+	}
+	if err != nil || lease == nil {
 		return err
-	case lease == nil:
-		key := s.key(name)
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{LabelReservation: s.kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
-		lease.Spec = heldBy(ns)
-		if err := s.client.Create(ctx, lease); !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		return s.label(ctx, name)
-	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == ns && lease.Spec.RenewTime == nil:
+	}
+	if holder := lease.Spec.HolderIdentity; holder != nil && *holder == ns && lease.Spec.RenewTime == nil {
 		return nil
 	}
 	lease.Spec = heldBy(ns)
 	return s.client.Update(ctx, lease)
 }
 
-// label gives LabelReservation to name's Lease, made without it (by an
-// earlier version), so that the cache sees it; and asks to look again.
-func (s *reservations) label(ctx context.Context, name string) error {
-	var lease coordinationv1.Lease
-	if err := s.apiReader.Get(ctx, s.key(name), &lease); err != nil {
-		return err
+// create makes name's Lease, held for ns, and returns nil. If it exists
+// already (made at the same moment by another worker, or before the
+// reservation label by an earlier version, so the cache cannot see it),
+// it returns that Lease as the API server has it, labelled; unless it is
+// held for another namespace, which the claim being made did not know.
+func (s *reservations) create(ctx context.Context, name, ns string) (*coordinationv1.Lease, error) {
+	key := s.key(name)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Labels: map[string]string{LabelReservation: s.kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
+	lease.Spec = heldBy(ns)
+	if err := s.client.Create(ctx, lease); !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	lease = &coordinationv1.Lease{}
+	if err := s.apiReader.Get(ctx, key, lease); err != nil {
+		return nil, err
 	}
 	if lease.Labels[LabelReservation] != s.kind {
 		patch := client.MergeFrom(lease.DeepCopy())
 		metav1.SetMetaDataLabel(&lease.ObjectMeta, LabelReservation, s.kind)
-		if err := s.client.Patch(ctx, &lease, patch); err != nil {
-			return err
+		if err := s.client.Patch(ctx, lease, patch); err != nil {
+			return nil, err
 		}
 	}
-	return fmt.Errorf("the %s %s has a reservation the cache had not seen: deciding again", s.kind, name)
+	if holder := lease.Spec.HolderIdentity; holder != nil && *holder != ns {
+		return nil, fmt.Errorf("the %s %s has a reservation the cache had not seen: deciding again", s.kind, name)
+	}
+	return lease, nil
 }
 
 func heldBy(ns string) coordinationv1.LeaseSpec {
@@ -175,7 +182,7 @@ func (s *reservations) sweepOnce(ctx context.Context, now time.Time) error {
 			freedAt := metav1.NewMicroTime(now)
 			seconds := int32(s.grace.Seconds())
 			lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &freedAt, &seconds
-			errs = append(errs, s.client.Update(ctx, lease))
+			errs = append(errs, changedMeanwhile(s.client.Update(ctx, lease)))
 		}
 	}
 	// A namespace that frees name after name (editing a slug or a token in
@@ -197,5 +204,14 @@ const maxFreed = 100
 
 // delete deletes lease as the sweep read it.
 func (s *reservations) delete(ctx context.Context, lease *coordinationv1.Lease) error {
-	return client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
+	return changedMeanwhile(client.IgnoreNotFound(s.client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})))
+}
+
+// changedMeanwhile ignores a conflict: the reservation was held again
+// since the sweep read it, and the next sweep decides on what it is now.
+func changedMeanwhile(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // TestSweep: the sweep starts the grace period of names no longer in use
@@ -66,5 +68,48 @@ func TestSweep(t *testing.T) {
 		if state != want {
 			t.Errorf("%s: %s, want %s", name, state, want)
 		}
+	}
+}
+
+// TestHoldOnAReservationTheCacheHasNotSeen: a claim made on a cache that
+// has not seen a name's reservation (made at the same moment by another
+// worker, or unlabelled by an earlier version) succeeds if it is held for
+// the same namespace, is decided again if held for another, and labels it.
+func TestHoldOnAReservationTheCacheHasNotSeen(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, holder string
+		labelled     bool
+		wantErr      bool
+	}{
+		{name: "made by another worker for the same namespace", holder: "a", labelled: true},
+		{name: "made by an earlier version for the same namespace", holder: "a"},
+		{name: "held for another namespace", holder: "b", labelled: true, wantErr: true},
+		{name: "unlabelled, held for another namespace", holder: "b", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "token-abc"}}
+			if tc.labelled {
+				lease.Labels = map[string]string{LabelReservation: "token"}
+			}
+			lease.Spec = heldBy(tc.holder)
+			server := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(lease).Build()
+			stale := interceptor.NewClient(server, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+				}})
+			s := &reservations{client: stale, apiReader: server, namespace: "sys", kind: "token", grace: time.Minute, sweep: time.Second}
+			err := s.hold(ctx, "abc", "a")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("hold: %v, want an error: %t", err, tc.wantErr)
+			}
+			var got coordinationv1.Lease
+			if err := server.Get(ctx, client.ObjectKeyFromObject(lease), &got); err != nil {
+				t.Fatal(err)
+			}
+			if *got.Spec.HolderIdentity != tc.holder || got.Labels[LabelReservation] != "token" {
+				t.Errorf("reservation held for %s with labels %v; want held for %s, labelled", *got.Spec.HolderIdentity, got.Labels, tc.holder)
+			}
+		})
 	}
 }
