@@ -1,11 +1,15 @@
 package commands
 
 import (
+	"errors"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 
 	"github.com/pkg/sftp"
 
@@ -152,5 +156,26 @@ func TestAppendCutOffIsUndone(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "log")); string(b) != "start\n" {
 		t.Errorf("after a failed append the file holds %q", b)
+	}
+}
+
+// TestUploadCutOffByTheClientIsUndoneAtOnce: a client that hangs up
+// mid-body (read as io.ErrUnexpectedEOF) has not broken the session, so
+// the temporary file is removed at once, not left for the next session.
+func TestUploadCutOffByTheClientIsUndoneAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var later kept
+	fs := session(t, dir, &breakingCmds{}, &later)
+	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 100<<10)), iotest.ErrReader(io.ErrUnexpectedEOF))
+	_, err := WriteStream(fs, false, url.Values{"path": {"precious"}}, body, 1<<20)
+	if _, ok := errors.AsType[*BodyError](err); !ok {
+		t.Fatalf("WriteStream = %v, want the body's error", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, "precious")); len(entries) != 1 || string(b) != "keep me" || len(later) != 0 {
+		t.Errorf("after the cut: %v in the directory, the file holds %q, %d leftovers", entries, b, len(later))
 	}
 }

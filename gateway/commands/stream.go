@@ -82,7 +82,10 @@ type BodyError struct{ Err error }
 func (e *BodyError) Error() string { return "reading the request body: " + e.Err.Error() }
 func (e *BodyError) Unwrap() error { return e.Err }
 
-// clientBody remembers why reading the client's body failed.
+// clientBody remembers why reading the client's body failed, and says it
+// is the body's failure: a client that hangs up mid-body reads as
+// io.ErrUnexpectedEOF, which must not be taken for a broken session (whose
+// cleanup waits for the next one).
 type clientBody struct {
 	r   io.Reader
 	err error
@@ -92,6 +95,7 @@ func (c *clientBody) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	if err != nil && err != io.EOF {
 		c.err = err
+		return n, &BodyError{Err: err}
 	}
 	return n, err
 }
