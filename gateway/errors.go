@@ -1,80 +1,88 @@
 package gateway
 
 import (
-	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
-	"strconv"
-	"time"
+	"path"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/answer"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/commands"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/gateway/recovery"
+	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
-// apiError is the one shape of every error outside the command envelope:
-// {"error": {"code", "message"}}, with "field" for invalid requests.
-type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	// retryAfter is sent as Retry-After with 429.
-	retryAfter time.Duration
+// This file says which API error (package answer) each error of the
+// gateway's parts becomes.
+
+// authError answers a request the authorizer refused.
+func authError(err error) error {
+	switch {
+	case errors.Is(err, apikeys.ErrNoSuchConnection):
+		return answer.ConnectionNotFound()
+	case apikeys.Unauthenticated(err):
+		return answer.Unauthorized(err.Error())
+	case errors.Is(err, apikeys.ErrConnectionNotAllowed), errors.Is(err, apikeys.ErrCommandNotAllowed):
+		return answer.Forbidden(err.Error())
+	}
+	return err
 }
 
-func (e *apiError) Error() string { return e.Message }
-
-func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
-	send(w, status, b, err)
+// ready refuses a connection whose last test, for its current spec, failed.
+func ready(conn *v1alpha1.SftpConnection) error {
+	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	root := conn.Status.RootPath
+	switch {
+	case c == nil || c.ObservedGeneration != conn.Generation || !path.IsAbs(root) || path.Clean(root) != root:
+		return answer.ConnectionNotReady("the connection is being tested; retry shortly", nil)
+	case c.Status != metav1.ConditionTrue:
+		return answer.ConnectionNotReady(fmt.Sprintf("the connection is not ready (%s): %s", c.Reason, c.Message), nil)
+	}
+	return nil
 }
 
-// writeAnswer sends a command's envelope: {"<command>": result}, or
-// {"<command>": null, "error": failure} when the server refused it. It is
-// put together from the parts' JSON, without a map of one key to encode
-// for every request.
-func writeAnswer(w http.ResponseWriter, name string, result any, failure *commands.Failure) {
-	b, err := json.Marshal(result)
-	var f []byte
-	if err == nil && failure != nil {
-		f, err = json.Marshal(failure)
+// runError answers a command that did not run to a result or a failure of
+// the SFTP server's.
+func (h *handler) runError(err error) error {
+	var (
+		bad      *commands.BadRequest
+		bodyErr  *commands.BodyError
+		tooLarge *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &bad):
+		return answer.InvalidRequest(bad.Error(), bad.Field)
+	case errors.As(err, &tooLarge):
+		return answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
+	case errors.As(err, &bodyErr):
+		return answer.InvalidRequest("the request body ended early", "body")
+	case errors.Is(err, recovery.ErrPanic):
+		return answer.Internal(err)
 	}
-	if err != nil {
-		send(w, http.StatusInternalServerError, nil, err)
-		return
-	}
-	// Room for the envelope and for send's newline.
-	answer := make([]byte, 0, len(name)+len(b)+len(f)+len(`{"":,"error":}`)+1)
-	// A command's name is valid UTF-8: there is no error to check.
-	answer, _ = jsontext.AppendQuote(append(answer, '{'), name)
-	answer = append(append(answer, ':'), b...)
-	if f != nil {
-		answer = append(append(answer, `,"error":`...), f...)
-	}
-	send(w, http.StatusOK, append(answer, '}'), nil)
+	return upstreamError(err)
 }
 
-// send writes a JSON body, or, when it could not be encoded, an internal
-// error.
-func send(w http.ResponseWriter, status int, b []byte, err error) {
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`)
+// upstreamError says why the SFTP server could not serve the request.
+func upstreamError(err error) error {
+	var dialErr *sftpdial.Error
+	switch {
+	case errors.Is(err, pool.ErrCredentials):
+		// Not the SFTP server's fault, and the API server's error says
+		// nothing a client can act on.
+		return answer.ConnectionNotReady(pool.ErrCredentials.Error(), err)
+	case errors.Is(err, pool.ErrTimeout), errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
+		return answer.UpstreamTimeout(err)
+	case errors.As(err, &dialErr):
+		return answer.UpstreamUnavailable(dialErr.Message, err)
+	case errors.Is(err, pool.ErrClosed):
+		return answer.ConnectionNotReady(err.Error(), err)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-func writeError(w http.ResponseWriter, e *apiError) {
-	switch e.Status {
-	case http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sftpgate"`)
-	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", http.MethodPost)
-	case http.StatusTooManyRequests:
-		w.Header().Set("Retry-After", ratelimit.RetryAfter(e.retryAfter))
-	}
-	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+	// The error's text may name the server's absolute paths: say less.
+	return answer.UpstreamUnavailable("the connection to the SFTP server broke; retry", err)
 }

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -18,18 +16,16 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/klauspost/readahead"
 	"github.com/pkg/sftp"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
 
@@ -83,8 +79,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
 		metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
 		// Straight to the handler: Logger.LogAttrs would also look up the
-		// caller (runtime.Callers), which the line does not show and which
-		// was a fifth of its cost.
+		// caller (runtime.Callers), which the line does not show.
 		ctx, logHandler := r.Context(), slog.Default().Handler()
 		if !logHandler.Enabled(ctx, slog.LevelInfo) {
 			return
@@ -101,12 +96,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = logHandler.Handle(ctx, line)
 	}()
 	if err := h.serve(ww, r, slug, name, rec); err != nil {
-		var e *apiError
-		if !errors.As(err, &e) {
-			slog.Error("request failed", "requestID", middleware.GetReqID(r.Context()), "error", err)
-			e = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
-		}
-		writeError(ww, e)
+		answer.Err(ww, r, err)
 	}
 }
 
@@ -117,61 +107,114 @@ type requestLog struct {
 	keyID   string
 }
 
+// serve runs one command in named steps; each returns the error that
+// answers the request when it cannot go on.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name string, rec *requestLog) error {
+	cmd, err := lookup(r, name, rec)
+	if err != nil {
+		return err
+	}
+	conn, key, err := h.authenticate(r, slug, cmd, rec)
+	if err != nil {
+		return err
+	}
+	if err := h.admit(conn, key); err != nil {
+		return err
+	}
+	c, err := h.decode(w, r, cmd)
+	if err != nil {
+		return err
+	}
+	result, streamed, err := h.run(w, r, conn, c)
+	if streamed {
+		// The answer is sent; a failure halfway shows as a short body.
+		return nil
+	}
+	return h.answer(w, name, result, err)
+}
+
+// lookup finds the command a request names.
+func lookup(r *http.Request, name string, rec *requestLog) (commands.Command, error) {
 	cmd, known := commands.Lookup(name)
 	if known {
 		rec.command = name
 	}
-	if r.Method != http.MethodPost {
-		return &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "commands are sent with POST"}
+	switch {
+	case r.Method != http.MethodPost:
+		return cmd, answer.MethodNotAllowed()
+	case !known:
+		return cmd, answer.UnknownCommand(name)
 	}
-	if !known {
-		return &apiError{Status: http.StatusNotFound, Code: "unknown_command", Message: fmt.Sprintf("there is no command %q", name)}
-	}
+	return cmd, nil
+}
+
+// authenticate finds the connection serving slug and the API key that
+// may run cmd on it.
+func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, *v1alpha1.ApiKey, error) {
 	token, ok := bearerToken(r)
 	if !ok {
-		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "send an API key: Authorization: Bearer <key>"}
+		return nil, nil, answer.Unauthorized("send an API key: Authorization: Bearer <key>")
 	}
 	conn, handover, err := h.connection(slug)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
 	if key != nil {
 		rec.keyID = key.Status.KeyID
 	}
 	if errors.Is(err, apikeys.ErrNoSuchConnection) && handover {
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
-			Message: "the slug is being handed from one connection to another; retry"}
+		return nil, nil, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
 	}
 	if err != nil {
-		return authError(err)
+		return nil, nil, authError(err)
 	}
-	if err := rateLimited(h.limiter, key.UID); err != nil {
-		return err
+	return conn, key, nil
+}
+
+// admit lets the request in if its key is within its rate and the
+// connection is ready.
+func (h *handler) admit(conn *v1alpha1.SftpConnection, key *v1alpha1.ApiKey) error {
+	if ok, delay := h.limiter.Allow(key.UID); !ok {
+		return answer.RateLimited(delay)
 	}
-	if err := ready(conn); err != nil {
-		return err
-	}
+	return ready(conn)
+}
+
+// call is a command as the client sent it: a JSON body, a raw upload
+// (read as the command runs), or a raw download.
+type call struct {
+	cmd      commands.Command
+	upload   bool
+	download bool
+	body     []byte
+}
+
+// decode reads what the request asks for, within the limits.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Command) (call, error) {
 	contentType := r.Header.Get("Content-Type")
 	mt := mediaType(contentType) // "" when it does not parse
-	upload := (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mt == octetStream
-	download := cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream)
-	var body []byte
-	switch {
-	case upload && r.ContentLength > h.limits.MaxUploadBytes:
-		// Refused before the file is opened (and truncated).
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
-	case !upload && contentType != "" && mt != "application/json":
-		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
-			Message: "send the request as Content-Type: application/json"}
-	case !upload:
-		if body, err = readBody(w, r, h.limits.MaxBodyBytes); err != nil {
-			return err
-		}
+	c := call{
+		cmd:      cmd,
+		upload:   (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mt == octetStream,
+		download: cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream),
 	}
+	var err error
+	switch {
+	case c.upload && r.ContentLength > h.limits.MaxUploadBytes:
+		// Refused before the file is opened (and truncated).
+		return c, answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
+	case !c.upload && contentType != "" && mt != "application/json":
+		return c, answer.UnsupportedMediaType()
+	case !c.upload:
+		c.body, err = readBody(w, r, h.limits.MaxBodyBytes)
+	}
+	return c, err
+}
 
+// run runs the call on a session of conn's pool. It reports whether it
+// sent the answer itself (a download).
+func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.SftpConnection, c call) (result any, streamed bool, err error) {
 	// A client that goes away does not cut the pool's building short (the
 	// requests waiting for the same pool would get its failure), nor an
 	// operation: the session it runs on is shared, and closing it would
@@ -179,61 +222,47 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	detached := context.WithoutCancel(r.Context())
 	p, err := h.pools.Get(detached, conn)
 	if err != nil {
-		return upstreamError(err)
+		return nil, false, err
 	}
 	// A stream may take as long as the request may, and a minute more, so
 	// that a slow client's own timeout (which fails only its request) ends
 	// it first: this one closes the session, for a server that hangs.
-	stream := upload || download || cmd.Streams
+	stream := c.upload || c.download || c.cmd.Streams
 	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
 	if stream {
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
-	var (
-		result   any
-		streamed bool
-	)
-	op := pool.Op{Idempotent: cmd.Idempotent && !upload && !download, Stream: stream, Timeout: timeout}
+	op := pool.Op{Idempotent: c.cmd.Idempotent && !c.upload && !c.download, Stream: stream, Timeout: timeout}
 	err = p.Do(detached, op, func(s *sftpdial.Session) error {
 		fs := commands.NewFS(s, conn.Status.RootPath)
 		fs.Leftovers = p
 		var runErr error
 		switch {
-		case upload:
+		case c.upload:
 			body, done := readAhead(w, r, http.MaxBytesReader(w, r.Body, h.limits.MaxUploadBytes))
-			result, runErr = commands.WriteStream(fs, cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), body, r.ContentLength)
+			result, runErr = commands.WriteStream(fs, c.cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), body, r.ContentLength)
 			done(runErr != nil)
-		case download:
-			streamed, runErr = serveFile(w, r, fs, body)
+		case c.download:
+			streamed, runErr = serveFile(w, r, fs, c.body)
 		default:
-			result, runErr = cmd.Run(fs, body)
+			result, runErr = c.cmd.Run(fs, c.body)
 		}
 		return brokenIfSo(runErr)
 	})
-	var (
-		bad      *commands.BadRequest
-		failure  *commands.Failure
-		bodyErr  *commands.BodyError
-		tooLarge *http.MaxBytesError
-	)
+	return result, streamed, err
+}
+
+// answer sends the command's envelope: its result, or the failure the
+// SFTP server answered; any other error answers the request instead.
+func (h *handler) answer(w http.ResponseWriter, name string, result any, err error) error {
+	var failure *commands.Failure
 	switch {
-	case streamed:
-		// The answer is sent; a failure halfway shows as a short body.
 	case err == nil:
-		writeAnswer(w, name, result, nil)
+		answer.Command(w, name, result, nil)
 	case errors.As(err, &failure):
-		writeAnswer(w, name, nil, failure)
-	case errors.As(err, &bad):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: bad.Error(), Field: bad.Field}
-	case errors.As(err, &tooLarge):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-			Message: fmt.Sprintf("the upload is larger than %d bytes", h.limits.MaxUploadBytes)}
-	case errors.As(err, &bodyErr):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the request body ended early", Field: "body"}
-	case errors.Is(err, recovery.ErrPanic):
-		return err // logged where it happened; answered as internal
+		answer.Command(w, name, nil, failure)
 	default:
-		return upstreamError(err)
+		return h.runError(err)
 	}
 	return nil
 }
@@ -375,33 +404,6 @@ func (h *handler) connection(slug string) (conn *v1alpha1.SftpConnection, handov
 	return nil, len(conns) > 1, nil
 }
 
-func authError(err error) error {
-	switch {
-	case errors.Is(err, apikeys.ErrNoSuchConnection):
-		return &apiError{Status: http.StatusNotFound, Code: "connection_not_found", Message: "there is no such connection"}
-	case apikeys.Unauthenticated(err):
-		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: err.Error()}
-	case errors.Is(err, apikeys.ErrConnectionNotAllowed), errors.Is(err, apikeys.ErrCommandNotAllowed):
-		return &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: err.Error()}
-	}
-	return err
-}
-
-// ready refuses a connection whose last test, for its current spec, failed.
-func ready(conn *v1alpha1.SftpConnection) error {
-	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	root := conn.Status.RootPath
-	switch {
-	case c == nil || c.ObservedGeneration != conn.Generation || !path.IsAbs(root) || path.Clean(root) != root:
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
-			Message: "the connection is being tested; retry shortly"}
-	case c.Status != metav1.ConditionTrue:
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready",
-			Message: fmt.Sprintf("the connection is not ready (%s): %s", c.Reason, c.Message)}
-	}
-	return nil
-}
-
 // presizeBody is the most readBody allocates before the body arrives.
 const presizeBody = 64 << 10
 
@@ -416,29 +418,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-			Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+		return nil, answer.BodyTooLarge("request body", limit)
 	case err != nil:
-		return nil, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "cannot read the request body", Field: "body"}
+		return nil, answer.InvalidRequest("cannot read the request body", "body")
 	}
 	return body, nil
-}
-
-// upstreamError says why the SFTP server could not serve the request.
-func upstreamError(err error) error {
-	var dialErr *sftpdial.Error
-	switch {
-	case errors.Is(err, pool.ErrCredentials):
-		// Not the SFTP server's fault, and the API server's error says
-		// nothing a client can act on.
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: pool.ErrCredentials.Error()}
-	case errors.Is(err, pool.ErrTimeout), errors.As(err, &dialErr) && dialErr.Reason == v1alpha1.ReasonTimeout:
-		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time"}
-	case errors.As(err, &dialErr):
-		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: dialErr.Message}
-	case errors.Is(err, pool.ErrClosed):
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: err.Error()}
-	}
-	// The error's text may name the server's absolute paths: say less.
-	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: "the connection to the SFTP server broke; retry"}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
@@ -154,12 +155,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 func (s *Server) routes(base string, h *handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, recoverer)
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint"})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		answer.Err(w, r, answer.NotFound())
 	})
 	r.Route("/"+strings.Trim(base, "/"), func(r chi.Router) {
 		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			answer.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		})
 		r.Get("/readyz", s.readyz)
 		r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -185,7 +186,7 @@ func recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				slog.Error("panic serving a request", "requestID", middleware.GetReqID(r.Context()), "panic", v, "stack", string(debug.Stack()))
-				writeError(w, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
+				answer.Err(w, r, answer.Internal(recovery.ErrPanic))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -198,10 +199,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
 	defer cancel()
 	if !s.cache.WaitForCacheSync(ctx) {
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the cache has not synced yet"})
+		answer.Err(w, r, answer.NotSynced())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	answer.JSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // Handler is the gateway's HTTP handler.

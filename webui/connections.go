@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/answer"
 )
 
 // connView is a connection as the pages show it.
@@ -153,7 +154,8 @@ func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 // connectionStatus is the live status the connection page polls.
 func (u *ui) connectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
 	v := u.view(c)
-	writeJSON(w, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
+	w.Header().Set("Cache-Control", "no-store")
+	answer.JSON(w, http.StatusOK, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
 		"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
 }
 

@@ -3,7 +3,6 @@ package webui
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -218,10 +217,4 @@ func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) {
 		back = "/connections/" + c // the page the key was revoked on
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -139,8 +139,8 @@ func notAFile(fs *FS, err error, target string) error {
 	return serverFailure(err, fs.Rel(target))
 }
 
-// writeJSON runs write or append with the content in the JSON request.
-func writeJSON(fs *FS, req *writeRequest, appending bool) (any, error) {
+// writeContent runs write or append with the content in the JSON request.
+func writeContent(fs *FS, req *writeRequest, appending bool) (any, error) {
 	data, err := req.File.bytes()
 	if err != nil {
 		return nil, err
@@ -163,13 +163,13 @@ func writeJSON(fs *FS, req *writeRequest, appending bool) (any, error) {
 	return WriteResult{Path: fs.Rel(target), BytesWritten: n}, nil
 }
 
-func write(fs *FS, req *writeRequest) (any, error) { return writeJSON(fs, req, false) }
+func write(fs *FS, req *writeRequest) (any, error) { return writeContent(fs, req, false) }
 
 func appendFile(fs *FS, req *writeRequest) (any, error) {
 	if req.Overwrite != nil {
 		return nil, &BadRequest{Field: "overwrite", Message: "does not apply to append"}
 	}
-	return writeJSON(fs, req, true)
+	return writeContent(fs, req, true)
 }
 
 // MaxReadLength is the most a JSON read returns at once; larger files are

@@ -1,0 +1,117 @@
+// Package answer turns what the gateway has to say into HTTP answers: a
+// command's envelope, a JSON body, and every API error, which this file
+// defines. Handlers return errors; Error is the one place that answers
+// them and logs the cause of every 5xx.
+package answer
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Error is an answer outside a command's envelope:
+// {"error": {"code", "message", "field"}}. Its cause is logged, never
+// sent: it may name the SFTP server's paths or the cluster's objects.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Field names the request field that is invalid.
+	Field string `json:"field,omitempty"`
+	// RetryAfter is sent as Retry-After with 429.
+	RetryAfter time.Duration `json:"-"`
+	Cause      error         `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Message + ": " + e.Cause.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// NotFound answers a path that is no endpoint.
+func NotFound() *Error {
+	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint"}
+}
+
+// MethodNotAllowed answers a command sent with a method other than POST.
+func MethodNotAllowed() *Error {
+	return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "commands are sent with POST"}
+}
+
+// UnknownCommand answers a command the gateway does not have.
+func UnknownCommand(name string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "unknown_command", Message: fmt.Sprintf("there is no command %q", name)}
+}
+
+// Unauthorized answers a request without a valid API key; message says
+// what is wrong with it.
+func Unauthorized(message string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: message}
+}
+
+// Forbidden answers a valid key that may not do what was asked.
+func Forbidden(message string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: message}
+}
+
+// ConnectionNotFound answers a slug no connection of the key's namespace
+// serves.
+func ConnectionNotFound() *Error {
+	return &Error{Status: http.StatusNotFound, Code: "connection_not_found", Message: "there is no such connection"}
+}
+
+// ConnectionNotReady answers a connection that cannot serve requests yet
+// or at the moment; message says why, in words a client may see.
+func ConnectionNotReady(message string, cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "connection_not_ready", Message: message, Cause: cause}
+}
+
+// RateLimited answers a key over its rate limit.
+func RateLimited(retryAfter time.Duration) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		Message: "this API key is over its rate limit; retry after the time in Retry-After", RetryAfter: retryAfter}
+}
+
+// BodyTooLarge answers a body over limit bytes; what is "upload" or
+// "request body".
+func BodyTooLarge(what string, limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		Message: fmt.Sprintf("the %s is larger than %d bytes", what, limit)}
+}
+
+// UnsupportedMediaType answers a command body that is not JSON.
+func UnsupportedMediaType() *Error {
+	return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		Message: "send the request as Content-Type: application/json"}
+}
+
+// InvalidRequest answers a request the gateway cannot run as sent.
+func InvalidRequest(message, field string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: message, Field: field}
+}
+
+// UpstreamTimeout answers when the SFTP server did not answer in time.
+func UpstreamTimeout(cause error) *Error {
+	return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time", Cause: cause}
+}
+
+// UpstreamUnavailable answers when the SFTP server could not be reached
+// or the session broke; message says why, in words a client may see.
+func UpstreamUnavailable(message string, cause error) *Error {
+	return &Error{Status: http.StatusBadGateway, Code: "upstream_unavailable", Message: message, Cause: cause}
+}
+
+// NotSynced answers readiness probes until the gateway's cache has synced.
+func NotSynced() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "the cache has not synced yet"}
+}
+
+// Internal answers a bug; the cause is logged.
+func Internal(cause error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Cause: cause}
+}
