@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,21 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
-
-// Scheme knows the built-in types and sftpgate's own.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
 
 // Options configure the controllers; RunManager reads them from flags.
 type Options struct {
@@ -152,7 +138,7 @@ func (o *Options) ManagerOptions() ctrl.Options {
 		panic(err) // a constant, valid key
 	}
 	return ctrl.Options{
-		Scheme: Scheme(),
+		Scheme: api.Scheme(),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),

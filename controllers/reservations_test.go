@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/sftpgate/sftpgate/api"
 )
 
 // TestSweep: the sweep starts the grace period of names no longer in use
@@ -40,7 +42,7 @@ func TestSweep(t *testing.T) {
 	for i := range maxFreed + 2 {
 		objects = append(objects, lease(fmt.Sprintf("churn-%03d", i), "a", time.Hour, time.Duration(i+1)*time.Second))
 	}
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objects...).Build()
+	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(objects...).Build()
 	s := &reservations{client: c, namespace: "sys", kind: "slug", grace: 5 * time.Minute, sweep: 30 * time.Second,
 		inUse: func(_ context.Context, name string) (bool, error) { return name == "served", nil }}
 	if err := s.sweepOnce(ctx, now); err != nil {
@@ -93,7 +95,7 @@ func TestHoldOnAReservationTheCacheHasNotSeen(t *testing.T) {
 				lease.Labels = map[string]string{LabelReservation: "token"}
 			}
 			lease.Spec = heldBy(tc.holder)
-			server := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(lease).Build()
+			server := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(lease).Build()
 			stale := interceptor.NewClient(server, interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
@@ -94,7 +94,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--denied-networks: %w", err)
 	}
-	scheme := controllers.Scheme()
+	scheme := api.Scheme()
 	// Requests read connections and keys from the informers' indexes
 	// (cacheindex), which hand out the cache's own objects: they only read
 	// them.

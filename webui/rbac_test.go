@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
@@ -81,7 +81,7 @@ func clientAs(ctx context.Context, admin *rest.Config, namespace, name string) (
 	}
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = token.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
 	return c, cfg, err
 }
 

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
-	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
@@ -359,7 +359,7 @@ func Run(ctx context.Context, args []string) error {
 
 // NewForConfig is New with a client of the cluster of restConfig.
 func NewForConfig(restConfig *rest.Config, opts Options) (*Server, error) {
-	c, err := client.New(restConfig, client.Options{Scheme: controllers.Scheme()})
+	c, err := client.New(restConfig, client.Options{Scheme: api.Scheme()})
 	if err != nil {
 		return nil, err
 	}

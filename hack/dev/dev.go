@@ -21,7 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
@@ -101,7 +101,7 @@ func (o *options) run(ctx context.Context) error {
 		step("stopping the control plane")
 		_ = stopControlPlane()
 	}()
-	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	k8s, err := client.New(env.Config, client.Options{Scheme: api.Scheme()})
 	if err != nil {
 		return err
 	}

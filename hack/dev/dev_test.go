@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
@@ -62,7 +62,7 @@ func TestQuickstart(t *testing.T) {
 	sshd := testsshd.Start(t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
 	must(t, err)
-	k8s, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	k8s, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
 	must(t, err)
 	ctx := context.Background()
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "real"},

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
@@ -29,7 +29,7 @@ func Start() (*envtest.Environment, client.Client, error) {
 	if _, err := env.Start(); err != nil {
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", env.BinaryAssetsDirectory, err)
 	}
-	k8s, err := client.New(env.Config, client.Options{Scheme: controllers.Scheme()})
+	k8s, err := client.New(env.Config, client.Options{Scheme: api.Scheme()})
 	if err != nil {
 		_ = env.Stop()
 		return nil, nil, err
@@ -56,7 +56,7 @@ func Environment(etcdDir string) (*envtest.Environment, error) {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		Scheme:                controllers.Scheme(),
+		Scheme:                api.Scheme(),
 	}
 	if etcdDir != "" {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
