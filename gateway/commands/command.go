@@ -197,3 +197,12 @@ func goTypeName(t reflect.Type) string {
 	}
 	return "a whole number in range"
 }
+
+type pathRequest struct {
+	Path string `json:"path"`
+}
+
+// PathResult is the result of commands that act on one path.
+type PathResult struct {
+	Path string `json:"path"`
+}

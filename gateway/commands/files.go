@@ -252,3 +252,21 @@ func read(fs *FS, req *readRequest) (any, error) {
 	res.Content = string(buf)
 	return res, nil
 }
+
+func unlink(fs *FS, req *pathRequest) (any, error) {
+	target, err := fs.ResolveParent(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := fs.Client.Lstat(target)
+	if err == nil && fi.IsDir() {
+		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
+	}
+	if err == nil {
+		err = fs.Client.Remove(target)
+	}
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}

@@ -1,73 +1,18 @@
 package commands
 
+// Directories: list, mkdir, rmdir.
+
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
-
-// FileInfo describes a file in results.
-type FileInfo struct {
-	Name     string    `json:"name"`
-	Path     string    `json:"path"`
-	Type     string    `json:"type"`
-	Size     int64     `json:"size"`
-	Mode     string    `json:"mode"`
-	Modified time.Time `json:"modified"`
-}
-
-// StatResult is the result of stat.
-type StatResult struct {
-	FileInfo
-	UID      uint32    `json:"uid"`
-	GID      uint32    `json:"gid"`
-	Accessed time.Time `json:"accessed"`
-}
-
-func fileType(m os.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "file"
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeSymlink != 0:
-		return "symlink"
-	}
-	return "other"
-}
-
-// unixMode is a mode as "ls -l" users know it: octal permissions with the
-// setuid, setgid and sticky bits.
-func unixMode(m os.FileMode) string {
-	bits := uint32(m.Perm())
-	for flag, bit := range map[os.FileMode]uint32{os.ModeSetuid: 0o4000, os.ModeSetgid: 0o2000, os.ModeSticky: 0o1000} {
-		if m&flag != 0 {
-			bits |= bit
-		}
-	}
-	return fmt.Sprintf("%04o", bits)
-}
-
-func info(fs *FS, p string, fi os.FileInfo) FileInfo {
-	return FileInfo{
-		Name:     path.Base(fs.Rel(p)),
-		Path:     fs.Rel(p),
-		Type:     fileType(fi.Mode()),
-		Size:     fi.Size(),
-		Mode:     unixMode(fi.Mode()),
-		Modified: fi.ModTime().UTC(),
-	}
-}
 
 // Listing limits: a page holds at most this many entries.
 const (
@@ -168,54 +113,6 @@ func notADirectory(fs *FS, err error, target string) error {
 		return fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
-}
-
-type statRequest struct {
-	Path           string `json:"path"`
-	FollowSymlinks *bool  `json:"followSymlinks,omitempty"`
-}
-
-func stat(fs *FS, req *statRequest) (any, error) {
-	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
-	resolve, statFn := fs.Resolve, fs.Client.Stat
-	if !follow {
-		resolve, statFn = fs.ResolveParent, fs.Client.Lstat
-	}
-	target, err := resolve(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := statFn(target)
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	res := StatResult{FileInfo: info(fs, target, fi)}
-	if st, ok := fi.Sys().(*sftp.FileStat); ok {
-		res.UID, res.GID = st.UID, st.GID
-		res.Accessed = time.Unix(int64(st.Atime), 0).UTC()
-	}
-	return res, nil
-}
-
-type pathRequest struct {
-	Path string `json:"path"`
-}
-
-func exists(fs *FS, req *pathRequest) (any, error) {
-	target, err := fs.Resolve(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	_, err = fs.Client.Stat(target)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, serverFailure(err, fs.Rel(target))
-}
-
-// PathResult is the result of commands that act on one path.
-type PathResult struct {
-	Path string `json:"path"`
 }
 
 type mkdirRequest struct {
@@ -366,43 +263,4 @@ func (fs *FS) names(dir string, n int) ([]string, error) {
 		return nil
 	})
 	return names, err
-}
-
-func unlink(fs *FS, req *pathRequest) (any, error) {
-	target, err := fs.ResolveParent(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := fs.Client.Lstat(target)
-	if err == nil && fi.IsDir() {
-		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
-	}
-	if err == nil {
-		err = fs.Client.Remove(target)
-	}
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	return PathResult{Path: fs.Rel(target)}, nil
-}
-
-type pingRequest struct{}
-
-// PingResult is the result of ping.
-type PingResult struct {
-	OK            bool    `json:"ok"`
-	RoundTripMs   float64 `json:"roundTripMs"`
-	ServerVersion string  `json:"serverVersion"`
-}
-
-func ping(fs *FS, _ *pingRequest) (any, error) {
-	start := time.Now()
-	if _, err := fs.Client.Stat(fs.Root); err != nil {
-		return nil, serverFailure(err, "/")
-	}
-	return PingResult{
-		OK:            true,
-		RoundTripMs:   float64(time.Since(start).Microseconds()) / 1000,
-		ServerVersion: fs.ServerVersion,
-	}, nil
 }

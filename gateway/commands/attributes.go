@@ -1,0 +1,152 @@
+package commands
+
+// Attributes: stat, exists, chmod, chtimes.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"time"
+
+	"github.com/pkg/sftp"
+)
+
+// FileInfo describes a file in results.
+type FileInfo struct {
+	Name     string    `json:"name"`
+	Path     string    `json:"path"`
+	Type     string    `json:"type"`
+	Size     int64     `json:"size"`
+	Mode     string    `json:"mode"`
+	Modified time.Time `json:"modified"`
+}
+
+// StatResult is the result of stat.
+type StatResult struct {
+	FileInfo
+	UID      uint32    `json:"uid"`
+	GID      uint32    `json:"gid"`
+	Accessed time.Time `json:"accessed"`
+}
+
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}
+
+// unixMode is a mode as "ls -l" users know it: octal permissions with the
+// setuid, setgid and sticky bits.
+func unixMode(m os.FileMode) string {
+	bits := uint32(m.Perm())
+	for flag, bit := range map[os.FileMode]uint32{os.ModeSetuid: 0o4000, os.ModeSetgid: 0o2000, os.ModeSticky: 0o1000} {
+		if m&flag != 0 {
+			bits |= bit
+		}
+	}
+	return fmt.Sprintf("%04o", bits)
+}
+
+func info(fs *FS, p string, fi os.FileInfo) FileInfo {
+	return FileInfo{
+		Name:     path.Base(fs.Rel(p)),
+		Path:     fs.Rel(p),
+		Type:     fileType(fi.Mode()),
+		Size:     fi.Size(),
+		Mode:     unixMode(fi.Mode()),
+		Modified: fi.ModTime().UTC(),
+	}
+}
+
+type statRequest struct {
+	Path           string `json:"path"`
+	FollowSymlinks *bool  `json:"followSymlinks,omitempty"`
+}
+
+func stat(fs *FS, req *statRequest) (any, error) {
+	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
+	resolve, statFn := fs.Resolve, fs.Client.Stat
+	if !follow {
+		resolve, statFn = fs.ResolveParent, fs.Client.Lstat
+	}
+	target, err := resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := statFn(target)
+	if err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	res := StatResult{FileInfo: info(fs, target, fi)}
+	if st, ok := fi.Sys().(*sftp.FileStat); ok {
+		res.UID, res.GID = st.UID, st.GID
+		res.Accessed = time.Unix(int64(st.Atime), 0).UTC()
+	}
+	return res, nil
+}
+
+func exists(fs *FS, req *pathRequest) (any, error) {
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fs.Client.Stat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, serverFailure(err, fs.Rel(target))
+}
+
+type chmodRequest struct {
+	Path string `json:"path"`
+	Mode string `json:"mode"`
+}
+
+func chmod(fs *FS, req *chmodRequest) (any, error) {
+	if req.Mode == "" {
+		return nil, &BadRequest{Field: "mode", Message: "is required"}
+	}
+	mode, err := parseMode(&req.Mode)
+	if err != nil {
+		return nil, err
+	}
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.Client.Chmod(target, *mode); err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}
+
+type chtimesRequest struct {
+	Path     string     `json:"path"`
+	Modified *time.Time `json:"modified"`
+	Accessed *time.Time `json:"accessed,omitempty"`
+}
+
+func chtimes(fs *FS, req *chtimesRequest) (any, error) {
+	if req.Modified == nil {
+		return nil, &BadRequest{Field: "modified", Message: "is required (RFC 3339)"}
+	}
+	accessed := req.Modified
+	if req.Accessed != nil {
+		accessed = req.Accessed
+	}
+	target, err := fs.Resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.Client.Chtimes(target, *accessed, *req.Modified); err != nil {
+		return nil, serverFailure(err, fs.Rel(target))
+	}
+	return PathResult{Path: fs.Rel(target)}, nil
+}
