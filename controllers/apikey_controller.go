@@ -67,55 +67,47 @@ func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	before := key.DeepCopy()
-	result, err := r.reconcile(ctx, &key)
+	var facts keyFacts
+	result, err := r.reconcile(ctx, &key, &facts)
 	if err != nil {
 		return finish(ctrl.Result{}, err)
 	}
+	setKeyStatus(&key, facts, time.Now())
 	_, err = patchStatus(ctx, r.Client, r.Recorder, before, &key)
 	return finish(result, err)
 }
 
-func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey) (ctrl.Result, error) {
-	key.Status.ObservedGeneration = key.Generation
+// reconcile records in f why the key has no token it may use, if it has
+// none.
+func (r *ApiKeyReconciler) reconcile(ctx context.Context, key *v1alpha1.ApiKey, f *keyFacts) (ctrl.Result, error) {
 	var (
-		known bool
 		err   error
 		owned string // the Secret the key issues into, if it does
 	)
 	switch token := key.Spec.Token; {
 	case token.SHA256 != "":
 		recordToken(key, token.SHA256, cmp.Or(token.KeyID, token.SHA256[:8]), "")
-		known = true
 	case token.ExistingSecret != nil:
-		known, err = r.readExistingSecret(ctx, key)
+		f.refused, err = r.readExistingSecret(ctx, key)
 	default:
 		owned = cmp.Or(token.SecretName, key.Name)
-		known, err = r.issueIntoSecret(ctx, key, owned)
+		f.refused, err = r.issueIntoSecret(ctx, key, owned)
 	}
 	if err == nil {
 		// A Secret the key no longer issues into would bring its old token
 		// back if the key were switched back to it.
 		err = r.deleteUnusedSecrets(ctx, key, owned)
 	}
-	if err != nil || !known {
+	if err != nil || f.refused != nil {
 		return ctrl.Result{}, err
 	}
-	if refused, result, err := r.claimToken(ctx, key); err != nil || refused {
+	var result ctrl.Result
+	if f.refused, result, err = r.claimToken(ctx, key); err != nil || f.refused != nil {
 		return result, err
 	}
-
-	expires := key.Spec.ExpiresAt
-	switch {
-	case key.Spec.Disabled:
-		setReady(key, metav1.ConditionFalse, v1alpha1.ReasonDisabled, fmt.Sprintf("key %s is disabled (spec.disabled)", key.Status.KeyID))
-	case expires != nil && !time.Now().Before(expires.Time):
-		setReady(key, metav1.ConditionFalse, v1alpha1.ReasonExpired, fmt.Sprintf("key %s expired at %s", key.Status.KeyID, expires.UTC().Format(time.RFC3339)))
-	default:
-		setReady(key, metav1.ConditionTrue, v1alpha1.ReasonIssued, fmt.Sprintf("key %s may use %s", key.Status.KeyID, describeScope(&key.Spec)))
-		if expires != nil {
-			// Flip to Expired when the time comes, without an edit.
-			return ctrl.Result{RequeueAfter: time.Until(expires.Time) + time.Second}, nil
-		}
+	if expires := key.Spec.ExpiresAt; expires != nil && time.Now().Before(expires.Time) {
+		// Flip to Expired when the time comes, without an edit.
+		return ctrl.Result{RequeueAfter: time.Until(expires.Time) + time.Second}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -130,17 +122,10 @@ func recordToken(key *v1alpha1.ApiKey, hash, keyID, secretName string) {
 	key.Status.TokenSHA256, key.Status.KeyID, key.Status.SecretName = hash, keyID, secretName
 }
 
-// clearToken forgets a token that no longer works, so the gateway stops
-// accepting it at once.
-func clearToken(key *v1alpha1.ApiKey, reason, message string) {
-	key.Status.TokenSHA256, key.Status.KeyID, key.Status.IssuedAt = "", "", nil
-	setReady(key, metav1.ConditionFalse, reason, message)
-}
-
 // issueIntoSecret makes sure the Secret the key owns holds a token: it
 // creates the Secret with a new token if there is none, rotates the token
 // when asked to, and otherwise leaves the token alone.
-func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.ApiKey, name string) (bool, error) {
+func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.ApiKey, name string) (*refusal, error) {
 	rotation := key.Annotations[v1alpha1.AnnotationRotateRequestedAt]
 	var secret corev1.Secret
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &secret)
@@ -148,17 +133,16 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 	case apierrors.IsNotFound(err):
 		return r.createSecret(ctx, key, name, rotation)
 	case err != nil:
-		return false, err
+		return nil, err
 	case !metav1.IsControlledBy(&secret, key):
-		clearToken(key, v1alpha1.ReasonSecretNotOwned, fmt.Sprintf(
-			"Secret %q exists and does not belong to this ApiKey; sftpgate never overwrites it: delete it or choose another spec.token.secretName", name))
-		return false, nil
+		return refuse(v1alpha1.ReasonSecretNotOwned, fmt.Sprintf(
+			"Secret %q exists and does not belong to this ApiKey; sftpgate never overwrites it: delete it or choose another spec.token.secretName", name)), nil
 	case rotation != key.Status.LastHandledRotateRequest && rotation != secret.Annotations[v1alpha1.AnnotationRotateRequestedAt]:
 		// A new request. The Secret remembers which request its token
 		// answers, so a rotation happens once even if writing status fails
 		// afterwards; a cache that lags behind must not rotate again.
-		if fresh, err := r.rotationStillRequested(ctx, key, rotation); err != nil || !fresh {
-			return false, err
+		if err := r.rotationStillRequested(ctx, key, rotation); err != nil {
+			return nil, err
 		}
 		token, keyID := apikeys.NewToken()
 		secret.Data = map[string][]byte{v1alpha1.SecretKeyToken: []byte(token)}
@@ -166,34 +150,31 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 		// Update carries the resource version read: a concurrent rotation
 		// conflicts instead of issuing a second token.
 		if err := r.Client.Update(ctx, &secret); err != nil {
-			return false, err
+			return nil, err
 		}
 		r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "TokenRotated", "Reconcile",
 			"issued key %s into Secret %q; the previous token no longer works", keyID, name)
 	}
 	token := strings.TrimSpace(string(secret.Data[v1alpha1.SecretKeyToken]))
 	if err := apikeys.Validate(token); err != nil {
-		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf(
-			"Secret %q, key %q: %v; rotate the key to issue a new token", name, v1alpha1.SecretKeyToken, err))
-		return false, nil
+		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf(
+			"Secret %q, key %q: %v; rotate the key to issue a new token", name, v1alpha1.SecretKeyToken, err)), nil
 	}
 	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), name)
 	key.Status.LastHandledRotateRequest = secret.Annotations[v1alpha1.AnnotationRotateRequestedAt]
-	return true, nil
+	return nil, nil
 }
 
 // rotationStillRequested re-reads the key from the API server: a rotation
 // is issued only for a request that is really new, not for the cache's
 // stale view of one that was already answered.
-func (r *ApiKeyReconciler) rotationStillRequested(ctx context.Context, key *v1alpha1.ApiKey, rotation string) (bool, error) {
+func (r *ApiKeyReconciler) rotationStillRequested(ctx context.Context, key *v1alpha1.ApiKey, rotation string) error {
 	var fresh v1alpha1.ApiKey
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), &fresh); err != nil {
-		return false, client.IgnoreNotFound(err)
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(key), &fresh)
+	if apierrors.IsNotFound(err) || err == nil && (fresh.Annotations[v1alpha1.AnnotationRotateRequestedAt] != rotation || fresh.Status.LastHandledRotateRequest == rotation) {
+		return errStaleCache // the next reconcile finds the key as it is, or gone
 	}
-	if fresh.Annotations[v1alpha1.AnnotationRotateRequestedAt] != rotation || fresh.Status.LastHandledRotateRequest == rotation {
-		return false, errStaleCache
-	}
-	return true, nil
+	return err
 }
 
 // deleteUnusedSecrets deletes the Secrets the key owns other than keep.
@@ -240,16 +221,16 @@ func (r *ApiKeyReconciler) tokenHolder(ctx context.Context, key *v1alpha1.ApiKey
 	return holder, nil
 }
 
-// claimToken decides whether key may use its token. If not, it says why in
-// key's status, and when to look again. A token belongs to one key in the
-// cluster; and one freed (its key deleted, or given another token) is held
-// for its key's namespace for a grace period, so that deleting and
-// recreating a key (kubectl replace --force, an Argo CD Replace) keeps it.
-func (r *ApiKeyReconciler) claimToken(ctx context.Context, key *v1alpha1.ApiKey) (bool, ctrl.Result, error) {
+// claimToken decides whether key may use its token; if not, it says why,
+// and when to look again. A token belongs to one key in the cluster; and
+// one freed (its key deleted, or given another token) is held for its
+// key's namespace for a grace period, so that deleting and recreating a
+// key (kubectl replace --force, an Argo CD Replace) keeps it.
+func (r *ApiKeyReconciler) claimToken(ctx context.Context, key *v1alpha1.ApiKey) (*refusal, ctrl.Result, error) {
 	hash := key.Status.TokenSHA256
 	holder, err := r.tokenHolder(ctx, key)
 	if err != nil {
-		return false, ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
 	if holder != nil {
 		// Name the holder only to its own namespace: a hash may be
@@ -259,21 +240,21 @@ func (r *ApiKeyReconciler) claimToken(ctx context.Context, key *v1alpha1.ApiKey)
 		if holder.Namespace == key.Namespace {
 			by = fmt.Sprintf("ApiKey %q", holder.Name)
 		}
-		clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
-			"%s already has this token; a token belongs to one key in the whole cluster: give this key its own", by))
-		return true, ctrl.Result{}, nil
+		return refuse(v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
+			"%s already has this token; a token belongs to one key in the whole cluster: give this key its own", by)), ctrl.Result{}, nil
 	}
 	ns, until, err := r.Tokens.heldFor(ctx, hash, time.Now())
 	if err != nil {
-		return false, ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
 	if ns != "" && ns != key.Namespace {
-		clearToken(key, v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
+		held := refuse(v1alpha1.ReasonDuplicateToken, fmt.Sprintf(
 			"a key in another namespace had this token until recently, and it is held for that namespace until %s; a token belongs to one key in the whole cluster: give this key its own",
 			until.UTC().Format(time.RFC3339)))
-		return true, ctrl.Result{RequeueAfter: time.Until(until) + time.Second}, nil
+		held.passes = true
+		return held, ctrl.Result{RequeueAfter: time.Until(until) + time.Second}, nil
 	}
-	return false, ctrl.Result{}, r.Tokens.hold(ctx, hash, key.Namespace)
+	return nil, ctrl.Result{}, r.Tokens.hold(ctx, hash, key.Namespace)
 }
 
 // tokenInUse reports whether a live key uses the token hash.
@@ -297,7 +278,7 @@ func holdsBefore(a, b *v1alpha1.ApiKey) bool {
 		cmp.Compare(a.UID, b.UID)) < 0
 }
 
-func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (bool, error) {
+func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (*refusal, error) {
 	token, keyID := apikeys.NewToken()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -312,50 +293,46 @@ func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKe
 		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, rotation)
 	}
 	if err := controllerutil.SetControllerReference(key, secret, r.Client.Scheme()); err != nil {
-		return false, err
+		return nil, err
 	}
 	// Create is the one step that issues a token: of two reconciles racing
 	// here, one gets AlreadyExists and retries, reading the winner's token.
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return false, err
+		return nil, err
 	}
 	r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "TokenIssued", "Reconcile", "issued key %s into Secret %q", keyID, name)
 	recordToken(key, apikeys.Hash(token), keyID, name)
 	key.Status.LastHandledRotateRequest = rotation
-	return true, nil
+	return nil, nil
 }
 
 // readExistingSecret hashes the token in a Secret the user provides.
-func (r *ApiKeyReconciler) readExistingSecret(ctx context.Context, key *v1alpha1.ApiKey) (bool, error) {
+func (r *ApiKeyReconciler) readExistingSecret(ctx context.Context, key *v1alpha1.ApiKey) (*refusal, error) {
 	ref := key.Spec.Token.ExistingSecret
 	field := cmp.Or(ref.Key, v1alpha1.SecretKeyToken)
 	var secret corev1.Secret
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: ref.Name}, &secret); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return false, err
+			return nil, err
 		}
-		clearToken(key, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-			"Secret %q does not exist in namespace %q; the key works as soon as it is created", ref.Name, key.Namespace))
-		return false, nil
+		return refuse(v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+			"Secret %q does not exist in namespace %q; the key works as soon as it is created", ref.Name, key.Namespace)), nil
 	}
 	if secret.Labels[v1alpha1.LabelApiKeyToken] != "true" {
 		// Say nothing of what the Secret holds: it may not be meant for us.
-		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf(
-			"Secret %q is not labelled %s=true; label it to let ApiKeys read their token from it", ref.Name, v1alpha1.LabelApiKeyToken))
-		return false, nil
+		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf(
+			"Secret %q is not labelled %s=true; label it to let ApiKeys read their token from it", ref.Name, v1alpha1.LabelApiKeyToken)), nil
 	}
 	raw, ok := secret.Data[field]
 	if !ok {
-		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q has no key %q", ref.Name, field))
-		return false, nil
+		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q has no key %q", ref.Name, field)), nil
 	}
 	token := strings.TrimSpace(string(raw))
 	if err := apikeys.Validate(token); err != nil {
-		clearToken(key, v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q, key %q: %v", ref.Name, field, err))
-		return false, nil
+		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q, key %q: %v", ref.Name, field, err)), nil
 	}
 	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), ref.Name)
-	return true, nil
+	return nil, nil
 }
 
 // describeScope says in words what a key may do.

@@ -81,11 +81,8 @@ const testBackoffBase = 5 * time.Second
 // what was tested recently with the same spec and Secret; failed tests
 // delay the next one, whatever changed.
 func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash string, now time.Time) (time.Duration, bool) {
-	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
 	last := conn.Status.LastTestTime
-	changed := ready == nil || last == nil || ready.ObservedGeneration != conn.Generation ||
-		ready.Reason == v1alpha1.ReasonSlugConflict || conn.Status.CredentialsHash != hash ||
-		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest
+	changed := untested(conn, hash)
 	if last != nil && conn.Status.FailedTests > 0 {
 		if wait := last.Add(r.backoff(conn.Status.FailedTests)).Sub(now); wait > 0 && (changed || r.TestInterval > 0) {
 			return wait, false
@@ -112,15 +109,13 @@ func (r *SftpConnectionReconciler) backoff(failed int32) time.Duration {
 	return min(wait, r.MaxTestBackoff)
 }
 
-// recordTest counts the test that just ended in status: failed ones in a
-// row, or none once one passes.
-func recordTest(conn *v1alpha1.SftpConnection, now metav1.Time) {
-	conn.Status.LastTestTime = &now
-	if meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
-		conn.Status.FailedTests = 0
-	} else {
-		conn.Status.FailedTests++
-	}
+// untested reports whether conn's current spec, Secret (hash) or test
+// request has not been tested.
+func untested(conn *v1alpha1.SftpConnection, hash string) bool {
+	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	return ready == nil || conn.Status.LastTestTime == nil || ready.ObservedGeneration != conn.Generation ||
+		ready.Reason == v1alpha1.ReasonSlugConflict || conn.Status.CredentialsHash != hash ||
+		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest
 }
 
 // testSlots bounds the tests running at once in each namespace. A

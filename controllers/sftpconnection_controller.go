@@ -89,10 +89,19 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	before := conn.DeepCopy()
-	result, err := r.reconcile(ctx, &conn)
-	if err != nil {
-		return ctrl.Result{}, err
+	var facts connectionFacts
+	// Before a test of a new spec or Secret runs, status says it runs.
+	testing := func() error {
+		setConnectionStatus(&conn, facts)
+		_, err := patchStatus(ctx, r.Client, r.Recorder, before, &conn)
+		before = conn.DeepCopy()
+		return err
 	}
+	result, err := r.reconcile(ctx, &conn, &facts, testing)
+	if err != nil {
+		return finish(ctrl.Result{}, err)
+	}
+	setConnectionStatus(&conn, facts)
 	transitioned, err := patchStatus(ctx, r.Client, r.Recorder, before, &conn)
 	if transitioned && conn.Spec.HostKey.InsecureSkipVerify && meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
 		r.Recorder.Eventf(&conn, nil, corev1.EventTypeWarning, "HostKeyNotVerified", "ConnectionTest",
@@ -101,29 +110,25 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return finish(result, err)
 }
 
-func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection) (ctrl.Result, error) {
-	conn.Status.ObservedGeneration = conn.Generation
-
+// reconcile records in f what it finds: who serves the slug, whether the
+// Secret exists, and, when a test is due and may run, what it found.
+func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection, f *connectionFacts, testing func() error) (ctrl.Result, error) {
 	claim, err := r.claimSlug(ctx, conn)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	switch slug := conn.EffectiveSlug(); {
+	switch {
 	case claim.holder != nil:
 		conn.Status.Slug = ""
 		// Name the holder only to its own namespace's users.
-		by := "another SftpConnection"
+		f.slugHolder = "another SftpConnection"
 		if claim.holder.Namespace == conn.Namespace {
-			by = fmt.Sprintf("SftpConnection %q", claim.holder.Name)
+			f.slugHolder = fmt.Sprintf("SftpConnection %q", claim.holder.Name)
 		}
-		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q is already served for %s; choose another spec.slug", slug, by))
 		return ctrl.Result{}, nil
 	case !claim.heldUntil.IsZero():
 		conn.Status.Slug = ""
-		setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q was served in another namespace until recently and is held for it until %s; choose another spec.slug, or wait",
-			slug, claim.heldUntil.UTC().Format(time.RFC3339)))
+		f.slugHeldUntil = claim.heldUntil
 		return ctrl.Result{RequeueAfter: time.Until(claim.heldUntil) + time.Second}, nil
 	}
 	conn.Status.Slug = conn.EffectiveSlug()
@@ -135,34 +140,44 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := r.SecretMetadata.Get(ctx, secretKey, secretMeta); err != nil {
-		return ctrl.Result{}, secretMissing(conn, secretKey, err)
+		return ctrl.Result{}, secretMissing(conn, f, err)
 	}
 	hash := sftpdial.CredentialsHash(secretMeta)
+	f.untested = untested(conn, hash)
 	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
+		f.waiting = fmt.Sprintf("the next test waits for the backoff after %d failed tests in a row to end", conn.Status.FailedTests)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	key := client.ObjectKeyFromObject(conn)
 	if !proven(conn, hash) {
 		if wait := r.TestBudget.wait(key, time.Now()); wait > 0 {
+			f.waiting = "the test waits for its namespace's budget of tests of new or failing connections"
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
 	release := r.Slots.take(key)
 	if release == nil {
 		// In line: woken when a test of its namespace ends.
+		f.waiting = "the test waits for one of its namespace's test slots"
 		return ctrl.Result{RequeueAfter: waitInLine}, nil
 	}
 	defer release()
 	defer r.TestBudget.spend(key)
 	var secret corev1.Secret
 	if err := r.APIReader.Get(ctx, secretKey, &secret); err != nil {
-		return ctrl.Result{}, secretMissing(conn, secretKey, err)
+		return ctrl.Result{}, secretMissing(conn, f, err)
 	}
-	r.test(ctx, conn, &secret)
+	if f.untested {
+		if err := testing(); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	outcome := r.test(ctx, conn, &secret)
 	if ctx.Err() != nil {
 		// Shutting down: the test was cut short, not failed.
 		return ctrl.Result{}, ctx.Err()
 	}
+	f.test = &outcome
 	conn.Status.CredentialsHash = sftpdial.CredentialsHash(&secret)
 	conn.Status.LastHandledTestRequest = conn.Annotations[v1alpha1.AnnotationTestRequestedAt]
 	return ctrl.Result{RequeueAfter: r.TestInterval}, nil
@@ -170,23 +185,20 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 
 // secretMissing records a missing credentials Secret (and passes on other
 // errors); the Secret watch tests the connection when it appears.
-func secretMissing(conn *v1alpha1.SftpConnection, key types.NamespacedName, err error) error {
+func secretMissing(conn *v1alpha1.SftpConnection, f *connectionFacts, err error) error {
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
 	conn.Status.CredentialsHash = ""
-	setReady(conn, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-		"Secret %q does not exist in namespace %q; the connection is tested as soon as it is created",
-		key.Name, key.Namespace))
+	f.secretMissing = true
 	return nil
 }
 
 // test runs the connection test: dial (resolve, connect, verify the host
-// key, authenticate, start SFTP), then resolve and stat rootPath.
-func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) {
-	now := metav1.Now()
-	defer func() { recordTest(conn, now) }()
-
+// key, authenticate, start SFTP), then resolve and stat rootPath. It
+// records what the server showed of itself in status.
+func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) testOutcome {
+	outcome := testOutcome{at: metav1.Now()}
 	root, session, err := r.dialAndResolveRoot(ctx, conn, secret)
 	if session != nil {
 		// The handshake accepted this key: it is what trust on first use pins.
@@ -196,21 +208,21 @@ func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.Sftp
 		conn.Status.ServerVersion = session.ServerVersion
 	}
 	if err != nil {
-		reason, message := v1alpha1.ReasonSFTPUnavailable, err.Error()
+		outcome.reason, outcome.message = v1alpha1.ReasonSFTPUnavailable, err.Error()
 		var dialErr *sftpdial.Error
 		if errors.As(err, &dialErr) {
-			reason, message = dialErr.Reason, dialErr.Message
+			outcome.reason, outcome.message = dialErr.Reason, dialErr.Message
 		}
-		setReady(conn, metav1.ConditionFalse, reason, message)
-		return
+		return outcome
 	}
 	conn.Status.RootPath = root
-	message := fmt.Sprintf("Connected to %s as %q (%s); rootPath %s is a directory",
+	outcome.passed, outcome.reason = true, v1alpha1.ReasonConnected
+	outcome.message = fmt.Sprintf("Connected to %s as %q (%s); rootPath %s is a directory",
 		sftpdial.Address(conn), conn.Spec.Username, session.ServerVersion, root)
 	if conn.Spec.HostKey.InsecureSkipVerify {
-		message += ". WARNING: the server's host key was not verified (spec.hostKey.insecureSkipVerify)"
+		outcome.message += ". WARNING: the server's host key was not verified (spec.hostKey.insecureSkipVerify)"
 	}
-	setReady(conn, metav1.ConditionTrue, v1alpha1.ReasonConnected, message)
+	return outcome
 }
 
 func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn *v1alpha1.SftpConnection, secret *corev1.Secret) (string, *sftpdial.Session, error) {

@@ -24,10 +24,10 @@ type statusObject interface {
 	GetConditions() *[]metav1.Condition
 }
 
-// setReady sets the Ready condition for the object's current generation.
-func setReady(obj statusObject, status metav1.ConditionStatus, reason, message string) {
+// setCondition sets a condition for the object's current generation.
+func setCondition(obj statusObject, conditionType string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(obj.GetConditions(), metav1.Condition{
-		Type:               v1alpha1.ConditionReady,
+		Type:               conditionType,
 		Status:             status,
 		Reason:             reason,
 		Message:            message,

@@ -173,7 +173,9 @@ type ApiKeyStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation of the spec the status describes.
+	// ObservedGeneration is the generation of the spec the status describes;
+	// -1 until the controller has seen the object, so that kstatus (kubectl
+	// wait, Flux, Argo CD) reads a new object as in progress, not current.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -219,6 +221,7 @@ type ApiKey struct {
 
 	// +optional
 	Spec ApiKeySpec `json:"spec,omitempty"`
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status ApiKeyStatus `json:"status,omitempty"`
 }

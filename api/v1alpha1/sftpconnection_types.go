@@ -15,9 +15,32 @@ const (
 	SecretKeyPassphrase = "passphrase"
 )
 
-// ConditionReady is the one condition type of an SftpConnection: true when
-// the last connection test reached the server and stat'ed the root path.
-const ConditionReady = "Ready"
+// Condition types of both kinds, as kstatus reads them (so do kubectl wait,
+// Flux and Argo CD).
+const (
+	// ConditionReady is true while the object works: for an SftpConnection,
+	// when the last test reached the server and stat'ed the root path; for
+	// an ApiKey, while the gateway accepts its token. Its reason says why
+	// not.
+	ConditionReady = "Ready"
+	// ConditionReconciling is true while the current spec (or Secret) has
+	// not been acted on yet: a connection test of it is due or running.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is true when only a change to the spec or its
+	// Secret (or, for a connection, to the server's account) can make the
+	// object Ready. Its reason and message are Ready's.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the Reconciling condition of an SftpConnection.
+const (
+	// ReasonTestPending: a test of the current spec and Secret waits its
+	// turn (its namespace's test slots, its budget, or the backoff after
+	// failed tests).
+	ReasonTestPending = "TestPending"
+	// ReasonTesting: the test of the current spec and Secret is running.
+	ReasonTesting = "Testing"
+)
 
 // Reasons of the Ready condition. Each names what the connection test found,
 // precisely enough that a person knows what to fix.
@@ -202,7 +225,9 @@ type SftpConnectionStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation of the spec the status describes.
+	// ObservedGeneration is the generation of the spec the status describes;
+	// -1 until the controller has seen the object, so that kstatus (kubectl
+	// wait, Flux, Argo CD) reads a new object as in progress, not current.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -279,6 +304,7 @@ type SftpConnection struct {
 
 	// +required
 	Spec SftpConnectionSpec `json:"spec"`
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status SftpConnectionStatus `json:"status,omitempty"`
 }

@@ -1,34 +1,50 @@
--- Health of an SftpConnection or ApiKey for Argo CD: Healthy when Ready is
--- true for the current generation, Progressing until the controller has
--- looked at this generation, Degraded with Ready's reason and message
--- otherwise.
+-- Health of an SftpConnection or ApiKey for Argo CD, computed as kstatus
+-- computes it (kubectl wait, Flux): Progressing until the controller has
+-- seen the current generation, and while Reconciling (a test of a new spec
+-- or Secret is due or running); Degraded while Stalled (only a change to
+-- the spec, its Secret or the server's account can help); Healthy when
+-- Ready; Progressing while Ready is false for a reason that is retried.
 local hs = {status = "Progressing", message = "Waiting for the controller"}
 -- "reason: message", from what the condition has of them.
 local function says(c)
   if c.reason ~= nil and c.message ~= nil and c.message ~= "" then
     return c.reason .. ": " .. c.message
   end
-  return c.reason or c.message or ("Ready is " .. tostring(c.status))
+  return c.reason or c.message or (c.type .. " is " .. tostring(c.status))
 end
-if obj.status == nil or obj.status.conditions == nil then
+if obj.status == nil then
   return hs
 end
-for _, c in ipairs(obj.status.conditions) do
+local observed, generation = obj.status.observedGeneration, obj.metadata.generation
+if observed ~= nil and generation ~= nil and observed ~= generation then
+  hs.message = "Waiting for the controller to see the latest change"
+  return hs
+end
+local conditions = obj.status.conditions or {}
+for _, c in ipairs(conditions) do
+  if c.type == "Reconciling" and c.status == "True" then
+    hs.message = says(c)
+    return hs
+  end
+  if c.type == "Stalled" and c.status == "True" then
+    hs.status = "Degraded"
+    hs.message = says(c)
+    return hs
+  end
+end
+for _, c in ipairs(conditions) do
   if c.type == "Ready" then
-    if c.observedGeneration ~= nil and obj.metadata.generation ~= nil and c.observedGeneration < obj.metadata.generation then
-      hs.message = "Waiting for the controller to see the latest change"
-      return hs
-    end
     if c.status == "True" then
       hs.status = "Healthy"
       hs.message = c.message or "Ready"
-    elseif c.status == "Unknown" then
-      hs.message = says(c)
     else
-      hs.status = "Degraded"
       hs.message = says(c)
     end
     return hs
   end
+end
+if observed ~= nil then
+  hs.status = "Healthy"
+  hs.message = "Current"
 end
 return hs

@@ -4,12 +4,16 @@ import (
 	"testing"
 
 	lua "github.com/yuin/gopher-lua"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 )
 
 // TestArgoCDHealth runs the health checks config/argocd gives Argo CD on
-// status samples, as Argo CD does: obj in, {status, message} out.
+// status samples, as Argo CD does (obj in, {status, message} out), and
+// checks that each agrees with kstatus's own computation: Current is
+// Healthy, InProgress Progressing, Failed Degraded.
 func TestArgoCDHealth(t *testing.T) {
 	objects, err := kustomize.Render("config/argocd")
 	if err != nil {
@@ -19,15 +23,16 @@ func TestArgoCDHealth(t *testing.T) {
 		t.Fatalf("config/argocd renders %d objects", len(objects))
 	}
 	data := objects[0].Object["data"].(map[string]any)
-	ready := func(status, reason string, observed int64) map[string]any {
-		return map[string]any{"type": "Ready", "status": status, "reason": reason, "message": reason + " says why", "observedGeneration": observed}
+	condition := func(kind, status, reason string) map[string]any {
+		return map[string]any{"type": kind, "status": status, "reason": reason, "message": reason + " says why", "observedGeneration": int64(2)}
 	}
+	ready := func(status, reason string) map[string]any { return condition("Ready", status, reason) }
 	// message is optional in a condition's schema.
-	unexplained := func(status, reason string, observed int64) map[string]any {
-		c := ready(status, reason, observed)
+	unexplained := func(c map[string]any) map[string]any {
 		delete(c, "message")
 		return c
 	}
+	agrees := map[kstatus.Status]string{kstatus.CurrentStatus: "Healthy", kstatus.InProgressStatus: "Progressing", kstatus.FailedStatus: "Degraded"}
 	for _, kind := range []string{"SftpConnection", "ApiKey"} {
 		script, ok := data["resource.customizations.health.sftpgate.dev_"+kind].(string)
 		if !ok {
@@ -35,22 +40,27 @@ func TestArgoCDHealth(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name       string
+			observed   int64 // status.observedGeneration; the generation is 2
 			conditions []any
-			generation int64
 			want       string
 			message    string // when it matters
 		}{
-			{"new, not yet seen", nil, 1, "Progressing", ""},
-			{"ready", []any{ready("True", "Connected", 2)}, 2, "Healthy", ""},
-			{"ready for an older generation", []any{ready("True", "Connected", 1)}, 2, "Progressing", ""},
-			{"failed", []any{ready("False", "AuthenticationFailed", 3)}, 3, "Degraded", "AuthenticationFailed: AuthenticationFailed says why"},
-			{"failed, no message", []any{unexplained("False", "AuthenticationFailed", 3)}, 3, "Degraded", "AuthenticationFailed"},
-			{"ready, no message", []any{unexplained("True", "Connected", 2)}, 2, "Healthy", ""},
-			{"unknown", []any{ready("Unknown", "Testing", 1)}, 1, "Progressing", ""},
+			{"new, not yet seen (the CRD defaults observedGeneration to 0)", 0, nil, "Progressing", ""},
+			{"a test of the new spec waits", 2, []any{condition("Reconciling", "True", "TestPending")}, "Progressing", "TestPending: TestPending says why"},
+			{"ready", 2, []any{ready("True", "Connected")}, "Healthy", ""},
+			{"ready, no message", 2, []any{unexplained(ready("True", "Connected"))}, "Healthy", ""},
+			{"ready, being tested again with a new Secret", 2, []any{ready("True", "Connected"), condition("Reconciling", "True", "Testing")}, "Progressing", ""},
+			{"ready for an older generation", 1, []any{ready("True", "Connected")}, "Progressing", ""},
+			{"failing, retried", 2, []any{ready("False", "ConnectionRefused")}, "Progressing", "ConnectionRefused: ConnectionRefused says why"},
+			{"stalled", 2, []any{ready("False", "AuthenticationFailed"), condition("Stalled", "True", "AuthenticationFailed")}, "Degraded",
+				"AuthenticationFailed: AuthenticationFailed says why"},
+			{"stalled, no message", 2, []any{unexplained(ready("False", "Expired")), unexplained(condition("Stalled", "True", "Expired"))}, "Degraded", "Expired"},
+			{"unknown", 2, []any{ready("Unknown", "Testing")}, "Progressing", ""},
 		} {
-			obj := map[string]any{"metadata": map[string]any{"generation": tc.generation}, "status": map[string]any{}}
+			obj := map[string]any{"apiVersion": "sftpgate.dev/v1alpha1", "kind": kind, "metadata": map[string]any{"name": "x", "generation": int64(2)},
+				"status": map[string]any{"observedGeneration": tc.observed}}
 			if tc.conditions != nil {
-				obj["status"] = map[string]any{"conditions": tc.conditions}
+				obj["status"].(map[string]any)["conditions"] = tc.conditions
 			}
 			status, message := health(t, script, obj)
 			if status != tc.want || message == "" {
@@ -58,6 +68,13 @@ func TestArgoCDHealth(t *testing.T) {
 			}
 			if tc.message != "" && message != tc.message {
 				t.Errorf("%s, %s: message %q, want %q", kind, tc.name, message, tc.message)
+			}
+			computed, err := kstatus.Compute(&unstructured.Unstructured{Object: obj})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if agrees[computed.Status] != status {
+				t.Errorf("%s, %s: Argo CD says %s, kstatus %s", kind, tc.name, status, computed.Status)
 			}
 		}
 	}

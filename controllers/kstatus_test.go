@@ -1,0 +1,44 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// TestNewObjectsAreInProgress: as the API server returns a new object,
+// before the controller has seen it, kstatus reads it as in progress (its
+// CRD defaults status.observedGeneration to 0), not as current.
+func TestNewObjectsAreInProgress(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing")} {
+		if err := k8s.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		// As kstatus's users read it: the API server's JSON, untyped.
+		u := &unstructured.Unstructured{}
+		gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetGroupVersionKind(gvk)
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), u); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetGeneration() == 0 {
+			t.Fatal("no generation")
+		}
+		res, err := status.Compute(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != status.InProgressStatus {
+			t.Errorf("a new %T: kstatus %s (%s), want InProgress", obj, res.Status, res.Message)
+		}
+	}
+}
