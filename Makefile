@@ -74,7 +74,7 @@ test: require-root test-prereqs verify-generated fmt-check vet lint envtest ## R
 .PHONY: require-root
 require-root:
 	@if [ "$$(id -u)" != 0 ]; then \
-	  echo "make test needs root: its sshd logs in as the test user sftpgate-test (README.md). Run: sudo make test" >&2; exit 1; fi
+	  echo "make test needs root: its sshd logs in as the test user sftpgate-test (DEVELOPMENT.md). Run: sudo make test" >&2; exit 1; fi
 
 .PHONY: bench
 # The server's files live in memory (/dev/shm, where there is one): the

@@ -285,10 +285,10 @@ const (
 
 // readAhead reads a large upload's body in the background while the parts
 // before go to the server, so that reading the client's socket and sending
-// over SSH overlap: pkg/sftp reads and sends in one goroutine, and uploads
-// ran at about 0.7 of a direct client's speed. done ends the read-ahead;
-// failed says the upload stopped before the body ended, so that a read
-// waiting on the client is cut short.
+// over SSH overlap: pkg/sftp reads and sends in one goroutine, which left
+// uploads well behind a direct client (docs/benchmarks.md). done ends the
+// read-ahead; failed says the upload stopped before the body ended, so
+// that a read waiting on the client is cut short.
 func readAhead(w http.ResponseWriter, r *http.Request, body io.Reader) (io.Reader, func(failed bool)) {
 	if r.ContentLength >= 0 && r.ContentLength <= readAheadSize {
 		return body, func(bool) {}

@@ -386,14 +386,13 @@ func (h *syncOnWarn) WithGroup(name string) slog.Handler {
 }
 
 // GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
-// live heap is small and each small request allocates about 16 KB, so at
-// Go's default (GOGC=100) it collected every few megabytes allocated, and
-// marking was a large share of its CPU; GOGC=400 collects a quarter as
-// often. Large files streamed through would then grow the heap fourfold;
+// live heap is small and every request allocates, so at Go's default
+// (GOGC=100) it collected every few megabytes allocated, and marking was a
+// large share of its CPU; GOGC=400 collects a quarter as often. Large files streamed through would then grow the heap fourfold;
 // the soft limit, under the Deployment's memory request, collects sooner
 // there. Where the heap needs more (many transfers at once), it gets it,
 // collected more often: Go gives the collector up to half the CPU then.
-// README.md's Benchmark section has the measurements.
+// docs/benchmarks.md has the measurements.
 const (
 	defaultGCPercent   = 400
 	defaultMemoryLimit = 48 << 20

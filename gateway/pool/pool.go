@@ -51,9 +51,8 @@ const keepaliveTimeout = 10 * time.Second
 // opens another: as many as pkg/sftp keeps in flight on one file by
 // default. An SFTP session answers many requests at once, and each
 // further SSH connection costs the server a process and a handshake and
-// spreads the packets thinner (fewer per system call on both sides):
-// measured against OpenSSH here, eight connections for 16 concurrent
-// writes cost the server twice the CPU per write of one. A stream fills a
+// spreads the packets thinner (fewer per system call on both sides), so
+// the server spends more CPU per write (docs/benchmarks.md). A stream fills a
 // session on its own: a transfer keeps many requests in flight itself,
 // and directory reads on one session take turns.
 const sessionShare = 64

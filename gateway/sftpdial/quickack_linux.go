@@ -9,7 +9,8 @@ import (
 // quickAckConn turns off delayed ACKs before each read while armed. The
 // SSH and SFTP start-up is a ping-pong of small packets; with delayed ACKs
 // (which the kernel re-enables after every exchange) starting the SFTP
-// session on a new connection stalls about 40 ms.
+// session on a new connection stalls for the peer's delayed-ACK timer,
+// several times over (docs/benchmarks.md has the dial's time).
 type quickAckConn struct {
 	*net.TCPConn
 	raw   syscall.RawConn
