@@ -1,27 +1,14 @@
 package openapi
 
 import (
-	"context"
 	"strings"
 	"testing"
-
-	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
 )
 
 func TestDocumentDescribesEveryCommand(t *testing.T) {
-	raw, err := Document("/sftp/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := openapi3.NewLoader().LoadFromData(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	doc := load(t, "/sftp/")
 	if doc.OpenAPI != "3.1.0" || doc.Servers[0].URL != "/sftp" {
 		t.Errorf("openapi %q, server %q", doc.OpenAPI, doc.Servers[0].URL)
 	}
