@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/recovery"
@@ -51,9 +53,10 @@ func ready(conn *v1alpha1.SftpConnection) error {
 // the SFTP server's.
 func (h *handler) runError(err error) error {
 	var (
-		bad      *commands.BadRequest
-		bodyErr  *commands.BodyError
-		tooLarge *http.MaxBytesError
+		bad        *commands.BadRequest
+		bodyErr    *commands.BodyError
+		tooLarge   *http.MaxBytesError
+		overBudget *budget.TooLargeError
 	)
 	switch {
 	case errors.As(err, &bad):
@@ -64,8 +67,29 @@ func (h *handler) runError(err error) error {
 		return answer.InvalidRequest("the request body ended early", "body")
 	case errors.Is(err, recovery.ErrPanic):
 		return answer.Internal(err)
+	case errors.As(err, &overBudget):
+		return answer.InvalidRequest(fmt.Sprintf("reading %d bytes at once needs more than this gateway's memory budget of %d bytes; read the file in smaller parts with offset and length",
+			overBudget.Size, overBudget.Budget), "length")
+	}
+	if err := waitError(err); err != nil {
+		return err
 	}
 	return upstreamError(err)
+}
+
+// waitError answers a request that waited in vain: for room in the
+// memory budget, or for a session of a busy connection; or whose client
+// went away while it waited. Nil for any other error.
+func waitError(err error) error {
+	switch {
+	case errors.Is(err, budget.ErrBusy):
+		return answer.Busy(err)
+	case errors.Is(err, pool.ErrQueueFull):
+		return answer.ConnectionBusy()
+	case errors.Is(err, context.Canceled):
+		return answer.ClientGone(err)
+	}
+	return nil
 }
 
 // upstreamError says why the SFTP server could not serve the request.

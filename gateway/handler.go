@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +21,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
@@ -47,6 +48,10 @@ type handler struct {
 	pools      *pool.Pools
 	limits     Limits
 	limiter    *ratelimit.Keyed[types.UID]
+	memory     *budget.Budget
+	// Requests in flight, per key and per namespace.
+	perKey       *ratelimit.InFlight[types.UID]
+	perNamespace *ratelimit.InFlight[string]
 }
 
 // Limits bound what one request may take.
@@ -59,6 +64,16 @@ type Limits struct {
 	// one gateway replica, with bursts up to RateBurst; 0 is no limit.
 	RatePerKey float64
 	RateBurst  int
+	// MemoryBudget is the bytes the replica may hold for request bodies
+	// and answers in flight; 0 is budget.DefaultSize.
+	MemoryBudget int64
+	// MaxRequestsPerKey and MaxRequestsPerNamespace bound the requests in
+	// flight on this replica of one API key and of one namespace's keys;
+	// 0 is no bound.
+	MaxRequestsPerKey, MaxRequestsPerNamespace int
+	// MaxWaitingPerConnection bounds the requests waiting for a session
+	// of one connection's pool.
+	MaxWaitingPerConnection int
 	// RequestTimeout bounds a whole request (the HTTP server's read and
 	// write timeouts). Within it, each SFTP operation, a dial and a retry
 	// included, is bounded by its connection's operationTimeout, except
@@ -95,7 +110,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Duration("duration", end.Sub(start)))
 		_ = logHandler.Handle(ctx, line)
 	}()
-	if err := h.serve(ww, r, slug, name, rec); err != nil {
+	// Released once the answer has been sent: what it held is garbage then.
+	memory := h.memory.Ledger(r.Context())
+	defer memory.Release()
+	if err := h.serve(ww, r, slug, name, rec, &memory); err != nil {
 		answer.Err(ww, r, err)
 	}
 }
@@ -109,7 +127,7 @@ type requestLog struct {
 
 // serve runs one command in named steps; each returns the error that
 // answers the request when it cannot go on.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name string, rec *requestLog) error {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name string, rec *requestLog, memory *budget.Ledger) error {
 	cmd, err := lookup(r, name, rec)
 	if err != nil {
 		return err
@@ -121,7 +139,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err := h.admit(conn, key); err != nil {
 		return err
 	}
-	c, err := h.decode(w, r, cmd)
+	defer h.leave(conn, key)
+	c, err := h.decode(w, r, cmd, memory)
 	if err != nil {
 		return err
 	}
@@ -172,44 +191,88 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 	return conn, key, nil
 }
 
-// admit lets the request in if its key is within its rate and the
-// connection is ready.
+// admit lets the request in if the connection is ready and its key is
+// within its rate and, with its namespace, within the bounds on requests
+// in flight. Once admitted, leave counts it out.
 func (h *handler) admit(conn *v1alpha1.SftpConnection, key *v1alpha1.ApiKey) error {
 	if ok, delay := h.limiter.Allow(key.UID); !ok {
 		return answer.RateLimited(delay)
 	}
-	return ready(conn)
+	if err := ready(conn); err != nil {
+		return err
+	}
+	if !h.perKey.Enter(key.UID) {
+		return answer.TooManyInFlight("this API key's", h.perKey.Limit())
+	}
+	if !h.perNamespace.Enter(key.Namespace) {
+		h.perKey.Leave(key.UID)
+		return answer.TooManyInFlight("this namespace's", h.perNamespace.Limit())
+	}
+	return nil
+}
+
+func (h *handler) leave(_ *v1alpha1.SftpConnection, key *v1alpha1.ApiKey) {
+	h.perNamespace.Leave(key.Namespace)
+	h.perKey.Leave(key.UID)
 }
 
 // call is a command as the client sent it: a JSON body, a raw upload
-// (read as the command runs), or a raw download.
+// (read as the command runs, or a small one read before, rawBody), or a
+// raw download.
 type call struct {
 	cmd      commands.Command
 	upload   bool
+	rawBody  bool
 	download bool
 	body     []byte
+	memory   *budget.Ledger
 }
 
-// decode reads what the request asks for, within the limits.
-func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Command) (call, error) {
+// pooledUpload is the largest raw upload read whole before it runs, to
+// share the pool's sessions as a JSON write does; larger or unsized ones
+// stream on a session of their own.
+const pooledUpload = 1 << 20
+
+// streamMemory is what a stream holds of the budget: the buffers of its
+// read-ahead and of the SFTP requests it keeps in flight.
+const streamMemory = 5 << 19
+
+// decode reads what the request asks for, within the limits, holding
+// what it reads against the memory budget.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Command, memory *budget.Ledger) (call, error) {
 	contentType := r.Header.Get("Content-Type")
 	mt := mediaType(contentType) // "" when it does not parse
+	writes := cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend
 	c := call{
 		cmd:      cmd,
-		upload:   (cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend) && mt == octetStream,
+		upload:   writes && mt == octetStream,
 		download: cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream),
+		memory:   memory,
+	}
+	// A JSON write's content is held twice: the body, and the content
+	// unquoted from it.
+	copies := int64(1)
+	if writes {
+		copies = 2
 	}
 	var err error
 	switch {
 	case c.upload && r.ContentLength > h.limits.MaxUploadBytes:
 		// Refused before the file is opened (and truncated).
 		return c, answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
-	case !c.upload && contentType != "" && mt != "application/json":
+	case c.upload && r.ContentLength >= 0 && r.ContentLength <= pooledUpload:
+		c.upload, c.rawBody = false, true
+		c.body, err = readBody(w, r, pooledUpload, memory, 1)
+	case c.upload:
+	case contentType != "" && mt != "application/json":
 		return c, answer.UnsupportedMediaType()
-	case !c.upload:
-		c.body, err = readBody(w, r, h.limits.MaxBodyBytes)
+	default:
+		c.body, err = readBody(w, r, h.limits.MaxBodyBytes, memory, copies)
 	}
-	return c, err
+	if err == nil && (c.upload || c.download || cmd.Streams) {
+		err = memory.Hold(streamMemory)
+	}
+	return c, memoryError(err)
 }
 
 // run runs the call on a session of conn's pool. It reports whether it
@@ -219,8 +282,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 	// requests waiting for the same pool would get its failure), nor an
 	// operation: the session it runs on is shared, and closing it would
 	// fail the others.
-	detached := context.WithoutCancel(r.Context())
-	p, err := h.pools.Get(detached, conn)
+	p, err := h.pools.Get(context.WithoutCancel(r.Context()), conn)
 	if err != nil {
 		return nil, false, err
 	}
@@ -233,11 +295,16 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
 	op := pool.Op{Idempotent: c.cmd.Idempotent && !c.upload && !c.download, Stream: stream, Timeout: timeout}
-	err = p.Do(detached, op, func(s *sftpdial.Session) error {
+	// The request's context ends a wait for a session when the client goes
+	// away; an operation, once started, runs to its end.
+	err = p.Do(r.Context(), op, func(s *sftpdial.Session) error {
 		fs := commands.NewFS(s, conn.Status.RootPath)
 		fs.Leftovers = p
+		fs.Memory = c.memory
 		var runErr error
 		switch {
+		case c.rawBody:
+			result, runErr = commands.WriteBytes(fs, c.cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), c.body)
 		case c.upload:
 			body, done := readAhead(w, r, http.MaxBytesReader(w, r.Body, h.limits.MaxUploadBytes))
 			result, runErr = commands.WriteStream(fs, c.cmd.Name == v1alpha1.CommandAppend, r.URL.Query(), body, r.ContentLength)
@@ -404,23 +471,77 @@ func (h *handler) connection(slug string) (conn *v1alpha1.SftpConnection, handov
 	return nil, len(conns) > 1, nil
 }
 
-// presizeBody is the most readBody allocates before the body arrives.
+// presizeBody is the most readBody allocates before a body of unknown
+// length arrives.
 const presizeBody = 64 << 10
 
-// readBody reads a JSON request body within the limit.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	// Sized from Content-Length, up to a typical body: one allocation
-	// rather than a doubling series, and no more memory than has arrived
-	// for a client that declares a large body and sends nothing.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), presizeBody)+bytes.MinRead))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	body := buf.Bytes()
+// readBody reads a request body within limit, holding copies times its
+// size against the memory budget before it is read: all of it for a body
+// of known length, and as the buffer grows for one of unknown length.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budget.Ledger, copies int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, answer.BodyTooLarge("request body", limit)
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var buf []byte
+	var err error
+	if r.ContentLength >= 0 {
+		if err := memory.Hold(copies * r.ContentLength); err != nil {
+			return nil, err
+		}
+		buf = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(body, buf)
+	} else {
+		buf, err = readGrowing(body, memory, copies)
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, answer.BodyTooLarge("request body", limit)
+	case errors.Is(err, budget.ErrBusy), errors.Is(err, context.Canceled):
+		return nil, err
 	case err != nil:
 		return nil, answer.InvalidRequest("cannot read the request body", "body")
 	}
-	return body, nil
+	return buf, nil
+}
+
+// readGrowing reads a body of unknown length, holding each growth of its
+// buffer before it is made.
+func readGrowing(body io.Reader, memory *budget.Ledger, copies int64) ([]byte, error) {
+	buf := make([]byte, 0, presizeBody)
+	if err := memory.Hold(copies * presizeBody); err != nil {
+		return nil, err
+	}
+	for {
+		if len(buf) == cap(buf) {
+			more := cap(buf)
+			if err := memory.Hold(copies * int64(more)); err != nil {
+				return nil, err
+			}
+			buf = slices.Grow(buf, more)
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// memoryError answers an error of the memory budget's; it passes others.
+func memoryError(err error) error {
+	var tooLarge *budget.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return answer.BodyTooLarge("request body, with what the gateway makes of it,", tooLarge.Budget)
+	case err != nil:
+		if answered := waitError(err); answered != nil {
+			return answered
+		}
+	}
+	return err
 }

@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,6 +35,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
@@ -75,7 +78,27 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.Limits.RatePerKey, "rate-per-key", 1000, "Requests per second one API key may send to this replica; 0 is no limit.")
 	fs.IntVar(&o.Limits.RateBurst, "rate-burst", 2000, "Requests one API key may send at once above its rate.")
 	fs.DurationVar(&o.Limits.RequestTimeout, "request-timeout", 5*time.Minute, "Bound on a whole request.")
+	o.Limits.MemoryBudget = budget.DefaultSize()
+	fs.Func("memory-budget", "Bytes this replica may hold for request bodies and answers in flight, as a quantity (256Mi); "+
+		"default a quarter of the container's memory limit, or 64Mi without one.", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("want a positive quantity such as 128Mi, not %q", v)
+		}
+		o.Limits.MemoryBudget = q.Value()
+		return nil
+	})
+	fs.IntVar(&o.Limits.MaxRequestsPerKey, "max-requests-per-key", 128, "Requests one API key may have in flight on this replica; 0 is no bound.")
+	fs.IntVar(&o.Limits.MaxRequestsPerNamespace, "max-requests-per-namespace", 512,
+		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
+	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
+		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
 }
+
+// memoryWait is how long a request waits for room in the memory budget
+// before it is answered 503: long enough for a burst's other large
+// requests to finish, short enough that a client retries elsewhere.
+const memoryWait = time.Second
 
 // Server is a running gateway's state.
 type Server struct {
@@ -131,9 +154,10 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		pools:      &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout},
-		document:   document,
-		docs:       docs,
+		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout,
+			MaxWaiting: opts.Limits.MaxWaitingPerConnection},
+		document: document,
+		docs:     docs,
 	}
 	// Pools report their sizes; a second gateway in one process (tests)
 	// keeps the first one's.
@@ -142,11 +166,14 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	h := &handler{
-		bySlug:     bySlug,
-		authorizer: &apikeys.Authorizer{Keys: keys},
-		pools:      s.pools,
-		limits:     opts.Limits,
-		limiter:    ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
+		bySlug:       bySlug,
+		authorizer:   &apikeys.Authorizer{Keys: keys},
+		pools:        s.pools,
+		limits:       opts.Limits,
+		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
+		memory:       budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
+		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
+		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
 	s.handler = s.routes(opts.BasePath, h)
 	return s, nil

@@ -19,7 +19,7 @@ type Error struct {
 	Message string `json:"message"`
 	// Field names the request field that is invalid.
 	Field string `json:"field,omitempty"`
-	// RetryAfter is sent as Retry-After with 429.
+	// RetryAfter, when set, is sent as Retry-After.
 	RetryAfter time.Duration `json:"-"`
 	Cause      error         `json:"-"`
 }
@@ -75,6 +75,35 @@ func ConnectionNotReady(message string, cause error) *Error {
 func RateLimited(retryAfter time.Duration) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: "this API key is over its rate limit; retry after the time in Retry-After", RetryAfter: retryAfter}
+}
+
+// TooManyInFlight answers a request over a bound on requests in flight:
+// whose says whose requests ("this API key's", "this namespace's").
+func TooManyInFlight(whose string, limit int) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "too_many_requests", RetryAfter: time.Second,
+		Message: fmt.Sprintf("%s requests in flight on this gateway replica are at their limit of %d; retry when some have ended", whose, limit)}
+}
+
+// Busy answers a request the gateway's memory budget had no room for.
+func Busy(cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: time.Second, Cause: cause,
+		Message: "the gateway is holding as many request bodies and answers as its memory budget allows; retry shortly"}
+}
+
+// ConnectionBusy answers a request that found the connection's queue for a
+// session full.
+func ConnectionBusy() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "connection_busy", RetryAfter: time.Second,
+		Message: "every session to this connection's server is busy and its queue is full; retry shortly"}
+}
+
+// StatusClientClosedRequest is the status logged, as nginx's, for a
+// request whose client went away before its answer: nobody reads it.
+const StatusClientClosedRequest = 499
+
+// ClientGone answers a request whose client went away while it waited.
+func ClientGone(cause error) *Error {
+	return &Error{Status: StatusClientClosedRequest, Code: "client_closed_request", Message: "the client went away", Cause: cause}
 }
 
 // BodyTooLarge answers a body over limit bytes; what is "upload" or

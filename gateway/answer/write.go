@@ -1,8 +1,10 @@
 package answer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,8 +19,26 @@ import (
 
 // JSON sends v as a JSON body with status.
 func JSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	send(w, status, b, err)
+}
+
+// marshal encodes v without escaping <, > and & for HTML: answers are
+// JSON, never HTML, and escaping makes each of those bytes six.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Streamer is a result that writes its own JSON: one too large to encode
+// into memory whole (a read's content).
+type Streamer interface {
+	WriteJSON(w io.Writer) error
 }
 
 // Command sends a command's envelope: {"<command>": result}, or
@@ -26,10 +46,14 @@ func JSON(w http.ResponseWriter, status int, v any) {
 // put together from the parts' JSON, without a map of one key to encode
 // for every request.
 func Command(w http.ResponseWriter, name string, result any, failure *commands.Failure) {
-	b, err := json.Marshal(result)
+	if s, ok := result.(Streamer); ok && failure == nil {
+		stream(w, name, s)
+		return
+	}
+	b, err := marshal(result)
 	var f []byte
 	if err == nil && failure != nil {
-		f, err = json.Marshal(failure)
+		f, err = marshal(failure)
 	}
 	if err != nil {
 		send(w, http.StatusInternalServerError, nil, err)
@@ -37,13 +61,34 @@ func Command(w http.ResponseWriter, name string, result any, failure *commands.F
 	}
 	// Room for the envelope and for send's newline.
 	envelope := make([]byte, 0, len(name)+len(b)+len(f)+len(`{"":,"error":}`)+1)
-	// A command's name is valid UTF-8: there is no error to check.
-	envelope, _ = jsontext.AppendQuote(append(envelope, '{'), name)
-	envelope = append(append(envelope, ':'), b...)
+	envelope = appendName(envelope, name)
+	envelope = append(envelope, b...)
 	if f != nil {
 		envelope = append(append(envelope, `,"error":`...), f...)
 	}
 	send(w, http.StatusOK, append(envelope, '}'), nil)
+}
+
+// appendName appends the envelope's start, {"<name>":.
+func appendName(b []byte, name string) []byte {
+	// A command's name is valid UTF-8: there is no error to check.
+	b, _ = jsontext.AppendQuote(append(b, '{'), name)
+	return append(b, ':')
+}
+
+// stream sends the envelope of a result that writes itself, as it writes
+// it. An error halfway can no longer change the status: the body ends
+// short, which no JSON parser takes for a whole answer.
+func stream(w http.ResponseWriter, name string, s Streamer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(appendName(nil, name)); err != nil {
+		return
+	}
+	if err := s.WriteJSON(w); err != nil {
+		return
+	}
+	_, _ = io.WriteString(w, "}\n")
 }
 
 // Err answers err: an *Error as it says, anything else as internal. It
@@ -66,7 +111,8 @@ func Err(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sftpgate"`)
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
-	case http.StatusTooManyRequests:
+	}
+	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", ratelimit.RetryAfter(e.RetryAfter))
 	}
 	JSON(w, e.Status, map[string]*Error{"error": e})

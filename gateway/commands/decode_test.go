@@ -47,12 +47,12 @@ func TestDecodeAcceptsEmptyAndExactBodies(t *testing.T) {
 	// As encoding/json did: invalid UTF-8 and lone surrogates become U+FFFD.
 	var text writeRequest
 	if err := decode([]byte("{\"path\": \"\xff\", \"file\": {\"text\": \"\\ud800\"}}"), &text); err != nil ||
-		text.Path != "\ufffd" || *text.File.Text != "\ufffd" {
+		text.Path != "\ufffd" || string(*text.File.Text) != "\ufffd" {
 		t.Errorf("%+v: %v", text, err)
 	}
 	var req writeRequest
 	if err := decode([]byte(`{"path": "a/b", "file": {"base64": "YQ=="}, "mode": "0600"}`), &req); err != nil ||
-		req.Path != "a/b" || *req.File.Base64 != "YQ==" || *req.Mode != "0600" {
+		req.Path != "a/b" || string(*req.File.Base64) != "YQ==" || *req.Mode != "0600" {
 		t.Errorf("%+v: %v", req, err)
 	}
 }

@@ -6,28 +6,57 @@ import (
 	"io"
 	"os"
 	"path"
+	"reflect"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
 type FileContent struct {
-	Text   *string `json:"text,omitempty"`
-	Base64 *string `json:"base64,omitempty"`
+	Text   *jsonString `json:"text,omitempty"`
+	Base64 *jsonString `json:"base64,omitempty"`
 }
 
-func (c *FileContent) bytes() ([]byte, error) {
+// jsonString is a JSON string unquoted straight into bytes: a file's text
+// is held once, not as a string and again as its bytes.
+type jsonString []byte
+
+func (s *jsonString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if kind := dec.PeekKind(); kind != '"' {
+		return &json.SemanticError{JSONKind: kind, GoType: reflect.TypeFor[string]()}
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	// The decoder checked the value; the only error left is invalid UTF-8,
+	// replaced with U+FFFD as the rest of a request's strings are.
+	*s, _ = jsontext.AppendUnquote(make([]byte, 0, len(v)), v)
+	return nil
+}
+
+// bytes returns the content, holding base64's decoding against the
+// request's memory budget.
+func (c *FileContent) bytes(fs *FS) ([]byte, error) {
 	switch {
 	case c == nil || (c.Text == nil) == (c.Base64 == nil):
 		return nil, &BadRequest{Field: "file", Message: `needs exactly one of "text" and "base64"`}
 	case c.Text != nil:
-		return []byte(*c.Text), nil
+		return *c.Text, nil
 	}
-	b, err := base64.StdEncoding.DecodeString(*c.Base64)
+	encoded := *c.Base64
+	if err := fs.Memory.Hold(int64(base64.StdEncoding.DecodedLen(len(encoded)))); err != nil {
+		return nil, err
+	}
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(encoded)))
+	n, err := base64.StdEncoding.Decode(b, encoded)
 	if err != nil {
 		return nil, &BadRequest{Field: "file.base64", Message: "is not valid base64"}
 	}
-	return b, nil
+	return b[:n], nil
 }
 
 type writeRequest struct {
@@ -141,10 +170,15 @@ func notAFile(fs *FS, err error, target string) error {
 
 // writeContent runs write or append with the content in the JSON request.
 func writeContent(fs *FS, req *writeRequest, appending bool) (any, error) {
-	data, err := req.File.bytes()
+	data, err := req.File.bytes(fs)
 	if err != nil {
 		return nil, err
 	}
+	return writeData(fs, req, appending, data)
+}
+
+// writeData runs write or append with data as the content.
+func writeData(fs *FS, req *writeRequest, appending bool, data []byte) (any, error) {
 	mode, err := parseMode(req.Mode)
 	if err != nil {
 		return nil, err
@@ -183,13 +217,70 @@ type readRequest struct {
 	Length   *int64 `json:"length,omitempty"`
 }
 
-// ReadResult is the result of read.
+// ReadResult is the result of read. It writes its own JSON, encoding the
+// content straight from what was read: a large file is held once, not
+// again as a string and as its encoding.
 type ReadResult struct {
-	Path     string `json:"path"`
-	Size     int64  `json:"size"`
-	Offset   int64  `json:"offset"`
-	Encoding string `json:"encoding"`
-	Content  string `json:"content"`
+	Path     string
+	Size     int64
+	Offset   int64
+	Encoding string
+	Content  []byte
+}
+
+// WriteJSON writes the result as the API's JSON object.
+func (r *ReadResult) WriteJSON(w io.Writer) error {
+	head := struct {
+		Path     string `json:"path"`
+		Size     int64  `json:"size"`
+		Offset   int64  `json:"offset"`
+		Encoding string `json:"encoding"`
+	}{r.Path, r.Size, r.Offset, r.Encoding}
+	b, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	// The object without its closing brace, then the content.
+	if _, err := w.Write(append(b[:len(b)-1], `,"content":"`...)); err != nil {
+		return err
+	}
+	if r.Encoding == "base64" {
+		enc := base64.NewEncoder(base64.StdEncoding, w)
+		if _, err := enc.Write(r.Content); err != nil {
+			return err
+		}
+		if err := enc.Close(); err != nil {
+			return err
+		}
+	} else if err := writeEscaped(w, r.Content); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, `"}`)
+	return err
+}
+
+// escapeChunk is how much text writeEscaped escapes at once.
+const escapeChunk = 32 << 10
+
+// writeEscaped writes UTF-8 text as the inside of a JSON string, a chunk
+// at a time, each cut at the start of a character.
+func writeEscaped(w io.Writer, text []byte) error {
+	buf := make([]byte, 0, escapeChunk+escapeChunk/4)
+	for len(text) > 0 {
+		end := min(escapeChunk, len(text))
+		for end < len(text) && !utf8.RuneStart(text[end]) {
+			end++
+		}
+		quoted, err := jsontext.AppendQuote(buf[:0], text[:end])
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(quoted[1 : len(quoted)-1]); err != nil {
+			return err
+		}
+		buf, text = quoted, text[end:]
+	}
+	return nil
 }
 
 func read(fs *FS, req *readRequest) (any, error) {
@@ -230,6 +321,9 @@ func read(fs *FS, req *readRequest) (any, error) {
 		return nil, &BadRequest{Field: "length", Message: "the file is larger than " + strconv.Itoa(MaxReadLength) +
 			" bytes: read it in parts with offset and length"}
 	}
+	if err := fs.Memory.Hold(length); err != nil {
+		return nil, err
+	}
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, req.Offset)
 	if errors.Is(err, io.EOF) && int64(n) < length {
@@ -241,16 +335,10 @@ func read(fs *FS, req *readRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	buf = buf[:n]
-	res := ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding}
-	if encoding == "base64" {
-		res.Content = base64.StdEncoding.EncodeToString(buf)
-		return res, nil
-	}
-	if !utf8.Valid(buf) {
+	if encoding == "text" && !utf8.Valid(buf) {
 		return nil, fail("not_text", fxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
 	}
-	res.Content = string(buf)
-	return res, nil
+	return &ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding, Content: buf}, nil
 }
 
 func unlink(fs *FS, req *pathRequest) (any, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
@@ -23,6 +24,10 @@ type FS struct {
 	Client *sftp.Client
 	// Dirs lists directories without holding them whole.
 	Dirs *sftpdir.Reader
+	// Memory is the request's share of the gateway's memory budget:
+	// commands hold what they read into memory against it. Nil holds
+	// nothing.
+	Memory *budget.Ledger
 	// Root is the absolute, resolved root directory (status.rootPath).
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.

@@ -17,38 +17,20 @@ import (
 // WriteStream runs write or append with the request body as the content:
 // size is its length, or -1 when unknown (a chunked upload).
 func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size int64) (any, error) {
-	allowed := map[string]bool{"path": true, "mode": true, "createParents": true, "overwrite": !appending}
-	for name := range query {
-		if !allowed[name] {
-			return nil, &BadRequest{Field: name, Message: "is not a query parameter of this command"}
-		}
-	}
-	var mode *string
-	if query.Has("mode") {
-		m := query.Get("mode")
-		mode = &m
-	}
-	fileMode, err := parseMode(mode)
+	req, err := rawRequest(query, appending)
 	if err != nil {
 		return nil, err
 	}
-	createParents, err := boolParam(query, "createParents")
+	fileMode, err := parseMode(req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	var overwrite *bool
-	if query.Has("overwrite") {
-		o, err := boolParam(query, "overwrite")
-		if err != nil {
-			return nil, err
-		}
-		overwrite = &o
-	}
+	createParents, overwrite := req.CreateParents, req.Overwrite
 	client := &clientBody{r: body}
 	if size >= 0 {
 		client.r = io.LimitReader(body, size)
 	}
-	target, err := resolveForWrite(fs, query.Get("path"), createParents)
+	target, err := resolveForWrite(fs, req.Path, createParents)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +55,44 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 		return nil, &BodyError{Err: client.err}
 	}
 	return result, err
+}
+
+// WriteBytes runs write or append with a raw body read whole before it
+// (a small one): as a JSON write does, it makes a new file in place.
+func WriteBytes(fs *FS, appending bool, query url.Values, data []byte) (any, error) {
+	req, err := rawRequest(query, appending)
+	if err != nil {
+		return nil, err
+	}
+	return writeData(fs, req, appending, data)
+}
+
+// rawRequest reads write's or append's parameters from a raw upload's
+// query.
+func rawRequest(query url.Values, appending bool) (*writeRequest, error) {
+	allowed := map[string]bool{"path": true, "mode": true, "createParents": true, "overwrite": !appending}
+	for name := range query {
+		if !allowed[name] {
+			return nil, &BadRequest{Field: name, Message: "is not a query parameter of this command"}
+		}
+	}
+	req := &writeRequest{Path: query.Get("path")}
+	if query.Has("mode") {
+		m := query.Get("mode")
+		req.Mode = &m
+	}
+	var err error
+	if req.CreateParents, err = boolParam(query, "createParents"); err != nil {
+		return nil, err
+	}
+	if query.Has("overwrite") {
+		o, err := boolParam(query, "overwrite")
+		if err != nil {
+			return nil, err
+		}
+		req.Overwrite = &o
+	}
+	return req, nil
 }
 
 // BodyError is a request body that could not be read to its end. The file

@@ -5,6 +5,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ var (
 	// ErrCredentials is a failure to read a connection's Secret from the
 	// API server, when its pool is built.
 	ErrCredentials = errors.New("the gateway cannot read the connection's credentials Secret; retry")
+	// ErrQueueFull is a request that found every session as busy as it
+	// may be, and as many requests waiting as the pool lets wait.
+	ErrQueueFull = errors.New("every session to the server is busy and its queue is full")
 )
 
 // keepaliveTimeout bounds the answer to a keepalive.
@@ -56,6 +60,11 @@ const keepaliveTimeout = 10 * time.Second
 // session on its own: a transfer keeps many requests in flight itself,
 // and directory reads on one session take turns.
 const sessionShare = 64
+
+// sessionMax is the most load a session carries when the pool may open no
+// more (two streams, or a stream and as many small operations): beyond
+// it, requests wait in the pool's queue.
+const sessionMax = 2 * sessionShare
 
 // Op describes an operation to the pool.
 type Op struct {
@@ -81,6 +90,10 @@ func (op Op) load() int {
 	return 1
 }
 
+// DefaultMaxWaiting is the default bound on the requests waiting for a
+// session of one pool.
+const DefaultMaxWaiting = 256
+
 // Pools holds one Pool per SftpConnection.
 type Pools struct {
 	Dialer *sftpdial.Dialer
@@ -90,6 +103,9 @@ type Pools struct {
 	// IdleTimeout closes sessions unused for this long, and forgets a
 	// connection's credentials once it has had no session for as long.
 	IdleTimeout time.Duration
+	// MaxWaiting is how many requests may wait for a session of one
+	// connection's pool; more get ErrQueueFull. 0 is DefaultMaxWaiting.
+	MaxWaiting int
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
@@ -179,14 +195,15 @@ func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v vers
 		return nil, err
 	}
 	return &Pool{
-		namespace: conn.Namespace,
-		name:      conn.Name,
-		dialer:    p.Dialer,
-		target:    target,
-		max:       int(max(conn.Spec.Limits.MaxConnections, 1)),
-		version:   v,
-		lastUsed:  time.Now(),
-		wake:      make(chan struct{}),
+		namespace:  conn.Namespace,
+		name:       conn.Name,
+		dialer:     p.Dialer,
+		target:     target,
+		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
+		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
+		version:    v,
+		lastUsed:   time.Now(),
+		wake:       make(chan struct{}),
 	}, nil
 }
 
@@ -280,11 +297,14 @@ type Pool struct {
 	dialer          *sftpdial.Dialer
 	target          *sftpdial.Target
 	max             int
+	maxWaiting      int
 	version         version
 
 	mu       sync.Mutex
 	sessions []*session
 	dialing  int
+	// waiting is the requests waiting for a session.
+	waiting int
 	// expecting is the load of the dials under way and of the requests
 	// waiting for them.
 	expecting int
@@ -477,8 +497,9 @@ type session struct {
 // idempotent fn is then run once more on a fresh one. When op.Timeout
 // passes, a wait for a session ends, or the session fn runs on is closed
 // to stop it (the other requests on a session that hangs would hang too),
-// and Do returns ErrTimeout. When ctx ends first, a wait for a session
-// ends with ctx's error.
+// and Do returns ErrTimeout. When ctx (the request's) ends first, a wait
+// for a session ends with ctx's error; a dial it started goes on for the
+// others, and fn, once started, is not stopped.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
 	w := op.load()
 	var deadline time.Time
@@ -547,9 +568,10 @@ func run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err error) {
 // acquire picks the least loaded session for an operation of load w. It
 // shares a session that has room for w; else it waits for a dial under way
 // that has room, or dials a new session if the limit allows (a fresh one
-// always does), or shares the least loaded session. With no session open
-// and the limit reached by dials under way, it waits, until deadline
-// (zero: none) or the end of ctx.
+// always does), or shares the least loaded session up to sessionMax.
+// Otherwise it waits in the pool's queue for a session or a dial to end,
+// until deadline (zero: none) or the end of ctx; with the queue full, it
+// returns ErrQueueFull at once.
 func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh bool) (*session, error) {
 	for {
 		now := time.Now()
@@ -570,18 +592,25 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh boo
 		}
 		room := len(p.sessions)+p.dialing < p.max
 		switch {
-		case best != nil && !fresh && best.load+w <= sessionShare, best != nil && !room:
+		case best != nil && !fresh && best.load+w <= sessionShare, best != nil && !room && best.load+w <= sessionMax:
 			best.load += w
 			p.mu.Unlock()
 			return best, nil
 		case !fresh && p.expecting+w <= p.dialing*sessionShare, !room:
 			// A burst on a cold pool waits for the first dial rather than
-			// opening a connection per request.
+			// opening a connection per request; with every session full,
+			// requests wait for one to have room.
+			if p.waiting >= p.maxWaiting {
+				p.mu.Unlock()
+				return nil, ErrQueueFull
+			}
+			p.waiting++
 			p.expecting += w
 			wake, failures := p.wake, p.dialFailures
 			p.mu.Unlock()
 			woken := await(ctx, wake, deadline)
 			p.mu.Lock()
+			p.waiting--
 			p.expecting -= w
 			failed, dialErr := p.dialFailures != failures && len(p.sessions) == 0, p.dialErr
 			p.mu.Unlock()
@@ -598,7 +627,9 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh boo
 		p.dialing++
 		p.expecting += w
 		p.mu.Unlock()
-		return p.dial(ctx, deadline, w)
+		// Requests waiting for this dial may be served by it: one client
+		// going away does not end it.
+		return p.dial(context.WithoutCancel(ctx), deadline, w)
 	}
 }
 
@@ -680,6 +711,9 @@ func (p *Pool) release(s *session, w int, brokenSince time.Time) {
 	p.mu.Lock()
 	s.load -= w
 	s.lastUsed = time.Now()
+	if p.waiting > 0 {
+		p.notify()
+	}
 	var closing []*session
 	if broken {
 		for _, other := range slices.Clone(p.sessions) {

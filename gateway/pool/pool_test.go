@@ -26,7 +26,7 @@ func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 func poolTo(t *testing.T, server *testsftp.Server, port, max int32) *Pool {
 	t.Helper()
 	target := testsftp.Target(t, server.Host, port, server.User, server.Password, server.HostKeyLine())
-	p := &Pool{dialer: &sftpdial.Dialer{}, target: target, max: int(max), wake: make(chan struct{}), lastUsed: time.Now()}
+	p := &Pool{dialer: &sftpdial.Dialer{}, target: target, max: int(max), maxWaiting: DefaultMaxWaiting, wake: make(chan struct{}), lastUsed: time.Now()}
 	t.Cleanup(p.Close)
 	return p
 }
@@ -229,5 +229,37 @@ func TestPanicFailsOnlyItsOperation(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatalf("the next operation: %v", err)
+	}
+}
+
+// TestQueueIsBounded: with every session as busy as it may be, requests
+// wait in a queue of MaxWaiting; past it they are refused at once, and a
+// request whose client goes away leaves it.
+func TestQueueIsBounded(t *testing.T) {
+	p, _ := newPool(t, 1)
+	p.maxWaiting = 1
+	finish := hold(t, p, Op{Stream: true}, Op{Stream: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error)
+	go func() { waited <- p.Do(ctx, Op{}, func(*sftpdial.Session) error { return nil }) }()
+	for {
+		p.mu.Lock()
+		queued := p.waiting
+		p.mu.Unlock()
+		if queued == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a request past the queue: %v, want ErrQueueFull", err)
+	}
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting request whose client went away: %v", err)
+	}
+	finish()
+	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); err != nil {
+		t.Fatalf("once the session has room: %v", err)
 	}
 }

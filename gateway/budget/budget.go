@@ -1,0 +1,173 @@
+// Package budget bounds the memory a gateway replica holds for request
+// bodies and answers in flight. Each request keeps a Ledger of what it
+// holds; a hold that does not fit waits briefly for others to finish, then
+// is refused, so that a burst of large requests is answered 503 rather
+// than growing the process until the kernel kills it, and every tenant
+// with it.
+package budget
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrBusy is a hold that found no room for the whole wait.
+var ErrBusy = errors.New("the gateway's memory budget is in use by other requests")
+
+// TooLargeError is a hold larger than one hold may ever have (the budget
+// less its reserve for small holds).
+type TooLargeError struct{ Size, Budget int64 }
+
+func (e *TooLargeError) Error() string {
+	return "needs " + strconv.FormatInt(e.Size, 10) + " bytes, more than the gateway's memory budget allows one request, " +
+		strconv.FormatInt(e.Budget, 10)
+}
+
+// Budget is the bytes one replica may hold for requests at once. Large
+// holds may take all but a reserve, which only small holds (a small write's
+// body, a stat's answer) may use: a tenant's burst of large reads or
+// writes cannot keep others' small requests out.
+type Budget struct {
+	size, reserve int64
+	wait          time.Duration
+
+	mu   sync.Mutex
+	held int64
+	// freed is closed (and replaced) when a hold is released, for the
+	// holds waiting for room.
+	freed chan struct{}
+}
+
+// SmallHold is the largest hold that may use the reserve.
+const SmallHold = 64 << 10
+
+// New returns a budget of size bytes, an eighth of it reserved for small
+// holds; a hold waits at most wait for room.
+func New(size int64, wait time.Duration) *Budget {
+	return &Budget{size: size, reserve: size / 8, wait: wait, freed: make(chan struct{})}
+}
+
+// Size is the whole budget.
+func (b *Budget) Size() int64 { return b.size }
+
+// Held is the bytes held now.
+func (b *Budget) Held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
+}
+
+// take holds n if there is room, or returns a channel closed when there
+// may be.
+func (b *Budget) take(n, limit int64) (bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n <= limit {
+		b.held += n
+		return true, nil
+	}
+	return false, b.freed
+}
+
+func (b *Budget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// Ledger is what one request holds. A nil one holds nothing and grants
+// every hold (for code run without a budget, as in tests of the commands
+// alone).
+type Ledger struct {
+	b    *Budget
+	ctx  context.Context
+	held int64
+}
+
+// Ledger starts a request's ledger; ctx is the request's, whose end stops
+// a wait. Release it when the answer has been sent.
+func (b *Budget) Ledger(ctx context.Context) Ledger { return Ledger{b: b, ctx: ctx} }
+
+// Hold takes n more bytes for the request, waiting for room if there is
+// none. It returns ErrBusy when the wait ends without room, a
+// *TooLargeError when n exceeds what one hold may ever have, or the
+// request context's error.
+func (l *Ledger) Hold(n int64) error {
+	if l == nil || l.b == nil || n <= 0 {
+		return nil
+	}
+	b := l.b
+	limit := b.size
+	if n > SmallHold {
+		limit -= b.reserve
+	}
+	if n > limit {
+		return &TooLargeError{Size: n, Budget: limit}
+	}
+	var expired <-chan time.Time
+	for {
+		ok, freed := b.take(n, limit)
+		if ok {
+			l.held += n
+			return nil
+		}
+		if expired == nil {
+			t := time.NewTimer(b.wait)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-freed:
+		case <-expired:
+			return ErrBusy
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+}
+
+// Release gives back everything the request holds.
+func (l *Ledger) Release() {
+	if l == nil || l.b == nil || l.held == 0 {
+		return
+	}
+	l.b.release(l.held)
+	l.held = 0
+}
+
+// DefaultSize is a quarter of the memory limit of the container the
+// gateway runs in (cgroup v2 or v1), or 64 MiB without one. The rest of
+// the limit is for what the budget does not count: the process itself,
+// its sessions' buffers, and garbage between collections.
+func DefaultSize() int64 {
+	const fallback = 64 << 20
+	limit, ok := cgroupLimit()
+	if !ok {
+		return fallback
+	}
+	return max(limit/4, 8<<20)
+}
+
+// cgroupLimit reads the memory limit of this process's cgroup.
+func cgroupLimit() (int64, bool) {
+	for _, file := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		raw, err := os.ReadFile(file) //nolint:gosec // one of the two paths above
+		if err != nil {
+			continue
+		}
+		limit, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		// "max" (v2) or a page-rounded maximum (v1) means none.
+		if err != nil || limit <= 0 || limit >= 1<<60 {
+			return 0, false
+		}
+		return limit, true
+	}
+	return 0, false
+}

@@ -1,0 +1,88 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestHoldsRefuseRatherThanGrow(t *testing.T) {
+	const large = SmallHold + 1
+	b := New(8*large, 10*time.Millisecond) // a reserve of one large hold
+	first := b.Ledger(context.Background())
+	for range 7 {
+		if err := first.Hold(large); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := b.Ledger(context.Background())
+	if err := second.Hold(large); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a large hold past the budget less its reserve: %v, want ErrBusy", err)
+	}
+	if b.Held() != 7*large {
+		t.Errorf("held %d, want %d: a refused hold takes nothing", b.Held(), 7*large)
+	}
+	// The reserve is for small holds: the large ones cannot keep them out.
+	for range large / SmallHold {
+		if err := second.Hold(SmallHold); err != nil {
+			t.Fatalf("a small hold within the reserve: %v", err)
+		}
+	}
+	if err := second.Hold(SmallHold); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a small hold past the whole budget: %v, want ErrBusy", err)
+	}
+	var tooLarge *TooLargeError
+	if err := second.Hold(7*large + 1); !errors.As(err, &tooLarge) {
+		t.Fatalf("a hold larger than one may have: %v", err)
+	}
+	first.Release()
+	second.Release()
+	if b.Held() != 0 {
+		t.Errorf("held %d after every release", b.Held())
+	}
+}
+
+func TestAHoldWaitsForARelease(t *testing.T) {
+	b := New(100, time.Minute)
+	first := b.Ledger(context.Background())
+	if err := first.Hold(100); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		second := b.Ledger(context.Background())
+		done <- second.Hold(50)
+		second.Release()
+	}()
+	first.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("a hold waiting for a release: %v", err)
+	}
+}
+
+func TestAHoldEndsWithItsRequest(t *testing.T) {
+	b := New(100, time.Minute)
+	first := b.Ledger(context.Background())
+	if err := first.Hold(100); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		second := b.Ledger(ctx)
+		done <- second.Hold(1)
+	}()
+	cancel() // the client went away
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the wait of a request that ended: %v", err)
+	}
+}
+
+func TestNoBudget(t *testing.T) {
+	var l *Ledger
+	if err := l.Hold(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+}
