@@ -123,10 +123,12 @@ func TestCodesAreDocumented(t *testing.T) {
 	var answered []string
 	for _, e := range []*Error{NotFound(), MethodNotAllowed(), UnknownCommand("x"), Unauthorized(""), Forbidden(""),
 		ConnectionNotFound(), ConnectionNotReady("", nil), RateLimited(0), BodyTooLarge("upload", 1), UnsupportedMediaType(),
-		InvalidRequest("", ""), UpstreamTimeout(nil), UpstreamUnavailable("", nil), Internal(nil)} {
+		InvalidRequest("", ""), UpstreamTimeout(nil), UpstreamUnavailable("", nil), Internal(nil),
+		TooManyInFlight("", 1), Busy(nil), ConnectionBusy()} {
 		answered = append(answered, e.Code)
 	}
-	// NotSynced answers /readyz, a probe the API document does not describe.
+	// NotSynced answers /readyz, a probe the API document does not
+	// describe; ClientGone only the log, as the client has gone.
 	slices.Sort(documented)
 	slices.Sort(answered)
 	if !slices.Equal(documented, answered) {

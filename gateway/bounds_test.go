@@ -1,0 +1,233 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway"
+)
+
+// startGateway runs a gateway of its own with limits, for a test of them,
+// and returns its URL.
+func startGateway(t *testing.T, limits gateway.Limits) string {
+	t.Helper()
+	limits.MaxBodyBytes, limits.MaxUploadBytes, limits.RequestTimeout = maxBody, maxUpload, 30*time.Second
+	gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute, Limits: limits})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	must(t, gw.Start(ctx))
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// post sends a JSON command to the gateway at url with token and returns
+// the answer's status, headers and decoded body.
+func post(t *testing.T, ctx context.Context, url, token, command, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/"+command, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	status, header, raw := send(t, req, body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: %d, body is not JSON: %.200q", command, status, raw)
+	}
+	return status, header, out
+}
+
+// stall starts a raw download of file through url and reads none of it:
+// until closed, the request holds its stream's share of the memory
+// budget, its place in flight and its load on a session.
+func stall(t *testing.T, url, token, file string) (closeIt func()) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/read", strings.NewReader(`{"path": "`+file+`"}`))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("the download to stall: %d %s", resp.StatusCode, raw)
+	}
+	var once sync.Once
+	closeIt = func() { once.Do(func() { _ = resp.Body.Close() }) }
+	t.Cleanup(closeIt)
+	return closeIt
+}
+
+// largeFile writes a file on the fixture's server larger than a socket's
+// buffers hold, so that a download of it stalls with its client.
+func largeFile(t *testing.T, f *fixture, name string) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, name), make([]byte, 64<<20), 0o644))
+}
+
+func errorCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// TestMemoryBudgetRefusesRatherThanGrows: what a request would hold past
+// the budget waits a moment and is answered 503, while small requests
+// still pass; what could never fit is refused at once.
+func TestMemoryBudgetRefusesRatherThanGrows(t *testing.T) {
+	f := newFixture(t)
+	// 4 MiB: 3.5 for large holds, a stream holds 2.5.
+	url := startGateway(t, gateway.Limits{MemoryBudget: 4 << 20}) + "/" + f.slug
+	largeFile(t, f, "large.bin")
+	text := strings.Repeat("<", 1536<<10)
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "text.txt"), []byte(text), 0o644))
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "four.txt"), bytes.Repeat([]byte("a"), 4<<20), 0o644))
+	ctx := context.Background()
+
+	status, _, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
+	if read, _ := out["read"].(map[string]any); status != http.StatusOK || read["content"] != text {
+		t.Fatalf("a read within the budget: %d %.200v", status, out)
+	}
+	if status, _, out := post(t, ctx, url, f.token, "read", `{"path": "four.txt"}`); status != http.StatusBadRequest || errorCode(out) != "invalid_request" {
+		t.Errorf("a read larger than the budget allows one request: %d %v, want 400", status, out)
+	}
+
+	closeDownload := stall(t, url, f.token, "large.bin")
+	status, header, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
+	if status != http.StatusServiceUnavailable || errorCode(out) != "busy" || header.Get("Retry-After") == "" {
+		t.Errorf("a read past what the budget has left: %d %v %q, want 503 busy with Retry-After", status, out, header.Get("Retry-After"))
+	}
+	if status, _, out := post(t, ctx, url, f.token, "stat", `{"path": "text.txt"}`); status != http.StatusOK {
+		t.Errorf("a small request while large ones fill the budget: %d %v", status, out)
+	}
+	closeDownload()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, _, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget was not given back: %d %v", status, out)
+		}
+	}
+}
+
+// TestAnswersAreNotEscapedForHTML: a read of text full of <, > and & is
+// as long as the text, not six times as long.
+func TestAnswersAreNotEscapedForHTML(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "html.txt"), []byte("<a href='x'>&</a>é"), 0o644))
+	status, _, raw := f.raw(t, "read", "", "application/json", "", "", []byte(`{"path": "html.txt"}`))
+	if status != http.StatusOK || !bytes.Contains(raw, []byte(`"content":"<a href='x'>&</a>é"`)) {
+		t.Errorf("%d %s", status, raw)
+	}
+}
+
+// TestRequestsInFlightAreBounded: one key, and one namespace's keys
+// together, have at most so many requests in flight; others are not
+// held back by them.
+func TestRequestsInFlightAreBounded(t *testing.T) {
+	f := newFixture(t)
+	second := serve(t, connectionOf(t, f), f.sshd, func(k *v1alpha1.ApiKey) { k.Name = "second" })
+	third := serve(t, connectionOf(t, f), f.sshd, func(k *v1alpha1.ApiKey) { k.Name = "third" })
+	other := newFixture(t)
+	base := startGateway(t, gateway.Limits{MaxRequestsPerKey: 1, MaxRequestsPerNamespace: 2})
+	url := base + "/" + f.slug
+	largeFile(t, f, "large.bin")
+	ctx := context.Background()
+
+	stall(t, url, f.token, "large.bin")
+	status, header, out := post(t, ctx, url, f.token, "stat", `{"path": "large.bin"}`)
+	if status != http.StatusTooManyRequests || errorCode(out) != "too_many_requests" || header.Get("Retry-After") == "" {
+		t.Errorf("a key's second request in flight: %d %v, want 429 too_many_requests with Retry-After", status, out)
+	}
+	stall(t, url, second.token, "large.bin")
+	if status, _, out := post(t, ctx, url, third.token, "stat", `{"path": "large.bin"}`); status != http.StatusTooManyRequests || errorCode(out) != "too_many_requests" {
+		t.Errorf("a namespace's third request in flight, from a third key: %d %v, want 429", status, out)
+	}
+	if status, _, out := post(t, ctx, base+"/"+other.slug, other.token, "stat", `{"path": "/"}`); status != http.StatusOK {
+		t.Errorf("another namespace's request: %d %v", status, out)
+	}
+}
+
+// TestQueueForASessionOverflowsInto503: with every session of a
+// connection as busy as it may be, one request waits and the next is
+// answered 503; the waiting one runs once a session has room.
+func TestQueueForASessionOverflowsInto503(t *testing.T) {
+	conn, sshd := newConnection(t, func(c *v1alpha1.SftpConnection) { c.Spec.Limits.MaxConnections = 1 })
+	f := serve(t, conn, sshd)
+	url := startGateway(t, gateway.Limits{MaxWaitingPerConnection: 1}) + "/" + f.slug
+	largeFile(t, f, "large.bin")
+	// Two streams: the one session's whole load.
+	first, second := stall(t, url, f.token, "large.bin"), stall(t, url, f.token, "large.bin")
+
+	type answer struct {
+		status int
+		code   string
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			status, _, out := post(t, context.Background(), url, f.token, "stat", `{"path": "large.bin"}`)
+			answers <- answer{status, errorCode(out)}
+		}()
+	}
+	if a := <-answers; a.status != http.StatusServiceUnavailable || a.code != "connection_busy" {
+		t.Errorf("past the queue: %+v, want 503 connection_busy", a)
+	}
+	first()
+	second()
+	if a := <-answers; a.status != http.StatusOK {
+		t.Errorf("the request that waited: %+v, want 200", a)
+	}
+}
+
+// TestSmallRawUploadsShareThePool: raw uploads of a few bytes share the
+// warm session as JSON writes do, where each used to open one of its own.
+func TestSmallRawUploadsShareThePool(t *testing.T) {
+	f := newFixture(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			status, _, raw := f.raw(t, "write", "path=small-"+strconv.Itoa(i)+".bin", "application/octet-stream", "", "", []byte("1 KiB or so"))
+			if status != http.StatusOK {
+				t.Errorf("a small raw upload: %d %s", status, raw)
+			}
+		})
+	}
+	wg.Wait()
+	resp, err := http.Get(metricsURL + "/metrics")
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	metrics, err := io.ReadAll(resp.Body)
+	must(t, err)
+	m := regexp.MustCompile(`sftpgate_gateway_pool_sessions\{name="box",namespace="` + f.ns + `"\} (\d+)`).FindSubmatch(metrics)
+	if m == nil || string(m[1]) != "1" {
+		t.Errorf("sessions after 8 small raw uploads at once: %q, want 1", m)
+	}
+}
+
+// connectionOf reads the fixture's connection.
+func connectionOf(t *testing.T, f *fixture) *v1alpha1.SftpConnection {
+	t.Helper()
+	var conn v1alpha1.SftpConnection
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "box"}, &conn))
+	return &conn
+}
