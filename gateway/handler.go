@@ -301,6 +301,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 		fs := commands.NewFS(s, conn.Status.RootPath)
 		fs.Leftovers = p
 		fs.Memory = c.memory
+		fs.Ctx = r.Context()
 		var runErr error
 		switch {
 		case c.rawBody:

@@ -96,7 +96,10 @@ func hashFile(fs *FS, req *hashRequest) (any, error) {
 	}
 	defer func() { _ = f.Close() }()
 	h := newHash()
-	n, err := f.WriteTo(h)
+	n, err := f.WriteTo(untilStopped{fs, h})
+	if stop := fs.stopped(); stop != nil {
+		return nil, stop
+	}
 	if err == nil && n < fi.Size() {
 		err = ConfirmEnd(f, n) // a hash of a part is not the file's
 	}

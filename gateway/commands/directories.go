@@ -58,6 +58,9 @@ func list(fs *FS, req *listRequest) (any, error) {
 		more bool
 	)
 	err = fs.Dirs.Each(target, func(fi os.FileInfo) error {
+		if err := fs.stopped(); err != nil {
+			return err
+		}
 		if fi.Name() <= req.After || isTemp(fi.Name()) {
 			return nil
 		}
@@ -71,6 +74,9 @@ func list(fs *FS, req *listRequest) (any, error) {
 		heap.Push(page, fi)
 		return nil
 	})
+	if stop := fs.stopped(); stop != nil {
+		return nil, stop
+	}
 	if err != nil {
 		return nil, notADirectory(fs, err, target)
 	}

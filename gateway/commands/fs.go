@@ -4,8 +4,10 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -28,6 +30,10 @@ type FS struct {
 	// commands hold what they read into memory against it. Nil holds
 	// nothing.
 	Memory *budget.Ledger
+	// Ctx is the request's: commands that read or copy whole files or
+	// directories stop when its client goes away, after undoing what they
+	// left half done. Nil never stops.
+	Ctx context.Context
 	// Root is the absolute, resolved root directory (status.rootPath).
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.
@@ -41,6 +47,27 @@ type FS struct {
 // NewFS is the file system of a session, confined to root.
 func NewFS(s *sftpdial.Session, root string) *FS {
 	return &FS{Client: s.SFTP, Dirs: s.Dirs, Root: root, ServerVersion: s.ServerVersion}
+}
+
+// stopped is the request context's error once its client has gone.
+func (fs *FS) stopped() error {
+	if fs.Ctx == nil {
+		return nil
+	}
+	return fs.Ctx.Err()
+}
+
+// untilStopped writes to w until the request's client goes away.
+type untilStopped struct {
+	fs *FS
+	w  io.Writer
+}
+
+func (u untilStopped) Write(b []byte) (int, error) {
+	if err := u.fs.stopped(); err != nil {
+		return 0, err
+	}
+	return u.w.Write(b)
 }
 
 // Errors of path resolution.

@@ -88,12 +88,15 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	mode := fi.Mode().Perm()
 	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
-		n, err := io.Copy(dst, src) // src.WriteTo: concurrent reads
+		n, err := io.Copy(untilStopped{fs, dst}, src) // src.WriteTo: concurrent reads
 		if err == nil && n < fi.Size() {
 			err = ConfirmEnd(src, n) // a copy cut short is not a copy
 		}
 		return n, err
 	})
+	if stop := fs.stopped(); stop != nil {
+		return nil, stop // what it wrote is undone
+	}
 	if err != nil {
 		return nil, notAFile(fs, err, to)
 	}
