@@ -270,6 +270,28 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("the connection now reaches port %d; the attacker's server saw %d log-ins", conn.Spec.Port, attacker.sshd.Logins(t)-logins)
 			}
 		}},
+		{"the gateway's memory, held by the attacker's downloads it never reads", func(t *testing.T) {
+			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "large.bin"), make([]byte, 64<<20), 0o644))
+			refused := 0
+			for range 8 {
+				req, err := http.NewRequest(http.MethodPost, gatewayURL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "large.bin"}`))
+				must(t, err)
+				req.Header.Set("Authorization", "Bearer "+attacker.token)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/octet-stream")
+				resp, err := http.DefaultClient.Do(req)
+				must(t, err)
+				defer func() { _ = resp.Body.Close() }() // read only at the end
+				if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests {
+					refused++
+					break
+				}
+			}
+			if refused == 0 {
+				t.Fatal("eight downloads never read were all let in")
+			}
+			victim.writes(t, "while the attacker holds the gateway's memory")
+		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {
 				t.Fatal("the victim's web UI key was not found")

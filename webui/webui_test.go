@@ -58,7 +58,9 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
-		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second}})
+		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second,
+			// Small, so that the isolation test's attacker can fill them.
+			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: 4}})
 	if err != nil {
 		return fail(err)
 	}
