@@ -62,9 +62,10 @@ const (
 // that its memory and CPU are its own.
 type rig struct {
 	sshd              *testsshd.Server
-	token             string
+	ns, token         string
 	gateway           *exec.Cmd
 	addr, metricsAddr string
+	k8s               client.Client
 }
 
 // startRig starts a rig whose connections are named after roots' keys and
@@ -76,36 +77,17 @@ func startRig(t *testing.T, binary, ns string, roots map[string]string, stderr i
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := &rig{sshd: testsshd.Start(t)}
+	r := &rig{sshd: testsshd.Start(t), ns: ns}
 	env, k8s, err := testcluster.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.k8s = k8s
 	t.Cleanup(func() { _ = env.Stop() })
 	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
 		t.Fatal(err)
 	}
-	token, keyID := apikeys.NewToken()
-	r.token = token
-	objects := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": r.sshd.Password}},
-		&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
-			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}},
-	}
-	for name, root := range roots {
-		objects = append(objects, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
-			Host: r.sshd.Host, Port: r.sshd.Port, Username: testsshd.User, RootPath: cmp.Or(root, r.sshd.Dir),
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{r.sshd.HostKeyLine}},
-			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
-		}})
-	}
-	for _, obj := range objects {
-		if err := k8s.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.token = r.addTenant(t, ns, r.sshd, roots)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
@@ -121,6 +103,51 @@ func startRig(t *testing.T, binary, ns string, roots map[string]string, stderr i
 	return r
 }
 
+// addTenant makes a namespace with the credentials of testsshd's user, a
+// key, and connections to sshd as startRig's; it returns the key's token.
+func (r *rig) addTenant(t *testing.T, ns string, sshd *testsshd.Server, roots map[string]string) string {
+	t.Helper()
+	r.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"password": sshd.Password}})
+	token := r.addKey(t, ns, "key")
+	r.addConnections(t, ns, sshd, roots)
+	return token
+}
+
+// addKey makes a key in ns, for all its connections, and returns its token.
+func (r *rig) addKey(t *testing.T, ns, name string) string {
+	t.Helper()
+	token, keyID := apikeys.NewToken()
+	r.create(t, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}})
+	return token
+}
+
+// addConnections makes connections in ns to sshd, named after roots' keys
+// and rooted at their values (empty: the sshd's directory), with a limit
+// of 8 SSH connections each. They log in with ns's "creds": every testsshd
+// logs in as the same user, with one password.
+func (r *rig) addConnections(t *testing.T, ns string, sshd *testsshd.Server, roots map[string]string) {
+	t.Helper()
+	for name, root := range roots {
+		r.create(t, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
+			Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: cmp.Or(root, sshd.Dir),
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
+			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
+		}})
+	}
+}
+
+func (r *rig) create(t *testing.T, objects ...client.Object) {
+	t.Helper()
+	for _, obj := range objects {
+		if err := r.k8s.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestBenchmark(t *testing.T) {
 	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
 	if binary == "" {
@@ -129,20 +156,16 @@ func TestBenchmark(t *testing.T) {
 	// "box" is rooted in the server's directory, as most connections are;
 	// "slash" at /, as for an account the server confines
 	// (ChrootDirectory), where the gateway has no symlinks to check.
-	r := startRig(t, binary, "bench", map[string]string{"box": "", "slash": "/"}, io.Discard, "--profiling", "--request-timeout=10m")
-	sshd, token, gw, addr, metricsAddr := r.sshd, r.token, r.gateway, r.addr, r.metricsAddr
+	// JSON bodies may be as large as the hostile phase's 32 MiB writes
+	// and their envelope, so that the memory budget decides what becomes
+	// of them, not the body's limit.
+	r := startRig(t, binary, "bench", map[string]string{"box": "", "slash": "/"}, io.Discard, "--profiling", "--request-timeout=10m",
+		fmt.Sprintf("--max-body-bytes=%d", 2*hostileWriteSize))
+	sshd, token, gw, metricsAddr := r.sshd, r.token, r.gateway, r.metricsAddr
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
-	g := &gatewayClient{url: "http://" + addr + "/box/", token: token, http: httpClient}
-	slash := &gatewayClient{url: "http://" + addr + "/slash/", token: token, http: httpClient}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, c := range []*gatewayClient{g, slash} {
-		for c.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("the gateway does not serve %s", c.url)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	g := r.client(httpClient, "box", token)
+	slash := r.client(httpClient, "slash", token)
+	waitServed(t, g, slash)
 
 	// The floor: pkg/sftp over one x/crypto/ssh connection, as a user
 	// would write it, with both libraries' defaults.
@@ -195,9 +218,13 @@ func TestBenchmark(t *testing.T) {
 		}
 		return directWrite(i)
 	}
-	load := newLoad(t, g.url+"write", token, "", newNames)
-	slashLoad := newLoad(t, slash.url+"write", token, sshd.Dir+"/", newNames)
-	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "", newNames)
+	load := newLoad(t, g.url+"write", token, "", newNames, jsonBody)
+	slashLoad := newLoad(t, slash.url+"write", token, sshd.Dir+"/", newNames, jsonBody)
+	bareLoad := newLoad(t, startBare(t, sshd)+"/box/write", token, "", newNames, jsonBody)
+	// Raw uploads of the same 1 KiB, at concurrency 16, against the JSON
+	// writes of the same rounds.
+	rawLoad := newLoad(t, g.url+"write", token, "", newNames, rawBody)
+	var rawCPU cpuUse
 	for _, concurrency := range []int{1, 16, 64} {
 		// The files of the level before go: a directory of hundreds of
 		// thousands would weigh on sshd.
@@ -205,13 +232,14 @@ func TestBenchmark(t *testing.T) {
 		for _, f := range old {
 			_ = os.Remove(f)
 		}
-		var d, c, b, sl, w result
-		parties := []struct {
+		var d, c, b, sl, w, raw result
+		type party struct {
 			result *result
 			cpu    *cpuUse
 			client func() time.Duration
 			write  func() result
-		}{
+		}
+		parties := []party{
 			{&d, &directCPU, self, func() result { return run(concurrency, directWrite) }},
 			{&c, &checkedCPU, self, func() result { return run(concurrency, checkedWrite) }},
 			{&b, &bareCPU, self, func() result {
@@ -227,6 +255,12 @@ func TestBenchmark(t *testing.T) {
 				wrkCPU += cpu
 				return lw
 			}},
+		}
+		if concurrency == 16 {
+			parties = append(parties, party{&raw, &rawCPU, gateway, func() result {
+				lw, _ := rawLoad.run(t, concurrency)
+				return lw
+			}})
 		}
 		// SFTPGATE_BENCH_PROFILE names a file for the gateway's CPU profile
 		// of the concurrency-16 phases (of both its connections).
@@ -258,6 +292,11 @@ func TestBenchmark(t *testing.T) {
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  direct with the realpath check", c.rate(), "", w.rate()/c.rate())
 		fmt.Printf("%-34s %9.0f/s %12s %10.2f\n", "  bare HTTP handler, same steps", b.rate(), "", w.rate()/b.rate())
 		fmt.Printf("%-34s %12s %9.0f/s %10.2f\n", "  gateway at rootPath /", "", sl.rate(), sl.rate()/d.rate())
+		if concurrency == 16 {
+			// Its ratio is to the JSON writes': what a raw upload costs
+			// beyond the same write made with JSON.
+			fmt.Printf("%-34s %12s %9.0f/s %10.2f %10s\n", "raw 1 KiB writes, concurrency 16", "", raw.rate(), raw.rate()/w.rate(), ">= 0.80")
+		}
 	}
 	// The direct clients' CPU is this process's, which runs little else
 	// while they write: the cost of the SFTP client alone.
@@ -265,6 +304,7 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("%-34s %9.3f ms\n", "  direct with the realpath check", checkedCPU.perOp(checkedCPU.client))
 	fmt.Printf("%-34s %9.3f ms\n", "  bare HTTP handler, same steps", bareCPU.perOp(bareCPU.client))
 	fmt.Printf("%-34s %12s %9.3f ms\n", "  gateway at rootPath /", "", slashCPU.perOp(slashCPU.client))
+	fmt.Printf("%-34s %12s %9.3f ms\n", "  gateway, raw writes (c16)", "", rawCPU.perOp(rawCPU.client))
 	fmt.Printf("%-34s %9.3f ms %9.3f ms\n", "  sshd's, per write", directCPU.perOp(directCPU.sshd), gatewayCPU.perOp(gatewayCPU.sshd))
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, with the realpath check", checkedCPU.perOp(checkedCPU.sshd))
 	fmt.Printf("%-34s %9.3f ms\n", "  sshd's, for the bare handler", bareCPU.perOp(bareCPU.sshd))
@@ -276,7 +316,7 @@ func TestBenchmark(t *testing.T) {
 	// gateway (so that a write cut off never leaves a file half written).
 	var directOver, gatewayOver result
 	var directOverCPU, gatewayOverCPU cpuUse
-	overLoad := newLoad(t, g.url+"write", token, "", reusedNames)
+	overLoad := newLoad(t, g.url+"write", token, "", reusedNames, jsonBody)
 	for range rounds {
 		directOver.add(directOverCPU.measure(self, sshd, func() result {
 			return run(16, func(i int) error { return writeTo(fmt.Sprintf("%s/o-%d.txt", small, i%1000)) })
@@ -351,7 +391,9 @@ func TestBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("%-34s %12s %9d MB %10s %10s\n", "gateway RSS, 1 GiB each way", "", rss>>20, "", "< 100 MB")
-	fmt.Printf("%-34s %12s %7.0f MB/s\n\n", "  (1 GiB up and down, together)", "", 2*float64(hugeSize)/1e6/huge.Seconds())
+	fmt.Printf("%-34s %12s %7.0f MB/s\n", "  (1 GiB up and down, together)", "", 2*float64(hugeSize)/1e6/huge.Seconds())
+
+	hostilePhase(t, r, httpClient)
 }
 
 // startBare serves the least an HTTP front to SFTP does for a 1 KiB
@@ -424,34 +466,71 @@ type gatewayClient struct {
 	http       *http.Client
 }
 
+// client sends commands to the rig's gateway for the connection of slug,
+// with token.
+func (r *rig) client(httpClient *http.Client, slug, token string) *gatewayClient {
+	return &gatewayClient{url: "http://" + r.addr + "/" + slug + "/", token: token, http: httpClient}
+}
+
+// waitServed waits until the gateway serves each client's connection.
+func waitServed(t *testing.T, clients ...*gatewayClient) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, c := range clients {
+		for c.call("ping", "application/json", strings.NewReader(`{}`), -1) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gateway does not serve %s", c.url)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // call runs a command and fails on anything but a result.
 func (g *gatewayClient) call(command, contentType string, body io.Reader, size int64) error {
-	req, err := http.NewRequest(http.MethodPost, g.url+command, body)
+	status, answer, err := g.ask(context.Background(), command, contentType, body, size)
 	if err != nil {
 		return err
 	}
-	req.ContentLength = size
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := g.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
 	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out["error"] != nil {
-		return fmt.Errorf("%s: %d %v: %w", command, resp.StatusCode, out, err)
+	if err := json.Unmarshal(answer, &out); err != nil || status != http.StatusOK || out["error"] != nil {
+		return fmt.Errorf("%s: %d %v: %w", command, status, out, err)
 	}
 	return nil
 }
 
+// ask sends a command and returns its answer's status and body.
+func (g *gatewayClient) ask(ctx context.Context, command, contentType string, body io.Reader, size int64) (int, []byte, error) {
+	req, err := g.request(ctx, command, contentType, body, size)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	answer, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, answer, err
+}
+
+func (g *gatewayClient) request(ctx context.Context, command, contentType string, body io.Reader, size int64) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+command, body)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = size
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set("Content-Type", contentType)
+	return req, nil
+}
+
 func (g *gatewayClient) download(p string, size int64) error {
-	req, err := http.NewRequest(http.MethodPost, g.url+"read", bytes.NewReader([]byte(`{"path": "`+p+`"}`)))
+	body := `{"path": "` + p + `"}`
+	req, err := g.request(context.Background(), "read", "application/json", strings.NewReader(body), int64(len(body)))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/octet-stream")
 	resp, err := g.http.Do(req)
 	if err != nil {
@@ -466,12 +545,18 @@ func (g *gatewayClient) download(p string, size int64) error {
 }
 
 type result struct {
+	// ops are the operations done: from wrk, the answers that were a
+	// result.
 	ops     int
 	elapsed time.Duration
 	// latencies of every operation, or, from wrk, the p50 and p99 of
 	// each round.
 	latencies []time.Duration
 	p50, p99  []time.Duration
+	// From a wrk load that tallies them: the clear refusals, by status
+	// and code ("503 busy"), and the other failures.
+	refused map[string]int
+	failed  int
 }
 
 func (r *result) add(o result) {
@@ -479,6 +564,13 @@ func (r *result) add(o result) {
 	r.elapsed += o.elapsed
 	r.latencies = append(r.latencies, o.latencies...)
 	r.p50, r.p99 = append(r.p50, o.p50...), append(r.p99, o.p99...)
+	for k, n := range o.refused {
+		if r.refused == nil {
+			r.refused = map[string]int{}
+		}
+		r.refused[k] += n
+	}
+	r.failed += o.failed
 }
 
 func (r result) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -496,20 +588,23 @@ func (r result) percentiles() string {
 	return fmt.Sprintf("%.2f/%.2fms", at(r.latencies, 0.5), at(r.latencies, 0.99))
 }
 
-// wrkScript makes wrk send 1 KiB writes below $SFTPGATE_BENCH_PREFIX, and
-// count the answers that are not a result: to new files (named after the
-// phase, $SFTPGATE_BENCH_PHASE), or with $SFTPGATE_BENCH_NAMES=reused over
-// 1,000 files per thread.
+// wrkScript makes wrk send 1 KiB writes below $SFTPGATE_BENCH_PREFIX, as
+// JSON or with $SFTPGATE_BENCH_BODY=raw as raw uploads: to new files (named
+// after the phase, $SFTPGATE_BENCH_PHASE), or with
+// $SFTPGATE_BENCH_NAMES=reused over 1,000 files per thread. It counts the
+// answers that are a result, the clear refusals (429 or 503 with an error
+// code) by status and code, and the other failures.
 const wrkScript = `
 local kib = string.rep("x", 1024)
 local prefix = os.getenv("SFTPGATE_BENCH_PREFIX") or ""
 local reused = os.getenv("SFTPGATE_BENCH_NAMES") == "reused"
+local raw = os.getenv("SFTPGATE_BENCH_BODY") == "raw"
 local phase = os.getenv("SFTPGATE_BENCH_PHASE") or "0"
--- Globals: setup sets id in each thread, and done reads failed from it.
-n, failed, id = 0, 0, 0
+-- Globals: setup sets id in each thread, and done reads the counts from it.
+n, ok, failed, refused, id = 0, 0, 0, {}, 0
 wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("SFTPGATE_BENCH_TOKEN")
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Content-Type"] = raw and "application/octet-stream" or "application/json"
 local threads = {}
 function setup(thread)
   table.insert(threads, thread)
@@ -519,15 +614,34 @@ function request()
   n = n + 1
   local name = phase .. '-' .. id .. '-' .. n
   if reused then name = 'o' .. id .. '-' .. (n % 1000) end
-  return wrk.format(nil, nil, nil, '{"path": "' .. prefix .. 'small/' .. name .. '.txt", "file": {"text": "' .. kib .. '"}}')
+  local file = prefix .. 'small/' .. name .. '.txt'
+  if raw then return wrk.format(nil, wrk.path .. '?path=' .. file, nil, kib) end
+  return wrk.format(nil, nil, nil, '{"path": "' .. file .. '", "file": {"text": "' .. kib .. '"}}')
 end
 function response(status, headers, body)
-  if status ~= 200 or body:find('"error"', 1, true) then failed = failed + 1 end
+  if status == 200 and not body:find('"error"', 1, true) then
+    ok = ok + 1
+    return
+  end
+  local code = body:match('"code"%s*:%s*"([%w_]+)"')
+  if code and (status == 429 or status == 503) then
+    local k = status .. ':' .. code
+    refused[k] = (refused[k] or 0) + 1
+  else
+    failed = failed + 1
+  end
 end
+-- Every status is seen by response: wrk's own count of them is left out.
 function done(summary, latency, requests)
-  local f = summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout
-  for _, t in ipairs(threads) do f = f + t:get("failed") end
-  io.write(string.format("wrk-result %d %d %d %d %d\n", summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), f))
+  local o, f, r = 0, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, {}
+  for _, t in ipairs(threads) do
+    o, f = o + t:get("ok"), f + t:get("failed")
+    for k, v in pairs(t:get("refused")) do r[k] = (r[k] or 0) + v end
+  end
+  local list = {}
+  for k, v in pairs(r) do table.insert(list, k .. '=' .. v) end
+  io.write(string.format("wrk-result %d %d %d %d %d %s\n", o, summary.duration, latency:percentile(50), latency:percentile(99), f,
+    #list > 0 and table.concat(list, ',') or '-'))
 end
 `
 
@@ -535,7 +649,12 @@ end
 // shares the machine's two cores with the gateway and sshd: Go's HTTP
 // client spent about as much CPU per request (0.13 ms) as the whole direct
 // SFTP client, and took it from them.
-type wrkLoad struct{ url, token, script, prefix, names string }
+type wrkLoad struct {
+	url, token, script, prefix, names, body string
+	// tally has run count refusals and failures in its result, for the
+	// caller to judge, where by default any fails the test.
+	tally bool
+}
 
 // The names of a load's files: new ones, or 1,000 per thread written again
 // and again.
@@ -544,17 +663,24 @@ const (
 	reusedNames = "reused"
 )
 
+// How a load's writes send their content: as JSON, or as a raw upload.
+const (
+	jsonBody = "json"
+	rawBody  = "raw"
+)
+
 // phaseNumber counts the phases, whose new files are named after them.
 var phaseNumber atomic.Int64
 
 // newLoad makes a load that writes below prefix, a path the connection's
-// root leads to, to names (newNames or reusedNames).
-func newLoad(t *testing.T, url, token, prefix, names string) *wrkLoad {
+// root leads to, to names (newNames or reusedNames), with body (jsonBody or
+// rawBody).
+func newLoad(t *testing.T, url, token, prefix, names, body string) *wrkLoad {
 	script := filepath.Join(t.TempDir(), "write.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &wrkLoad{url: url, token: token, script: script, prefix: prefix, names: names}
+	return &wrkLoad{url: url, token: token, script: script, prefix: prefix, names: names, body: body}
 }
 
 // run sends writes for one phase and returns them with wrk's CPU time.
@@ -563,23 +689,35 @@ func (l *wrkLoad) run(t *testing.T, concurrency int) (result, time.Duration) {
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(concurrency),
 		"-d", fmt.Sprintf("%ds", int(phase.Seconds())), "--timeout", "10s", "-s", l.script, l.url)
 	cmd.Env = append(os.Environ(), "SFTPGATE_BENCH_TOKEN="+l.token, "SFTPGATE_BENCH_PREFIX="+l.prefix,
-		"SFTPGATE_BENCH_NAMES="+l.names, fmt.Sprintf("SFTPGATE_BENCH_PHASE=%d", phaseNumber.Load()))
+		"SFTPGATE_BENCH_NAMES="+l.names, "SFTPGATE_BENCH_BODY="+l.body, fmt.Sprintf("SFTPGATE_BENCH_PHASE=%d", phaseNumber.Load()))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("wrk: %v\n%s", err, out)
 	}
-	var requests, failed int
+	var ok, failed int
 	var micros, p50, p99 int64
+	var refusals string
 	i := bytes.Index(out, []byte("wrk-result "))
 	if i < 0 {
 		t.Fatalf("wrk said:\n%s", out)
 	}
-	if _, err := fmt.Sscanf(string(out[i:]), "wrk-result %d %d %d %d %d", &requests, &micros, &p50, &p99, &failed); err != nil || failed > 0 {
-		t.Fatalf("wrk: %d of %d requests failed (%v):\n%s", failed, requests, err, out)
+	if _, err := fmt.Sscanf(string(out[i:]), "wrk-result %d %d %d %d %d %s", &ok, &micros, &p50, &p99, &failed, &refusals); err != nil {
+		t.Fatalf("wrk: %v:\n%s", err, out)
+	}
+	refused := map[string]int{}
+	for kv := range strings.SplitSeq(refusals, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		if n, err := strconv.Atoi(v); err == nil {
+			refused[strings.Replace(k, ":", " ", 1)] += n
+		}
+	}
+	if !l.tally && (failed > 0 || len(refused) > 0) {
+		t.Fatalf("wrk: %d requests failed and %v were refused (%d answered a result):\n%s", failed, refused, ok, out)
 	}
 	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return result{ops: requests, elapsed: time.Duration(micros) * time.Microsecond,
-		p50: []time.Duration{time.Duration(p50) * time.Microsecond}, p99: []time.Duration{time.Duration(p99) * time.Microsecond}}, cpu
+	return result{ops: ok, elapsed: time.Duration(micros) * time.Microsecond,
+		p50: []time.Duration{time.Duration(p50) * time.Microsecond}, p99: []time.Duration{time.Duration(p99) * time.Microsecond},
+		refused: refused, failed: failed}, cpu
 }
 
 // cpuUse is the CPU time a client and sshd used over phases of ops writes.
@@ -705,6 +843,13 @@ func peakRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM")
+}
+
+// resetPeakRSS makes a process's peak resident memory start again from
+// what it holds now (Linux's clear_refs), so that peakRSS then gives the
+// peak since.
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
 // saveProfile saves a CPU profile of the gateway over d.
