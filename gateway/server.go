@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
 
 // Options configure the gateway; Run reads them from flags.
@@ -59,6 +61,9 @@ type Options struct {
 	// metrics, for finding where a busy gateway spends its CPU.
 	Profiling bool
 	Limits    Limits
+	// Directories bounds a directory read whole, from a server that allows
+	// one SFTP channel per connection.
+	Directories sftpdir.Limits
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -93,6 +98,25 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
 	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
 		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
+	o.Directories = sftpdir.Limits{MaxEntries: sftpdir.DefaultMaxEntries, MaxBytes: sftpdir.DefaultMaxBytes}
+	fs.Func("max-directory-entries", fmt.Sprintf("Most entries of a directory read whole, from a server that allows one SFTP channel per connection "+
+		"(OpenSSH's MaxSessions 1); list and rmdir of a larger one fail with too_large (default %d).", sftpdir.DefaultMaxEntries), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number, not %q", v)
+		}
+		o.Directories.MaxEntries = n
+		return nil
+	})
+	fs.Func("max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole (see --max-directory-entries), "+
+		"as a quantity (32Mi) or in bytes (default 32Mi).", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("want a positive quantity such as 32Mi, not %q", v)
+		}
+		o.Directories.MaxBytes = q.Value()
+		return nil
+	})
 }
 
 // memoryWait is how long a request waits for room in the memory budget
@@ -154,7 +178,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: secrets, IdleTimeout: opts.IdleTimeout,
+		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Directories: opts.Directories}, Secrets: secrets, IdleTimeout: opts.IdleTimeout,
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection},
 		document: document,
 		docs:     docs,

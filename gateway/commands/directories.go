@@ -4,6 +4,7 @@ package commands
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -76,6 +77,9 @@ func list(fs *FS, req *listRequest) (any, error) {
 	})
 	if stop := fs.stopped(); stop != nil {
 		return nil, stop
+	}
+	if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
+		return nil, tooLarge(fs, big)
 	}
 	if err != nil {
 		return nil, notADirectory(fs, err, target)
@@ -171,13 +175,19 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	default:
 		err = fs.Client.RemoveDirectory(target)
 		if err != nil {
-			switch names, readErr := fs.names(target, 1); {
+			names, readErr := fs.names(target, 1)
+			// Too large to read whole is not empty either.
+			_, full := errors.AsType[*sftpdir.TooLargeError](readErr)
+			switch {
 			case SessionFailed(readErr):
 				return nil, readErr
-			case readErr == nil && len(names) > 0:
+			case readErr == nil && len(names) > 0, full:
 				return nil, fail("not_empty", fxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
 			}
 		}
+	}
+	if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
+		return nil, tooLarge(fs, big)
 	}
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
@@ -185,14 +195,38 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	return PathResult{Path: fs.Rel(target)}, nil
 }
 
+// tooLarge is the failure of a directory too large to read whole (a
+// *sftpdir.TooLargeError), named as the client sees it. It has no SFTP
+// status: the server refused nothing.
+func tooLarge(fs *FS, err *sftpdir.TooLargeError) *Failure {
+	named := *err
+	named.Dir = fs.Rel(err.Dir)
+	return &Failure{Code: "too_large", Message: named.Error()}
+}
+
 // removeTree removes the tree at p. It first moves the tree aside under a
 // temporary name, so that a removal cut off halfway leaves nothing half
 // removed under p: the next session removes the rest. Where the server
 // refuses to remove a part, what is left goes back under p.
+//
+// A tree with a directory too large to read whole (where the server allows
+// one channel, see sftpdir.Limits) is refused before anything in it is
+// removed: it goes back under p untouched, and the error, a
+// *sftpdir.TooLargeError, names that directory under p. (Only a tree that
+// grows under its temporary name during the removal, or a server that
+// refuses a channel it allowed at the check, could still meet such a
+// directory midway; what is left then goes back, as for any refusal.)
 func (fs *FS) removeTree(p string) error {
 	tmp := tempName(path.Dir(p))
 	if err := fs.Client.Rename(p, tmp); err != nil {
 		return err
+	}
+	putBack := func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }
+	if err := fs.readable(tmp); err != nil {
+		// Nothing is removed yet: the tree goes back whole, now or, when
+		// the session broke, with the next one.
+		fs.undo(putBack, err)
+		return underName(err, tmp, p)
 	}
 	err := fs.removeAll(tmp, nil)
 	switch {
@@ -207,9 +241,63 @@ func (fs *FS) removeTree(p string) error {
 			}))
 		}
 	default:
-		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }, nil)
+		fs.undo(putBack, nil)
 	}
-	return err
+	return underName(err, tmp, p)
+}
+
+// readable checks, where the Reader reads directories whole and so within
+// its limits, that it can read every directory of the tree at p, without
+// which removeAll would stop midway. It trusts readdir's attributes for
+// which entries are directories (removeAll lstat's each one): a symlink a
+// server reports as a directory costs a read, never a removal. Elsewhere
+// it reads nothing.
+func (fs *FS) readable(p string) error {
+	switch capped, err := fs.Dirs.Capped(); {
+	case err != nil:
+		return err
+	case !capped:
+		return nil
+	}
+	var dirs []string
+	err := fs.Dirs.Each(p, func(fi os.FileInfo) error {
+		mode := fi.Mode()
+		if mode == 0 {
+			// No attributes from the server: ask for the type.
+			st, err := fs.Client.Lstat(path.Join(p, fi.Name()))
+			if err != nil {
+				return ignoreMissing(err)
+			}
+			mode = st.Mode()
+		}
+		if mode.IsDir() {
+			dirs = append(dirs, fi.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range dirs {
+		if err := ignoreMissing(fs.readable(path.Join(p, name))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// underName names a directory too large to read, found under the
+// temporary name tmp, by its place under p, where the client knows it.
+func underName(err error, tmp, p string) error {
+	big, ok := errors.AsType[*sftpdir.TooLargeError](err)
+	if !ok {
+		return err
+	}
+	named := *big
+	if rest, found := strings.CutPrefix(big.Dir, tmp); found {
+		named.Dir = p + rest
+	}
+	return &named
 }
 
 // removeAll removes a tree. Unlike pkg/sftp's RemoveAll it lstat's every

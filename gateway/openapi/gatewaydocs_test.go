@@ -19,7 +19,7 @@ import (
 // TestGatewayDocsAgree keeps docs/gateway.md's command and error tables
 // saying what the OpenAPI document says: the same commands, each row
 // naming every field of its request and result and no field the document
-// lacks, and the same error codes. The document is the source; the tables
+// lacks, and the same error codes, and the same codes of command failures. The document is the source; the tables
 // are its summary for people.
 func TestGatewayDocsAgree(t *testing.T) {
 	doc := load(t, "/")
@@ -78,6 +78,16 @@ func TestGatewayDocsAgree(t *testing.T) {
 	slices.Sort(enum)
 	if !slices.Equal(codes, enum) {
 		t.Errorf("docs/gateway.md's Answers table has codes %v; the OpenAPI document %v", codes, enum)
+	}
+
+	_, sentence, _ := strings.Cut(string(page), "\nCodes: ")
+	sentence, _, _ = strings.Cut(sentence, ".")
+	failures := backticked(sentence)
+	enum = enumOf(doc.Components.Schemas["Failure"].Value.Properties["code"].Value)
+	slices.Sort(failures)
+	slices.Sort(enum)
+	if !slices.Equal(failures, enum) {
+		t.Errorf("docs/gateway.md's Answers say command failures have codes %v; the OpenAPI document %v", failures, enum)
 	}
 }
 
@@ -180,10 +190,13 @@ func commandNames(doc *openapi3.T) []string {
 
 func errorCodes(t *testing.T, doc *openapi3.T) []string {
 	t.Helper()
-	code := doc.Components.Schemas["Error"].Value.Properties["error"].Value.Properties["code"].Value
-	var codes []string
-	for _, v := range code.Enum {
-		codes = append(codes, fmt.Sprint(v))
+	return enumOf(doc.Components.Schemas["Error"].Value.Properties["error"].Value.Properties["code"].Value)
+}
+
+func enumOf(schema *openapi3.Schema) []string {
+	var values []string
+	for _, v := range schema.Enum {
+		values = append(values, fmt.Sprint(v))
 	}
-	return codes
+	return values
 }

@@ -115,6 +115,9 @@ func (s *Session) Close() error {
 // Dialer dials Targets within a Policy.
 type Dialer struct {
 	Policy Policy
+	// Directories bounds the directories a session reads whole (where the
+	// server allows it one channel); zero fields take sftpdir's defaults.
+	Directories sftpdir.Limits
 }
 
 // Dial connects, verifies the host key, authenticates and opens the SFTP
@@ -173,10 +176,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		return nil, handshakeError(err, addr, t.config.User)
 	}
 	client := ssh.NewClient(sshConn, chans, reqs)
-	// Concurrent writes: a large Write (a big JSON write, copy) is not bound
-	// by one round trip per 32 KiB. (A write that fails may leave gaps; the
-	// file is incomplete then anyway.)
-	sftpClient, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
+	sftpClient, received, err := startSFTP(client)
 	disarmQuickAck(conn)
 	if err == nil {
 		// Clear the deadline before checking that ctx has not fired: a
@@ -200,10 +200,39 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	return &Session{
 		SSH:           client,
 		SFTP:          sftpClient,
-		Dirs:          sftpdir.New(client, sftpClient),
+		Dirs:          sftpdir.New(client, sftpClient, received, d.Directories),
 		HostKey:       presented,
 		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil
+}
+
+// startSFTP starts the SFTP subsystem on a new session of client, as
+// sftp.NewClient does (the server's stderr is discarded, and closing the
+// client closes the session's input), but reads the server's answers
+// through a Counter: the session's directory Reader stops a whole read by
+// the bytes it has received.
+func startSFTP(client *ssh.Client) (*sftp.Client, *sftpdir.Counter, error) {
+	s, err := client.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := s.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.RequestSubsystem("sftp"); err != nil {
+		return nil, nil, err
+	}
+	received := sftpdir.Count(r)
+	// Concurrent writes: a large Write (a big JSON write, copy) is not bound
+	// by one round trip per 32 KiB. (A write that fails may leave gaps; the
+	// file is incomplete then anyway.)
+	c, err := sftp.NewClientPipe(received, w, sftp.UseConcurrentWrites(true))
+	return c, received, err
 }
 
 // callerEnded is the caller's end of a dial, not the server's fault:

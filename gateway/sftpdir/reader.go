@@ -5,19 +5,23 @@
 // time. Only the SFTP version 3 requests a directory read needs are spoken:
 // init, opendir, readdir and close. A server that allows one channel per
 // connection (OpenSSH's MaxSessions 1) refuses that channel: there,
-// directories are read whole with pkg/sftp.
+// directories are read whole with pkg/sftp, up to the Reader's Limits.
 package sftpdir
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -54,8 +58,11 @@ var Stop = errors.New("stop listing") //nolint:staticcheck // named like fs.Skip
 // opened on first use. Listings on one Reader take turns.
 type Reader struct {
 	conn *ssh.Client
-	// whole reads a directory at once, where the server refuses a channel.
-	whole *sftp.Client
+	// whole reads a directory at once, where the server refuses a channel;
+	// received counts what it receives, and limits bound such a read.
+	whole    *sftp.Client
+	received *Counter
+	limits   Limits
 
 	mu sync.Mutex
 	ch ssh.Channel
@@ -74,34 +81,90 @@ const retryChannel = time.Minute
 // errRefused: the server would not give the Reader an SFTP channel.
 var errRefused = errors.New("the server refused a second SFTP channel")
 
-// New returns a Reader for conn, whose SFTP client is client; it opens
-// nothing yet.
-func New(conn *ssh.Client, client *sftp.Client) *Reader { return &Reader{conn: conn, whole: client} }
+// New returns a Reader for conn, whose SFTP client is client, reading
+// the server's answers through received; it opens nothing yet. Limits
+// left zero take their defaults.
+func New(conn *ssh.Client, client *sftp.Client, received *Counter, limits Limits) *Reader {
+	limits.MaxEntries = cmp.Or(limits.MaxEntries, DefaultMaxEntries)
+	limits.MaxBytes = cmp.Or(limits.MaxBytes, DefaultMaxBytes)
+	return &Reader{conn: conn, whole: client, received: received, limits: limits}
+}
+
+// Limits bound a directory read whole: pkg/sftp holds every entry until
+// the last, so a server could otherwise send entries without end.
+type Limits struct {
+	// MaxEntries is the most entries such a directory may have.
+	MaxEntries int
+	// MaxBytes is the most the SFTP client may receive while reading it.
+	MaxBytes int64
+}
+
+// The default Limits.
+const (
+	DefaultMaxEntries = 100_000
+	DefaultMaxBytes   = 32 << 20
+)
+
+// TooLargeError is a directory read whole that passed one of the Reader's
+// Limits; the read stopped there.
+type TooLargeError struct {
+	// Dir is the directory as the Reader was given it.
+	Dir string
+	// Bytes tells which limit: MaxBytes if true, else MaxEntries.
+	Bytes bool
+	// Max is the limit passed.
+	Max int64
+}
+
+func (e *TooLargeError) Error() string {
+	what, flag := fmt.Sprintf("has more than %d entries", e.Max), "--max-directory-entries"
+	if e.Bytes {
+		what, flag = fmt.Sprintf("takes more than %d bytes to list", e.Max), "--max-directory-bytes"
+	}
+	return fmt.Sprintf("%s: %s, more than this gateway reads at once from a server that allows one SFTP channel per connection; "+
+		"allow the account more sessions (OpenSSH: MaxSessions), or raise %s", e.Dir, what, flag)
+}
+
+// Counter counts the bytes read through it, an SFTP client's input, so
+// that a Reader can stop a whole read as soon as it passes MaxBytes.
+type Counter struct {
+	r     io.Reader
+	n     atomic.Int64
+	watch atomic.Pointer[watch]
+}
+
+// watch cancels a whole read once the count passes limit.
+type watch struct {
+	limit  int64
+	cancel context.CancelFunc
+}
+
+// Count returns a Counter reading from r.
+func Count(r io.Reader) *Counter { return &Counter{r: r} }
+
+func (c *Counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	total := c.n.Add(int64(n))
+	if w := c.watch.Load(); w != nil && total > w.limit {
+		w.cancel()
+	}
+	return n, err
+}
 
 // Each calls fn with every entry of dir but "." and "..", in the server's
 // order, until fn returns an error (Stop ends without one). A directory
 // the server refuses is an error as pkg/sftp returns it: fs.ErrNotExist,
-// fs.ErrPermission, or an *sftp.StatusError.
+// fs.ErrPermission, or an *sftp.StatusError. A directory read whole that
+// passes the Reader's Limits is a *TooLargeError, before fn sees any of
+// it; the session stays usable.
 func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ch == nil && !r.readsWhole() {
-		err := r.open()
-		switch {
-		case errors.Is(err, errRefused):
-			r.wholeUntil = time.Now().Add(retryChannel)
-		case err != nil:
-			return err
-		}
+	if err := r.settle(); err != nil {
+		return err
 	}
 	if r.readsWhole() {
-		entries, err := r.whole.ReadDir(dir)
-		if err == nil {
-			// pkg/sftp ends a listing at io.EOF, which is also what it
-			// reports for a request it could not send on a session that
-			// broke: a listing is whole only if the session still answers.
-			_, err = r.whole.Getwd()
-		}
+		entries, err := r.readWhole(dir)
 		if err != nil {
 			return err
 		}
@@ -134,6 +197,66 @@ func (r *Reader) ReadsWhole() bool {
 }
 
 func (r *Reader) readsWhole() bool { return time.Now().Before(r.wholeUntil) }
+
+// Capped opens the Reader's channel if it has none yet, and then reports
+// whether it reads directories whole, and so within its Limits: a caller
+// can check before it changes anything that every directory it will read
+// fits.
+func (r *Reader) Capped() (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.settle(); err != nil {
+		return false, err
+	}
+	return r.readsWhole(), nil
+}
+
+// settle opens the Reader's channel, unless it has one or reads whole for
+// now; a refusal makes it read whole.
+func (r *Reader) settle() error {
+	if r.ch != nil || r.readsWhole() {
+		return nil
+	}
+	err := r.open()
+	if errors.Is(err, errRefused) {
+		r.wholeUntil = time.Now().Add(retryChannel)
+		return nil
+	}
+	return err
+}
+
+// readWhole reads dir at once with pkg/sftp, within the Reader's Limits.
+// The byte count covers everything the session receives meanwhile: on a
+// session shared with other commands, their answers count too.
+func (r *Reader) readWhole(dir string) ([]os.FileInfo, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	limit := int64(math.MaxInt64)
+	if start := r.received.n.Load(); start <= math.MaxInt64-r.limits.MaxBytes {
+		limit = start + r.limits.MaxBytes
+	}
+	// pkg/sftp gives up on ctx while it waits for each readdir answer:
+	// the read stops at the answer that passes the limit, not at the
+	// directory's end.
+	r.received.watch.Store(&watch{limit: limit, cancel: cancel})
+	entries, err := r.whole.ReadDirContext(ctx, dir)
+	r.received.watch.Store(nil)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil, &TooLargeError{Dir: dir, Bytes: true, Max: r.limits.MaxBytes}
+	case err != nil:
+		return nil, err
+	case len(entries) > r.limits.MaxEntries:
+		return nil, &TooLargeError{Dir: dir, Max: int64(r.limits.MaxEntries)}
+	}
+	// pkg/sftp ends a listing at io.EOF, which is also what it reports
+	// for a request it could not send on a session that broke: a listing
+	// is whole only if the session still answers.
+	if _, err := r.whole.Getwd(); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
 
 // eachEntry calls fn with entries as Each does.
 func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {

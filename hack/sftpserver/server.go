@@ -24,6 +24,10 @@ type Server struct {
 	SFTP func(ssh.Channel) error
 	// NoSFTP, once set, makes the server refuse the SFTP subsystem.
 	NoSFTP atomic.Bool
+	// MaxSessions, when above 0, bounds the session channels open at once
+	// on one connection, as OpenSSH's MaxSessions does: more are refused.
+	// Set it before Serve.
+	MaxSessions int
 
 	mu      sync.Mutex
 	hostKey ssh.Signer
@@ -101,16 +105,23 @@ func (s *Server) handle(conn net.Conn) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
+	var open atomic.Int32
 	for nc := range chans {
-		if nc.ChannelType() != "session" {
+		switch {
+		case nc.ChannelType() != "session":
 			_ = nc.Reject(ssh.UnknownChannelType, "only sessions")
+			continue
+		case s.MaxSessions > 0 && int(open.Load()) >= s.MaxSessions:
+			_ = nc.Reject(ssh.Prohibited, "open failed")
 			continue
 		}
 		ch, requests, err := nc.Accept()
 		if err != nil {
 			return
 		}
+		open.Add(1)
 		go func() {
+			defer open.Add(-1)
 			defer recovery.Log(inServer)
 			s.session(ch, requests)
 		}()
