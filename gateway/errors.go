@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,8 +85,6 @@ func waitError(err error) error {
 		return answer.Busy(err)
 	case errors.Is(err, pool.ErrQueueFull):
 		return answer.ConnectionBusy()
-	case errors.Is(err, context.Canceled):
-		return answer.ClientGone(err)
 	}
 	return nil
 }

@@ -111,7 +111,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = logHandler.Handle(ctx, line)
 	}()
 	// Released once the answer has been sent: what it held is garbage then.
-	memory := h.memory.Ledger(r.Context())
+	memory := h.memory.Ledger(context.WithoutCancel(r.Context())) // as the pool's waits, below
 	defer memory.Release()
 	if err := h.serve(ww, r, slug, name, rec, &memory); err != nil {
 		answer.Err(ww, r, err)
@@ -295,13 +295,13 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
 	op := pool.Op{Idempotent: c.cmd.Idempotent && !c.upload && !c.download, Stream: stream, Timeout: timeout}
-	// The request's context ends a wait for a session when the client goes
-	// away; an operation, once started, runs to its end.
-	err = p.Do(r.Context(), op, func(s *sftpdial.Session) error {
+	// Detached: the request's context was seen cancelled while its client
+	// still waited (see the closing note of #19); until that is understood,
+	// a departed client's request runs to its end as before.
+	err = p.Do(context.WithoutCancel(r.Context()), op, func(s *sftpdial.Session) error {
 		fs := commands.NewFS(s, conn.Status.RootPath)
 		fs.Leftovers = p
 		fs.Memory = c.memory
-		fs.Ctx = r.Context()
 		var runErr error
 		switch {
 		case c.rawBody:
