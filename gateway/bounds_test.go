@@ -2,11 +2,12 @@ package gateway_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,19 +23,24 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 )
 
-// startGateway runs a gateway of its own with limits, for a test of them,
-// and returns its URL.
+// startGateway runs a gateway of its own with limits (the request timeout
+// 30s unless set), served as Run serves it, for a test of them, and
+// returns its URL.
 func startGateway(t *testing.T, limits gateway.Limits) string {
 	t.Helper()
-	limits.MaxBodyBytes, limits.MaxUploadBytes, limits.RequestTimeout = maxBody, maxUpload, 30*time.Second
+	limits.MaxBodyBytes, limits.MaxUploadBytes = maxBody, maxUpload
+	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
 	gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute, Limits: limits})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	must(t, gw.Start(ctx))
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	srv := gw.HTTPServer()
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String()
 }
 
 // post sends a JSON command to the gateway at url with token and returns

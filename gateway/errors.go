@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,6 +86,8 @@ func waitError(err error) error {
 		return answer.Busy(err)
 	case errors.Is(err, pool.ErrQueueFull):
 		return answer.ConnectionBusy()
+	case errors.Is(err, context.Canceled):
+		return answer.ClientGone(err)
 	}
 	return nil
 }

@@ -111,7 +111,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = logHandler.Handle(ctx, line)
 	}()
 	// Released once the answer has been sent: what it held is garbage then.
-	memory := h.memory.Ledger(context.WithoutCancel(r.Context())) // as the pool's waits, below
+	memory := h.memory.Ledger(r.Context())
 	defer memory.Release()
 	if err := h.serve(ww, r, slug, name, rec, &memory); err != nil {
 		answer.Err(ww, r, err)
@@ -295,13 +295,14 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 		timeout = h.limits.RequestTimeout + time.Minute
 	}
 	op := pool.Op{Idempotent: c.cmd.Idempotent && !c.upload && !c.download, Stream: stream, Timeout: timeout}
-	// Detached: the request's context was seen cancelled while its client
-	// still waited (see the closing note of #19); until that is understood,
-	// a departed client's request runs to its end as before.
-	err = p.Do(context.WithoutCancel(r.Context()), op, func(s *sftpdial.Session) error {
+	// The request's context ends a wait for a session when the client goes
+	// away, and the commands that read or copy whole files or directories
+	// at their next chunk; another operation, once started, runs to its end.
+	err = p.Do(r.Context(), op, func(s *sftpdial.Session) error {
 		fs := commands.NewFS(s, conn.Status.RootPath)
 		fs.Leftovers = p
 		fs.Memory = c.memory
+		fs.Ctx = r.Context()
 		var runErr error
 		switch {
 		case c.rawBody:
@@ -367,6 +368,10 @@ func readAhead(w http.ResponseWriter, r *http.Request, body io.Reader) (io.Reade
 	}
 	return ahead, func(failed bool) {
 		if failed {
+			// A read cut by a deadline cancels the context of the HTTP
+			// connection in net/http, and so of every later request on it
+			// (golang/go#70834): the connection closes after this answer.
+			w.Header().Set("Connection", "close")
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 		_ = ahead.Close() // waits for the background read to end

@@ -132,6 +132,7 @@ type Server struct {
 	pools      *pool.Pools
 	document   []byte
 	docs       []byte
+	limits     Limits
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -182,6 +183,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection},
 		document: document,
 		docs:     docs,
+		limits:   opts.Limits,
 	}
 	// Pools report their sizes; a second gateway in one process (tests)
 	// keeps the first one's.
@@ -258,6 +260,19 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer is an HTTP server of the handler with the gateway's
+// timeouts; set its address, or serve it on a listener.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A request's body and answer are bounded like the request itself.
+		ReadTimeout:  s.limits.RequestTimeout,
+		WriteTimeout: s.limits.RequestTimeout + 10*time.Second,
+		IdleTimeout:  2 * time.Minute,
+	}
+}
 
 // MetricsHandler serves the Prometheus metrics at /metrics and, with
 // profiling, pprof at /debug/pprof/.
@@ -484,15 +499,8 @@ func Run(ctx context.Context, args []string) error {
 	if err := s.Start(poolCtx); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Addr:              opts.Addr,
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		// A request's body and answer are bounded like the request itself.
-		ReadTimeout:  opts.Limits.RequestTimeout,
-		WriteTimeout: opts.Limits.RequestTimeout + 10*time.Second,
-		IdleTimeout:  2 * time.Minute,
-	}
+	srv := s.HTTPServer()
+	srv.Addr = opts.Addr
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
 	if opts.MetricsAddr != "0" {

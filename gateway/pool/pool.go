@@ -277,17 +277,29 @@ func (p *Pools) forget(match func(*Pool) bool) []*Pool {
 	return out
 }
 
-// poolSessions describes the pools' sizes, which Pools collects.
-var poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
-	"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
+// The pools' sizes and queues, which Pools collects.
+var (
+	poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
+		"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
+	poolWaiting = prometheus.NewDesc("sftpgate_gateway_pool_waiting",
+		"Requests waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
+)
 
-// Describe and Collect make Pools a Prometheus collector of pool sizes.
-func (p *Pools) Describe(ch chan<- *prometheus.Desc) { ch <- poolSessions }
+// Describe and Collect make Pools a Prometheus collector of pool sizes
+// and queues.
+func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolSessions
+	ch <- poolWaiting
+}
 
-// Collect reports each pool's size.
+// Collect reports each pool's size and queue.
 func (p *Pools) Collect(ch chan<- prometheus.Metric) {
 	for _, pool := range p.current() {
-		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(pool.Size()), pool.namespace, pool.name)
+		pool.mu.Lock()
+		sessions, waiting := len(pool.sessions), pool.waiting
+		pool.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(sessions), pool.namespace, pool.name)
+		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(waiting), pool.namespace, pool.name)
 	}
 }
 

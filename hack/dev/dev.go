@@ -148,7 +148,7 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	servers := []*http.Server{
-		{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		gw.HTTPServer(),
 		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},
 	}
 	errc := make(chan error, len(servers))
