@@ -102,7 +102,18 @@ func hostilePhase(t *testing.T, r *rig, httpClient *http.Client) {
 	start, gatewayCPU, selfCPU, sshdCPU := time.Now(), mustCPU(t, pid), mustCPU(t, os.Getpid()), sshd.CPUTime()
 	wrkCPU = 0
 	tenantLoad.tally = true
+	// The hostile load's CPU profile goes next to the fast phases'.
+	var profiled chan error
+	if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- saveProfile("http://"+r.metricsAddr, out+".hostile", 3*time.Second) }()
+	}
 	loaded := measure()
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			t.Error(err)
+		}
+	}
 	cores := func(d time.Duration) float64 { return d.Seconds() / time.Since(start).Seconds() }
 	gatewayCores, selfCores, sshdCores := cores(mustCPU(t, pid)-gatewayCPU), cores(mustCPU(t, os.Getpid())-selfCPU), cores(sshd.CPUTime()-sshdCPU)
 	wrkCores := cores(wrkCPU)
