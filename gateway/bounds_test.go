@@ -28,7 +28,7 @@ import (
 // returns its URL.
 func startGateway(t *testing.T, limits gateway.Limits) string {
 	t.Helper()
-	limits.MaxBodyBytes, limits.MaxUploadBytes = maxBody, maxUpload
+	limits.MaxBodyBytes, limits.MaxUploadBytes = cmp.Or(limits.MaxBodyBytes, maxBody), maxUpload
 	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
 	gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute, Limits: limits})
 	must(t, err)
@@ -100,7 +100,7 @@ func errorCode(out map[string]any) string {
 func TestMemoryBudgetRefusesRatherThanGrows(t *testing.T) {
 	f := newFixture(t)
 	// 4 MiB: 3.5 for large holds, a stream holds 2.5.
-	url := startGateway(t, gateway.Limits{MemoryBudget: 4 << 20}) + "/" + f.slug
+	url := startGateway(t, gateway.Limits{MemoryBudget: 4 << 20, MaxBodyBytes: 4 << 20}) + "/" + f.slug
 	largeFile(t, f, "large.bin")
 	text := strings.Repeat("<", 1536<<10)
 	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "text.txt"), []byte(text), 0o644))
@@ -110,6 +110,16 @@ func TestMemoryBudgetRefusesRatherThanGrows(t *testing.T) {
 	status, _, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
 	if read, _ := out["read"].(map[string]any); status != http.StatusOK || read["content"] != text {
 		t.Fatalf("a read within the budget: %d %.200v", status, out)
+	}
+	// A write's text counts once: it is unquoted in the body itself.
+	written := strings.Repeat("a\"b\n", 512<<10) // 2 MiB, 3 MiB quoted
+	quoted, err := json.Marshal(written)
+	must(t, err)
+	if status, _, out := post(t, ctx, url, f.token, "write", `{"path": "written.txt", "file": {"text": `+string(quoted)+`}}`); status != http.StatusOK {
+		t.Fatalf("a write within the budget: %d %.200v", status, out)
+	}
+	if got, err := os.ReadFile(filepath.Join(f.sshd.Dir, "written.txt")); err != nil || string(got) != written {
+		t.Fatalf("the write wrote %d bytes (%v), want its %d", len(got), err, len(written))
 	}
 	if status, _, out := post(t, ctx, url, f.token, "read", `{"path": "four.txt"}`); status != http.StatusBadRequest || errorCode(out) != "invalid_request" {
 		t.Errorf("a read larger than the budget allows one request: %d %v, want 400", status, out)

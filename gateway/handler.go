@@ -249,12 +249,6 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Co
 		download: cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream),
 		memory:   memory,
 	}
-	// A JSON write's content is held twice: the body, and the content
-	// unquoted from it.
-	copies := int64(1)
-	if writes {
-		copies = 2
-	}
 	var err error
 	switch {
 	case c.upload && r.ContentLength > h.limits.MaxUploadBytes:
@@ -262,12 +256,12 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Co
 		return c, answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
 	case c.upload && r.ContentLength >= 0 && r.ContentLength <= pooledUpload:
 		c.upload, c.rawBody = false, true
-		c.body, err = readBody(w, r, pooledUpload, memory, 1)
+		c.body, err = readBody(w, r, pooledUpload, memory)
 	case c.upload:
 	case contentType != "" && mt != "application/json":
 		return c, answer.UnsupportedMediaType()
 	default:
-		c.body, err = readBody(w, r, h.limits.MaxBodyBytes, memory, copies)
+		c.body, err = readBody(w, r, h.limits.MaxBodyBytes, memory)
 	}
 	if err == nil && (c.upload || c.download || cmd.Streams) {
 		err = memory.Hold(streamMemory)
@@ -481,10 +475,11 @@ func (h *handler) connection(slug string) (conn *v1alpha1.SftpConnection, handov
 // length arrives.
 const presizeBody = 64 << 10
 
-// readBody reads a request body within limit, holding copies times its
-// size against the memory budget before it is read: all of it for a body
-// of known length, and as the buffer grows for one of unknown length.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budget.Ledger, copies int64) ([]byte, error) {
+// readBody reads a request body within limit, holding it against the
+// memory budget before it is read: all of it for a body of known length,
+// and as the buffer grows for one of unknown length. A JSON write's content
+// is unquoted in the body itself, so it needs no more.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budget.Ledger) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, answer.BodyTooLarge("request body", limit)
 	}
@@ -492,13 +487,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budge
 	var buf []byte
 	var err error
 	if r.ContentLength >= 0 {
-		if err := memory.Hold(copies * r.ContentLength); err != nil {
+		if err := memory.Hold(r.ContentLength); err != nil {
 			return nil, err
 		}
 		buf = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(body, buf)
 	} else {
-		buf, err = readGrowing(body, memory, copies)
+		buf, err = readGrowing(body, memory)
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -514,15 +509,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budge
 
 // readGrowing reads a body of unknown length, holding each growth of its
 // buffer before it is made.
-func readGrowing(body io.Reader, memory *budget.Ledger, copies int64) ([]byte, error) {
+func readGrowing(body io.Reader, memory *budget.Ledger) ([]byte, error) {
 	buf := make([]byte, 0, presizeBody)
-	if err := memory.Hold(copies * presizeBody); err != nil {
+	if err := memory.Hold(presizeBody); err != nil {
 		return nil, err
 	}
 	for {
 		if len(buf) == cap(buf) {
 			more := cap(buf)
-			if err := memory.Hold(copies * int64(more)); err != nil {
+			if err := memory.Hold(int64(more)); err != nil {
 				return nil, err
 			}
 			buf = slices.Grow(buf, more)

@@ -133,6 +133,7 @@ type Server struct {
 	document   []byte
 	docs       []byte
 	limits     Limits
+	memory     *budget.Budget
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -184,6 +185,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		document: document,
 		docs:     docs,
 		limits:   opts.Limits,
+		memory:   budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
 	}
 	// Pools report their sizes; a second gateway in one process (tests)
 	// keeps the first one's.
@@ -197,7 +199,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		pools:        s.pools,
 		limits:       opts.Limits,
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
-		memory:       budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
+		memory:       s.memory,
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
@@ -454,22 +456,27 @@ func (h *syncOnWarn) WithGroup(name string) slog.Handler {
 // GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
 // live heap is small and every request allocates, so at Go's default
 // (GOGC=100) it collected every few megabytes allocated, and marking was a
-// large share of its CPU; GOGC=400 collects a quarter as often. Large files streamed through would then grow the heap fourfold;
-// the soft limit, under the Deployment's memory request, collects sooner
-// there. Where the heap needs more (many transfers at once), it gets it,
-// collected more often: Go gives the collector up to half the CPU then.
-// docs/benchmarks.md has the measurements.
+// large share of its CPU; GOGC=400 collects a quarter as often. Large files
+// streamed through would then grow the heap fourfold; a soft limit collects
+// sooner there. That limit follows the memory budget: what the budget holds
+// is live and no collection frees it, so a fixed limit under it would have
+// the collector run without pause (taking up to half the CPU) whenever
+// large requests fill the budget. docs/benchmarks.md has the measurements.
 const (
-	defaultGCPercent   = 400
-	defaultMemoryLimit = 48 << 20
+	defaultGCPercent = 400
+	// baseMemoryLimit is the soft limit while the budget holds nothing.
+	baseMemoryLimit = 48 << 20
+	// memoryLimitStep is how far the budget's holds move before the soft
+	// limit follows.
+	memoryLimitStep = 4 << 20
 )
 
-func tuneGC() {
+func (s *Server) tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		s.memory.Watch(memoryLimitStep, func(held int64) { debug.SetMemoryLimit(baseMemoryLimit + held) })
 	}
 }
 
@@ -485,7 +492,6 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer setLogger(opts.LogFlushInterval)()
-	tuneGC()
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err
@@ -494,6 +500,7 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	s.tuneGC()
 	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPools()
 	if err := s.Start(poolCtx); err != nil {

@@ -41,6 +41,11 @@ type Budget struct {
 	// freed is closed (and replaced) when a hold is released, for the
 	// holds waiting for room.
 	freed chan struct{}
+
+	// watch, when set, hears the bytes held rounded up to a step, as they
+	// change by a step or more (see Watch).
+	watch          func(int64)
+	step, reported int64
 }
 
 // SmallHold is the largest hold that may use the reserve.
@@ -69,6 +74,7 @@ func (b *Budget) take(n, limit int64) (bool, <-chan struct{}) {
 	defer b.mu.Unlock()
 	if b.held+n <= limit {
 		b.held += n
+		b.report()
 		return true, nil
 	}
 	return false, b.freed
@@ -78,8 +84,32 @@ func (b *Budget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held -= n
+	b.report()
 	close(b.freed)
 	b.freed = make(chan struct{})
+}
+
+// Watch has fn hear the bytes held, rounded up to a multiple of step: at
+// once, then whenever they rise past what it last heard, or fall a whole
+// step below it (so that holds coming and going at a step's edge do not
+// call it each time). fn runs with the budget locked: it must be quick
+// and must not use the budget.
+func (b *Budget) Watch(step int64, fn func(held int64)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.watch, b.step, b.reported = fn, step, -1
+	b.report()
+}
+
+func (b *Budget) report() {
+	if b.watch == nil {
+		return
+	}
+	up := (b.held + b.step - 1) / b.step * b.step
+	if up > b.reported || up+b.step < b.reported {
+		b.reported = up
+		b.watch(up)
+	}
 }
 
 // Ledger is what one request holds. A nil one holds nothing and grants

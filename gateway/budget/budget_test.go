@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -85,4 +86,31 @@ func TestNoBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Release()
+}
+
+// TestWatch: the watcher hears the bytes held rounded up to its step, on
+// every rise past what it heard, and on a fall of more than a step, not on
+// each hold at a step's edge.
+func TestWatch(t *testing.T) {
+	b := New(100, time.Millisecond)
+	var heard []int64
+	b.Watch(10, func(held int64) { heard = append(heard, held) })
+	first, second := b.Ledger(context.Background()), b.Ledger(context.Background())
+	hold := func(l *Ledger, n int64) {
+		t.Helper()
+		if err := l.Hold(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold(&first, 5)  // 5: 10
+	hold(&first, 5)  // 10: still 10
+	hold(&second, 1) // 11: 20
+	first.Release()  // 1: 10, a step below 20: not heard
+	hold(&first, 30) // 31: 40
+	first.Release()  // 1: 10, three steps below 40
+	second.Release() // 0: a step below 10: not heard
+	want := []int64{0, 10, 20, 40, 10}
+	if !slices.Equal(heard, want) {
+		t.Errorf("heard %v, want %v", heard, want)
+	}
 }

@@ -55,6 +55,8 @@ var registry = map[v1alpha1.Command]Command{}
 
 func init() {
 	for _, c := range []Command{
+		// Never retried: their content is unquoted in the request body
+		// itself (jsonString), which cannot be decoded again.
 		command(v1alpha1.CommandWrite, false, write),
 		command(v1alpha1.CommandAppend, false, appendFile),
 		command(v1alpha1.CommandRead, true, read),

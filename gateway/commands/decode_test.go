@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Every way a request body can be wrong is a *BadRequest naming the field
@@ -47,14 +49,44 @@ func TestDecodeAcceptsEmptyAndExactBodies(t *testing.T) {
 	// As encoding/json did: invalid UTF-8 and lone surrogates become U+FFFD.
 	var text writeRequest
 	if err := decode([]byte("{\"path\": \"\xff\", \"file\": {\"text\": \"\\ud800\"}}"), &text); err != nil ||
-		text.Path != "\ufffd" || string(*text.File.Text) != "\ufffd" {
+		text.Path != "\ufffd" || content(t, text.File) != "\ufffd" {
 		t.Errorf("%+v: %v", text, err)
 	}
 	var req writeRequest
 	if err := decode([]byte(`{"path": "a/b", "file": {"base64": "YQ=="}, "mode": "0600"}`), &req); err != nil ||
-		req.Path != "a/b" || string(*req.File.Base64) != "YQ==" || *req.Mode != "0600" {
+		req.Path != "a/b" || content(t, req.File) != "a" || *req.Mode != "0600" {
 		t.Errorf("%+v: %v", req, err)
 	}
+}
+
+func content(t *testing.T, c *FileContent) string {
+	t.Helper()
+	b, err := c.bytes(&FS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// FuzzContent: a file's text, unquoted in the request body itself, is what
+// unquoting it into a buffer of its own gives: escapes, surrogate pairs,
+// lone surrogates and invalid UTF-8 included.
+func FuzzContent(f *testing.F) {
+	for _, text := range []string{"", "plain", `\"\\\/\b\f\n\r\t`, `<\u003c>&`, `\ud83d\ude00`, `\ud800x`, `\udc00\ud800`, "\xff\xfe", "é\xffé", "日本語\\n"} {
+		f.Add(`"` + text + `"`)
+	}
+	f.Fuzz(func(t *testing.T, quoted string) {
+		body := []byte(`{"file": {"text": ` + quoted + `}}`)
+		var req writeRequest
+		if decode(body, &req) != nil || req.File == nil || req.File.Text == nil {
+			return
+		}
+		// Its only error is invalid UTF-8, made U+FFFD as the gateway does.
+		want, _ := jsontext.AppendUnquote(nil, []byte(*req.File.Text))
+		if got := content(t, req.File); got != string(want) {
+			t.Fatalf("%s unquoted in place: %q, want %q", quoted, got, want)
+		}
+	})
 }
 
 // A 1 KiB write request, decoded as the gateway does for every write.

@@ -20,10 +20,17 @@ type FileContent struct {
 	Base64 *jsonString `json:"base64,omitempty"`
 }
 
-// jsonString is a JSON string unquoted straight into bytes: a file's text
-// is held once, not as a string and again as its bytes.
+// jsonString is a JSON string of a request that may be large (a file's
+// content): the quoted value where it lies in the request body, unquoted
+// there when it is used, so that the content is held once, not as the body
+// and again as its bytes. The body no longer holds the request after that,
+// so the commands with such values (write, append) are never retried,
+// which would decode it again.
 type jsonString []byte
 
+// UnmarshalJSONFrom keeps the value as the decoder found it. json.Unmarshal
+// reads from the body itself, never moving or copying it, so the value
+// stays valid with the body.
 func (s *jsonString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if kind := dec.PeekKind(); kind != '"' {
 		return &json.SemanticError{JSONKind: kind, GoType: reflect.TypeFor[string]()}
@@ -32,22 +39,42 @@ func (s *jsonString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if err != nil {
 		return err
 	}
-	// The decoder checked the value; the only error left is invalid UTF-8,
-	// replaced with U+FFFD as the rest of a request's strings are.
-	*s, _ = jsontext.AppendUnquote(make([]byte, 0, len(v)), v)
+	*s = jsonString(v)
 	return nil
 }
 
-// bytes returns the content, holding base64's decoding against the
+// bytes unquotes the value, once. Unquoted, every escape and the quotes
+// shrink and valid UTF-8 stays as it is, so each byte is written at or
+// before where it was read, and the body can take the result itself. Only
+// invalid UTF-8 grows, each byte becoming a U+FFFD of three; such content
+// gets a buffer of its own, held against the budget.
+func (s jsonString) bytes(fs *FS) ([]byte, error) {
+	dst := s[:0]
+	if !utf8.Valid(s) {
+		if err := fs.Memory.Hold(3 * int64(len(s))); err != nil {
+			return nil, err
+		}
+		dst = make([]byte, 0, 3*len(s))
+	}
+	// The decoder checked the value; the only error left is invalid UTF-8,
+	// replaced with U+FFFD as the rest of a request's strings are.
+	v, _ := jsontext.AppendUnquote(dst, s)
+	return v, nil
+}
+
+// bytes returns the content; base64's decoding is held against the
 // request's memory budget.
 func (c *FileContent) bytes(fs *FS) ([]byte, error) {
 	switch {
 	case c == nil || (c.Text == nil) == (c.Base64 == nil):
 		return nil, &BadRequest{Field: "file", Message: `needs exactly one of "text" and "base64"`}
 	case c.Text != nil:
-		return *c.Text, nil
+		return c.Text.bytes(fs)
 	}
-	encoded := *c.Base64
+	encoded, err := c.Base64.bytes(fs)
+	if err != nil {
+		return nil, err
+	}
 	if err := fs.Memory.Hold(int64(base64.StdEncoding.DecodedLen(len(encoded)))); err != nil {
 		return nil, err
 	}
