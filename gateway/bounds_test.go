@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -246,4 +248,107 @@ func connectionOf(t *testing.T, f *fixture) *v1alpha1.SftpConnection {
 	var conn v1alpha1.SftpConnection
 	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "box"}, &conn))
 	return &conn
+}
+
+// TestLargeTransfersYieldToSmallRequests: while small requests are being
+// answered, large transfers are paced, and each still moves the whole
+// file: a JSON write and read, a raw upload and download, a copy and a
+// hash.
+func TestLargeTransfersYieldToSmallRequests(t *testing.T) {
+	f := newFixture(t)
+	url := startGateway(t, gateway.Limits{LargeTransferShare: 0.2, MaxBodyBytes: 8 << 20}) + "/" + f.slug
+	ctx := context.Background()
+	pacedBefore := metricValue(t, "sftpgate_gateway_paced_seconds_total")
+	stop := make(chan struct{})
+	var small sync.WaitGroup
+	for range 4 {
+		small.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if status, _, out := post(t, ctx, url, f.token, "stat", `{"path": "."}`); status != http.StatusOK {
+					t.Errorf("a small request among large ones: %d %v", status, out)
+					return
+				}
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		small.Wait()
+	}()
+
+	text := strings.Repeat("paced <text> \"quoted\"\n", 100_000) // 2.2 MB
+	quoted, err := json.Marshal(text)
+	must(t, err)
+	if status, _, out := post(t, ctx, url, f.token, "write", `{"path": "text.txt", "file": {"text": `+string(quoted)+`}}`); status != http.StatusOK {
+		t.Fatalf("a large JSON write: %d %.200v", status, out)
+	}
+	onServer := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(f.sshd.Dir, name))
+		must(t, err)
+		return b
+	}
+	if got := onServer("text.txt"); string(got) != text {
+		t.Fatalf("the JSON write wrote %d bytes, want %d", len(got), len(text))
+	}
+	status, _, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
+	if read, _ := out["read"].(map[string]any); status != http.StatusOK || read["content"] != text {
+		t.Fatalf("a large JSON read: %d, not the text written", status)
+	}
+
+	data := bytes.Repeat([]byte{0, 1, 2, 253, 254, 255}, 700_000) // 4.2 MB
+	rawRequest := func(command, query, accept string, body []byte) (int, []byte) {
+		req, err := http.NewRequest(http.MethodPost, url+"/"+command+"?"+query, bytes.NewReader(body))
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		if accept != "" {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", accept)
+		}
+		status, _, raw := send(t, req, string(body))
+		return status, raw
+	}
+	if status, raw := rawRequest("write", "path=data.bin", "", data); status != http.StatusOK {
+		t.Fatalf("a large raw upload: %d %s", status, raw)
+	}
+	if !bytes.Equal(onServer("data.bin"), data) {
+		t.Fatal("the raw upload did not write its body")
+	}
+	if status, raw := rawRequest("read", "", "application/octet-stream", []byte(`{"path": "data.bin"}`)); status != http.StatusOK || !bytes.Equal(raw, data) {
+		t.Fatalf("a large raw download: %d, %d bytes, want the %d uploaded", status, len(raw), len(data))
+	}
+	if status, _, out := post(t, ctx, url, f.token, "copy", `{"from": "data.bin", "to": "copy.bin"}`); status != http.StatusOK || !bytes.Equal(onServer("copy.bin"), data) {
+		t.Fatalf("a large copy: %d %v", status, out)
+	}
+	sum := sha256.Sum256(data)
+	status, _, out = post(t, ctx, url, f.token, "hash", `{"path": "data.bin"}`)
+	if hash, _ := out["hash"].(map[string]any); status != http.StatusOK || hash["hash"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("a large hash: %d %v", status, out)
+	}
+	if metricValue(t, "sftpgate_gateway_paced_seconds_total") <= pacedBefore {
+		t.Error("no large transfer waited for its turn")
+	}
+}
+
+// metricValue reads a metric of the gateway's without labels.
+func metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(metricsURL + "/metrics")
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	metrics, err := io.ReadAll(resp.Body)
+	must(t, err)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(metrics)
+	if m == nil {
+		t.Fatalf("no metric %s", name)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	must(t, err)
+	return v
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
+	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
@@ -49,6 +50,7 @@ type handler struct {
 	limits     Limits
 	limiter    *ratelimit.Keyed[types.UID]
 	memory     *budget.Budget
+	pacer      *pacing.Pacer
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
@@ -74,6 +76,10 @@ type Limits struct {
 	// MaxWaitingPerConnection bounds the requests waiting for a session
 	// of one connection's pool.
 	MaxWaitingPerConnection int
+	// LargeTransferShare is the part of the time large transfers together
+	// may take while small requests are being answered (package pacing);
+	// 0 or 1 does not pace them.
+	LargeTransferShare float64
 	// RequestTimeout bounds a whole request (the HTTP server's read and
 	// write timeouts). Within it, each SFTP operation, a dial and a retry
 	// included, is bounded by its connection's operationTimeout, except
@@ -144,12 +150,23 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err != nil {
 		return err
 	}
+	defer h.paced(c)
 	result, streamed, err := h.run(w, r, conn, c)
 	if streamed {
 		// The answer is sent; a failure halfway shows as a short body.
 		return nil
 	}
 	return h.answer(w, name, result, err)
+}
+
+// paced ends the call's pacing once its answer has been sent: a large
+// transfer's last chunk is charged; a small request's end is noted, for
+// large transfers to yield to.
+func (h *handler) paced(c call) {
+	c.pace.End()
+	if !c.large() {
+		h.pacer.SmallDone()
+	}
 }
 
 // lookup finds the command a request names.
@@ -226,6 +243,13 @@ type call struct {
 	download bool
 	body     []byte
 	memory   *budget.Ledger
+	pace     *pacing.Stream
+}
+
+// large says the call moves more than a small request: a stream, or what
+// holds more than a small hold of the memory budget.
+func (c call) large() bool {
+	return c.upload || c.download || c.cmd.Streams || c.memory.Held() > budget.SmallHold
 }
 
 // pooledUpload is the largest raw upload read whole before it runs, to
@@ -243,11 +267,13 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Co
 	contentType := r.Header.Get("Content-Type")
 	mt := mediaType(contentType) // "" when it does not parse
 	writes := cmd.Name == v1alpha1.CommandWrite || cmd.Name == v1alpha1.CommandAppend
+	pace := h.pacer.Stream(r.Context())
 	c := call{
 		cmd:      cmd,
 		upload:   writes && mt == octetStream,
 		download: cmd.Name == v1alpha1.CommandRead && strings.Contains(r.Header.Get("Accept"), octetStream),
 		memory:   memory,
+		pace:     &pace,
 	}
 	var err error
 	switch {
@@ -256,12 +282,12 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, cmd commands.Co
 		return c, answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
 	case c.upload && r.ContentLength >= 0 && r.ContentLength <= pooledUpload:
 		c.upload, c.rawBody = false, true
-		c.body, err = readBody(w, r, pooledUpload, memory)
+		c.body, err = readBody(w, r, pooledUpload, memory, c.pace)
 	case c.upload:
 	case contentType != "" && mt != "application/json":
 		return c, answer.UnsupportedMediaType()
 	default:
-		c.body, err = readBody(w, r, h.limits.MaxBodyBytes, memory)
+		c.body, err = readBody(w, r, h.limits.MaxBodyBytes, memory, c.pace)
 	}
 	if err == nil && (c.upload || c.download || cmd.Streams) {
 		err = memory.Hold(streamMemory)
@@ -297,6 +323,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 		fs.Leftovers = p
 		fs.Memory = c.memory
 		fs.Ctx = r.Context()
+		fs.Pace = c.pace
 		var runErr error
 		switch {
 		case c.rawBody:
@@ -401,7 +428,7 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS, body []b
 	w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
 	w.Header().Set("Accept-Ranges", "bytes")
 	w.WriteHeader(http.StatusOK)
-	n, err := f.WriteTo(w)
+	n, err := f.WriteTo(fs.Pace.Writer(w))
 	// The answer has gone out; an error of the session still takes the
 	// session out of the pool (one of the client's is not the session's),
 	// and so does one that ended the file early: the client sees a body
@@ -478,12 +505,13 @@ const presizeBody = 64 << 10
 // readBody reads a request body within limit, holding it against the
 // memory budget before it is read: all of it for a body of known length,
 // and as the buffer grows for one of unknown length. A JSON write's content
-// is unquoted in the body itself, so it needs no more.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budget.Ledger) ([]byte, error) {
+// is unquoted in the body itself, so it needs no more. A large body is
+// read paced.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budget.Ledger, pace *pacing.Stream) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, answer.BodyTooLarge("request body", limit)
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
+	body := pace.Reader(http.MaxBytesReader(w, r.Body, limit), budget.SmallHold)
 	var buf []byte
 	var err error
 	if r.ContentLength >= 0 {

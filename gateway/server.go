@@ -40,6 +40,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
+	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/ratelimit"
 	"github.com/sftpgate/sftpgate/gateway/recovery"
@@ -98,6 +99,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
 	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
 		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
+	o.Limits.LargeTransferShare = 0.2
+	fs.Func("large-transfer-share", "Part of the time large transfers (JSON reads and writes over 64 KiB, raw uploads and downloads, copy, hash) "+
+		"together may take while small requests are being answered, from 0.01 to 1; 1 does not pace them (default 0.2).", func(v string) error {
+		share, err := strconv.ParseFloat(v, 64)
+		if err != nil || share < 0.01 || share > 1 {
+			return fmt.Errorf("want a number from 0.01 to 1, not %q", v)
+		}
+		o.Limits.LargeTransferShare = share
+		return nil
+	})
 	o.Directories = sftpdir.Limits{MaxEntries: sftpdir.DefaultMaxEntries, MaxBytes: sftpdir.DefaultMaxBytes}
 	fs.Func("max-directory-entries", fmt.Sprintf("Most entries of a directory read whole, from a server that allows one SFTP channel per connection "+
 		"(OpenSSH's MaxSessions 1); list and rmdir of a larger one fail with too_large (default %d).", sftpdir.DefaultMaxEntries), func(v string) error {
@@ -118,6 +129,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 }
+
+// pacingQuiet is how long after the last small request large transfers
+// run unpaced: a trickle of small requests does not slow them.
+const pacingQuiet = 20 * time.Millisecond
 
 // memoryWait is how long a request waits for room in the memory budget
 // before it is answered 503: long enough for a burst's other large
@@ -200,6 +215,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		limits:       opts.Limits,
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:       s.memory,
+		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet),
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}

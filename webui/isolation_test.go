@@ -1,16 +1,21 @@
 package webui_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -291,6 +297,50 @@ func TestIsolation(t *testing.T) {
 				t.Fatal("eight downloads never read were all let in")
 			}
 			victim.writes(t, "while the attacker holds the gateway's memory")
+		}},
+		{"the gateway's CPU, taken by the attacker's large reads", func(t *testing.T) {
+			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "text.txt"), bytes.Repeat([]byte("<"), 4<<20), 0o644))
+			paced := testutil.ToFloat64(metrics.Paced)
+			var reads sync.WaitGroup
+			for range 3 {
+				reads.Go(func() {
+					for range 2 {
+						// 200, or 503 when the others hold the budget.
+						req, err := http.NewRequest(http.MethodPost, gatewayURL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "text.txt"}`))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						req.Header.Set("Authorization", "Bearer "+attacker.token)
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						_ = resp.Body.Close()
+					}
+				})
+			}
+			attacked := make(chan struct{})
+			go func() {
+				reads.Wait()
+				close(attacked)
+			}()
+			over := func() bool {
+				select {
+				case <-attacked:
+					return true
+				default:
+					return false
+				}
+			}
+			for i := 0; !over(); i++ {
+				victim.writes(t, fmt.Sprintf("while the attacker reads (%d)", i))
+			}
+			if testutil.ToFloat64(metrics.Paced) <= paced {
+				t.Error("the attacker's large reads never yielded to the victim's writes")
+			}
 		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {

@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
-			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: 4}})
+			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: 4, LargeTransferShare: 0.2}})
 	if err != nil {
 		return fail(err)
 	}

@@ -163,6 +163,14 @@ func (l *Ledger) Hold(n int64) error {
 	}
 }
 
+// Held is what the request holds.
+func (l *Ledger) Held() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.held
+}
+
 // Release gives back everything the request holds.
 func (l *Ledger) Release() {
 	if l == nil || l.b == nil || l.held == 0 {

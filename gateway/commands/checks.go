@@ -96,7 +96,7 @@ func hashFile(fs *FS, req *hashRequest) (any, error) {
 	}
 	defer func() { _ = f.Close() }()
 	h := newHash()
-	n, err := f.WriteTo(untilStopped{fs, h})
+	n, err := f.WriteTo(bulk{fs, h})
 	if stop := fs.stopped(); stop != nil {
 		return nil, stop
 	}

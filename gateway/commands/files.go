@@ -12,6 +12,10 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/gateway/budget"
+	"github.com/sftpgate/sftpgate/gateway/pacing"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
@@ -215,9 +219,9 @@ func writeData(fs *FS, req *writeRequest, appending bool, data []byte) (any, err
 		return nil, err
 	}
 	if appending {
-		return appendTo(fs, target, mode, int64(len(data)), bytesFiller(data))
+		return appendTo(fs, target, mode, int64(len(data)), fs.bytesFiller(data))
 	}
-	n, err := fs.writeFile(target, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), bytesFiller(data))
+	n, err := fs.writeFile(target, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), fs.bytesFiller(data))
 	if err != nil {
 		return nil, notAFile(fs, err, target)
 	}
@@ -253,6 +257,8 @@ type ReadResult struct {
 	Offset   int64
 	Encoding string
 	Content  []byte
+	// pace paces the content's writing, as its reading was.
+	pace *pacing.Stream
 }
 
 // WriteJSON writes the result as the API's JSON object.
@@ -270,6 +276,9 @@ func (r *ReadResult) WriteJSON(w io.Writer) error {
 	// The object without its closing brace, then the content.
 	if _, err := w.Write(append(b[:len(b)-1], `,"content":"`...)); err != nil {
 		return err
+	}
+	if len(r.Content) > budget.SmallHold {
+		w = r.pace.Writer(w)
 	}
 	if r.Encoding == "base64" {
 		enc := base64.NewEncoder(base64.StdEncoding, w)
@@ -352,7 +361,7 @@ func read(fs *FS, req *readRequest) (any, error) {
 		return nil, err
 	}
 	buf := make([]byte, length)
-	n, err := f.ReadAt(buf, req.Offset)
+	n, err := readAt(fs, f, buf, req.Offset)
 	if errors.Is(err, io.EOF) && int64(n) < length {
 		err = ConfirmEnd(f, req.Offset+int64(n))
 	} else if errors.Is(err, io.EOF) {
@@ -365,7 +374,25 @@ func read(fs *FS, req *readRequest) (any, error) {
 	if encoding == "text" && !utf8.Valid(buf) {
 		return nil, fail("not_text", fxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
 	}
-	return &ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding, Content: buf}, nil
+	return &ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding, Content: buf, pace: fs.Pace}, nil
+}
+
+// readAt fills buf from f at off; a large buf a paced part at a time
+// (each part still many SFTP reads in flight).
+func readAt(fs *FS, f *sftp.File, buf []byte, off int64) (int, error) {
+	read := 0
+	for {
+		if len(buf) > budget.SmallHold {
+			if err := fs.Pace.Next(); err != nil {
+				return read, err
+			}
+		}
+		n, err := f.ReadAt(buf[read:min(len(buf), read+filePart)], off+int64(read))
+		read += n
+		if err != nil || read == len(buf) {
+			return read, err
+		}
+	}
 }
 
 func unlink(fs *FS, req *pathRequest) (any, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
+	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 )
@@ -34,6 +35,9 @@ type FS struct {
 	// directories stop when its client goes away, after undoing what they
 	// left half done. Nil never stops.
 	Ctx context.Context
+	// Pace paces the request's large transfers, so that they yield to
+	// small requests. Nil does not pace.
+	Pace *pacing.Stream
 	// Root is the absolute, resolved root directory (status.rootPath).
 	Root string
 	// ServerVersion is the SSH version string of the server, for ping.
@@ -57,17 +61,18 @@ func (fs *FS) stopped() error {
 	return fs.Ctx.Err()
 }
 
-// untilStopped writes to w until the request's client goes away.
-type untilStopped struct {
+// bulk writes a large transfer to w, paced, until the request's client
+// goes away.
+type bulk struct {
 	fs *FS
 	w  io.Writer
 }
 
-func (u untilStopped) Write(b []byte) (int, error) {
-	if err := u.fs.stopped(); err != nil {
+func (b bulk) Write(p []byte) (int, error) {
+	if err := b.fs.stopped(); err != nil {
 		return 0, err
 	}
-	return u.w.Write(b)
+	return b.fs.Pace.Writer(b.w).Write(p)
 }
 
 // Errors of path resolution.

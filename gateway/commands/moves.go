@@ -88,7 +88,7 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	mode := fi.Mode().Perm()
 	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
-		n, err := io.Copy(untilStopped{fs, dst}, src) // src.WriteTo: concurrent reads
+		n, err := io.Copy(bulk{fs, dst}, src) // src.WriteTo: concurrent reads
 		if err == nil && n < fi.Size() {
 			err = ConfirmEnd(src, n) // a copy cut short is not a copy
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 )
@@ -90,12 +91,29 @@ func isTemp(name string) bool {
 // filler writes a file's content into f.
 type filler func(f *sftp.File) (int64, error)
 
-func bytesFiller(data []byte) filler {
+// bytesFiller writes data; a large one a paced part at a time (each part
+// still many SFTP writes in flight).
+func (fs *FS) bytesFiller(data []byte) filler {
 	return func(f *sftp.File) (int64, error) {
-		n, err := f.Write(data)
-		return int64(n), err
+		written := 0
+		for {
+			if len(data) > budget.SmallHold {
+				if err := fs.Pace.Next(); err != nil {
+					return int64(written), err
+				}
+			}
+			n, err := f.Write(data[written:min(len(data), written+filePart)])
+			written += n
+			if err != nil || written == len(data) {
+				return int64(written), err
+			}
+		}
 	}
 }
+
+// filePart is the most a large JSON read or write moves in one turn of its
+// pacing.
+const filePart = 1 << 20
 
 // writeFile writes target, which Resolve returned: in place when it does
 // not exist, else (when overwrite allows) through a temporary file. size

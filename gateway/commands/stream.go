@@ -26,7 +26,7 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 		return nil, err
 	}
 	createParents, overwrite := req.CreateParents, req.Overwrite
-	client := &clientBody{r: body}
+	client := &clientBody{r: fs.Pace.Reader(body, 0)}
 	if size >= 0 {
 		client.r = io.LimitReader(body, size)
 	}

@@ -46,11 +46,18 @@ var (
 		Help: "Watches of connections and keys that failed; the cache keeps what it has and watches again.",
 	})
 
+	// Paced counts the time large transfers waited for their turn while
+	// small requests were being answered (package pacing).
+	Paced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sftpgate_gateway_paced_seconds_total",
+		Help: "Time large transfers waited for their turn while small requests were being answered (--large-transfer-share).",
+	})
+
 	registry = prometheus.NewRegistry()
 )
 
 func init() {
-	registry.MustRegister(Requests, Duration, Dials, APIServerUp, WatchErrors,
+	registry.MustRegister(Requests, Duration, Dials, APIServerUp, WatchErrors, Paced,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
