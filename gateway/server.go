@@ -99,9 +99,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
 	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
 		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
-	o.Limits.LargeTransferShare = 0.2
+	o.Limits.LargeTransferShare = 0.1
 	fs.Func("large-transfer-share", "Part of the time large transfers (JSON reads and writes over 64 KiB, raw uploads and downloads, copy, hash) "+
-		"together may take while small requests are being answered, from 0.01 to 1; 1 does not pace them (default 0.2).", func(v string) error {
+		"together may take while small requests are being answered, from 0.01 to 1; 1 does not pace them (default 0.1).", func(v string) error {
 		share, err := strconv.ParseFloat(v, 64)
 		if err != nil || share < 0.01 || share > 1 {
 			return fmt.Errorf("want a number from 0.01 to 1, not %q", v)
