@@ -30,9 +30,17 @@ import (
 // returns its URL.
 func startGateway(t *testing.T, limits gateway.Limits) string {
 	t.Helper()
+	return startGatewayWith(t, gateway.Options{Limits: limits})
+}
+
+// startGatewayWith is startGateway with more options than its limits.
+func startGatewayWith(t *testing.T, opts gateway.Options) string {
+	t.Helper()
+	limits := &opts.Limits
 	limits.MaxBodyBytes, limits.MaxUploadBytes = cmp.Or(limits.MaxBodyBytes, maxBody), maxUpload
 	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
-	gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute, Limits: limits})
+	opts.BasePath, opts.DeniedNetworks, opts.IdleTimeout = "/", "link-local,metadata", time.Minute
+	gw, err := gateway.New(restConfig, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -15,6 +15,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/gateway/recovery"
 	"github.com/sftpgate/sftpgate/gateway/sftpdial"
@@ -34,6 +35,24 @@ func authError(err error) error {
 		return answer.Forbidden(err.Error())
 	}
 	return err
+}
+
+// reviewError answers a ServiceAccount token or request that could not be
+// let in: 401 for a token that is no good, 403 for RBAC's refusal, 503
+// when the API server could not be asked.
+func reviewError(err error) error {
+	switch {
+	case kubeauth.Unauthenticated(err):
+		return answer.Unauthorized(err.Error())
+	case errors.Is(err, kubeauth.ErrDenied):
+		return answer.Forbidden(err.Error())
+	case errors.Is(err, kubeauth.ErrBusy):
+		return answer.AuthUnavailable(err)
+	}
+	if answered := waitError(err); answered != nil {
+		return answered
+	}
+	return answer.AuthUnavailable(err)
 }
 
 // ready refuses a connection whose last test, for its current spec, failed.

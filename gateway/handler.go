@@ -24,6 +24,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
@@ -51,6 +52,8 @@ type handler struct {
 	limiter    *ratelimit.Keyed[types.UID]
 	memory     *budget.Budget
 	pacer      *pacing.Pacer
+	// reviewer verifies ServiceAccount tokens; nil refuses them.
+	reviewer *kubeauth.Reviewer
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
@@ -114,6 +117,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int("status", ww.Status()),
 			slog.Int("bytes", ww.BytesWritten()),
 			slog.Duration("duration", end.Sub(start)))
+		if rec.serviceAccount != "" {
+			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
+		}
 		_ = logHandler.Handle(ctx, line)
 	}()
 	// Released once the answer has been sent: what it held is garbage then.
@@ -129,6 +135,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type requestLog struct {
 	command string // a known command's name
 	keyID   string
+	// serviceAccount is the caller's ServiceAccount, namespace/name, when
+	// it sent a ServiceAccount token rather than a key.
+	serviceAccount string
+}
+
+// caller is who sent a request, for the bounds on requests: an API key,
+// or a ServiceAccount.
+type caller struct {
+	uid       types.UID
+	namespace string
 }
 
 // serve runs one command in named steps; each returns the error that
@@ -138,14 +154,14 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err != nil {
 		return err
 	}
-	conn, key, err := h.authenticate(r, slug, cmd, rec)
+	conn, who, err := h.authenticate(r, slug, cmd, rec)
 	if err != nil {
 		return err
 	}
-	if err := h.admit(conn, key); err != nil {
+	if err := h.admit(conn, who); err != nil {
 		return err
 	}
-	defer h.leave(conn, key)
+	defer h.leave(who)
 	c, err := h.decode(w, r, cmd, memory)
 	if err != nil {
 		return err
@@ -184,53 +200,85 @@ func lookup(r *http.Request, name string, rec *requestLog) (commands.Command, er
 	return cmd, nil
 }
 
-// authenticate finds the connection serving slug and the API key that
-// may run cmd on it.
-func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, *v1alpha1.ApiKey, error) {
+// authenticate finds the connection serving slug and the caller that may
+// run cmd on it: the API key of the token, or, for a token that is no
+// key's and has a JWT's shape, the ServiceAccount it is for, as RBAC
+// allows it. A key's token is never sent for review.
+func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, caller, error) {
 	token, ok := bearerToken(r)
 	if !ok {
-		return nil, nil, answer.Unauthorized("send an API key: Authorization: Bearer <key>")
+		return nil, caller{}, answer.Unauthorized("send an API key or a ServiceAccount token: Authorization: Bearer <token>")
 	}
 	conn, handover, err := h.connection(slug)
 	if err != nil {
-		return nil, nil, err
+		return nil, caller{}, err
 	}
 	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
+	if errors.Is(err, apikeys.ErrUnknownToken) && h.reviewer != nil && kubeauth.IsJWT(token) {
+		return h.authenticateServiceAccount(r, token, conn, handover, cmd, rec)
+	}
 	if key != nil {
 		rec.keyID = key.Status.KeyID
 	}
 	if errors.Is(err, apikeys.ErrNoSuchConnection) && handover {
-		return nil, nil, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
+		return nil, caller{}, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
 	}
 	if err != nil {
-		return nil, nil, authError(err)
+		return nil, caller{}, authError(err)
 	}
-	return conn, key, nil
+	return conn, caller{uid: key.UID, namespace: key.Namespace}, nil
+}
+
+// authenticateServiceAccount verifies a ServiceAccount token and asks
+// RBAC whether its ServiceAccount may run cmd on conn. As for keys, a
+// connection of another namespace that it may not use looks the same as
+// none.
+func (h *handler) authenticateServiceAccount(r *http.Request, token string, conn *v1alpha1.SftpConnection, handover bool,
+	cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, caller, error) {
+	id, err := h.reviewer.Authenticate(r.Context(), token)
+	if err != nil {
+		return nil, caller{}, reviewError(err)
+	}
+	rec.serviceAccount = id.String()
+	switch {
+	case conn == nil && handover:
+		return nil, caller{}, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
+	case conn == nil:
+		return nil, caller{}, answer.ConnectionNotFound()
+	}
+	err = h.reviewer.Authorize(r.Context(), id, conn, cmd.Name)
+	switch {
+	case errors.Is(err, kubeauth.ErrDenied) && id.Namespace != conn.Namespace:
+		return nil, caller{}, answer.ConnectionNotFound()
+	case err != nil:
+		return nil, caller{}, reviewError(err)
+	}
+	return conn, caller{uid: id.UID, namespace: id.Namespace}, nil
 }
 
 // admit lets the request in if the connection is ready and its key is
 // within its rate and, with its namespace, within the bounds on requests
 // in flight. Once admitted, leave counts it out.
-func (h *handler) admit(conn *v1alpha1.SftpConnection, key *v1alpha1.ApiKey) error {
-	if ok, delay := h.limiter.Allow(key.UID); !ok {
+func (h *handler) admit(conn *v1alpha1.SftpConnection, who caller) error {
+	if ok, delay := h.limiter.Allow(who.uid); !ok {
 		return answer.RateLimited(delay)
 	}
 	if err := ready(conn); err != nil {
 		return err
 	}
-	if !h.perKey.Enter(key.UID) {
+	if !h.perKey.Enter(who.uid) {
 		return answer.TooManyInFlight("this API key's", h.perKey.Limit())
 	}
-	if !h.perNamespace.Enter(key.Namespace) {
-		h.perKey.Leave(key.UID)
+	if !h.perNamespace.Enter(who.namespace) {
+		h.perKey.Leave(who.uid)
 		return answer.TooManyInFlight("this namespace's", h.perNamespace.Limit())
 	}
 	return nil
 }
 
-func (h *handler) leave(_ *v1alpha1.SftpConnection, key *v1alpha1.ApiKey) {
-	h.perNamespace.Leave(key.Namespace)
-	h.perKey.Leave(key.UID)
+func (h *handler) leave(who caller) {
+	h.perNamespace.Leave(who.namespace)
+	h.perKey.Leave(who.uid)
 }
 
 // call is a command as the client sent it: a JSON body, a raw upload

@@ -38,6 +38,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
@@ -65,6 +66,12 @@ type Options struct {
 	// Directories bounds a directory read whole, from a server that allows
 	// one SFTP channel per connection.
 	Directories sftpdir.Limits
+	// Audience is the audience of the ServiceAccount tokens the gateway
+	// accepts; empty turns them off.
+	Audience string
+	// AuthorizationCacheTTL is how long an RBAC decision for a
+	// ServiceAccount is used; 0 is kubeauth.DefaultDecisionTTL.
+	AuthorizationCacheTTL time.Duration
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -99,6 +106,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
 	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
 		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
+	fs.StringVar(&o.Audience, "audience", kubeauth.DefaultAudience,
+		"Audience of the ServiceAccount tokens the gateway accepts (verified with the TokenReview API); empty accepts none.")
+	fs.DurationVar(&o.AuthorizationCacheTTL, "authorization-cache-ttl", kubeauth.DefaultDecisionTTL,
+		"How long an RBAC decision for a ServiceAccount is used: a RoleBinding removed takes effect within it.")
 	o.Limits.LargeTransferShare = 0.1
 	fs.Func("large-transfer-share", "Part of the time large transfers (JSON reads and writes over 64 KiB, raw uploads and downloads, copy, hash) "+
 		"together may take while small requests are being answered, from 0.01 to 1; 1 does not pace them (default 0.1).", func(v string) error {
@@ -180,7 +191,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := client.New(restConfig, client.Options{Scheme: scheme})
+	// Reads Secrets and creates reviews straight from the API server.
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +207,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Directories: opts.Directories}, Secrets: secrets, IdleTimeout: opts.IdleTimeout,
+		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection},
 		document: document,
 		docs:     docs,
@@ -218,6 +230,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet),
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
+	}
+	if opts.Audience != "" {
+		h.reviewer = kubeauth.New(direct, opts.Audience, opts.AuthorizationCacheTTL)
 	}
 	s.handler = s.routes(opts.BasePath, h)
 	return s, nil

@@ -97,6 +97,14 @@ func ConnectionBusy() *Error {
 		Message: "every session to this connection's server is busy and its queue is full; retry shortly"}
 }
 
+// AuthUnavailable answers a ServiceAccount token the gateway could not
+// have verified or authorized: the API server did not answer, or too many
+// reviews were in flight.
+func AuthUnavailable(cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "auth_unavailable", RetryAfter: time.Second, Cause: cause,
+		Message: "the gateway could not have the token verified or the request authorized by the Kubernetes API server just now; retry shortly"}
+}
+
 // StatusClientClosedRequest is the status logged, as nginx's, for a
 // request whose client went away before its answer: nobody reads it.
 const StatusClientClosedRequest = 499

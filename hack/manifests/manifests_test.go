@@ -174,6 +174,8 @@ var allowed = map[string][]string{
 		"sftpgate-system core events create,patch",
 	},
 	"sftpgate-gateway": {
+		"* authentication.k8s.io tokenreviews create",
+		"* authorization.k8s.io subjectaccessreviews create",
 		"* core secrets get",
 		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
 	},
