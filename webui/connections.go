@@ -40,6 +40,9 @@ type connView struct {
 	Fingerprint   string
 	ServerVersion string
 	LastTest      time.Time
+	// CallerRBAC is the Role and RoleBinding that let a ServiceAccount
+	// call the connection.
+	CallerRBAC string
 }
 
 // headlines say in words what a Ready reason means.
@@ -66,7 +69,7 @@ func (u *ui) view(c *v1alpha1.SftpConnection) connView {
 	v := connView{
 		Name: c.Name, Slug: c.Status.Slug, Host: c.Spec.Host, Port: c.Spec.Port, Username: c.Spec.Username,
 		Fingerprint: c.Status.HostKeyFingerprint, ServerVersion: c.Status.ServerVersion, State: "testing",
-		Headline: "Testing the connection…",
+		Headline: "Testing the connection…", CallerRBAC: callerRBAC(c.Namespace, c.Name),
 	}
 	if v.Slug == "" {
 		v.Slug = c.EffectiveSlug()

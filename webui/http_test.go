@@ -312,6 +312,10 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	if _, page := c.get(t, "/connections/keyed"); !strings.Contains(page, "sftpconnections/commands") || !strings.Contains(page, "resourceNames:") {
+		t.Error("the connection page does not show the Role for a ServiceAccount")
+	}
+
 	status, page := c.form(t, "/keys", url.Values{"connection": {"keyed"}, "expires": {"30d"}})
 	if status != http.StatusOK || !strings.Contains(page, "sgk_") {
 		t.Fatalf("creating a key: %d", status)
