@@ -17,13 +17,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
@@ -340,6 +343,36 @@ func TestIsolation(t *testing.T) {
 			}
 			if testutil.ToFloat64(metrics.Paced) <= paced {
 				t.Error("the attacker's large reads never yielded to the victim's writes")
+			}
+		}},
+		{"the victim's connection, with the attacker's ServiceAccount, bound in the attacker's namespace", func(t *testing.T) {
+			// The attacker grants its ServiceAccount every command on
+			// "reports", a name both tenants' connections have, in the
+			// only namespace where it may make RoleBindings: its own.
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "intruder"}}
+			must(t, k8s.Create(ctx, sa))
+			must(t, k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "everything"},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{"sftpgate.dev"}, Resources: []string{"sftpconnections/commands"}, Verbs: []string{"*"}}}}))
+			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "everything"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "everything"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: attacker.ns, Name: sa.Name}}}))
+			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{kubeauth.DefaultAudience}}}
+			must(t, k8s.SubResource("token").Create(ctx, sa, tr))
+			// Its own connection answers it, so the token works.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				status, _ := testhttp.PostJSON(t, gatewayURL+"/"+attacker.slug+"/stat", tr.Status.Token, `{"path": "."}`)
+				if status == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the attacker's ServiceAccount on its own connection: %d", status)
+				}
+			}
+			for _, command := range []string{"stat", "read", "write"} {
+				status, body := testhttp.PostJSON(t, gatewayURL+"/"+victim.slug+"/"+command, tr.Status.Token, `{"path": "x", "file": {"text": "x"}}`)
+				if status != http.StatusNotFound || !strings.Contains(body, "connection_not_found") {
+					t.Errorf("%s on the victim's slug: %d %s, want 404 connection_not_found", command, status, body)
+				}
 			}
 		}},
 		{"the victim's key", func(t *testing.T) {

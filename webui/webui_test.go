@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -57,7 +58,7 @@ func run(m *testing.M) int {
 	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
 		return fail(err)
 	}
-	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
+	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, Audience: kubeauth.DefaultAudience,
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
 			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: 4, LargeTransferShare: 0.2}})
