@@ -123,21 +123,21 @@ func newReviewer(c client.Client, audience string, decisionTTL time.Duration, cl
 	}
 }
 
-// IsJWT reports whether token has the shape of a JSON Web Token: only
-// such tokens are sent for review; an API key never is.
+// IsJWT reports whether token has the outward shape of a JSON Web Token
+// (three parts): only such tokens are sent for review; an API key never
+// is. What is inside is read on review.
 func IsJWT(token string) bool {
-	_, ok := expiry(token)
-	return ok
+	return len(token) <= maxTokenLength && strings.Count(token, ".") == 2
 }
 
 // expiry reads a JWT's exp claim, without verifying it: it is used only
 // to refuse an expired token early and to cache a verified one no longer
 // than it lives, never to accept one.
 func expiry(token string) (time.Time, bool) {
-	if len(token) > maxTokenLength || strings.Count(token, ".") != 2 {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
 		return time.Time{}, false
 	}
-	parts := strings.Split(token, ".")
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if parts[0] == "" || parts[2] == "" || err != nil {
 		return time.Time{}, false
@@ -162,6 +162,16 @@ type tokenResult struct {
 // is one of the errors above; any other error is the API server's, and
 // the request may be retried.
 func (r *Reviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	if !IsJWT(token) {
+		return nil, ErrInvalidToken
+	}
+	// A cached answer never outlives its token: it is read first.
+	sum := sha256.Sum256([]byte(token))
+	key := string(sum[:])
+	if v, ok := r.tokens.Get(key); ok {
+		res := v.(tokenResult) //nolint:forcetypeassert // the cache holds only these
+		return res.id, res.err
+	}
 	exp, ok := expiry(token)
 	now := r.clock.Now()
 	switch {
@@ -169,12 +179,6 @@ func (r *Reviewer) Authenticate(ctx context.Context, token string) (*Identity, e
 		return nil, ErrInvalidToken
 	case !now.Before(exp):
 		return nil, ErrExpired
-	}
-	sum := sha256.Sum256([]byte(token))
-	key := string(sum[:])
-	if v, ok := r.tokens.Get(key); ok {
-		res := v.(tokenResult) //nolint:forcetypeassert // the cache holds only these
-		return res.id, res.err
 	}
 	v, err, _ := r.flight.Do(key, func() (any, error) {
 		res, err := r.review(ctx, token)

@@ -56,7 +56,7 @@ func token(exp time.Time) string {
 
 func TestIsJWT(t *testing.T) {
 	key, _ := apikeys.NewToken()
-	for tok, want := range map[string]bool{token(time.Now()): true, key: false, "a.b.c": false, "": false, "x.e30.y": false} {
+	for tok, want := range map[string]bool{token(time.Now()): true, key: false, "a.b.c": true, "": false, "a.b": false} {
 		if IsJWT(tok) != want {
 			t.Errorf("IsJWT(%q) = %v", tok, !want)
 		}
@@ -82,6 +82,9 @@ func TestTokensAreCachedUntilTheyExpire(t *testing.T) {
 	}
 	if _, err := r.Authenticate(ctx, short); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := r.Authenticate(ctx, "a.b.c"); !errors.Is(err, ErrInvalidToken) || s.tokens != 2 {
+		t.Errorf("a token of a JWT's shape, not a JWT: %v after %d reviews, want ErrInvalidToken unreviewed", err, s.tokens)
 	}
 	clk.Step(3 * time.Minute)
 	if _, err := r.Authenticate(ctx, short); !errors.Is(err, ErrExpired) {
