@@ -73,6 +73,7 @@ func ready(conn *v1alpha1.SftpConnection) error {
 func (h *handler) runError(err error) error {
 	var (
 		bad        *commands.BadRequest
+		outside    *commands.PathNotAllowed
 		bodyErr    *commands.BodyError
 		tooLarge   *http.MaxBytesError
 		overBudget *budget.TooLargeError
@@ -80,6 +81,8 @@ func (h *handler) runError(err error) error {
 	switch {
 	case errors.As(err, &bad):
 		return answer.InvalidRequest(bad.Error(), bad.Field)
+	case errors.As(err, &outside):
+		return answer.PathNotAllowed(outside.Error(), outside.Field)
 	case errors.As(err, &tooLarge):
 		return answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
 	case errors.As(err, &bodyErr):

@@ -145,6 +145,9 @@ type requestLog struct {
 type caller struct {
 	uid       types.UID
 	namespace string
+	// paths are where the caller may go below the connection's root (an
+	// API key's spec.paths); none is anywhere.
+	paths []string
 }
 
 // serve runs one command in named steps; each returns the error that
@@ -166,6 +169,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, slug, name strin
 	if err != nil {
 		return err
 	}
+	c.paths = who.paths
 	defer h.paced(c)
 	result, streamed, err := h.run(w, r, conn, c)
 	if streamed {
@@ -226,7 +230,7 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 	if err != nil {
 		return nil, caller{}, authError(err)
 	}
-	return conn, caller{uid: key.UID, namespace: key.Namespace}, nil
+	return conn, caller{uid: key.UID, namespace: key.Namespace, paths: key.Spec.Paths}, nil
 }
 
 // authenticateServiceAccount verifies a ServiceAccount token and asks
@@ -292,6 +296,7 @@ type call struct {
 	body     []byte
 	memory   *budget.Ledger
 	pace     *pacing.Stream
+	paths    []string // the caller's, from caller
 }
 
 // large says the call moves more than a small request: a stream, or what
@@ -368,6 +373,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, conn *v1alpha1.Sft
 	// at their next chunk; another operation, once started, runs to its end.
 	err = p.Do(r.Context(), op, func(s *sftpdial.Session) error {
 		fs := commands.NewFS(s, conn.Status.RootPath)
+		fs.Scope = commands.Scope(conn.Status.RootPath, c.paths)
 		fs.Leftovers = p
 		fs.Memory = c.memory
 		fs.Ctx = r.Context()

@@ -91,6 +91,20 @@ type ApiKeySpec struct {
 	// +optional
 	Commands []Command `json:"commands,omitempty"`
 
+	// Paths limit the key to parts of its connections' trees: prefixes
+	// below the connection's root, such as /incoming/. Every path a command
+	// names (both sides of rename, copy and symlink included) must be one of
+	// them or below one, and so must where the server resolves it through
+	// symlinks; a list of a directory outside them is refused, not
+	// filtered. Empty means the whole tree.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^/`
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches('(^|/)[.][.]?(/|$)'))",message="paths are absolute below the connection's root, such as /incoming/, without . or .. parts"
+	// +listType=set
+	// +optional
+	Paths []string `json:"paths,omitempty"`
+
 	// ReadOnly limits the key to commands that change nothing: read, list,
 	// stat, exists, ping, readlink, realpath, statvfs and hash.
 	// +optional

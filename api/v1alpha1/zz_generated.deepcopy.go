@@ -81,6 +81,11 @@ func (in *ApiKeySpec) DeepCopyInto(out *ApiKeySpec) {
 		*out = make([]Command, len(*in))
 		copy(*out, *in)
 	}
+	if in.Paths != nil {
+		in, out := &in.Paths, &out.Paths
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.ExpiresAt != nil {
 		in, out := &in.ExpiresAt, &out.ExpiresAt
 		*out = (*in).DeepCopy()

@@ -59,6 +59,12 @@ func Forbidden(message string) *Error {
 	return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: message}
 }
 
+// PathNotAllowed answers a path outside the paths the request's API key
+// may use; field names the request field.
+func PathNotAllowed(message, field string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "path_not_allowed", Message: message, Field: field}
+}
+
 // ConnectionNotFound answers a slug no connection of the key's namespace
 // serves.
 func ConnectionNotFound() *Error {

@@ -40,6 +40,10 @@ type FS struct {
 	Pace *pacing.Stream
 	// Root is the absolute, resolved root directory (status.rootPath).
 	Root string
+	// Scope, when set, is where below Root the request may go (an API
+	// key's paths, from Scope): every path it names, and where the server
+	// resolves it, must be one of them or below one.
+	Scope []string
 	// ServerVersion is the SSH version string of the server, for ping.
 	ServerVersion string
 	// Leftovers, when set, keeps work for later sessions to the server:
@@ -95,17 +99,79 @@ func Lexical(root, p string) (string, error) {
 	return path.Join(root, path.Clean("/"+p)), nil
 }
 
-// lexical is Lexical for a path a request must give.
+// lexical is Lexical for a path a request must give, which must be in
+// the request's scope.
 func (fs *FS) lexical(p string) (string, error) {
 	if p == "" {
 		return "", ErrNoPath
 	}
-	return Lexical(fs.Root, p)
+	target, err := Lexical(fs.Root, p)
+	if err == nil && !fs.inScope(target) {
+		err = ErrPathNotAllowed
+	}
+	return target, err
 }
 
 // within reports whether p is root or below it.
 func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
+}
+
+// Scope turns an API key's paths (ApiKey.spec.paths: prefixes below the
+// connection's root, such as /incoming/) into server paths below root;
+// none is no scope.
+func Scope(root string, paths []string) []string {
+	scope := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if s, err := Lexical(root, p); err == nil {
+			scope = append(scope, s)
+		}
+	}
+	if len(paths) > 0 && len(scope) == 0 {
+		// Paths that all fail to parse allow nothing, not everything.
+		return []string{"\x00"}
+	}
+	return scope
+}
+
+// inScope reports whether server path p is in the request's scope.
+func (fs *FS) inScope(p string) bool {
+	if len(fs.Scope) == 0 {
+		return true
+	}
+	for _, s := range fs.Scope {
+		if within(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrPathNotAllowed is a path outside the request's scope.
+var ErrPathNotAllowed = &PathNotAllowed{Field: "path"}
+
+// PathNotAllowed is a path outside the paths the request's API key may use
+// (ApiKey.spec.paths); Field names the request field.
+type PathNotAllowed struct{ Field string }
+
+func (e *PathNotAllowed) Error() string {
+	return e.Field + ": is outside the paths this API key may use"
+}
+
+// inField says that err, an error about a path, is about the request's
+// field instead of "path".
+func inField(err error, field string) error {
+	var (
+		bad     *BadRequest
+		outside *PathNotAllowed
+	)
+	switch {
+	case errors.As(err, &bad):
+		return &BadRequest{Field: field, Message: bad.Message}
+	case errors.As(err, &outside):
+		return &PathNotAllowed{Field: field}
+	}
+	return err
 }
 
 // Resolve returns the server path for p, which is required, after checking
@@ -117,7 +183,7 @@ func (fs *FS) Resolve(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return target, fs.checkReal(target)
+	return target, fs.checkReal(target, "")
 }
 
 // ResolveParent is Resolve for operations on a name itself rather than
@@ -128,11 +194,14 @@ func (fs *FS) ResolveParent(p string) (string, error) {
 	if err != nil || target == fs.Root {
 		return target, err
 	}
-	return target, fs.checkReal(path.Dir(target))
+	return target, fs.checkReal(path.Dir(target), path.Base(target))
 }
 
-func (fs *FS) checkReal(p string) error {
-	if fs.Root == "/" {
+// checkReal checks where the server resolves p: inside the root, and,
+// with name joined to it (a name in directory p, itself not followed), in
+// the request's scope.
+func (fs *FS) checkReal(p, name string) error {
+	if fs.Root == "/" && len(fs.Scope) == 0 {
 		// Wherever a path leads on the server, it is inside "/": asking
 		// would only cost round trips (one of a small write's four).
 		return nil
@@ -141,8 +210,12 @@ func (fs *FS) checkReal(p string) error {
 		real, err := fs.Client.RealPath(p)
 		switch {
 		case err == nil:
-			if !within(fs.Root, path.Clean(real)) {
+			real = path.Clean(real)
+			if !within(fs.Root, real) {
 				return ErrOutsideRoot
+			}
+			if !fs.inScope(path.Join(real, name)) {
+				return ErrPathNotAllowed
 			}
 			return nil
 		case !errors.Is(err, os.ErrNotExist) && !isNoSuchFile(err),
@@ -159,7 +232,7 @@ func (fs *FS) checkReal(p string) error {
 			return lerr
 		}
 		// Check the nearest ancestor that exists, where a new file lands.
-		p = path.Dir(p)
+		p, name = path.Dir(p), path.Join(path.Base(p), name)
 	}
 }
 

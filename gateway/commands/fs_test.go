@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"cmp"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -21,9 +24,10 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return w.WriteCloser.Write(p)
 }
 
-// Below a root, Resolve asks the server where a path leads; below "/" a
-// path cannot lead outside, and it asks nothing.
-func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
+// pipeClient is an SFTP client of an in-process pkg/sftp server of this
+// machine's files, and a count of what it sends.
+func pipeClient(t *testing.T) (*sftp.Client, *countingWriter) {
+	t.Helper()
 	toServer, fromClient := io.Pipe()
 	fromServer, toClient := io.Pipe()
 	server, err := sftp.NewServer(struct {
@@ -49,7 +53,13 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 	if client, err = sftp.NewClientPipe(fromServer, sent); err != nil {
 		t.Fatal(err)
 	}
+	return client, sent
+}
 
+// Below a root, Resolve asks the server where a path leads; below "/" a
+// path cannot lead outside, and it asks nothing.
+func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
+	client, sent := pipeClient(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -72,5 +82,37 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 	}
 	if sent.n.Load() != before {
 		t.Error(`Resolve below "/" asked the server`)
+	}
+}
+
+// TestScope: with an API key's paths, every path a request names must be
+// in them, as must where it leads; new names below them are. (Where the
+// server resolves a symlink is tested against OpenSSH, gateway's
+// TestKeyPaths: this server's realpath does not follow links.)
+func TestScope(t *testing.T) {
+	client, _ := pipeClient(t)
+	dir := t.TempDir()
+	for _, d := range []string{"incoming", "private"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fs := range []*FS{
+		{Client: client, Root: dir, Scope: Scope(dir, []string{"/incoming/"})},
+		// At "/" nothing leads outside the root, but it may the scope.
+		{Client: client, Root: "/", Scope: Scope("/", []string{dir + "/incoming"})},
+	} {
+		rel := func(p string) string { return cmp.Or(strings.TrimPrefix(filepath.Join(dir, p), fs.Root), "/") }
+		for p, allowed := range map[string]bool{
+			"incoming": true, "incoming/a.txt": true, "incoming/new/dir/f": true,
+			"private/x": false, "/": false, "incoming/../private/x": false, "incomingx": false,
+		} {
+			if _, err := fs.Resolve(rel(p)); allowed != (err == nil) || (!allowed && !errors.Is(err, ErrPathNotAllowed)) {
+				t.Errorf("root %s: Resolve(%s): %v, allowed %v", fs.Root, p, err, allowed)
+			}
+		}
+	}
+	if s := Scope(dir, []string{"a\x00"}); len(s) != 1 || (&FS{Root: dir, Scope: s}).inScope(dir) {
+		t.Errorf("paths that do not parse: %q allows the root", s)
 	}
 }

@@ -43,6 +43,9 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !fs.inScope(resolved) {
+		return nil, &PathNotAllowed{Field: "target"}
+	}
 	if err := fs.Client.Symlink(resolved, link); err != nil {
 		switch _, statErr := fs.Client.Lstat(link); {
 		case SessionFailed(err), SessionFailed(statErr):

@@ -29,13 +29,16 @@ func (req *twoPathRequest) resolve(fs *FS) (from, to string, err error) {
 	if req.To == "" {
 		return "", "", &BadRequest{Field: "to", Message: "is required"}
 	}
-	if from, err = fs.ResolveParent(req.From); err == nil {
-		to, err = fs.ResolveParent(req.To)
+	if from, err = fs.ResolveParent(req.From); err != nil {
+		return "", "", inField(err, "from")
 	}
-	if err == nil && (from == fs.Root || to == fs.Root) {
-		err = &BadRequest{Field: "from", Message: "cannot be the connection's root directory, nor can to"}
+	if to, err = fs.ResolveParent(req.To); err != nil {
+		return "", "", inField(err, "to")
 	}
-	return from, to, err
+	if from == fs.Root || to == fs.Root {
+		return "", "", &BadRequest{Field: "from", Message: "cannot be the connection's root directory, nor can to"}
+	}
+	return from, to, nil
 }
 
 // rename moves a file, directory or symlink (the name itself, never what a
@@ -72,7 +75,7 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	// Both ends are followed (and so checked where they lead) on opening.
 	src, fi, err := OpenRead(fs, req.From)
 	if err != nil {
-		return nil, err
+		return nil, inField(err, "from")
 	}
 	defer func() { _ = src.Close() }()
 	from := src.Name()
@@ -84,7 +87,7 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	to, err := fs.Resolve(req.To)
 	if err != nil {
-		return nil, err
+		return nil, inField(err, "to")
 	}
 	mode := fi.Mode().Perm()
 	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {

@@ -379,6 +379,8 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		{"the hash of nothing", "ApiKey", "laptop", []string{"spec", "token", "sha256"},
 			"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "empty token"},
 		{"an unknown command", "ApiKey", "reports-ci", []string{"spec", "commands"}, []any{"format"}, "spec.commands"},
+		{"a relative path", "ApiKey", "reports-ci", []string{"spec", "paths"}, []any{"incoming/"}, "spec.paths"},
+		{"a path climbing out", "ApiKey", "reports-ci", []string{"spec", "paths"}, []any{"/incoming/../private"}, "without . or .. parts"},
 	} {
 		u := sample(tc.kind, tc.sample)
 		if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {
