@@ -2,6 +2,7 @@ package webui_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -373,6 +375,47 @@ func TestIsolation(t *testing.T) {
 				if status != http.StatusNotFound || !strings.Contains(body, "connection_not_found") {
 					t.Errorf("%s on the victim's slug: %d %s, want 404 connection_not_found", command, status, body)
 				}
+			}
+		}},
+		{"the victim's other folders, with a key the victim limited to /incoming/ and gave the attacker", func(t *testing.T) {
+			must(t, os.MkdirAll(filepath.Join(victim.sshd.Dir, "incoming"), 0o755))
+			must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "private.txt"), []byte("private"), 0o644))
+			for _, p := range []string{"incoming", "private.txt"} {
+				must(t, os.Chown(filepath.Join(victim.sshd.Dir, p), victim.sshd.UID, victim.sshd.GID))
+			}
+			status, page := victim.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {"/incoming/"}})
+			token := regexp.MustCompile(`sgk_[A-Za-z0-9_]+`).FindString(page)
+			if status != http.StatusOK || token == "" {
+				t.Fatalf("the victim makes a key limited to /incoming/: %d", status)
+			}
+			var conn v1alpha1.SftpConnection
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: victim.uiConn}, &conn))
+			endpoint := gatewayURL + "/" + cmp.Or(conn.Status.Slug, conn.EffectiveSlug()) + "/"
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				status, _ := testhttp.PostJSON(t, endpoint+"write", token, `{"path": "incoming/hello.txt", "file": {"text": "hi"}}`)
+				if status == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the key's own folder: %d", status)
+				}
+			}
+			for _, attempt := range []struct{ command, body string }{
+				{"read", `{"path": "private.txt"}`},
+				{"read", `{"path": "incoming/../private.txt"}`},
+				{"list", `{"path": "/"}`},
+				{"symlink", `{"path": "incoming/way-out", "target": "/"}`},
+				{"rename", `{"from": "private.txt", "to": "incoming/private.txt"}`},
+				{"copy", `{"from": "private.txt", "to": "incoming/private.txt"}`},
+				{"write", `{"path": "private.txt", "file": {"text": "overwritten"}}`},
+			} {
+				status, body := testhttp.PostJSON(t, endpoint+attempt.command, token, attempt.body)
+				if status != http.StatusForbidden || !strings.Contains(body, "path_not_allowed") {
+					t.Errorf("%s %s: %d %s, want 403 path_not_allowed", attempt.command, attempt.body, status, body)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(victim.sshd.Dir, "private.txt")); err != nil || string(b) != "private" {
+				t.Errorf("the victim's private file: %q %v", b, err)
 			}
 		}},
 		{"the victim's key", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,7 +25,9 @@ import (
 type keyView struct {
 	Name, KeyID string
 	// Scope is the connection the key is for; empty: all of the account's.
-	Scope   string
+	Scope string
+	// Paths are the folders the key is limited to; empty: all.
+	Paths   string
 	Expires *time.Time
 	Status  string
 	Created time.Time
@@ -44,7 +47,7 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 			continue
 		}
 		v := keyView{Name: k.Name, KeyID: cmp.Or(k.Status.KeyID, k.Spec.Token.KeyID), Scope: strings.Join(k.Spec.Connections, ", "),
-			Created: k.CreationTimestamp.Time, Status: "Being issued…"}
+			Paths: strings.Join(k.Spec.Paths, ", "), Created: k.CreationTimestamp.Time, Status: "Being issued…"}
 		if k.Spec.ExpiresAt != nil {
 			t := k.Spec.ExpiresAt.Time
 			v.Expires = &t
@@ -100,7 +103,7 @@ var expiries = map[string]time.Duration{"30d": 30 * 24 * time.Hour, "90d": 90 * 
 // hands the token to the one page that shows it.
 func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 	acct := accountFrom(r.Context())
-	values := map[string]string{"connection": r.PostFormValue("connection"), "expires": r.PostFormValue("expires")}
+	values := map[string]string{"connection": r.PostFormValue("connection"), "expires": r.PostFormValue("expires"), "paths": r.PostFormValue("paths")}
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace}}
 	if c := values["connection"]; c != "" {
 		var conn v1alpha1.SftpConnection
@@ -122,6 +125,12 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 		u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, "choose when the key expires")
 		return
 	}
+	paths, problem := parsePaths(values["paths"])
+	if problem != "" {
+		u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, problem)
+		return
+	}
+	key.Spec.Paths = paths
 	token, keyID := apikeys.NewToken()
 	key.Name = "key-" + keyID
 	key.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
@@ -139,6 +148,36 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/keys/"+key.Name+"/created", http.StatusSeeOther)
+}
+
+// maxKeyPaths is the most folders a key may be limited to (the CRD's
+// bound on spec.paths).
+const maxKeyPaths = 32
+
+// parsePaths reads the form's folders, one per line or separated by
+// commas, as ApiKey.spec.paths; problem says what is wrong, in words for
+// the form.
+func parsePaths(field string) (paths []string, problem string) {
+	for _, p := range strings.FieldsFunc(field, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		parts := strings.Split(p, "/")
+		switch {
+		case !strings.HasPrefix(p, "/") || len(p) > 1024 || strings.ContainsRune(p, 0):
+			return nil, fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming/)", p)
+		case slices.Contains(parts, ".") || slices.Contains(parts, ".."):
+			return nil, fmt.Sprintf("%q has a . or .. part: name the folder itself", p)
+		case slices.Contains(paths, p):
+			continue
+		}
+		paths = append(paths, p)
+	}
+	if len(paths) > maxKeyPaths {
+		return nil, fmt.Sprintf("a key may be limited to at most %d folders", maxKeyPaths)
+	}
+	return paths, ""
 }
 
 // newKeyPage is the data of the page that shows a new key once.
