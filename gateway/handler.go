@@ -25,6 +25,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
+	"github.com/sftpgate/sftpgate/gateway/lastuse"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
@@ -54,6 +55,8 @@ type handler struct {
 	pacer      *pacing.Pacer
 	// reviewer verifies ServiceAccount tokens; nil refuses them.
 	reviewer *kubeauth.Reviewer
+	// lastUse records when keys were last used; nil does not.
+	lastUse *lastuse.Recorder
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
@@ -230,6 +233,7 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 	if err != nil {
 		return nil, caller{}, authError(err)
 	}
+	h.lastUse.Used(key)
 	return conn, caller{uid: key.UID, namespace: key.Namespace, paths: key.Spec.Paths}, nil
 }
 

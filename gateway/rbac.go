@@ -7,6 +7,12 @@ package gateway
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections;apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
+// It records when keys were last used (package lastuse): a merge patch of
+// status.lastUsedTime, which the status policy lets it write and nothing
+// else of the status.
+
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys/status,verbs=patch
+
 // ServiceAccount tokens: the gateway asks the API server to verify them
 // and RBAC to decide their requests (package kubeauth).
 

@@ -39,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
+	"github.com/sftpgate/sftpgate/gateway/lastuse"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
@@ -160,6 +161,7 @@ type Server struct {
 	docs       []byte
 	limits     Limits
 	memory     *budget.Budget
+	lastUse    *lastuse.Recorder
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -213,6 +215,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		docs:     docs,
 		limits:   opts.Limits,
 		memory:   budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
+		lastUse:  lastuse.New(direct),
 	}
 	// Pools report their sizes; a second gateway in one process (tests)
 	// keeps the first one's.
@@ -227,6 +230,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		limits:       opts.Limits,
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:       s.memory,
+		lastUse:      s.lastUse,
 		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet),
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
@@ -340,6 +344,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { _ = s.cache.Start(ctx) }()
 	go s.pools.Run(ctx)
 	go s.watchAPIServer(ctx)
+	go s.lastUse.Run(ctx)
 	if !s.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
 	}

@@ -417,6 +417,16 @@ func TestIsolation(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(victim.sshd.Dir, "private.txt")); err != nil || string(b) != "private" {
 				t.Errorf("the victim's private file: %q %v", b, err)
 			}
+			// The victim sees when the key it gave out was last used.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				_, list := victim.ui.get(t, "/keys")
+				if regexp.MustCompile(`<td>(just now|\d+ seconds ago)</td>`).MatchString(list) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the keys page does not show the key's last use")
+				}
+			}
 		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {

@@ -31,6 +31,9 @@ type keyView struct {
 	Expires *time.Time
 	Status  string
 	Created time.Time
+	// LastUsed is when a gateway last let a request in with the key;
+	// zero for never.
+	LastUsed time.Time
 }
 
 // keys lists the account's keys; with connection set, those that can use
@@ -51,6 +54,9 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 		if k.Spec.ExpiresAt != nil {
 			t := k.Spec.ExpiresAt.Time
 			v.Expires = &t
+		}
+		if k.Status.LastUsedTime != nil {
+			v.LastUsed = k.Status.LastUsedTime.Time
 		}
 		if ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.ObservedGeneration == k.Generation {
 			v.Status = ready.Reason

@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -179,6 +180,23 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	key.Status.KeyID = "by-the-manager"
 	if err := manager.Status().Patch(ctx, key, patch, client.DryRunAll); err != nil {
 		t.Errorf("the manager's service account may not write status: %v", err)
+	}
+	// The gateway's may write a key's last use, and nothing else of it.
+	gateway, _, err := clientAs(ctx, uiConfig, uiNamespace, "sftpgate-gateway")
+	must(t, err)
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(key), key))
+	lastUse := []byte(`{"status":{"lastUsedTime":"2026-11-25T10:00:00Z"}}`)
+	if err := gateway.Status().Patch(ctx, key, client.RawPatch(types.MergePatchType, lastUse), client.DryRunAll); err != nil {
+		t.Errorf("the gateway's service account may not write a key's last use: %v", err)
+	}
+	for field, value := range map[string]string{"tokenSHA256": strings.Repeat("c", 64), "keyID": "forged", "secretName": "elsewhere"} {
+		forged := []byte(`{"status":{"lastUsedTime":"2026-11-25T10:00:00Z","` + field + `":"` + value + `"}}`)
+		if err := gateway.Status().Patch(ctx, key, client.RawPatch(types.MergePatchType, forged), client.DryRunAll); !apierrors.IsForbidden(err) {
+			t.Errorf("the gateway's service account wrote a key's %s: %v", field, err)
+		}
+	}
+	if err := gateway.Status().Patch(ctx, conn, client.RawPatch(types.MergePatchType, []byte(`{"status":{"slug":"forged"}}`)), client.DryRunAll); !apierrors.IsForbidden(err) {
+		t.Errorf("the gateway's service account wrote a connection's status: %v", err)
 	}
 }
 

@@ -215,6 +215,12 @@ type ApiKeyStatus struct {
 	// sftpgate.dev/rotate-requested-at annotation the current token answers.
 	// +optional
 	LastHandledRotateRequest string `json:"lastHandledRotateRequest,omitempty"`
+
+	// LastUsedTime is when a gateway last let a request in with the key,
+	// to the minute: each replica writes it at most once a minute per key.
+	// Unset for a key never used since it was recorded.
+	// +optional
+	LastUsedTime *metav1.Time `json:"lastUsedTime,omitempty"`
 }
 
 // ApiKey is a bearer token for the gateway, scoped to SftpConnections of
@@ -228,6 +234,7 @@ type ApiKeyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
+// +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastUsedTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ApiKey struct {
 	metav1.TypeMeta   `json:",inline"`

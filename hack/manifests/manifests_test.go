@@ -178,6 +178,7 @@ var allowed = map[string][]string{
 		"* authorization.k8s.io subjectaccessreviews create",
 		"* core secrets get",
 		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
+		"* sftpgate.dev apikeys/status patch",
 	},
 	"sftpgate-webui": {
 		"* core namespaces create",
