@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
@@ -48,9 +49,9 @@ var (
 	ErrNotServiceAccount = errors.New("the token is not a ServiceAccount's")
 	// ErrDenied is RBAC's refusal.
 	ErrDenied = errors.New("RBAC does not allow this ServiceAccount this command on this connection")
-	// ErrBusy is a review that found every review slot taken for the
-	// whole wait.
-	ErrBusy = errors.New("too many token reviews are in flight")
+	// ErrBusy is a review past the replica's rate of reviews, or that
+	// found every review slot taken for the whole wait.
+	ErrBusy = errors.New("too many token reviews at once")
 )
 
 // Unauthenticated reports whether err says the token itself is no good.
@@ -86,6 +87,11 @@ const (
 	// reviewWait how long one waits for a slot.
 	maxReviews = 16
 	reviewWait = time.Second
+	// reviewRate bounds the token reviews a replica asks for per second
+	// (with bursts of as many): a client sending token after token that
+	// is not in the cache cannot have the gateway flood the API server.
+	// Cached tokens are not counted.
+	reviewRate = 100
 	// maxTokenLength bounds what is parsed and sent for review; projected
 	// tokens are about 1 KiB.
 	maxTokenLength = 16 << 10
@@ -101,6 +107,7 @@ type Reviewer struct {
 	tokens, decisions *cache.LRUExpireCache
 	flight            singleflight.Group
 	slots             chan struct{}
+	reviews           *rate.Limiter
 }
 
 // New returns a reviewer asking through c (a client that reads nothing
@@ -120,6 +127,7 @@ func newReviewer(c client.Client, audience string, decisionTTL time.Duration, cl
 		tokens:    cache.NewLRUExpireCacheWithClock(cacheSize, clk),
 		decisions: cache.NewLRUExpireCacheWithClock(cacheSize, clk),
 		slots:     make(chan struct{}, maxReviews),
+		reviews:   rate.NewLimiter(reviewRate, reviewRate),
 	}
 }
 
@@ -201,6 +209,9 @@ func (r *Reviewer) Authenticate(ctx context.Context, token string) (*Identity, e
 
 // review asks the API server whether token is valid for the audience.
 func (r *Reviewer) review(ctx context.Context, token string) (tokenResult, error) {
+	if !r.reviews.Allow() {
+		return tokenResult{}, ErrBusy
+	}
 	release, err := r.slot(ctx)
 	if err != nil {
 		return tokenResult{}, err

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
@@ -141,5 +143,28 @@ func TestDecisionsAreCachedForTheirTTL(t *testing.T) {
 	clk.Step(11 * time.Second)
 	if err := r.Authorize(ctx, id, conn, v1alpha1.CommandWrite); !errors.Is(err, ErrDenied) {
 		t.Errorf("after the TTL, with the binding gone: %v, want ErrDenied", err)
+	}
+}
+
+// TestReviewsAreRateLimited: past the replica's rate, a token not in the
+// cache is refused as busy rather than sent for review; cached ones still
+// pass.
+func TestReviewsAreRateLimited(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &apiServer{user: "system:serviceaccount:team:app"}
+	r := s.reviewer(clk)
+	r.reviews = rate.NewLimiter(0, 2)
+	ctx := context.Background()
+	first := token(clk.Now().Add(time.Hour))
+	for i := range 2 {
+		if _, err := r.Authenticate(ctx, token(clk.Now().Add(time.Hour+time.Duration(i)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Authenticate(ctx, token(clk.Now().Add(2*time.Hour))); !errors.Is(err, ErrBusy) || s.tokens != 2 {
+		t.Errorf("a third review at once: %v after %d reviews, want ErrBusy after 2", err, s.tokens)
+	}
+	if _, err := r.Authenticate(ctx, first); err != nil {
+		t.Errorf("a cached token past the rate: %v", err)
 	}
 }
