@@ -61,7 +61,18 @@ func TestServiceAccounts(t *testing.T) {
 
 	expect("a token for another audience", serviceAccountToken(t, f.ns, "app", "elsewhere.example"), "read", `{"path": "from-app.txt"}`,
 		http.StatusUnauthorized, "unauthorized")
+	// The API server issues tokens for 10 minutes at least: an expired
+	// one is refused by its exp claim, before any review.
 	expect("an expired token", jwt(time.Now().Add(-time.Minute)), "read", `{"path": "from-app.txt"}`, http.StatusUnauthorized, "unauthorized")
+	// A token bound to an object (as a pod's is to the pod) is revoked
+	// with it.
+	holder := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "token-holder"}}
+	must(t, k8s.Create(ctx, holder))
+	bound := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{kubeauth.DefaultAudience},
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: holder.Name, UID: holder.UID}}}
+	must(t, k8s.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "app"}}, bound))
+	must(t, k8s.Delete(ctx, holder))
+	expect("a token bound to a deleted object", bound.Status.Token, "read", `{"path": "from-app.txt"}`, http.StatusUnauthorized, "unauthorized")
 	expect("a token of no issuer", jwt(time.Now().Add(time.Hour)), "read", `{"path": "from-app.txt"}`, http.StatusUnauthorized, "unauthorized")
 
 	must(t, k8s.Delete(ctx, binding))
