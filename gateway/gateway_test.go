@@ -1120,7 +1120,8 @@ func TestConformance(t *testing.T) {
 		must(t, os.Chown(root, sshd.UID, sshd.GID))
 		conn := newConnectionTo(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine, root)
 		f := serve(t, conn, sshd)
-		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate})
+		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate})
 	})
 	t.Run("in-process", func(t *testing.T) {
 		t.Parallel()
@@ -1129,6 +1130,25 @@ func TestConformance(t *testing.T) {
 		must(t, os.Mkdir(root, 0o755))
 		conn := newConnectionTo(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine(), "/root")
 		f := serve(t, conn, nil)
-		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, Dir: root, UID: -1, GID: -1, Check: validate})
+		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: -1, GID: -1, Check: validate})
 	})
+}
+
+// scopedKey makes a second key of f's namespace, limited to
+// conformance.ScopedPath, and returns its token once the gateway takes it.
+func scopedKey(t *testing.T, f *fixture) string {
+	t.Helper()
+	token, keyID := apikeys.NewToken()
+	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "scoped"},
+		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, _, _ := post(t, context.Background(), baseURL+"/"+f.slug, token, "stat", `{"path": "/"}`)
+		if status == http.StatusForbidden { // known, and limited
+			return token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway does not take the scoped key: %d", status)
+		}
+	}
 }

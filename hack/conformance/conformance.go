@@ -32,6 +32,10 @@ type Target struct {
 	// UID and GID own what the table makes on this machine (the user the
 	// server logs in as); -1 keeps this process's.
 	UID, GID int
+	// ScopedToken is a key of the same connection limited to ScopedPath
+	// (ApiKey.spec.paths), for the rows of scoped keys: a target without
+	// one fails them.
+	ScopedToken string
 	// Check, when set, checks each answer, as against the OpenAPI
 	// document.
 	Check func(t testing.TB, req *http.Request, body string, resp *http.Response, raw []byte)
@@ -55,12 +59,30 @@ type step struct {
 	download bool
 	// local looks at the files on this machine; d is $d's path there.
 	local func(t *testing.T, d string)
+	// scoped sends the request with the target's ScopedToken.
+	scoped bool
 }
 
 func ok(command, body, result string) step {
 	return step{command: command, body: body, want: "ok", result: result}
 }
 func fails(command, body, want string) step { return step{command: command, body: body, want: want} }
+
+// ScopedPath is what a target's ScopedToken is limited to.
+const ScopedPath = "/scoped/"
+
+// asScoped is s sent with the key limited to ScopedPath.
+func asScoped(s step) step {
+	s.scoped = true
+	return s
+}
+
+// scopeLink makes a symlink in ScopedPath, named as $d, that leads to $d,
+// outside it.
+var scopeLink = step{local: func(t *testing.T, d string) {
+	t.Helper()
+	must(t, os.Symlink(filepath.Join("..", filepath.Base(d)), filepath.Join(filepath.Dir(d), "scoped", filepath.Base(d))))
+}}
 
 // row is a case of one command: the steps to set it up, the request, and
 // the checks after.
@@ -126,6 +148,20 @@ var escape = step{local: func(t *testing.T, d string) {
 
 // rows is the table.
 var rows = []row{
+	{"write", "with a key limited to /scoped/", []step{
+		asScoped(ok("write", `{"path": "/scoped$d.txt", "file": {"text": "in"}}`, `{"path": "/scoped$d.txt"}`)),
+		asScoped(fails("write", `{"path": "$d/out", "file": {"text": "out"}}`, "403 path_not_allowed")),
+		absent("out"),
+	}},
+	{"read", "through a symlink out of a key's /scoped/", []step{
+		ok("write", `{"path": "$d/x", "file": {"text": "x"}}`, ""), scopeLink,
+		asScoped(fails("read", `{"path": "/scoped$d/x"}`, "403 path_not_allowed")),
+	}},
+	{"rename", "out of a key's /scoped/", []step{
+		asScoped(ok("write", `{"path": "/scoped$d-r", "file": {"text": "r"}}`, "")),
+		asScoped(fails("rename", `{"from": "/scoped$d-r", "to": "$d/r"}`, "403 path_not_allowed")),
+		absent("r"),
+	}},
 	{"write", "a new file", []step{
 		ok("write", `{"path": "$d/a", "file": {"text": "héllo"}}`, `{"path": "$d/a", "bytesWritten": 6}`), file("a", "héllo"),
 	}},
@@ -334,6 +370,7 @@ const outsideName = "outside"
 func Run(t *testing.T, target Target) {
 	outside := filepath.Join(filepath.Dir(target.Dir), outsideName)
 	mkdirOwned(t, target, outside)
+	mkdirOwned(t, target, filepath.Join(target.Dir, ScopedPath))
 	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(outside) })
 	for i, r := range rows {
@@ -374,7 +411,14 @@ func run(t *testing.T, target Target, d string, s step) {
 		req, err = http.NewRequest(http.MethodPost, target.URL+"/"+s.command, strings.NewReader(body))
 	}
 	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+target.Token)
+	token := target.Token
+	if s.scoped {
+		if target.ScopedToken == "" {
+			t.Fatal("the target has no key limited to " + ScopedPath + ": give it a ScopedToken")
+		}
+		token = target.ScopedToken
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if s.upload != nil {
 		req.Header.Set("Content-Type", "application/octet-stream")

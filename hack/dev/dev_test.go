@@ -21,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
@@ -145,8 +146,22 @@ func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[st
 			t.Fatalf("the conformance connection to the demo server is not Ready: %+v", conn.Status.Conditions)
 		}
 	}
+	// A second key, limited to the table's scoped folder.
+	scoped, keyID := apikeys.NewToken()
+	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "conformance-scoped"},
+		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(scoped), KeyID: keyID}}}))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		status, _ := testhttp.PostJSON(t, env["GATEWAY_URL"]+"/conformance/stat", scoped, `{"path": "/"}`)
+		if status == http.StatusForbidden { // known, and limited
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway does not take the scoped key: %d", status)
+		}
+	}
 	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], Dir: root, UID: -1, GID: -1})
+		conformance.Run(t, conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], ScopedToken: scoped,
+			Dir: root, UID: -1, GID: -1})
 	})
 }
 
