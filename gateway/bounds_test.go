@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,14 +238,8 @@ func TestSmallRawUploadsShareThePool(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	resp, err := http.Get(metricsURL + "/metrics")
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	metrics, err := io.ReadAll(resp.Body)
-	must(t, err)
-	m := regexp.MustCompile(`sftpgate_gateway_pool_sessions\{name="box",namespace="` + f.ns + `"\} (\d+)`).FindSubmatch(metrics)
-	if m == nil || string(m[1]) != "1" {
-		t.Errorf("sessions after 8 small raw uploads at once: %q, want 1", m)
+	if sessions := f.metric(t, "sftpgate_gateway_pool_sessions"); sessions != "1" {
+		t.Errorf("sessions after 8 small raw uploads at once: %q, want 1", sessions)
 	}
 }
 
@@ -347,16 +340,7 @@ func TestLargeTransfersYieldToSmallRequests(t *testing.T) {
 // metricValue reads a metric of the gateway's without labels.
 func metricValue(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(metricsURL + "/metrics")
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	metrics, err := io.ReadAll(resp.Body)
-	must(t, err)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(metrics)
-	if m == nil {
-		t.Fatalf("no metric %s", name)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
+	v, err := strconv.ParseFloat(metricSample(t, name), 64)
 	must(t, err)
 	return v
 }

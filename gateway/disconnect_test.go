@@ -20,12 +20,20 @@ import (
 // connection; "" when there is none.
 func (f *fixture) metric(t *testing.T, name string) string {
 	t.Helper()
+	return metricSample(t, name+`\{name="box",namespace="`+f.ns+`"\}`)
+}
+
+// metricSample reads the value of the gateway's metric sample that series
+// (a regular expression of its name and labels) matches; "" when none
+// does.
+func metricSample(t *testing.T, series string) string {
+	t.Helper()
 	resp, err := http.Get(metricsURL + "/metrics")
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	must(t, err)
-	m := regexp.MustCompile(name + `\{name="box",namespace="` + f.ns + `"\} (\S+)`).FindSubmatch(raw)
+	m := regexp.MustCompile(`(?m)^` + series + ` (\S+)$`).FindSubmatch(raw)
 	if m == nil {
 		return ""
 	}

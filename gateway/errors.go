@@ -46,8 +46,6 @@ func reviewError(err error) error {
 		return answer.Unauthorized(err.Error())
 	case errors.Is(err, kubeauth.ErrDenied):
 		return answer.Forbidden(err.Error())
-	case errors.Is(err, kubeauth.ErrBusy):
-		return answer.AuthUnavailable(err)
 	}
 	if answered := waitError(err); answered != nil {
 		return answered

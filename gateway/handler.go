@@ -148,6 +148,8 @@ type requestLog struct {
 type caller struct {
 	uid       types.UID
 	namespace string
+	// whose names it in answers: "this API key's", "this ServiceAccount's".
+	whose string
 	// paths are where the caller may go below the connection's root (an
 	// API key's spec.paths); none is anywhere.
 	paths []string
@@ -228,13 +230,19 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 		rec.keyID = key.Status.KeyID
 	}
 	if errors.Is(err, apikeys.ErrNoSuchConnection) && handover {
-		return nil, caller{}, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
+		return nil, caller{}, slugHandover()
 	}
 	if err != nil {
 		return nil, caller{}, authError(err)
 	}
 	h.lastUse.Used(key)
-	return conn, caller{uid: key.UID, namespace: key.Namespace, paths: key.Spec.Paths}, nil
+	return conn, caller{uid: key.UID, namespace: key.Namespace, whose: "this API key's", paths: key.Spec.Paths}, nil
+}
+
+// slugHandover answers a slug that no connection serves for a moment,
+// while one hands it to another.
+func slugHandover() error {
+	return answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
 }
 
 // authenticateServiceAccount verifies a ServiceAccount token and asks
@@ -250,7 +258,7 @@ func (h *handler) authenticateServiceAccount(r *http.Request, token string, conn
 	rec.serviceAccount = id.String()
 	switch {
 	case conn == nil && handover:
-		return nil, caller{}, answer.ConnectionNotReady("the slug is being handed from one connection to another; retry", nil)
+		return nil, caller{}, slugHandover()
 	case conn == nil:
 		return nil, caller{}, answer.ConnectionNotFound()
 	}
@@ -261,10 +269,10 @@ func (h *handler) authenticateServiceAccount(r *http.Request, token string, conn
 	case err != nil:
 		return nil, caller{}, reviewError(err)
 	}
-	return conn, caller{uid: id.UID, namespace: id.Namespace}, nil
+	return conn, caller{uid: id.UID, namespace: id.Namespace, whose: "this ServiceAccount's"}, nil
 }
 
-// admit lets the request in if the connection is ready and its key is
+// admit lets the request in if the connection is ready and its caller is
 // within its rate and, with its namespace, within the bounds on requests
 // in flight. Once admitted, leave counts it out.
 func (h *handler) admit(conn *v1alpha1.SftpConnection, who caller) error {
@@ -275,7 +283,7 @@ func (h *handler) admit(conn *v1alpha1.SftpConnection, who caller) error {
 		return err
 	}
 	if !h.perKey.Enter(who.uid) {
-		return answer.TooManyInFlight("this API key's", h.perKey.Limit())
+		return answer.TooManyInFlight(who.whose, h.perKey.Limit())
 	}
 	if !h.perNamespace.Enter(who.namespace) {
 		h.perKey.Leave(who.uid)

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/lastuse"
 )
 
 // TestLastUse: a key's use shows in its status, written by the gateway in
@@ -23,4 +26,25 @@ func TestLastUse(t *testing.T) {
 	if used := key.Status.LastUsedTime.Time; used.Before(before.Truncate(time.Second)) || used.After(time.Now()) {
 		t.Errorf("last used %v, want since %v", used, before)
 	}
+}
+
+// TestAFailedLastUseFailsNothing: a write the API server refuses (the key
+// is gone) is logged, and the recorder goes on to the next key.
+func TestAFailedLastUseFailsNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := lastuse.New(k8s)
+	go r.Run(ctx)
+	// A key no gateway has seen used: only this recorder writes its use.
+	token, keyID := apikeys.NewToken()
+	unused := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "unused"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+	must(t, k8s.Create(ctx, unused))
+	r.Used(&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "gone", UID: "uid-of-a-deleted-key"}})
+	r.Used(unused)
+	eventually(t, "the key after a failed one is recorded", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(unused), unused))
+		return unused.Status.LastUsedTime != nil
+	})
 }

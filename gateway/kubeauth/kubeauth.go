@@ -97,9 +97,15 @@ const (
 	maxTokenLength = 16 << 10
 )
 
+// Creator creates reviews: a client.Client, reading nothing from a cache
+// (reviews are created, never read).
+type Creator interface {
+	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
+}
+
 // Reviewer verifies tokens and decides requests through the API server.
 type Reviewer struct {
-	client      client.Client
+	client      Creator
 	audience    string
 	decisionTTL time.Duration
 	clock       clock.Clock
@@ -110,15 +116,13 @@ type Reviewer struct {
 	reviews           *rate.Limiter
 }
 
-// New returns a reviewer asking through c (a client that reads nothing
-// from a cache: reviews are created, never read) for tokens of audience,
-// whose RBAC decisions are used for decisionTTL (0 is
-// DefaultDecisionTTL).
-func New(c client.Client, audience string, decisionTTL time.Duration) *Reviewer {
+// New returns a reviewer asking through c for tokens of audience, whose
+// RBAC decisions are used for decisionTTL (0 is DefaultDecisionTTL).
+func New(c Creator, audience string, decisionTTL time.Duration) *Reviewer {
 	return newReviewer(c, audience, decisionTTL, clock.RealClock{})
 }
 
-func newReviewer(c client.Client, audience string, decisionTTL time.Duration, clk clock.Clock) *Reviewer {
+func newReviewer(c Creator, audience string, decisionTTL time.Duration, clk clock.Clock) *Reviewer {
 	if decisionTTL <= 0 {
 		decisionTTL = DefaultDecisionTTL
 	}

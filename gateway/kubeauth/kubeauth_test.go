@@ -13,42 +13,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"golang.org/x/time/rate"
 
-	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 )
 
-// apiServer stands in for the API server's reviews, counting them: the
-// user a token is for ("" for none) and whether RBAC allows.
+// apiServer answers reviews as the API server would, counting them: the
+// user a token is for ("" for none) and whether RBAC allows. These tests
+// are of the caches; gateway's TestServiceAccounts asks a real API server.
 type apiServer struct {
 	user             string
 	allowed          bool
 	tokens, accesses int
 }
 
+func (s *apiServer) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
+	switch o := obj.(type) {
+	case *authenticationv1.TokenReview:
+		s.tokens++
+		o.Status = authenticationv1.TokenReviewStatus{Authenticated: s.user != "", Audiences: o.Spec.Audiences,
+			User: authenticationv1.UserInfo{Username: s.user, UID: "uid-1"}}
+	case *authorizationv1.SubjectAccessReview:
+		s.accesses++
+		o.Status.Allowed = s.allowed
+	default:
+		return fmt.Errorf("unexpected %T", obj)
+	}
+	return nil
+}
+
 func (s *apiServer) reviewer(clk *clocktesting.FakeClock) *Reviewer {
-	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
-			switch o := obj.(type) {
-			case *authenticationv1.TokenReview:
-				s.tokens++
-				o.Status = authenticationv1.TokenReviewStatus{Authenticated: s.user != "", Audiences: o.Spec.Audiences,
-					User: authenticationv1.UserInfo{Username: s.user, UID: "uid-1"}}
-			case *authorizationv1.SubjectAccessReview:
-				s.accesses++
-				o.Status.Allowed = s.allowed
-			default:
-				return fmt.Errorf("unexpected %T", obj)
-			}
-			return nil
-		},
-	}).Build()
-	return newReviewer(c, DefaultAudience, 10*time.Second, clk)
+	return newReviewer(s, DefaultAudience, 10*time.Second, clk)
 }
 
 func token(exp time.Time) string {

@@ -1,18 +1,12 @@
 package lastuse
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
@@ -51,31 +45,5 @@ func TestUseNeverWaits(t *testing.T) {
 	}
 	if len(r.queue) != queueSize {
 		t.Errorf("%d queued, want the queue's %d", len(r.queue), queueSize)
-	}
-}
-
-// TestAFailedWriteFailsNothing: a write the API server refuses is logged
-// and the recorder goes on.
-func TestAFailedWriteFailsNothing(t *testing.T) {
-	calls := 0
-	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithInterceptorFuncs(interceptor.Funcs{
-		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
-			calls++
-			return errors.New("the API server is away")
-		},
-	}).Build()
-	r := New(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	r.Used(key("a"))
-	r.Used(key("b"))
-	for len(r.queue) > 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	if calls == 0 {
-		t.Error("no write was tried")
 	}
 }
