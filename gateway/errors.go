@@ -72,6 +72,7 @@ func (h *handler) runError(err error) error {
 	var (
 		bad        *commands.BadRequest
 		outside    *commands.PathNotAllowed
+		link       *commands.SymlinkNotAllowed
 		bodyErr    *commands.BodyError
 		tooLarge   *http.MaxBytesError
 		overBudget *budget.TooLargeError
@@ -81,6 +82,8 @@ func (h *handler) runError(err error) error {
 		return answer.InvalidRequest(bad.Error(), bad.Field)
 	case errors.As(err, &outside):
 		return answer.PathNotAllowed(outside.Error(), outside.Field)
+	case errors.As(err, &link):
+		return answer.SymlinkNotAllowed(link.Error(), link.Field)
 	case errors.As(err, &tooLarge):
 		return answer.BodyTooLarge("upload", h.limits.MaxUploadBytes)
 	case errors.As(err, &bodyErr):

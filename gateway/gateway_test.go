@@ -1120,8 +1120,10 @@ func TestConformance(t *testing.T) {
 		must(t, os.Chown(root, sshd.UID, sshd.GID))
 		conn := newConnectionTo(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine, root)
 		f := serve(t, conn, sshd)
-		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
-			Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate})
+		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate}
+		conformance.Run(t, target)
+		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 	})
 	t.Run("in-process", func(t *testing.T) {
 		t.Parallel()
@@ -1130,8 +1132,10 @@ func TestConformance(t *testing.T) {
 		must(t, os.Mkdir(root, 0o755))
 		conn := newConnectionTo(t, s.Host, s.Port, s.User, s.Password, s.HostKeyLine(), "/root")
 		f := serve(t, conn, nil)
-		conformance.Run(t, conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
-			Dir: root, UID: -1, GID: -1, Check: validate})
+		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: -1, GID: -1, Check: validate}
+		conformance.Run(t, target)
+		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 	})
 }
 

@@ -13,7 +13,8 @@ import (
 // TestKeyPaths: a key scoped to /incoming/ reaches nothing else on its
 // connection, however a path is named: outside, through "..", through a
 // symlink the server resolves outside, or as the other side of a rename,
-// copy or symlink. Each refusal is 403 path_not_allowed naming the field.
+// copy or symlink. Each refusal is 403 path_not_allowed naming the field;
+// the symlink leading out cannot be moved.
 func TestKeyPaths(t *testing.T) {
 	f := newFixture(t, func(k *v1alpha1.ApiKey) { k.Spec.Paths = []string{"/incoming/"} })
 	for _, d := range []string{"incoming", "private"} {
@@ -34,7 +35,6 @@ func TestKeyPaths(t *testing.T) {
 		{"rename", `{"from": "incoming/a.txt", "to": "incoming/c.txt"}`},
 		{"copy", `{"from": "incoming/c.txt", "to": "incoming/d.txt"}`},
 		{"symlink", `{"path": "incoming/link", "target": "/incoming/d.txt"}`},
-		{"readlink", `{"path": "incoming/escape"}`},
 	} {
 		if status, _, out := post(t, ctx, url, f.token, allowed.command, allowed.body); status != http.StatusOK || out["error"] != nil {
 			t.Errorf("%s %s: %d %v, want 200", allowed.command, allowed.body, status, out)
@@ -52,12 +52,18 @@ func TestKeyPaths(t *testing.T) {
 		{"copy", `{"from": "incoming/d.txt", "to": "incoming/escape/d.txt"}`, "to"},
 		{"symlink", `{"path": "incoming/out", "target": "/private/secret.txt"}`, "target"},
 		{"rmdir", `{"path": "private", "recursive": true}`, "path"},
+		{"readlink", `{"path": "incoming/escape"}`, "target"},
 	} {
 		status, _, out := post(t, ctx, url, f.token, refused.command, refused.body)
 		e, _ := out["error"].(map[string]any)
 		if status != http.StatusForbidden || errorCode(out) != "path_not_allowed" || e["field"] != refused.field {
 			t.Errorf("%s %s: %d %v, want 403 path_not_allowed for %s", refused.command, refused.body, status, out, refused.field)
 		}
+	}
+	// The link leading out stays where it is (docs/gateway.md).
+	status, _, out := post(t, ctx, url, f.token, "rename", `{"from": "incoming/escape", "to": "incoming/d.txt", "overwrite": true}`)
+	if e, _ := out["error"].(map[string]any); status != http.StatusForbidden || errorCode(out) != "symlink_not_allowed" || e["field"] != "from" {
+		t.Errorf("renaming the link leading out: %d %v, want 403 symlink_not_allowed for from", status, out)
 	}
 	if _, err := os.Stat(filepath.Join(f.sshd.Dir, "private", "secret.txt")); err != nil {
 		t.Errorf("the file outside the paths: %v", err)

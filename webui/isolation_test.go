@@ -30,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
+	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -427,6 +428,30 @@ func TestIsolation(t *testing.T) {
 					t.Fatal("the keys page does not show the key's last use")
 				}
 			}
+		}},
+		{"the victim's files outside a key it limited to /scoped/ and gave the attacker, racing renames against reads and writes", func(t *testing.T) {
+			scoped := filepath.Join(victim.sshd.Dir, conformance.ScopedPath)
+			must(t, os.Mkdir(scoped, 0o755))
+			must(t, os.Chown(scoped, victim.sshd.UID, victim.sshd.GID))
+			status, page := victim.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {conformance.ScopedPath}})
+			token := regexp.MustCompile(`sgk_[A-Za-z0-9_]+`).FindString(page)
+			if status != http.StatusOK || token == "" {
+				t.Fatalf("the victim makes a key limited to %s: %d", conformance.ScopedPath, status)
+			}
+			var conn v1alpha1.SftpConnection
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: victim.uiConn}, &conn))
+			endpoint := gatewayURL + "/" + cmp.Or(conn.Status.Slug, conn.EffectiveSlug())
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				status, _ := testhttp.PostJSON(t, endpoint+"/stat", token, `{"path": "scoped"}`)
+				if status == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the key's own folder: %d", status)
+				}
+			}
+			conformance.Race(t, conformance.Target{URL: endpoint, ScopedToken: token, Dir: victim.sshd.Dir, UID: victim.sshd.UID, GID: victim.sshd.GID,
+				MaxInFlight: maxRequestsPerNamespace})
 		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {

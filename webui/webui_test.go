@@ -27,6 +27,10 @@ import (
 	"github.com/sftpgate/sftpgate/webui"
 )
 
+// maxRequestsPerNamespace is the test gateway's bound: small, so that the
+// isolation test's attacker can fill it.
+const maxRequestsPerNamespace = 4
+
 var (
 	k8s client.Client
 	// uiKube is the UI's service account's.
@@ -61,7 +65,7 @@ func run(m *testing.M) int {
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, Audience: kubeauth.DefaultAudience,
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
-			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: 4, LargeTransferShare: 0.2}})
+			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2}})
 	if err != nil {
 		return fail(err)
 	}

@@ -65,6 +65,13 @@ func PathNotAllowed(message, field string) *Error {
 	return &Error{Status: http.StatusForbidden, Code: "path_not_allowed", Message: message, Field: field}
 }
 
+// SymlinkNotAllowed answers a rename or symlink that would move or make a
+// symlink where the request is confined (docs/gateway.md); field names the
+// request field.
+func SymlinkNotAllowed(message, field string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "symlink_not_allowed", Message: message, Field: field}
+}
+
 // ConnectionNotFound answers a slug no connection of the key's namespace
 // serves.
 func ConnectionNotFound() *Error {

@@ -112,68 +112,6 @@ func (fs *FS) lexical(p string) (string, error) {
 	return target, err
 }
 
-// within reports whether p is root or below it.
-func within(root, p string) bool {
-	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
-}
-
-// Scope turns an API key's paths (ApiKey.spec.paths: prefixes below the
-// connection's root, such as /incoming/) into server paths below root;
-// none is no scope.
-func Scope(root string, paths []string) []string {
-	scope := make([]string, 0, len(paths))
-	for _, p := range paths {
-		if s, err := Lexical(root, p); err == nil {
-			scope = append(scope, s)
-		}
-	}
-	if len(paths) > 0 && len(scope) == 0 {
-		// Paths that all fail to parse allow nothing, not everything.
-		return []string{"\x00"}
-	}
-	return scope
-}
-
-// inScope reports whether server path p is in the request's scope.
-func (fs *FS) inScope(p string) bool {
-	if len(fs.Scope) == 0 {
-		return true
-	}
-	for _, s := range fs.Scope {
-		if within(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// ErrPathNotAllowed is a path outside the request's scope.
-var ErrPathNotAllowed = &PathNotAllowed{Field: "path"}
-
-// PathNotAllowed is a path outside the paths the request's API key may use
-// (ApiKey.spec.paths); Field names the request field.
-type PathNotAllowed struct{ Field string }
-
-func (e *PathNotAllowed) Error() string {
-	return e.Field + ": is outside the paths this API key may use"
-}
-
-// inField says that err, an error about a path, is about the request's
-// field instead of "path".
-func inField(err error, field string) error {
-	var (
-		bad     *BadRequest
-		outside *PathNotAllowed
-	)
-	switch {
-	case errors.As(err, &bad):
-		return &BadRequest{Field: field, Message: bad.Message}
-	case errors.As(err, &outside):
-		return &PathNotAllowed{Field: field}
-	}
-	return err
-}
-
 // Resolve returns the server path for p, which is required, after checking
 // on the server that p (or, while it does not exist yet, its nearest
 // existing ancestor) does not resolve outside the root through a symlink.
@@ -201,35 +139,38 @@ func (fs *FS) ResolveParent(p string) (string, error) {
 // with name joined to it (a name in directory p, itself not followed), in
 // the request's scope.
 func (fs *FS) checkReal(p, name string) error {
-	if fs.Root == "/" && len(fs.Scope) == 0 {
+	_, err := fs.realIn(p, name)
+	return err
+}
+
+// realIn is where the server resolves p, with name joined to it, once
+// checked to be inside the root and the request's scope; "" where nothing
+// is confined. A path that does not exist yet resolves as its nearest
+// existing ancestor does.
+func (fs *FS) realIn(p, name string) (string, error) {
+	if !fs.confined() {
 		// Wherever a path leads on the server, it is inside "/": asking
 		// would only cost round trips (one of a small write's four).
-		return nil
+		return "", nil
 	}
 	for {
 		real, err := fs.Client.RealPath(p)
 		switch {
 		case err == nil:
-			real = path.Clean(real)
-			if !within(fs.Root, real) {
-				return ErrOutsideRoot
-			}
-			if !fs.inScope(path.Join(real, name)) {
-				return ErrPathNotAllowed
-			}
-			return nil
+			real = path.Join(path.Clean(real), name)
+			return real, fs.inside(real)
 		case !errors.Is(err, os.ErrNotExist) && !isNoSuchFile(err),
 			p == fs.Root || !within(fs.Root, p):
-			return serverFailure(err, fs.Rel(p))
+			return "", serverFailure(err, fs.Rel(p))
 		}
 		// Some servers resolve only existing paths. A name that exists but
 		// does not resolve is a dangling symlink, which a write would
 		// follow wherever it points: refuse it.
 		switch _, lerr := fs.Client.Lstat(p); {
 		case lerr == nil:
-			return ErrDanglingSymlink
+			return "", ErrDanglingSymlink
 		case SessionFailed(lerr):
-			return lerr
+			return "", lerr
 		}
 		// Check the nearest ancestor that exists, where a new file lands.
 		p, name = path.Dir(p), path.Join(path.Base(p), name)

@@ -20,8 +20,10 @@ type SymlinkResult struct {
 	Target string `json:"target"`
 }
 
-// symlink makes path a symlink to target, a path as the client sees it:
-// the link stored on the server points inside the root, never outside.
+// symlink makes path a symlink to target, a path as the client sees it.
+// The link stored on the server holds the target's absolute server path,
+// inside the root, so that moving it never changes where it leads; where
+// the request is confined, the target must lead where linkable allows.
 func symlink(fs *FS, req *symlinkRequest) (any, error) {
 	if req.Target == "" {
 		return nil, &BadRequest{Field: "target", Message: "is required"}
@@ -45,6 +47,9 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 	}
 	if !fs.inScope(resolved) {
 		return nil, &PathNotAllowed{Field: "target"}
+	}
+	if err := fs.linkable(resolved); err != nil {
+		return nil, err
 	}
 	if err := fs.Client.Symlink(resolved, link); err != nil {
 		switch _, statErr := fs.Client.Lstat(link); {
@@ -82,9 +87,12 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 		}
 		target = path.Join(dir, target)
 	}
-	if target = path.Clean(target); !within(fs.Root, target) {
+	switch target = path.Clean(target); {
+	case !within(fs.Root, target):
 		// Say nothing of the server outside the root.
 		return nil, ErrOutsideRoot
+	case !fs.inScope(target):
+		return nil, &PathNotAllowed{Field: "target"}
 	}
 	return SymlinkResult{Path: fs.Rel(link), Target: fs.Rel(target)}, nil
 }
@@ -98,8 +106,8 @@ func realpath(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
-	if real = path.Clean(real); !within(fs.Root, real) {
-		return nil, ErrOutsideRoot // changed since Resolve checked it
+	if real = path.Clean(real); fs.inside(real) != nil {
+		return nil, fs.inside(real) // changed since Resolve checked it
 	}
 	return PathResult{Path: fs.Rel(real)}, nil
 }

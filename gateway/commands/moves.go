@@ -42,11 +42,16 @@ func (req *twoPathRequest) resolve(fs *FS) (from, to string, err error) {
 }
 
 // rename moves a file, directory or symlink (the name itself, never what a
-// symlink points to). With overwrite it replaces an existing target
-// (posix-rename@openssh.com); without, an existing target fails.
+// symlink points to); where the request is confined, never a symlink, nor
+// a directory with one below it (scope.go). With overwrite it replaces an
+// existing target (posix-rename@openssh.com); without, an existing target
+// fails.
 func rename(fs *FS, req *twoPathRequest) (any, error) {
 	from, to, err := req.resolve(fs)
 	if err != nil {
+		return nil, err
+	}
+	if err := fs.movable(from); err != nil {
 		return nil, err
 	}
 	if !req.Overwrite {

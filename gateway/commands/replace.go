@@ -198,10 +198,13 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 	case existing == nil:
 		statErr = os.ErrNotExist
 	case existing.Mode()&os.ModeSymlink != 0:
-		// Written through: to where it leads (inside the root: Resolve
-		// checked it), which may not exist yet.
+		// Written through: to where it leads, which may not exist yet,
+		// checked again as the first time.
 		if real, err := fs.Client.RealPath(target); err == nil {
 			dest = path.Clean(real)
+			if err := fs.inside(dest); err != nil {
+				return 0, err
+			}
 		}
 		existing, statErr = fs.Client.Stat(dest)
 	}

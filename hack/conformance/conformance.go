@@ -36,6 +36,9 @@ type Target struct {
 	// (ApiKey.spec.paths), for the rows of scoped keys: a target without
 	// one fails them.
 	ScopedToken string
+	// MaxInFlight, when set, is the most requests the gateway takes at
+	// once from the scoped key's namespace: Race sends no more.
+	MaxInFlight int
 	// Check, when set, checks each answer, as against the OpenAPI
 	// document.
 	Check func(t testing.TB, req *http.Request, body string, resp *http.Response, raw []byte)
@@ -132,6 +135,17 @@ const (
 	writeSubF = `{"path": "$d/sub/f", "file": {"text": "f"}}`
 	linkToA   = `{"path": "$d/link", "target": "$d/a"}`
 )
+
+// storedAbsolute checks that the symlink at p (relative to $d) holds an
+// absolute target.
+func storedAbsolute(p string) step {
+	return step{local: func(t *testing.T, d string) {
+		t.Helper()
+		if target, err := os.Readlink(filepath.Join(d, p)); err != nil || !filepath.IsAbs(target) {
+			t.Errorf("%s holds %q (%v), want an absolute target", p, target, err)
+		}
+	}}
+}
 
 // gatewayTemp makes a file with a name of the gateway's temporary files.
 var gatewayTemp = step{local: func(t *testing.T, d string) {
@@ -294,6 +308,14 @@ var rows = []row{
 		ok("rename", `{"from": "$d/a", "to": "$d/b", "overwrite": true}`, ""), file("b", "alpha"), only("b"),
 	}},
 	{"rename", "a missing file", []step{fails("rename", `{"from": "$d/none", "to": "$d/b"}`, "not_found")}},
+	{"rename", "a symlink, or a directory holding one, below a root path", []step{
+		ok("write", writeA, ""), ok("symlink", linkToA, ""),
+		fails("rename", `{"from": "$d/link", "to": "$d/moved"}`, "403 symlink_not_allowed"),
+		ok("mkdir", mkdirSub, ""), ok("symlink", `{"path": "$d/sub/deep", "target": "$d/a"}`, ""),
+		fails("rename", `{"from": "$d/sub", "to": "$d/moved"}`, "403 symlink_not_allowed"),
+		escape, fails("rename", `{"from": "$d/escape", "to": "$d/moved", "overwrite": true}`, "403 symlink_not_allowed"),
+		absent("moved"), ok("unlink", `{"path": "$d/sub/deep"}`, ""), ok("rename", `{"from": "$d/sub", "to": "$d/moved"}`, ""),
+	}},
 
 	{"copy", "a file", []step{
 		ok("write", `{"path": "$d/a", "file": {"text": "alpha"}, "mode": "0640"}`, ""),
@@ -329,6 +351,16 @@ var rows = []row{
 		ok("read", `{"path": "$d/link"}`, `{"content": "alpha"}`),
 		ok("symlink", `{"path": "$d/rel", "target": "a"}`, `{"target": "$d/a"}`), ok("read", `{"path": "$d/rel"}`, `{"content": "alpha"}`),
 		ok("symlink", `{"path": "$d/up", "target": "../../../../$d/a"}`, `{"target": "$d/a"}`), ok("hash", `{"path": "$d/up"}`, `{"size": 5}`),
+	}},
+	{"symlink", "to a directory holding a symlink, below a root path", []step{
+		ok("write", writeA, ""), ok("mkdir", mkdirSub, ""), ok("symlink", `{"path": "$d/sub/l", "target": "$d/a"}`, ""),
+		fails("symlink", `{"path": "$d/to-sub", "target": "$d/sub"}`, "403 symlink_not_allowed"),
+		ok("symlink", `{"path": "$d/to-l", "target": "$d/sub/l"}`, ""), absent("to-sub"),
+	}},
+	{"symlink", "stored absolute, so that moving it never changes where it leads", []step{
+		ok("mkdir", `{"path": "$d/x/y", "parents": true}`, ""), ok("write", writeA, ""),
+		ok("symlink", `{"path": "$d/x/y/l", "target": "../../a"}`, `{"target": "$d/a"}`), storedAbsolute("x/y/l"),
+		ok("readlink", `{"path": "$d/x/y/l"}`, `{"target": "$d/a"}`), ok("read", `{"path": "$d/x/y/l"}`, `{"content": "alpha"}`),
 	}},
 	{"symlink", "over an existing name", []step{ok("write", writeA, ""), fails("symlink", `{"path": "$d/a", "target": "$d/a"}`, "already_exists")}},
 

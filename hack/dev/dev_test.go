@@ -159,10 +159,10 @@ func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[st
 			t.Fatalf("the gateway does not take the scoped key: %d", status)
 		}
 	}
-	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], ScopedToken: scoped,
-			Dir: root, UID: -1, GID: -1})
-	})
+	target := conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], ScopedToken: scoped,
+		Dir: root, UID: -1, GID: -1}
+	t.Run("conformance", func(t *testing.T) { conformance.Run(t, target) })
+	t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 }
 
 type devProcess struct {

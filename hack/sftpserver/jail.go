@@ -256,36 +256,17 @@ func (j *jail) Filecmd(r *sftp.Request) (err error) {
 func (j *jail) PosixRename(r *sftp.Request) error { return j.Filecmd(r) }
 
 // symlink makes link point to target. pkg/sftp puts the link in Target
-// and what it points to in Filepath, kept as given. An absolute target is
-// stored relative to the link's directory, so that os.Root follows it.
+// and what it points to in Filepath, kept as given: an absolute target
+// stays absolute, a path inside the root as in a chroot (resolve follows
+// it there), so that moving the link never changes where it leads. os.Root
+// refuses to follow such a link, and need not: every operation acts where
+// resolve led.
 func (j *jail) symlink(target, link string) error {
 	linkName, err := j.parentFollowed(link)
 	if err != nil {
 		return err
 	}
-	if path.IsAbs(target) {
-		target = relative(path.Dir("/"+linkName), path.Clean(target))
-	}
 	return j.root.Symlink(target, linkName)
-}
-
-// relative is target as a path relative to the directory dir, both
-// absolute and clean.
-func relative(dir, target string) string {
-	from, to := split(dir), split(target)
-	common := 0
-	for common < len(from) && common < len(to) && from[common] == to[common] {
-		common++
-	}
-	parts := make([]string, 0, len(from)-common+len(to)-common)
-	for range from[common:] {
-		parts = append(parts, "..")
-	}
-	parts = append(parts, to[common:]...)
-	if len(parts) == 0 {
-		return "."
-	}
-	return strings.Join(parts, "/")
 }
 
 func (j *jail) setstat(p string, r *sftp.Request) error {

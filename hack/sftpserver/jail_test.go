@@ -123,11 +123,17 @@ func TestJailDoesWhatOpenSSHDoes(t *testing.T) {
 		t.Errorf("after the append the file holds %d bytes, want %d in order", len(b), 6+len(big))
 	}
 
-	// A symlink made with an absolute target is followed inside the root.
+	// A symlink made with an absolute target keeps it, and is followed
+	// inside the root: moved elsewhere, it leads where it did.
 	must(t, c.Symlink("/d", "/d-link"))
-	if target, err := c.ReadLink("/d-link"); err != nil || target != "d" {
-		t.Errorf("readlink = %q, %v; want the target stored relative", target, err)
+	if target, err := c.ReadLink("/d-link"); err != nil || target != "/d" {
+		t.Errorf("readlink = %q, %v; want the target as given", target, err)
 	}
+	must(t, c.Rename("/d-link", "/d/sub/moved"))
+	if got, err := c.RealPath("/d/sub/moved/sub"); err != nil || got != "/d/sub" {
+		t.Errorf("a moved symlink leads to %q (%v), want /d/sub", got, err)
+	}
+	must(t, c.Rename("/d/sub/moved", "/d-link"))
 	if fi, err := c.Lstat("/d-link"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("lstat of a symlink: %v, %v", fi, err)
 	}
