@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -218,18 +219,24 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 	if !ok {
 		return nil, caller{}, answer.Unauthorized("send an API key or a ServiceAccount token: Authorization: Bearer <token>")
 	}
-	conn, handover, err := h.connection(slug)
+	conns, err := h.bySlug.Get(slug)
 	if err != nil {
 		return nil, caller{}, err
 	}
+	var conn *v1alpha1.SftpConnection
+	if len(conns) == 1 {
+		conn = conns[0]
+	}
 	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
 	if errors.Is(err, apikeys.ErrUnknownToken) && h.reviewer != nil && kubeauth.IsJWT(token) {
-		return h.authenticateServiceAccount(r, token, conn, handover, cmd, rec)
+		return h.authenticateServiceAccount(r, token, slug, conns, cmd, rec)
 	}
 	if key != nil {
 		rec.keyID = key.Status.KeyID
 	}
-	if errors.Is(err, apikeys.ErrNoSuchConnection) && handover {
+	if errors.Is(err, apikeys.ErrNoSuchConnection) && len(conns) > 1 {
+		// Two connections claim the slug for a moment while one hands it
+		// to another.
 		return nil, caller{}, slugHandover()
 	}
 	if err != nil {
@@ -246,30 +253,47 @@ func slugHandover() error {
 }
 
 // authenticateServiceAccount verifies a ServiceAccount token and asks
-// RBAC whether its ServiceAccount may run cmd on conn. As for keys, a
-// connection of another namespace that it may not use looks the same as
-// none.
-func (h *handler) authenticateServiceAccount(r *http.Request, token string, conn *v1alpha1.SftpConnection, handover bool,
+// RBAC whether its ServiceAccount may run cmd on the connection that
+// conns, those claiming slug, agree on. As for keys, a connection of
+// another namespace that it may not use looks the same as none: by the
+// answer, and by its cost, since a slug no connection serves costs the
+// same review, of the slug's name in the ServiceAccount's own namespace.
+func (h *handler) authenticateServiceAccount(r *http.Request, token, slug string, conns []*v1alpha1.SftpConnection,
 	cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, caller, error) {
-	id, err := h.reviewer.Authenticate(r.Context(), token)
+	address := clientAddress(r)
+	id, err := h.reviewer.Authenticate(r.Context(), token, address)
 	if err != nil {
 		return nil, caller{}, reviewError(err)
 	}
 	rec.serviceAccount = id.String()
+	var conn *v1alpha1.SftpConnection
+	target := kubeauth.Target{Namespace: id.Namespace, Name: slug}
 	switch {
-	case conn == nil && handover:
+	case len(conns) == 1:
+		conn = conns[0]
+		target = kubeauth.Target{Namespace: conn.Namespace, Name: conn.Name}
+	case slices.ContainsFunc(conns, func(c *v1alpha1.SftpConnection) bool { return c.Namespace == id.Namespace }):
 		return nil, caller{}, slugHandover()
-	case conn == nil:
-		return nil, caller{}, answer.ConnectionNotFound()
 	}
-	err = h.reviewer.Authorize(r.Context(), id, conn, cmd.Name)
+	err = h.reviewer.Authorize(r.Context(), id, target, cmd.Name, address)
 	switch {
-	case errors.Is(err, kubeauth.ErrDenied) && id.Namespace != conn.Namespace:
+	case conn == nil && (err == nil || errors.Is(err, kubeauth.ErrDenied)),
+		errors.Is(err, kubeauth.ErrDenied) && id.Namespace != conn.Namespace:
 		return nil, caller{}, answer.ConnectionNotFound()
 	case err != nil:
 		return nil, caller{}, reviewError(err)
 	}
 	return conn, caller{uid: id.UID, namespace: id.Namespace, whose: "this ServiceAccount's"}, nil
+}
+
+// clientAddress is the address a request came from, without its port:
+// where ServiceAccount reviews are charged.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // admit lets the request in if the connection is ready and its caller is
@@ -549,19 +573,6 @@ func bearerToken(r *http.Request) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
-}
-
-// connection finds the connection serving slug; nil when none does, or
-// when two claim it for a moment while the slug changes hands (handover).
-func (h *handler) connection(slug string) (conn *v1alpha1.SftpConnection, handover bool, err error) {
-	conns, err := h.bySlug.Get(slug)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(conns) == 1 {
-		return conns[0], false, nil
-	}
-	return nil, len(conns) > 1, nil
 }
 
 // presizeBody is the most readBody allocates before a body of unknown

@@ -48,3 +48,38 @@ func TestAFailedLastUseFailsNothing(t *testing.T) {
 		return unused.Status.LastUsedTime != nil
 	})
 }
+
+// TestALastUseGoesToTheKeyThatWasUsed: a key deleted and made again under
+// its name never gets its predecessor's use.
+func TestALastUseGoesToTheKeyThatWasUsed(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := lastuse.New(k8s)
+	go r.Run(ctx)
+	newKey := func(name string) *v1alpha1.ApiKey {
+		token, keyID := apikeys.NewToken()
+		k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+		must(t, k8s.Create(ctx, k))
+		eventually(t, "the key has a status", func() bool {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(k), k))
+			return k.Status.ObservedGeneration == k.Generation
+		})
+		return k
+	}
+	before := newKey("recreated")
+	must(t, k8s.Delete(ctx, before))
+	after := newKey("recreated")
+	later := newKey("later")
+	r.Used(before)
+	r.Used(later)
+	eventually(t, "the key used after it is recorded", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(later), later))
+		return later.Status.LastUsedTime != nil
+	})
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(after), after))
+	if after.Status.LastUsedTime != nil {
+		t.Errorf("the key made again under the name of a used one shows its use: %v", after.Status.LastUsedTime)
+	}
+}

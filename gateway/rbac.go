@@ -13,8 +13,13 @@ package gateway
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=apikeys/status,verbs=patch
 
-// ServiceAccount tokens: the gateway asks the API server to verify them
-// and RBAC to decide their requests (package kubeauth).
+// ServiceAccount tokens: the gateway checks them against the cluster's
+// ServiceAccount issuer (its discovery document and keys, which the
+// system:service-account-issuer-discovery role grants every ServiceAccount
+// too), then asks the API server to verify them and RBAC to decide their
+// requests (package kubeauth).
+
+// +kubebuilder:rbac:urls=/.well-known/openid-configuration;/openid/v1/jwks,verbs=get
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

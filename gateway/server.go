@@ -236,7 +236,18 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
 	if opts.Audience != "" {
-		h.reviewer = kubeauth.New(direct, opts.Audience, opts.AuthorizationCacheTTL)
+		// Reads the issuer's document and keys as the gateway, from the
+		// API server.
+		httpClient, err := rest.HTTPClientFor(restConfig)
+		if err != nil {
+			return nil, err
+		}
+		server, _, err := rest.DefaultServerUrlFor(restConfig)
+		if err != nil {
+			return nil, err
+		}
+		issuer := kubeauth.NewIssuer(httpClient, server.String(), opts.Audience)
+		h.reviewer = kubeauth.New(direct, issuer, opts.Audience, opts.AuthorizationCacheTTL)
 	}
 	s.handler = s.routes(opts.BasePath, h)
 	return s, nil

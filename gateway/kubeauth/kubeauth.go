@@ -1,17 +1,19 @@
 // Package kubeauth lets callers in the cluster use their ServiceAccount
 // instead of an API key: a projected token for the gateway's audience,
-// verified by the TokenReview API, and authorized by plain RBAC through
-// SubjectAccessReview on sftpconnections/commands (verb: the command,
-// name: the connection). Both answers are cached briefly and in bounded
-// caches, so that a caller's requests cost the API server a review only
-// now and then.
+// verified first here, against the cluster's ServiceAccount issuer (so a
+// made-up token costs the API server nothing), then by the TokenReview
+// API (is it still valid: its pod, its ServiceAccount there), and
+// authorized by plain RBAC through SubjectAccessReview on
+// sftpconnections/commands (verb: the command, name: the connection).
+// Both answers are cached briefly, and every cache and bound on reviews
+// is shared fairly: per client address, per ServiceAccount namespace and,
+// for RBAC, per ServiceAccount, so that no one caller can spend the
+// replica's.
 package kubeauth
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,7 +23,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,9 +50,11 @@ var (
 	ErrNotServiceAccount = errors.New("the token is not a ServiceAccount's")
 	// ErrDenied is RBAC's refusal.
 	ErrDenied = errors.New("RBAC does not allow this ServiceAccount this command on this connection")
-	// ErrBusy is a review past the replica's rate of reviews, or that
-	// found every review slot taken for the whole wait.
-	ErrBusy = errors.New("too many token reviews at once")
+	// ErrBusy is a review past its caller's share of the replica's
+	// reviews (of its address, namespace or ServiceAccount) or past the
+	// replica's own, or that found every review slot taken for the whole
+	// wait.
+	ErrBusy = errors.New("too many reviews at once")
 )
 
 // Unauthenticated reports whether err says the token itself is no good.
@@ -69,31 +72,42 @@ type Identity struct {
 // String names the ServiceAccount as logs do: namespace/name.
 func (id *Identity) String() string { return id.Namespace + "/" + id.Name }
 
-// Bounds of the caches and of the reviews in flight.
+// Bounds of the caches and of the reviews.
 const (
 	// tokenTTL is the longest a verified token is trusted without another
 	// review (shorter when the token expires sooner).
 	tokenTTL = 5 * time.Minute
-	// refusedTTL is how long a refused token stays refused without
-	// another review: a client retrying a bad token does not have the
+	// refusedTTL is how long a token the API server refused stays refused
+	// without another review: a client retrying it does not have the
 	// gateway ask each time.
 	refusedTTL = 10 * time.Second
-	// DefaultDecisionTTL is how long an RBAC decision is used: a binding
-	// removed takes effect within it.
+	// DefaultDecisionTTL is how long an RBAC decision is used, an allowed
+	// one as a denied one: a binding removed takes effect within it.
 	DefaultDecisionTTL = 10 * time.Second
-	// cacheSize bounds each cache; the least recently used go first.
-	cacheSize = 10000
+	// cacheSize bounds each cache, and perNamespace what one
+	// ServiceAccount namespace's entries may take of it; the least
+	// recently used go first.
+	cacheSize    = 10000
+	perNamespace = 1000
 	// maxReviews bounds the reviews in flight to the API server, and
 	// reviewWait how long one waits for a slot.
 	maxReviews = 16
 	reviewWait = time.Second
-	// reviewRate bounds the token reviews a replica asks for per second
-	// (with bursts of as many): a client sending token after token that
-	// is not in the cache cannot have the gateway flood the API server.
-	// Cached tokens are not counted.
+	// reviewRate bounds the reviews (of tokens and of RBAC) a replica
+	// asks for per second, with bursts of as many. Cached answers are not
+	// counted, nor tokens refused here.
 	reviewRate = 100
-	// maxTokenLength bounds what is parsed and sent for review; projected
-	// tokens are about 1 KiB.
+	// A party's share of the reviews: a client address or a
+	// ServiceAccount namespace, and for RBAC also a ServiceAccount. Each
+	// gets at most this rate (with bursts of as many) and this many in
+	// flight; past it, at once, ErrBusy.
+	partyRate     = 25
+	partyInFlight = 8
+	accountRate   = 10
+	// maxParties bounds the parties tracked at once per kind.
+	maxParties = 10000
+	// maxTokenLength bounds what is parsed; projected tokens are about
+	// 1 KiB.
 	maxTokenLength = 16 << 10
 )
 
@@ -103,64 +117,53 @@ type Creator interface {
 	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
 }
 
-// Reviewer verifies tokens and decides requests through the API server.
+// Reviewer verifies tokens and decides requests.
 type Reviewer struct {
 	client      Creator
+	issuer      *Issuer
 	audience    string
 	decisionTTL time.Duration
 	clock       clock.Clock
 
-	tokens, decisions *cache.LRUExpireCache
-	flight            singleflight.Group
-	slots             chan struct{}
-	reviews           *rate.Limiter
+	tokens    *fairCache[[sha256.Size]byte, tokenResult]
+	decisions *fairCache[decisionKey, bool]
+	// Reviews in progress, shared by the requests asking the same.
+	tokenFlight, decisionFlight singleflight.Group
+
+	slots   chan struct{}
+	reviews *rate.Limiter
+	// Each party's share of the reviews.
+	addresses, namespaces, accounts share
 }
 
-// New returns a reviewer asking through c for tokens of audience, whose
-// RBAC decisions are used for decisionTTL (0 is DefaultDecisionTTL).
-func New(c Creator, audience string, decisionTTL time.Duration) *Reviewer {
-	return newReviewer(c, audience, decisionTTL, clock.RealClock{})
+// New returns a reviewer verifying tokens of audience against issuer and
+// asking through c; its RBAC decisions are used for decisionTTL (0 is
+// DefaultDecisionTTL).
+func New(c Creator, issuer *Issuer, audience string, decisionTTL time.Duration) *Reviewer {
+	return newReviewer(c, issuer, audience, decisionTTL, clock.RealClock{})
 }
 
-func newReviewer(c Creator, audience string, decisionTTL time.Duration, clk clock.Clock) *Reviewer {
+func newReviewer(c Creator, issuer *Issuer, audience string, decisionTTL time.Duration, clk clock.Clock) *Reviewer {
 	if decisionTTL <= 0 {
 		decisionTTL = DefaultDecisionTTL
 	}
 	return &Reviewer{
-		client: c, audience: audience, decisionTTL: decisionTTL, clock: clk,
-		tokens:    cache.NewLRUExpireCacheWithClock(cacheSize, clk),
-		decisions: cache.NewLRUExpireCacheWithClock(cacheSize, clk),
-		slots:     make(chan struct{}, maxReviews),
-		reviews:   rate.NewLimiter(reviewRate, reviewRate),
+		client: c, issuer: issuer, audience: audience, decisionTTL: decisionTTL, clock: clk,
+		tokens:     newFairCache[[sha256.Size]byte, tokenResult](cacheSize, perNamespace, clk),
+		decisions:  newFairCache[decisionKey, bool](cacheSize, perNamespace, clk),
+		slots:      make(chan struct{}, maxReviews),
+		reviews:    rate.NewLimiter(reviewRate, reviewRate),
+		addresses:  newShare(partyRate, partyRate, partyInFlight, maxParties),
+		namespaces: newShare(partyRate, partyRate, partyInFlight, maxParties),
+		accounts:   newShare(accountRate, 2*accountRate, partyInFlight/2, maxParties),
 	}
 }
 
 // IsJWT reports whether token has the outward shape of a JSON Web Token
-// (three parts): only such tokens are sent for review; an API key never
-// is. What is inside is read on review.
+// (three parts): only such tokens are taken for ServiceAccount tokens; an
+// API key never is.
 func IsJWT(token string) bool {
 	return len(token) <= maxTokenLength && strings.Count(token, ".") == 2
-}
-
-// expiry reads a JWT's exp claim, without verifying it: it is used only
-// to refuse an expired token early and to cache a verified one no longer
-// than it lives, never to accept one.
-func expiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if parts[0] == "" || parts[2] == "" || err != nil {
-		return time.Time{}, false
-	}
-	var claims struct {
-		Exp *int64 `json:"exp"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp == nil {
-		return time.Time{}, false
-	}
-	return time.Unix(*claims.Exp, 0), true
 }
 
 // tokenResult is what the token cache keeps: an identity or a refusal.
@@ -169,39 +172,39 @@ type tokenResult struct {
 	err error
 }
 
-// Authenticate verifies token, a JWT, with the TokenReview API for the
-// gateway's audience and returns the ServiceAccount it is for. A refusal
-// is one of the errors above; any other error is the API server's, and
-// the request may be retried.
-func (r *Reviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
+// Authenticate verifies token, a JWT, for the gateway's audience and
+// returns the ServiceAccount it is for: here, against the issuer's keys,
+// then with the TokenReview API, charged to the client at address and the
+// token's namespace. A refusal is one of the errors above; any other error
+// is the API server's, and the request may be retried.
+func (r *Reviewer) Authenticate(ctx context.Context, token, address string) (*Identity, error) {
 	if !IsJWT(token) {
 		return nil, ErrInvalidToken
 	}
 	// A cached answer never outlives its token: it is read first.
-	sum := sha256.Sum256([]byte(token))
-	key := string(sum[:])
-	if v, ok := r.tokens.Get(key); ok {
-		res := v.(tokenResult) //nolint:forcetypeassert // the cache holds only these
+	key := sha256.Sum256([]byte(token))
+	if res, ok := r.tokens.Get(key); ok {
 		return res.id, res.err
 	}
-	exp, ok := expiry(token)
-	now := r.clock.Now()
-	switch {
-	case !ok:
-		return nil, ErrInvalidToken
-	case !now.Before(exp):
-		return nil, ErrExpired
+	claims, err := r.issuer.Verify(ctx, token)
+	if err != nil {
+		return nil, err
 	}
-	v, err, _ := r.flight.Do(key, func() (any, error) {
-		res, err := r.review(ctx, token)
+	v, err, _ := r.tokenFlight.Do(string(key[:]), func() (any, error) {
+		release, err := r.admit(ctx, who{&r.addresses, address}, who{&r.namespaces, claims.Namespace})
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		res, err := r.review(ctx, token, claims)
 		if err != nil {
 			return nil, err
 		}
 		ttl := refusedTTL
 		if res.id != nil {
-			ttl = min(tokenTTL, exp.Sub(now))
+			ttl = min(tokenTTL, claims.Expiry.Sub(r.clock.Now()))
 		}
-		r.tokens.Add(key, res, ttl)
+		r.tokens.Add(key, claims.Namespace, res, ttl)
 		return res, nil
 	})
 	if err != nil {
@@ -211,16 +214,10 @@ func (r *Reviewer) Authenticate(ctx context.Context, token string) (*Identity, e
 	return res.id, res.err
 }
 
-// review asks the API server whether token is valid for the audience.
-func (r *Reviewer) review(ctx context.Context, token string) (tokenResult, error) {
-	if !r.reviews.Allow() {
-		return tokenResult{}, ErrBusy
-	}
-	release, err := r.slot(ctx)
-	if err != nil {
-		return tokenResult{}, err
-	}
-	defer release()
+// review asks the API server whether token, whose claims hold, is valid
+// for the audience (still: its pod or Secret, and its ServiceAccount,
+// exist).
+func (r *Reviewer) review(ctx context.Context, token string, claims *Verified) (tokenResult, error) {
 	ctx, cancel := reviewContext(ctx)
 	defer cancel()
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}}}
@@ -232,8 +229,12 @@ func (r *Reviewer) review(ctx context.Context, token string) (tokenResult, error
 		return tokenResult{err: ErrInvalidToken}, nil
 	}
 	ns, name, ok := serviceAccount(st.User.Username)
-	if !ok {
+	switch {
+	case !ok:
 		return tokenResult{err: ErrNotServiceAccount}, nil
+	case ns != claims.Namespace || name != claims.Name:
+		// Not the ServiceAccount the token says it is for: not trusted.
+		return tokenResult{err: ErrInvalidToken}, nil
 	}
 	return tokenResult{id: &Identity{Namespace: ns, Name: name, UID: types.UID(st.User.UID), user: st.User}}, nil
 }
@@ -272,23 +273,34 @@ func serviceAccount(username string) (namespace, name string, ok bool) {
 	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, ":")
 }
 
+// Target is what a request is authorized for: a connection, by namespace
+// and name.
+type Target struct{ Namespace, Name string }
+
 // decisionKey is what an RBAC decision is about.
 type decisionKey struct {
-	uid             types.UID
-	namespace, name string
-	command         v1alpha1.Command
+	uid     types.UID
+	target  Target
+	command v1alpha1.Command
 }
 
-// Authorize asks RBAC whether id may run command on conn: the verb is
+// Authorize asks RBAC whether id may run command on target: the verb is
 // the command, the resource sftpconnections/commands in group
-// sftpgate.dev, the name and namespace the connection's. It returns
-// ErrDenied, or the API server's error.
-func (r *Reviewer) Authorize(ctx context.Context, id *Identity, conn *v1alpha1.SftpConnection, command v1alpha1.Command) error {
-	key := decisionKey{uid: id.UID, namespace: conn.Namespace, name: conn.Name, command: command}
-	if v, ok := r.decisions.Get(key); ok {
-		return decision(v.(bool)) //nolint:forcetypeassert // the cache holds only these
+// sftpgate.dev, the name and namespace the target's. The review is
+// charged to the client at address, id's namespace and id. It returns
+// ErrDenied, ErrBusy, or the API server's error.
+func (r *Reviewer) Authorize(ctx context.Context, id *Identity, target Target, command v1alpha1.Command, address string) error {
+	key := decisionKey{uid: id.UID, target: target, command: command}
+	if allowed, ok := r.decisions.Get(key); ok {
+		return decision(allowed)
 	}
-	v, err, _ := r.flight.Do(fmt.Sprintf("%s\x00%s\x00%s\x00%s", key.uid, key.namespace, key.name, key.command), func() (any, error) {
+	flight := fmt.Sprintf("%s\x00%s\x00%s\x00%s", key.uid, target.Namespace, target.Name, command)
+	v, err, _ := r.decisionFlight.Do(flight, func() (any, error) {
+		release, err := r.admit(ctx, who{&r.addresses, address}, who{&r.namespaces, id.Namespace}, who{&r.accounts, id.String()})
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		extra := make(map[string]authorizationv1.ExtraValue, len(id.user.Extra))
 		for k, v := range id.user.Extra {
 			extra[k] = authorizationv1.ExtraValue(v)
@@ -296,8 +308,8 @@ func (r *Reviewer) Authorize(ctx context.Context, id *Identity, conn *v1alpha1.S
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: id.user.Username, UID: id.user.UID, Groups: id.user.Groups, Extra: extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: conn.Namespace, Verb: string(command), Group: v1alpha1.GroupVersion.Group,
-				Resource: Resource, Subresource: Subresource, Name: conn.Name,
+				Namespace: target.Namespace, Verb: string(command), Group: v1alpha1.GroupVersion.Group,
+				Resource: Resource, Subresource: Subresource, Name: target.Name,
 			},
 		}}
 		ctx, cancel := reviewContext(ctx)
@@ -306,7 +318,7 @@ func (r *Reviewer) Authorize(ctx context.Context, id *Identity, conn *v1alpha1.S
 			return nil, fmt.Errorf("asking RBAC: %w", err)
 		}
 		allowed := sar.Status.Allowed && !sar.Status.Denied
-		r.decisions.Add(key, allowed, r.decisionTTL)
+		r.decisions.Add(key, id.Namespace, allowed, r.decisionTTL)
 		return allowed, nil
 	})
 	if err != nil {

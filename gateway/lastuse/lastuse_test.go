@@ -1,6 +1,7 @@
 package lastuse
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestAtMostOnceAMinute(t *testing.T) {
 	r.Used(key("b"))
 	now = now.Add(Every)
 	r.Used(key("a"))
-	if n := len(r.queue); n != 3 {
+	if n := r.queued; n != 3 {
 		t.Errorf("%d writes queued, want 3: a, b, and a a minute later", n)
 	}
 	now = now.Add(Every)
@@ -37,13 +38,31 @@ func TestAtMostOnceAMinute(t *testing.T) {
 }
 
 // TestUseNeverWaits: with the queue full (the API server slow or away),
-// a use is dropped rather than waited for.
+// a use is dropped rather than waited for; one namespace's keys take at
+// most perNamespace of it, and the namespaces take turns.
 func TestUseNeverWaits(t *testing.T) {
 	r := New(nil)
 	for i := range 2 * queueSize {
-		r.Used(key(string(rune('a'+i%26)) + time.Duration(i).String()))
+		k := key(fmt.Sprint("flood-", i))
+		k.Namespace = fmt.Sprint("flood-", i%(queueSize/perNamespace))
+		r.Used(k)
 	}
-	if len(r.queue) != queueSize {
-		t.Errorf("%d queued, want the queue's %d", len(r.queue), queueSize)
+	if r.queued != queueSize {
+		t.Errorf("%d queued, want the queue's %d", r.queued, queueSize)
+	}
+	r = New(nil)
+	for i := range 2 * perNamespace {
+		r.Used(key(fmt.Sprint("team-", i)))
+	}
+	other := key("other")
+	other.Namespace = "other"
+	r.Used(other)
+	if r.queued != perNamespace+1 {
+		t.Errorf("%d queued, want team's %d and other's", r.queued, perNamespace)
+	}
+	first, _ := r.next()
+	second, _ := r.next()
+	if first.key.Namespace != "team" || second.key.Namespace != "other" {
+		t.Errorf("written first %s, then %s: want the namespaces in turn", first.key, second.key)
 	}
 }

@@ -114,11 +114,10 @@ func race(t *testing.T, target Target, name string, premade bool, tries int) {
 	var using sync.WaitGroup
 	for i := range users {
 		using.Go(func() {
-			for n := 0; ; n++ {
-				if c := count.Add(1); c > int64(tries) || time.Now().After(deadline) {
-					return
+			for n := 0; count.Load() < int64(tries) && time.Now().Before(deadline); n++ {
+				if r.use(i, n) {
+					count.Add(1)
 				}
-				r.use(i, n)
 			}
 		})
 	}
@@ -126,9 +125,12 @@ func race(t *testing.T, target Target, name string, premade bool, tries int) {
 	done.Store(true)
 	wg.Wait()
 
-	tried := min(count.Load(), int64(tries))
-	t.Logf("%d reads and writes raced %d renames and symlinks: %d answers refused, %d failed on the server",
-		tried, r.swaps.Load(), r.refused.Load(), r.failed.Load())
+	tried := count.Load()
+	t.Logf("%d reads and writes raced %d renames and symlinks: %d answers refused, %d failed on the server (and %d over the key's rate, not counted)",
+		tried, r.swaps.Load(), r.refused.Load(), r.failed.Load(), r.throttled.Load())
+	if tried < int64(tries) {
+		t.Errorf("only %d of %d reads and writes ran within %s", tried, tries, raceDeadline)
+	}
 	if leaked := r.leaked.Load(); leaked > 0 {
 		t.Errorf("%d reads returned the secret from outside the scope", leaked)
 	}
@@ -157,6 +159,7 @@ type racer struct {
 	marker                 string
 	below, beyond          string // the outside directories' names
 	swaps, refused, failed atomic.Int64
+	throttled              atomic.Int64
 	leaked                 atomic.Int64
 }
 
@@ -205,8 +208,8 @@ func (r *racer) swap(i, n int, premade bool) {
 }
 
 // use reads or writes through d, where the secret would be if d led
-// outside.
-func (r *racer) use(i, n int) {
+// outside; it reports whether the request ran.
+func (r *racer) use(i, n int) bool {
 	d := r.base + "/d"
 	targets := []string{d + "/f", d + "/secret", d + "/" + r.below + "/secret", d + "/" + r.beyond + "/secret",
 		d + "/l/" + r.below + "/secret"}
@@ -214,38 +217,41 @@ func (r *racer) use(i, n int) {
 	if n%3 == 2 {
 		// A write: where it lands is checked after the race.
 		dir := p[:strings.LastIndex(p, "/")]
-		r.send("write", fmt.Sprintf(`{"path": %q, "file": {"text": "w"}, "overwrite": true}`, fmt.Sprintf("%s/w%d-%d", dir, i, n)))
-		return
+		_, ran := r.send("write", fmt.Sprintf(`{"path": %q, "file": {"text": "w"}, "overwrite": true}`, fmt.Sprintf("%s/w%d-%d", dir, i, n)))
+		return ran
 	}
-	if body := r.send("read", fmt.Sprintf(`{"path": %q}`, p)); strings.Contains(body, r.marker) {
+	body, ran := r.send("read", fmt.Sprintf(`{"path": %q}`, p))
+	if strings.Contains(body, r.marker) {
 		r.leaked.Add(1)
 	}
+	return ran
 }
 
-// send posts a command with the scoped key and returns the answer's body.
-// A refusal is counted; an answer other than a result, a refusal or the
-// server's failure fails the test.
-func (r *racer) send(command, body string) string {
+// send posts a command with the scoped key and returns the answer's body,
+// and whether the command ran: not when refused over the key's rate or
+// requests in flight (429). A refusal is counted; an answer other than a
+// result, a refusal or the server's failure fails the test.
+func (r *racer) send(command, body string) (string, bool) {
 	if command == "rename" || command == "symlink" {
 		r.swaps.Add(1)
 	}
 	req, err := http.NewRequest(http.MethodPost, r.target.URL+"/"+command, strings.NewReader(body))
 	if err != nil {
 		r.t.Error(err)
-		return ""
+		return "", false
 	}
 	req.Header.Set("Authorization", "Bearer "+r.target.ScopedToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		r.t.Error(err)
-		return ""
+		return "", false
 	}
 	raw, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		r.t.Error(err)
-		return ""
+		return "", false
 	}
 	var answer struct {
 		Error *struct{ Code string } `json:"error"`
@@ -257,8 +263,13 @@ func (r *racer) send(command, body string) string {
 	case resp.StatusCode == http.StatusOK:
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusForbidden:
 		r.refused.Add(1)
+	case resp.StatusCode == http.StatusTooManyRequests:
+		// The key's rate or its requests in flight: refused before it
+		// ran, which tests nothing.
+		r.throttled.Add(1)
+		return "", false
 	default:
 		r.t.Errorf("%s %s: %d %s", command, body, resp.StatusCode, raw)
 	}
-	return string(raw)
+	return string(raw), true
 }
