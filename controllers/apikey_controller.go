@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // IndexTokenSecret is the cache index of ApiKeys by the name of the
@@ -144,7 +144,7 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 		if err := r.rotationStillRequested(ctx, key, rotation); err != nil {
 			return nil, err
 		}
-		token, keyID := apikeys.NewToken()
+		token, keyID := apitoken.NewToken()
 		secret.Data = map[string][]byte{v1alpha1.SecretKeyToken: []byte(token)}
 		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1alpha1.AnnotationRotateRequestedAt, rotation)
 		// Update carries the resource version read: a concurrent rotation
@@ -156,11 +156,11 @@ func (r *ApiKeyReconciler) issueIntoSecret(ctx context.Context, key *v1alpha1.Ap
 			"issued key %s into Secret %q; the previous token no longer works", keyID, name)
 	}
 	token := strings.TrimSpace(string(secret.Data[v1alpha1.SecretKeyToken]))
-	if err := apikeys.Validate(token); err != nil {
+	if err := apitoken.Validate(token); err != nil {
 		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf(
 			"Secret %q, key %q: %v; rotate the key to issue a new token", name, v1alpha1.SecretKeyToken, err)), nil
 	}
-	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), name)
+	recordToken(key, apitoken.Hash(token), apitoken.KeyID(token), name)
 	key.Status.LastHandledRotateRequest = secret.Annotations[v1alpha1.AnnotationRotateRequestedAt]
 	return nil, nil
 }
@@ -206,7 +206,7 @@ func (r *ApiKeyReconciler) deleteUnusedSecrets(ctx context.Context, key *v1alpha
 // recorded it at once, the oldest, by creation time then UID.
 func (r *ApiKeyReconciler) tokenHolder(ctx context.Context, key *v1alpha1.ApiKey) (*v1alpha1.ApiKey, error) {
 	var list v1alpha1.ApiKeyList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{apikeys.IndexTokenHash: key.Status.TokenSHA256}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{apitoken.IndexTokenHash: key.Status.TokenSHA256}); err != nil {
 		return nil, err
 	}
 	holder := key
@@ -260,7 +260,7 @@ func (r *ApiKeyReconciler) claimToken(ctx context.Context, key *v1alpha1.ApiKey)
 // tokenInUse reports whether a live key uses the token hash.
 func (r *ApiKeyReconciler) tokenInUse(ctx context.Context, hash string) (bool, error) {
 	var list v1alpha1.ApiKeyList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{apikeys.IndexTokenHash: hash}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{apitoken.IndexTokenHash: hash}); err != nil {
 		return false, err
 	}
 	return slices.ContainsFunc(list.Items, func(k v1alpha1.ApiKey) bool { return k.DeletionTimestamp.IsZero() }), nil
@@ -279,7 +279,7 @@ func holdsBefore(a, b *v1alpha1.ApiKey) bool {
 }
 
 func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKey, name, rotation string) (*refusal, error) {
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace,
@@ -301,7 +301,7 @@ func (r *ApiKeyReconciler) createSecret(ctx context.Context, key *v1alpha1.ApiKe
 		return nil, err
 	}
 	r.Recorder.Eventf(key, nil, corev1.EventTypeNormal, "TokenIssued", "Reconcile", "issued key %s into Secret %q", keyID, name)
-	recordToken(key, apikeys.Hash(token), keyID, name)
+	recordToken(key, apitoken.Hash(token), keyID, name)
 	key.Status.LastHandledRotateRequest = rotation
 	return nil, nil
 }
@@ -328,10 +328,10 @@ func (r *ApiKeyReconciler) readExistingSecret(ctx context.Context, key *v1alpha1
 		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q has no key %q", ref.Name, field)), nil
 	}
 	token := strings.TrimSpace(string(raw))
-	if err := apikeys.Validate(token); err != nil {
+	if err := apitoken.Validate(token); err != nil {
 		return refuse(v1alpha1.ReasonInvalidToken, fmt.Sprintf("Secret %q, key %q: %v", ref.Name, field, err)), nil
 	}
-	recordToken(key, apikeys.Hash(token), apikeys.KeyID(token), ref.Name)
+	recordToken(key, apitoken.Hash(token), apitoken.KeyID(token), ref.Name)
 	return nil, nil
 }
 
@@ -357,7 +357,7 @@ func describeScope(spec *v1alpha1.ApiKeySpec) string {
 // SetupWithManager watches ApiKeys and the metadata of Secrets: those the
 // keys own (a deleted one is issued again) and those they read.
 func (r *ApiKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := apikeys.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := apitoken.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenSecret, func(o client.Object) []string {
@@ -396,7 +396,7 @@ func (r *ApiKeyReconciler) tokenChanges() handler.EventHandler {
 	// duplicates.
 	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], changed client.Object, hash string) {
 		var list v1alpha1.ApiKeyList
-		by := client.MatchingFields{apikeys.IndexTokenHash: hash}
+		by := client.MatchingFields{apitoken.IndexTokenHash: hash}
 		if hash == "" {
 			by = client.MatchingFields{IndexDuplicateToken: "true"}
 		}

@@ -21,7 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/keyauth"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 func apiKey(ns, name string, mutate ...func(*v1alpha1.ApiKey)) *v1alpha1.ApiKey {
@@ -58,7 +59,7 @@ func issuedKey(t *testing.T, ns, name string, mutate ...func(*v1alpha1.ApiKey)) 
 func waitForHash(t *testing.T, key *v1alpha1.ApiKey, token string) *v1alpha1.ApiKey {
 	t.Helper()
 	return waitFor(t, key, "status.tokenSHA256 matches the token", func(k *v1alpha1.ApiKey) bool {
-		return k.Status.TokenSHA256 == apikeys.Hash(token)
+		return k.Status.TokenSHA256 == apitoken.Hash(token)
 	})
 }
 
@@ -91,7 +92,7 @@ func TestGeneratedKey(t *testing.T) {
 	if !strings.HasPrefix(token, "sgk_"+got.Status.KeyID+"_") {
 		t.Errorf("token does not carry key id %q", got.Status.KeyID)
 	}
-	if got.Status.TokenSHA256 != apikeys.Hash(token) || got.Status.SecretName != "ci" || got.Status.IssuedAt == nil {
+	if got.Status.TokenSHA256 != apitoken.Hash(token) || got.Status.SecretName != "ci" || got.Status.IssuedAt == nil {
 		t.Errorf("status = %+v", got.Status)
 	}
 	// envtest runs no garbage collector: assert the reference that makes
@@ -203,7 +204,7 @@ func TestExistingSecret(t *testing.T) {
 	}
 	got = waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
 	waitForHash(t, got, first)
-	if got.Status.KeyID != apikeys.Hash(first)[:8] {
+	if got.Status.KeyID != apitoken.Hash(first)[:8] {
 		t.Errorf("keyID = %q", got.Status.KeyID)
 	}
 
@@ -214,7 +215,7 @@ func TestExistingSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForHash(t, got, second)
-	authorize(t, first, ns, "x", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, first, ns, "x", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 	authorize(t, second, ns, "x", v1alpha1.CommandRead, nil)
 	assertNoSecret(t, got, second)
 
@@ -227,7 +228,7 @@ func TestExistingSecret(t *testing.T) {
 	if got.Status.TokenSHA256 != "" {
 		t.Errorf("an invalid token left a hash in status")
 	}
-	authorize(t, second, ns, "x", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, second, ns, "x", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 	var original corev1.Secret
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(secret), &original); err != nil || len(original.OwnerReferences) > 0 {
 		t.Errorf("the controller changed the user's Secret: %v %v", err, original.OwnerReferences)
@@ -237,13 +238,13 @@ func TestExistingSecret(t *testing.T) {
 func TestHashOnlyKey(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	key := apiKey(ns, "from-ui", func(k *v1alpha1.ApiKey) {
-		k.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
+		k.Spec.Token = v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}
 	})
 	create(t, key)
 	got := waitForReady(t, key, metav1.ConditionTrue, v1alpha1.ReasonIssued)
-	if got.Status.TokenSHA256 != apikeys.Hash(token) || got.Status.KeyID != keyID || got.Status.SecretName != "" {
+	if got.Status.TokenSHA256 != apitoken.Hash(token) || got.Status.KeyID != keyID || got.Status.SecretName != "" {
 		t.Errorf("status = %+v", got.Status)
 	}
 	var secrets corev1.SecretList
@@ -269,13 +270,13 @@ func TestRotation(t *testing.T) {
 		return k.Status.LastHandledRotateRequest == "2026-11-21T10:00:00Z"
 	})
 	fresh, _ := tokenIn(t, ns, "rotating")
-	if fresh == old || got.Status.TokenSHA256 != apikeys.Hash(fresh) {
+	if fresh == old || got.Status.TokenSHA256 != apitoken.Hash(fresh) {
 		t.Fatalf("no new token after rotation")
 	}
 	waitForEvent(t, got, corev1.EventTypeNormal, "TokenRotated")
 	assertNoSecret(t, got, old)
 	assertNoSecret(t, got, fresh)
-	authorize(t, old, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, old, ns, "c", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 	authorize(t, fresh, ns, "c", v1alpha1.CommandRead, nil)
 }
 
@@ -306,7 +307,7 @@ func TestExpiryFlipsWithoutAnEdit(t *testing.T) {
 		if got.Generation != 1 {
 			t.Errorf("the key was edited (generation %d)", got.Generation)
 		}
-		authorize(t, token, ns, "c", v1alpha1.CommandRead, apikeys.ErrExpired)
+		authorize(t, token, ns, "c", v1alpha1.CommandRead, keyauth.ErrExpired)
 		return
 	}
 }
@@ -322,7 +323,7 @@ func TestDisable(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForReady(t, got, metav1.ConditionFalse, v1alpha1.ReasonDisabled)
-	authorize(t, token, ns, "c", v1alpha1.CommandRead, apikeys.ErrDisabled)
+	authorize(t, token, ns, "c", v1alpha1.CommandRead, keyauth.ErrDisabled)
 }
 
 func TestDeletedSecretIsIssuedAgain(t *testing.T) {
@@ -335,13 +336,13 @@ func TestDeletedSecretIsIssuedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = waitFor(t, got, "a new token", func(k *v1alpha1.ApiKey) bool {
-		return k.Status.TokenSHA256 != "" && k.Status.TokenSHA256 != apikeys.Hash(old)
+		return k.Status.TokenSHA256 != "" && k.Status.TokenSHA256 != apitoken.Hash(old)
 	})
 	fresh, _ := tokenIn(t, ns, "lost-token")
-	if got.Status.TokenSHA256 != apikeys.Hash(fresh) {
+	if got.Status.TokenSHA256 != apitoken.Hash(fresh) {
 		t.Errorf("status does not match the new Secret")
 	}
-	authorize(t, old, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, old, ns, "c", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 }
 
 func TestForeignSecretIsNeverOverwritten(t *testing.T) {
@@ -385,14 +386,14 @@ func TestSwitchingSecretsDeletesTheOldOne(t *testing.T) {
 	if again, _ := tokenIn(t, ns, "one"); again == first {
 		t.Errorf("switching back revived the old token")
 	}
-	authorize(t, first, ns, "c", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, first, ns, "c", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 }
 
 func TestDuplicateTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	token, _ := apikeys.NewToken()
-	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash(token) }
+	token, _ := apitoken.NewToken()
+	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apitoken.Hash(token) }
 	first := apiKey(ns, "first", hashOnly)
 	create(t, first)
 	waitForReady(t, first, metav1.ConditionTrue, v1alpha1.ReasonIssued)
@@ -415,11 +416,11 @@ func TestDuplicateTokenIsRefused(t *testing.T) {
 func TestTokenBelongsToOneKeyInTheCluster(t *testing.T) {
 	t.Parallel()
 	victim, attacker := newNamespace(t), newNamespace(t)
-	token, _ := apikeys.NewToken()
-	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash(token) }
+	token, _ := apitoken.NewToken()
+	hashOnly := func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apitoken.Hash(token) }
 	// The attacker's key is the older: made before the victim's, with
 	// another token, and edited to the victim's hash once it is public.
-	older := apiKey(attacker, "older", func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apikeys.Hash("sgk_" + strings.Repeat("x", 40)) })
+	older := apiKey(attacker, "older", func(k *v1alpha1.ApiKey) { k.Spec.Token.SHA256 = apitoken.Hash("sgk_" + strings.Repeat("x", 40)) })
 	create(t, older)
 	waitForReady(t, older, metav1.ConditionTrue, v1alpha1.ReasonIssued)
 	time.Sleep(1100 * time.Millisecond) // creation times have a resolution of a second
@@ -463,7 +464,7 @@ func TestTokenBelongsToOneKeyInTheCluster(t *testing.T) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(copied), copied))
 		return meta.IsStatusConditionTrue(k.Status.Conditions, v1alpha1.ConditionReady) != meta.IsStatusConditionTrue(copied.Status.Conditions, v1alpha1.ConditionReady)
 	})
-	authorize(t, token, victim, "c", v1alpha1.CommandRead, apikeys.ErrNoSuchConnection)
+	authorize(t, token, victim, "c", v1alpha1.CommandRead, keyauth.ErrNoSuchConnection)
 }
 
 func TestScopeDecisions(t *testing.T) {
@@ -477,13 +478,13 @@ func TestScopeDecisions(t *testing.T) {
 
 	authorize(t, token, ns, "reports", v1alpha1.CommandRead, nil)
 	authorize(t, token, ns, "reports", v1alpha1.CommandList, nil)
-	authorize(t, token, ns, "reports", v1alpha1.CommandWrite, apikeys.ErrCommandNotAllowed)
-	authorize(t, token, ns, "archive", v1alpha1.CommandRead, apikeys.ErrConnectionNotAllowed)
-	authorize(t, token, other, "reports", v1alpha1.CommandRead, apikeys.ErrNoSuchConnection)
+	authorize(t, token, ns, "reports", v1alpha1.CommandWrite, keyauth.ErrCommandNotAllowed)
+	authorize(t, token, ns, "archive", v1alpha1.CommandRead, keyauth.ErrConnectionNotAllowed)
+	authorize(t, token, other, "reports", v1alpha1.CommandRead, keyauth.ErrNoSuchConnection)
 	authorize(t, reader, ns, "anything", v1alpha1.CommandExists, nil)
-	authorize(t, reader, ns, "anything", v1alpha1.CommandMkdir, apikeys.ErrCommandNotAllowed)
-	authorize(t, "sgk_nonsense", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
-	authorize(t, "", ns, "reports", v1alpha1.CommandRead, apikeys.ErrUnknownToken)
+	authorize(t, reader, ns, "anything", v1alpha1.CommandMkdir, keyauth.ErrCommandNotAllowed)
+	authorize(t, "sgk_nonsense", ns, "reports", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
+	authorize(t, "", ns, "reports", v1alpha1.CommandRead, keyauth.ErrUnknownToken)
 }
 
 func TestInvalidApiKeysAreRejected(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Options configure the controllers; RunManager reads them from flags.

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
 )
 
 // Connection tests are shared by every namespace, some of whose owners do

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Cache indexes on SftpConnections.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
@@ -33,7 +33,7 @@ var (
 	managerLogs syncBuffer
 	// authorizer decides requests from the manager's cache, as the gateway
 	// does from its own.
-	authorizer *apikeys.Authorizer
+	authorizer *keyauth.Authorizer
 	// mgr is the manager the tests run, for reconcilers they run besides it.
 	mgr ctrl.Manager
 	// managerOptions are the options mgr runs with.
@@ -105,12 +105,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	keys, err := apikeys.IndexKeys(ctx, mgr.GetCache())
+	keys, err := keyauth.IndexKeys(ctx, mgr.GetCache())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	authorizer = &apikeys.Authorizer{Keys: keys}
+	authorizer = &keyauth.Authorizer{Keys: keys}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // TestCappedDirectoriesAnswerTooLarge: on a server that allows one SFTP

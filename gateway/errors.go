@@ -12,13 +12,13 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/pool"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // This file says which API error (package answer) each error of the
@@ -27,11 +27,11 @@ import (
 // authError answers a request the authorizer refused.
 func authError(err error) error {
 	switch {
-	case errors.Is(err, apikeys.ErrNoSuchConnection):
+	case errors.Is(err, keyauth.ErrNoSuchConnection):
 		return answer.ConnectionNotFound()
-	case apikeys.Unauthenticated(err):
+	case keyauth.Unauthenticated(err):
 		return answer.Unauthorized(err.Error())
-	case errors.Is(err, apikeys.ErrConnectionNotAllowed), errors.Is(err, apikeys.ErrCommandNotAllowed):
+	case errors.Is(err, keyauth.ErrConnectionNotAllowed), errors.Is(err, keyauth.ErrCommandNotAllowed):
 		return answer.Forbidden(err.Error())
 	}
 	return err

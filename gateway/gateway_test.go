@@ -36,13 +36,13 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/pool"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 var (
@@ -218,9 +218,9 @@ func newFixture(t testing.TB, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 func serve(t testing.TB, conn *v1alpha1.SftpConnection, sshd *testsshd.Server, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: conn.Namespace, Name: "key"},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}
 	for _, m := range mutateKey {
 		m(key)
 	}
@@ -1143,9 +1143,9 @@ func TestConformance(t *testing.T) {
 // conformance.ScopedPath, and returns its token once the gateway takes it.
 func scopedKey(t *testing.T, f *fixture) string {
 	t.Helper()
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "scoped"},
-		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}))
+		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		status, _, _ := post(t, context.Background(), baseURL+"/"+f.slug, token, "stat", `{"path": "/"}`)
 		if status == http.StatusForbidden { // known, and limited

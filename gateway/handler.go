@@ -21,17 +21,17 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/budget"
-	"github.com/sftpgate/sftpgate/gateway/cacheindex"
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/lastuse"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // indexServedSlug is the gateway's cache index of SftpConnections by
@@ -48,7 +48,7 @@ func servedSlug(conn *v1alpha1.SftpConnection) []string {
 // handler serves POST {base}/<slug>/<command>.
 type handler struct {
 	bySlug     *cacheindex.Index[*v1alpha1.SftpConnection]
-	authorizer *apikeys.Authorizer
+	authorizer *keyauth.Authorizer
 	pools      *pool.Pools
 	limits     Limits
 	limiter    *ratelimit.Keyed[types.UID]
@@ -228,13 +228,13 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 		conn = conns[0]
 	}
 	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
-	if errors.Is(err, apikeys.ErrUnknownToken) && h.reviewer != nil && kubeauth.IsJWT(token) {
+	if errors.Is(err, keyauth.ErrUnknownToken) && h.reviewer != nil && kubeauth.IsJWT(token) {
 		return h.authenticateServiceAccount(r, token, slug, conns, cmd, rec)
 	}
 	if key != nil {
 		rec.keyID = key.Status.KeyID
 	}
-	if errors.Is(err, apikeys.ErrNoSuchConnection) && len(conns) > 1 {
+	if errors.Is(err, keyauth.ErrNoSuchConnection) && len(conns) > 1 {
 		// Two connections claim the slug for a moment while one hands it
 		// to another.
 		return nil, caller{}, slugHandover()

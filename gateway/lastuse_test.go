@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/lastuse"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // TestLastUse: a key's use shows in its status, written by the gateway in
@@ -37,9 +37,9 @@ func TestAFailedLastUseFailsNothing(t *testing.T) {
 	r := lastuse.New(k8s)
 	go r.Run(ctx)
 	// A key no gateway has seen used: only this recorder writes its use.
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	unused := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "unused"},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}
 	must(t, k8s.Create(ctx, unused))
 	r.Used(&v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "gone", UID: "uid-of-a-deleted-key"}})
 	r.Used(unused)
@@ -58,9 +58,9 @@ func TestALastUseGoesToTheKeyThatWasUsed(t *testing.T) {
 	r := lastuse.New(k8s)
 	go r.Run(ctx)
 	newKey := func(name string) *v1alpha1.ApiKey {
-		token, keyID := apikeys.NewToken()
+		token, keyID := apitoken.NewToken()
 		k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}
+			Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}
 		must(t, k8s.Create(ctx, k))
 		eventually(t, "the key has a status", func() bool {
 			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(k), k))

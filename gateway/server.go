@@ -35,19 +35,19 @@ import (
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/budget"
-	"github.com/sftpgate/sftpgate/gateway/cacheindex"
+	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/lastuse"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/pool"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // Options configure the gateway; Run reads them from flags.
@@ -185,7 +185,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	keys, err := apikeys.IndexKeys(ctx, c)
+	keys, err := keyauth.IndexKeys(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	}
 	h := &handler{
 		bySlug:       bySlug,
-		authorizer:   &apikeys.Authorizer{Keys: keys},
+		authorizer:   &keyauth.Authorizer{Keys: keys},
 		pools:        s.pools,
 		limits:       opts.Limits,
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
@@ -255,7 +255,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 
 func (s *Server) routes(base string, h *handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recoverer)
+	r.Use(middleware.RequestID, recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
+		answer.Err(w, r, answer.Internal(err))
+	}))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		answer.Err(w, r, answer.NotFound())
 	})
@@ -276,22 +278,6 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 		r.Handle("/{slug}/{command}/", h)
 	})
 	return r
-}
-
-// recoverer answers a panic with a 500 in the JSON error shape and logs it.
-func recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with
-					panic(v)
-				}
-				slog.Error("panic serving a request", "requestID", middleware.GetReqID(r.Context()), "panic", v, "stack", string(debug.Stack()))
-				answer.Err(w, r, answer.Internal(recovery.ErrPanic))
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
 }
 
 // readyz is ready once the cache has synced: before, every key and

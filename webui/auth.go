@@ -45,7 +45,7 @@ func (u *ui) requireAccount(next http.Handler) http.Handler {
 		acct, err := u.currentAccount(r)
 		switch {
 		case err != nil:
-			u.serverError(w, r, err)
+			u.fail(w, r, err)
 		case acct == nil:
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 		default:
@@ -55,10 +55,11 @@ func (u *ui) requireAccount(next http.Handler) http.Handler {
 }
 
 // home sends people to their connections, or to log in.
-func (u *ui) home(w http.ResponseWriter, r *http.Request) {
+func (u *ui) home(w http.ResponseWriter, r *http.Request) error {
 	if !u.loggedIn(w, r) {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	}
+	return nil
 }
 
 // loggedIn sends a logged-in person on to their connections and says so.
@@ -71,11 +72,20 @@ func (u *ui) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (u *ui) signUpForm(w http.ResponseWriter, r *http.Request) {
+func (u *ui) signUpForm(w http.ResponseWriter, r *http.Request) error {
 	if u.loggedIn(w, r) || u.signUpClosed(w, r) {
-		return
+		return nil
 	}
-	u.render(w, r, http.StatusOK, "signup", page{Title: "Create your account", Data: accounts.MinPassword})
+	return u.signUpPage("")(w, r, http.StatusOK, "")
+}
+
+// signUpPage draws the sign-up form, filled with email.
+func (u *ui) signUpPage(email string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		u.render(w, r, status, "signup", page{Title: "Create your account", Error: problem,
+			Form: map[string]string{"email": email}, Data: accounts.MinPassword})
+		return nil
+	}
 }
 
 // signUpClosed answers a sign-up where the operator closed it.
@@ -88,59 +98,60 @@ func (u *ui) signUpClosed(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (u *ui) signUp(w http.ResponseWriter, r *http.Request) {
+func (u *ui) signUp(w http.ResponseWriter, r *http.Request) error {
 	if u.signUpClosed(w, r) {
-		return
+		return nil
 	}
 	email, password := r.PostFormValue("email"), r.PostFormValue("password")
 	acct, err := u.accounts.SignUp(r.Context(), email, password)
-	if errors.Is(err, accounts.ErrBusy) {
+	switch {
+	case errors.Is(err, accounts.ErrBusy):
 		u.busy(w, r)
-		return
+		return nil
+	case isPersonError(err):
+		return onForm(&personError{err.Error()}, u.signUpPage(email))
+	case err != nil:
+		return err
 	}
-	if err != nil {
-		if isPersonError(err) {
-			u.render(w, r, http.StatusUnprocessableEntity, "signup", page{Title: "Create your account", Error: err.Error(),
-				Form: map[string]string{"email": email}, Data: accounts.MinPassword})
-			return
-		}
-		u.serverError(w, r, err)
-		return
-	}
-	u.startSession(w, r, acct, "/connections/new")
+	return u.startSession(w, r, acct, "/connections/new")
 }
 
-func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) {
+func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) error {
 	if u.loggedIn(w, r) {
-		return
+		return nil
 	}
-	u.render(w, r, http.StatusOK, "login", page{Title: "Log in", Data: u.signUpOpen})
+	return u.logInPage("")(w, r, http.StatusOK, "")
 }
 
-func (u *ui) logIn(w http.ResponseWriter, r *http.Request) {
+// logInPage draws the log-in form, filled with email.
+func (u *ui) logInPage(email string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		u.render(w, r, status, "login", page{Title: "Log in", Error: problem, Form: map[string]string{"email": email}, Data: u.signUpOpen})
+		return nil
+	}
+}
+
+func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 	email := r.PostFormValue("email")
 	if ok, retry, message := u.logInAllowed(r, email); !ok {
 		u.tooMany(w, r, retry, message)
-		return
+		return nil
 	}
 	acct, err := u.accounts.LogIn(r.Context(), email, r.PostFormValue("password"))
 	switch {
 	case errors.Is(err, accounts.ErrWrongCredentials):
-		u.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Error: err.Error(), Form: map[string]string{"email": email},
-			Data: u.signUpOpen})
-		return
+		return &formError{msg: err.Error(), status: http.StatusUnauthorized, form: u.logInPage(email)}
 	case errors.Is(err, accounts.ErrBusy):
 		u.busy(w, r)
-		return
+		return nil
 	case err != nil:
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	// Accounts made before quotas, or under other limits, get today's.
 	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
 		slog.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
 	}
-	u.startSession(w, r, acct, "/connections")
+	return u.startSession(w, r, acct, "/connections")
 }
 
 // logInAllowed applies the log-in limits to one on the account of email:
@@ -177,30 +188,30 @@ func (u *ui) busy(w http.ResponseWriter, r *http.Request) {
 }
 
 // startSession logs the browser in to acct, and marks it as one that has.
-func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) {
+func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts.Account, next string) error {
 	known := device{Email: acct.Email}
 	if !u.cookies.get(r, deviceCookie, &known) || known.Email != acct.Email {
 		known = device{Email: acct.Email, ID: rand.Text()}
 	}
 	if err := errors.Join(u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}),
 		u.cookies.set(w, r, deviceCookie, known)); err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
 }
 
 // logOut ends every session of the account, not only this browser's: a
 // copied cookie stops working too.
-func (u *ui) logOut(w http.ResponseWriter, r *http.Request) {
+func (u *ui) logOut(w http.ResponseWriter, r *http.Request) error {
 	if acct, err := u.currentAccount(r); err == nil && acct != nil {
 		if err := u.accounts.EndSessions(r.Context(), acct.ID); err != nil {
-			u.serverError(w, r, err)
-			return
+			return err
 		}
 	}
 	u.cookies.clear(w, r, sessionCookie)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
 }
 
 // isPersonError: an error of sign-up whose message tells the person what
@@ -209,8 +220,3 @@ func isPersonError(err error) bool {
 	return errors.Is(err, accounts.ErrInvalidEmail) || errors.Is(err, accounts.ErrShortPassword) ||
 		errors.Is(err, accounts.ErrLongPassword) || errors.Is(err, accounts.ErrEmailTaken)
 }
-
-// personError is a form value to fix, in words for the person.
-type personError struct{ msg string }
-
-func (e *personError) Error() string { return e.msg }

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/answer"
 )
 
 // connView is a connection as the pages show it.
@@ -95,12 +94,11 @@ func (u *ui) view(c *v1alpha1.SftpConnection) connView {
 	return v
 }
 
-func (u *ui) listConnections(w http.ResponseWriter, r *http.Request) {
+func (u *ui) listConnections(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	var list v1alpha1.SftpConnectionList
 	if err := u.client.List(r.Context(), &list, client.InNamespace(acct.Namespace)); err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	views := make([]connView, 0, len(list.Items))
 	testing := false
@@ -111,22 +109,22 @@ func (u *ui) listConnections(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(views, func(a, b connView) int { return strings.Compare(a.Name, b.Name) })
 	u.render(w, r, http.StatusOK, "connections", page{Title: "Connections", Data: views, Refresh: testing})
+	return nil
 }
 
 // withConnection runs fn with the named connection of the request's
 // account, or answers 404: any other account's is simply not found.
-func (u *ui) withConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha1.SftpConnection)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (u *ui) withConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha1.SftpConnection) error) pageFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		c := &v1alpha1.SftpConnection{}
 		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, c)
 		switch {
 		case apierrors.IsNotFound(err):
-			u.notFound(w, r)
+			return errNotFound
 		case err != nil:
-			u.serverError(w, r, err)
-		default:
-			fn(w, r, c)
+			return err
 		}
+		return fn(w, r, c)
 	}
 }
 
@@ -139,27 +137,28 @@ type connectionPage struct {
 	Commands []v1alpha1.Command
 }
 
-func (u *ui) showConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
-	u.renderConnection(w, r, c, nil)
+func (u *ui) showConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	return u.renderConnection(w, r, c, nil)
 }
 
-func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection, try *tryResult) {
+func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection, try *tryResult) error {
 	keys, err := u.keys(r.Context(), c.Name)
 	if err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	v := u.view(c)
 	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Try: try, Commands: tryCommands},
 		Refresh: v.State == "testing"})
+	return nil
 }
 
 // connectionStatus is the live status the connection page polls.
-func (u *ui) connectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) connectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) error {
 	v := u.view(c)
 	w.Header().Set("Cache-Control", "no-store")
-	answer.JSON(w, http.StatusOK, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
+	writeJSON(w, http.StatusOK, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
 		"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": ago(v.LastTest)})
+	return nil
 }
 
 // The connection form's fields.
@@ -170,9 +169,10 @@ const (
 	trustPinned  = "pinned"
 )
 
-func (u *ui) newConnection(w http.ResponseWriter, r *http.Request) {
+func (u *ui) newConnection(w http.ResponseWriter, r *http.Request) error {
 	u.render(w, r, http.StatusOK, "connection_form", page{Title: "Add a connection",
 		Form: map[string]string{"port": "22", "auth": authPassword, "trust": trustFirst}})
+	return nil
 }
 
 // connectionForm is the submitted form, checked.
@@ -300,17 +300,17 @@ func (f *connectionForm) apply(c *v1alpha1.SftpConnection) {
 	c.Spec.HostKey = v1alpha1.HostKeyTrust{Trusted: f.pinned}
 }
 
-func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) {
+func (u *ui) createConnection(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	f, err := readConnectionForm(r, nil, "")
 	if err == nil {
 		err = u.create(r.Context(), acct.Namespace, f)
 	}
 	if err != nil {
-		u.formError(w, r, "Add a connection", f, err)
-		return
+		return onForm(err, u.connectionForm("Add a connection", f))
 	}
 	http.Redirect(w, r, "/connections/"+f.values["name"], http.StatusSeeOther)
+	return nil
 }
 
 // create makes the credentials Secret and the connection, owned by it.
@@ -375,21 +375,19 @@ func invalidCauses(err error) string {
 	return strings.Join(causes, "; ")
 }
 
-// formError shows the form again, filled, with what to fix.
-func (u *ui) formError(w http.ResponseWriter, r *http.Request, title string, f *connectionForm, err error) {
-	var pe *personError
-	if !errors.As(err, &pe) {
-		u.serverError(w, r, err)
-		return
+// connectionForm draws the connection form again, filled as f was sent.
+func (u *ui) connectionForm(title string, f *connectionForm) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		var values map[string]string
+		if f != nil {
+			values = f.values
+		}
+		u.render(w, r, status, "connection_form", page{Title: title, Error: problem, Form: values})
+		return nil
 	}
-	var values map[string]string
-	if f != nil {
-		values = f.values
-	}
-	u.render(w, r, http.StatusUnprocessableEntity, "connection_form", page{Title: title, Error: pe.msg, Form: values})
 }
 
-func (u *ui) editConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) editConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	values := map[string]string{"name": c.Name, "host": c.Spec.Host, "port": strconv.Itoa(int(c.Spec.Port)),
 		"username": c.Spec.Username, "rootPath": c.Spec.RootPath, "auth": u.currentAuth(r.Context(), c), "trust": trustFirst, "editing": "true",
 		"generation": strconv.FormatInt(c.Generation, 10)}
@@ -397,6 +395,7 @@ func (u *ui) editConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.
 		values["trust"], values["hostKey"] = trustPinned, strings.Join(c.Spec.HostKey.Trusted, "\n")
 	}
 	u.render(w, r, http.StatusOK, "connection_form", page{Title: "Edit " + c.Name, Form: values})
+	return nil
 }
 
 // currentAuth is how a connection logs in now, as its credentials say.
@@ -410,7 +409,7 @@ func (u *ui) currentAuth(ctx context.Context, c *v1alpha1.SftpConnection) string
 	return authPassword
 }
 
-func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	f, err := readConnectionForm(r, c, u.currentAuth(r.Context(), c))
 	if err == nil {
 		err = u.update(r.Context(), c, f)
@@ -419,10 +418,10 @@ func (u *ui) updateConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 		if f != nil {
 			f.values["editing"] = "true"
 		}
-		u.formError(w, r, "Edit "+c.Name, f, err)
-		return
+		return onForm(err, u.connectionForm("Edit "+c.Name, f))
 	}
 	http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
+	return nil
 }
 
 // update writes new credentials (if given) and the spec; either change
@@ -510,14 +509,14 @@ func (u *ui) forgetConnection(ctx context.Context, c *v1alpha1.SftpConnection) e
 	return nil
 }
 
-func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	u.render(w, r, http.StatusOK, "delete", page{Title: "Delete " + c.Name, Data: u.view(c)})
+	return nil
 }
 
-func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), c)); err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	// Its credentials too, when the UI made them for it (the owner
 	// reference does the same where garbage collection runs).
@@ -530,8 +529,8 @@ func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 		err = u.forgetConnection(r.Context(), c)
 	}
 	if err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	http.Redirect(w, r, "/connections", http.StatusSeeOther)
+	return nil
 }

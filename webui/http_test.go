@@ -424,7 +424,7 @@ func TestAccountLimits(t *testing.T) {
 		t.Fatalf("the first key: %d", status)
 	}
 	if status, body := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 API keys") {
-		t.Errorf("a key over the limit: %d", status)
+		t.Errorf("a key over the limit: %d %s", status, body)
 	}
 }
 

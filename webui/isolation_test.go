@@ -27,13 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // tenant is one of two who do not trust each other: a web UI account,
@@ -89,13 +89,13 @@ func newTenant(t *testing.T, name string) *tenant {
 		StringData: map[string]string{v1alpha1.SecretKeyPassword: tn.sshd.Password}}))
 	tn.createReports(t, "reports")
 	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "ci"},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(tn.token)}}}))
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(tn.token)}}}))
 	tn.writes(t, "setup")
 	return tn
 }
 
 func mustToken() string {
-	token, _ := apikeys.NewToken()
+	token, _ := apitoken.NewToken()
 	return token
 }
 
@@ -167,7 +167,7 @@ func TestIsolation(t *testing.T) {
 		}},
 		{"the victim's published hash in the attacker's key", func(t *testing.T) {
 			copied := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "copied"},
-				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(victim.token)}}}
+				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(victim.token)}}}
 			must(t, k8s.Create(ctx, copied))
 			if ready := refusedReason(t, copied, v1alpha1.ReasonDuplicateToken); strings.Contains(ready.Message, victim.ns) {
 				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
@@ -189,7 +189,7 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 			must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "ci"},
-				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(victim.token)}}}))
+				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(victim.token)}}}))
 			victim.writes(t, "after-the-key-recreate")
 			refusedReason(t, copied, v1alpha1.ReasonDuplicateToken)
 		}},

@@ -3,7 +3,6 @@ package webui
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // keyView is an API key as the pages show it: never its token.
@@ -70,36 +69,39 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 	return views, nil
 }
 
-func (u *ui) listKeys(w http.ResponseWriter, r *http.Request) {
+func (u *ui) listKeys(w http.ResponseWriter, r *http.Request) error {
 	keys, err := u.keys(r.Context(), "")
 	if err != nil {
-		u.serverError(w, r, err)
-		return
+		return err
 	}
 	u.render(w, r, http.StatusOK, "keys", page{Title: "API keys", Data: keys})
+	return nil
 }
 
-// keyForm is the data of the new-key form: the connections to scope to.
-type keyForm struct {
+// keyFormData is the data of the new-key form: the connections to scope to.
+type keyFormData struct {
 	Connections []string
 }
 
-func (u *ui) newKeyForm(w http.ResponseWriter, r *http.Request) {
-	u.renderKeyForm(w, r, http.StatusOK, map[string]string{"connection": r.URL.Query().Get("connection"), "expires": "never"}, "")
+func (u *ui) newKeyForm(w http.ResponseWriter, r *http.Request) error {
+	return u.keyForm(map[string]string{"connection": r.URL.Query().Get("connection"), "expires": "never"})(w, r, http.StatusOK, "")
 }
 
-func (u *ui) renderKeyForm(w http.ResponseWriter, r *http.Request, status int, values map[string]string, problem string) {
-	var list v1alpha1.SftpConnectionList
-	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
-		u.serverError(w, r, err)
-		return
+// keyForm draws the new-key form, filled with values.
+func (u *ui) keyForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		var list v1alpha1.SftpConnectionList
+		if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+			return err
+		}
+		var names []string
+		for _, c := range list.Items {
+			names = append(names, c.Name)
+		}
+		slices.Sort(names)
+		u.render(w, r, status, "key_form", page{Title: "Create an API key", Form: values, Error: problem, Data: keyFormData{Connections: names}})
+		return nil
 	}
-	var names []string
-	for _, c := range list.Items {
-		names = append(names, c.Name)
-	}
-	slices.Sort(names)
-	u.render(w, r, status, "key_form", page{Title: "Create an API key", Form: values, Error: problem, Data: keyForm{Connections: names}})
 }
 
 // expiries are the choices of the form.
@@ -107,19 +109,40 @@ var expiries = map[string]time.Duration{"30d": 30 * 24 * time.Hour, "90d": 90 * 
 
 // createKey makes a token, creates an ApiKey holding only its hash, and
 // hands the token to the one page that shows it.
-func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
+func (u *ui) createKey(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	values := map[string]string{"connection": r.PostFormValue("connection"), "expires": r.PostFormValue("expires"), "paths": r.PostFormValue("paths")}
-	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace}}
+	key, err := u.readKeyForm(r, acct.Namespace, values)
+	if err == nil {
+		err = u.quotaReached(u.client.Create(r.Context(), key.ApiKey))
+	}
+	if err != nil {
+		return onForm(err, u.keyForm(values))
+	}
+	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: key.token}); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/keys/"+key.Name+"/created", http.StatusSeeOther)
+	return nil
+}
+
+// madeKey is an ApiKey the form describes, and the token whose hash it
+// holds.
+type madeKey struct {
+	*v1alpha1.ApiKey
+	token string
+}
+
+// readKeyForm checks the new-key form's values and makes the key they
+// describe in namespace.
+func (u *ui) readKeyForm(r *http.Request, namespace string, values map[string]string) (madeKey, error) {
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}
 	if c := values["connection"]; c != "" {
 		var conn v1alpha1.SftpConnection
-		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: c}, &conn); err != nil {
-			if apierrors.IsNotFound(err) {
-				u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, "that connection does not exist any more")
-				return
-			}
-			u.serverError(w, r, err)
-			return
+		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: c}, &conn); apierrors.IsNotFound(err) {
+			return madeKey{}, &personError{"that connection does not exist any more"}
+		} else if err != nil {
+			return madeKey{}, err
 		}
 		key.Spec.Connections = []string{c}
 	}
@@ -128,32 +151,17 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) {
 	case expiries[e] > 0:
 		key.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(expiries[e]).Truncate(time.Second)}
 	default:
-		u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, "choose when the key expires")
-		return
+		return madeKey{}, &personError{"choose when the key expires"}
 	}
 	paths, problem := parsePaths(values["paths"])
 	if problem != "" {
-		u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, problem)
-		return
+		return madeKey{}, &personError{problem}
 	}
 	key.Spec.Paths = paths
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	key.Name = "key-" + keyID
-	key.Spec.Token = v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}
-	if err := u.client.Create(r.Context(), key); err != nil {
-		var limit *personError
-		if errors.As(u.quotaReached(err), &limit) {
-			u.renderKeyForm(w, r, http.StatusUnprocessableEntity, values, limit.msg)
-			return
-		}
-		u.serverError(w, r, err)
-		return
-	}
-	if err := u.cookies.set(w, r, flashCookie, newKey{Name: key.Name, Token: token}); err != nil {
-		u.serverError(w, r, err)
-		return
-	}
-	http.Redirect(w, r, "/keys/"+key.Name+"/created", http.StatusSeeOther)
+	key.Spec.Token = v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}
+	return madeKey{ApiKey: key, token: token}, nil
 }
 
 // maxKeyPaths is the most folders a key may be limited to (the CRD's
@@ -197,17 +205,14 @@ type newKeyPage struct {
 	Connection string
 }
 
-func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
+func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	name := chi.URLParam(r, "name")
 	var key v1alpha1.ApiKey
-	if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: name}, &key); err != nil {
-		if apierrors.IsNotFound(err) {
-			u.notFound(w, r)
-			return
-		}
-		u.serverError(w, r, err)
-		return
+	if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: name}, &key); apierrors.IsNotFound(err) {
+		return errNotFound
+	} else if err != nil {
+		return err
 	}
 	var flash newKey
 	got := u.cookies.get(r, flashCookie, &flash) && flash.Name == name
@@ -223,6 +228,7 @@ func (u *ui) showNewKey(w http.ResponseWriter, r *http.Request) {
 		p.Curl = u.curl(r.Context(), acct.Namespace, key.Spec.Connections, flash.Token)
 	}
 	u.render(w, r, http.StatusOK, "key_created", page{Title: "Your new API key", Data: p})
+	return nil
 }
 
 // curl is a write through the gateway with token, on the key's connection
@@ -245,21 +251,18 @@ func (u *ui) curl(ctx context.Context, namespace string, connections []string, t
 		"  -d '" + body + "'"
 }
 
-func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) {
+func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: chi.URLParam(r, "name")}}
-	err := u.client.Delete(r.Context(), key)
-	if apierrors.IsNotFound(err) {
-		u.notFound(w, r)
-		return
-	}
-	if err != nil {
-		u.serverError(w, r, err)
-		return
+	if err := u.client.Delete(r.Context(), key); apierrors.IsNotFound(err) {
+		return errNotFound
+	} else if err != nil {
+		return err
 	}
 	back := "/keys"
 	if c := r.PostFormValue("connection"); validation.IsDNS1123Label(c) == nil {
 		back = "/connections/" + c // the page the key was revoked on
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
+	return nil
 }

@@ -89,20 +89,3 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
 }
-
-func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
-	acct := accountFrom(r.Context())
-	if acct == nil {
-		acct, _ = u.currentAccount(r) // for the navigation; none is fine
-	}
-	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Account: acct,
-		Message: "There is nothing here. It may have been deleted, or the link is wrong."})
-}
-
-// serverError logs err and shows a page that says nothing of it.
-func (u *ui) serverError(w http.ResponseWriter, r *http.Request, err error) {
-	id := middleware.GetReqID(r.Context())
-	slog.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
-	u.render(w, r, http.StatusInternalServerError, "message", page{Title: "Something went wrong",
-		Message: "Something went wrong on our side. Try again in a moment; if it keeps happening, tell your administrator the request id " + id + "."})
-}

@@ -28,7 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sftpgate/sftpgate/api"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -206,36 +207,36 @@ func (s *Server) Accounts() *accounts.Store { return s.accounts }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, u.recoverer, limitBodies)
+	r.Use(middleware.RequestID, recovery.Middleware(u.serverError), limitBodies)
 	static, _ := fs.Sub(assets, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.notFound(w, r) })
 
-	r.Get("/", u.home)
-	r.Get("/signup", u.signUpForm)
-	r.Post("/signup", u.limited(u.signUp))
-	r.Get("/login", u.logInForm)
-	r.Post("/login", u.logIn)
-	r.Post("/logout", u.logOut)
+	r.Get("/", u.serve(u.home))
+	r.Get("/signup", u.serve(u.signUpForm))
+	r.Post("/signup", u.limited(u.serve(u.signUp)))
+	r.Get("/login", u.serve(u.logInForm))
+	r.Post("/login", u.serve(u.logIn))
+	r.Post("/logout", u.serve(u.logOut))
 
 	r.Group(func(r chi.Router) {
 		r.Use(u.requireAccount)
-		r.Get("/connections", u.listConnections)
-		r.Get("/connections/new", u.newConnection)
-		r.Post("/connections", u.createConnection)
-		r.Get("/connections/{name}", u.withConnection(u.showConnection))
-		r.Get("/connections/{name}/status", u.withConnection(u.connectionStatus))
-		r.Get("/connections/{name}/edit", u.withConnection(u.editConnection))
-		r.Post("/connections/{name}/edit", u.withConnection(u.updateConnection))
-		r.Get("/connections/{name}/delete", u.withConnection(u.confirmDeleteConnection))
-		r.Post("/connections/{name}/delete", u.withConnection(u.deleteConnection))
-		r.Post("/connections/{name}/try", u.withConnection(u.tryIt))
-		r.Get("/keys", u.listKeys)
-		r.Get("/keys/new", u.newKeyForm)
-		r.Post("/keys", u.createKey)
-		r.Get("/keys/{name}/created", u.showNewKey)
-		r.Post("/keys/{name}/revoke", u.revokeKey)
+		r.Get("/connections", u.serve(u.listConnections))
+		r.Get("/connections/new", u.serve(u.newConnection))
+		r.Post("/connections", u.serve(u.createConnection))
+		r.Get("/connections/{name}", u.serve(u.withConnection(u.showConnection)))
+		r.Get("/connections/{name}/status", u.serve(u.withConnection(u.connectionStatus)))
+		r.Get("/connections/{name}/edit", u.serve(u.withConnection(u.editConnection)))
+		r.Post("/connections/{name}/edit", u.serve(u.withConnection(u.updateConnection)))
+		r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
+		r.Post("/connections/{name}/delete", u.serve(u.withConnection(u.deleteConnection)))
+		r.Post("/connections/{name}/try", u.serve(u.withConnection(u.tryIt)))
+		r.Get("/keys", u.serve(u.listKeys))
+		r.Get("/keys/new", u.serve(u.newKeyForm))
+		r.Post("/keys", u.serve(u.createKey))
+		r.Get("/keys/{name}/created", u.serve(u.showNewKey))
+		r.Post("/keys/{name}/revoke", u.serve(u.revokeKey))
 	})
 	// Every state-changing request must come from the UI's own pages.
 	csrf := http.NewCrossOriginProtection()
@@ -274,21 +275,6 @@ func limitBodies(next http.Handler) http.Handler {
 func cacheFor(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (u *ui) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with
-					panic(v)
-				}
-				slog.Error("panic serving a page", "requestID", middleware.GetReqID(r.Context()), "panic", v)
-				u.serverError(w, r, errors.New("panic"))
-			}
-		}()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -26,7 +26,7 @@ var tryCommands = []v1alpha1.Command{v1alpha1.CommandPing, v1alpha1.CommandList,
 
 // tryIt sends a command through the gateway, as a client would, with the
 // key the person pasted, and shows the answer on the connection's page.
-func (u *ui) tryIt(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) {
+func (u *ui) tryIt(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	res := &tryResult{Command: r.PostFormValue("command"), Body: strings.TrimSpace(r.PostFormValue("body"))}
 	token := strings.TrimSpace(r.PostFormValue("key"))
 	switch {
@@ -39,7 +39,7 @@ func (u *ui) tryIt(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConne
 	default:
 		u.send(r, c, token, res)
 	}
-	u.renderConnection(w, r, c, res)
+	return u.renderConnection(w, r, c, res)
 }
 
 func validCommand(c string) bool { return slices.Contains(tryCommands, v1alpha1.Command(c)) }

@@ -13,8 +13,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 )
 
 // JSON sends v as a JSON body with status.
@@ -92,14 +92,16 @@ func stream(w http.ResponseWriter, name string, s Streamer) {
 }
 
 // Err answers err: an *Error as it says, anything else as internal. It
-// logs every 5xx once, with its cause and the request id; a panic was
-// logged, with its stack, where it was recovered.
+// logs every 5xx once, with its cause and the request id; a panic that
+// recovery.Error turned into ErrPanic was logged, with its stack, where it
+// was recovered (a *recovery.Panic, from the request's handler, was not).
 func Err(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = Internal(err)
 	}
-	if e.Status >= http.StatusInternalServerError && !errors.Is(e.Cause, recovery.ErrPanic) {
+	_, unlogged := errors.AsType[*recovery.Panic](e.Cause)
+	if e.Status >= http.StatusInternalServerError && (unlogged || !errors.Is(e.Cause, recovery.ErrPanic)) {
 		attrs := []any{"requestID", middleware.GetReqID(r.Context()), "status", e.Status, "code", e.Code}
 		if e.Cause != nil {
 			attrs = append(attrs, "error", e.Cause)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 )
 
 // The envelope is valid JSON in every case, an unencodable result being an

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // Listing limits: a page holds at most this many entries.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // oneChannel dials an sshd that allows one channel per connection, where

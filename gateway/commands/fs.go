@@ -16,8 +16,8 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // FS is an SFTP client confined to Root: every path a request names is

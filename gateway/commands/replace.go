@@ -11,7 +11,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pool"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Writes never destroy what they replace. A file that does not exist yet

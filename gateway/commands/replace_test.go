@@ -13,8 +13,8 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // The servers of this test offer no posix-rename@openssh.com, so that an

@@ -23,7 +23,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // within reports whether p is root or below it.

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/sftpgate/sftpgate/gateway/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
 )
 
 // fairCache is a cache whose entries each belong to a party (a

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // issuer signs tokens as a cluster's ServiceAccount issuer does, and
@@ -149,7 +149,7 @@ func (s *apiServer) reviewer(is *issuer, clk *clocktesting.FakeClock) *Reviewer 
 const address = "192.0.2.1"
 
 func TestIsJWT(t *testing.T) {
-	key, _ := apikeys.NewToken()
+	key, _ := apitoken.NewToken()
 	for tok, want := range map[string]bool{"eyJ.eyJ.sig": true, key: false, "a.b.c": true, "": false, "a.b": false} {
 		if IsJWT(tok) != want {
 			t.Errorf("IsJWT(%q) = %v", tok, !want)

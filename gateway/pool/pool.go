@@ -22,8 +22,8 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
-	"github.com/sftpgate/sftpgate/gateway/recovery"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // BrokenError marks an error as the session's failure rather than the

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sftpgate/sftpgate/gateway/recovery"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // newPool makes a pool of max sessions to an in-process SFTP server.

@@ -37,13 +37,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 const (
@@ -136,9 +136,9 @@ func (r *rig) addServiceAccount(t *testing.T, ns, connection string) string {
 // addKey makes a key in ns, for all its connections, and returns its token.
 func (r *rig) addKey(t *testing.T, ns, name string) string {
 	t.Helper()
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	r.create(t, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}})
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}})
 	return token
 }
 

@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -71,7 +71,7 @@ func loadState(dir string) (*state, error) {
 	}
 	st = state{SFTPPassword: rand.Text(), HostKeyPEM: string(pem.EncodeToMemory(block)), DemoPassword: rand.Text()[:16],
 		SessionKey: rand.Text() + rand.Text()}
-	st.DemoToken, st.DemoKeyID = apikeys.NewToken()
+	st.DemoToken, st.DemoKeyID = apitoken.NewToken()
 	raw, err := json.MarshalIndent(st, "", "  ") //nolint:gosec // the demo's own secrets, kept in a 0600 file on purpose
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName + "-credentials"},
 		StringData: map[string]string{v1alpha1.SecretKeyPassword: st.SFTPPassword}}
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(st.DemoToken), KeyID: st.DemoKeyID}}}
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(st.DemoToken), KeyID: st.DemoKeyID}}}
 	for _, obj := range []client.Object{secret, key} {
 		if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

@@ -21,11 +21,11 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 // TestQuickstart does what the README tells a newcomer, against
@@ -147,9 +147,9 @@ func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[st
 		}
 	}
 	// A second key, limited to the table's scoped folder.
-	scoped, keyID := apikeys.NewToken()
+	scoped, keyID := apitoken.NewToken()
 	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "conformance-scoped"},
-		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(scoped), KeyID: keyID}}}))
+		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(scoped), KeyID: keyID}}}))
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		status, _ := testhttp.PostJSON(t, env["GATEWAY_URL"]+"/conformance/stat", scoped, `{"path": "/"}`)
 		if status == http.StatusForbidden { // known, and limited

@@ -29,11 +29,11 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/apikeys"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
 var (
@@ -132,9 +132,9 @@ func newFixture(t *testing.T) *fixture {
 		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
 	}}
 	must(t, k8s.Create(ctx, conn))
-	token, keyID := apikeys.NewToken()
+	token, keyID := apitoken.NewToken()
 	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "key"},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apikeys.Hash(token), KeyID: keyID}}}))
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
 	f := &fixture{ns: ns.Name, slug: conn.Spec.Slug, token: token, sshd: sshd, conn: conn}
 	eventually(t, "the gateway serves the connection", func() bool {
 		status, _ := f.call(t, "exists", `{"path": "/"}`)
@@ -557,7 +557,7 @@ func TestManagerRestartedMidRotation(t *testing.T) {
 		restartManager(t, func() {})
 		eventually(t, "the key's status names the Secret's token", func() bool {
 			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(key), key))
-			return key.Status.LastHandledRotateRequest == requested && key.Status.TokenSHA256 == apikeys.Hash(strings.TrimSpace(issued))
+			return key.Status.LastHandledRotateRequest == requested && key.Status.TokenSHA256 == apitoken.Hash(strings.TrimSpace(issued))
 		})
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(&secret), &secret))
 		if got := string(secret.Data[v1alpha1.SecretKeyToken]); got != issued || got == first {

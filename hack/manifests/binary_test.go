@@ -1,7 +1,9 @@
 package manifests
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,17 +26,27 @@ func TestProductionBinaryLinksNoTestCode(t *testing.T) {
 	}
 }
 
-// TestPartsDependOnlyOnWhatTheyNeed: the gateway and the web UI read the
-// API through its types and scheme (api/), not through the controllers.
+// TestPartsDependOnlyOnWhatTheyNeed: each component (the manager's
+// controllers, the gateway, the web UI, and the worker when it comes)
+// reads the API through its types and scheme (api/) and shares code only
+// through internal/: none imports another's packages. What is shared
+// lives in internal/, and internal/ imports no component.
 func TestPartsDependOnlyOnWhatTheyNeed(t *testing.T) {
 	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, part := range []string{"./gateway", "./webui"} {
-		for _, pkg := range deps(t, root, part) {
-			if pkg == "github.com/sftpgate/sftpgate/controllers" {
-				t.Errorf("%s depends on %s", part, pkg)
+	const module = "github.com/sftpgate/sftpgate/"
+	components := []string{"controllers", "gateway", "webui", "worker"}
+	for _, part := range append(components, "internal") {
+		if _, err := os.Stat(filepath.Join(root, part)); os.IsNotExist(err) {
+			continue // a component yet to come
+		}
+		for _, pkg := range deps(t, root, "./"+part+"/...") {
+			for _, other := range components {
+				if other != part && (pkg == module+other || strings.HasPrefix(pkg, module+other+"/")) {
+					t.Errorf("%s depends on %s", part, pkg)
+				}
 			}
 		}
 	}

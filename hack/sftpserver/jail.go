@@ -13,7 +13,7 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sftpgate/sftpgate/gateway/recovery"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 )
 
 // Jailed serves SFTP inside root: an os.Root, so no path or symlink

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sftpgate/sftpgate/gateway/recovery"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 )
 
 // Server is an SSH server whose "sftp" subsystem runs SFTP.

@@ -17,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Server is one running in-process SSH/SFTP server.

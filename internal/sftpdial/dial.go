@@ -24,7 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // Error is a failed dial or connection test. Reason is one of the Ready

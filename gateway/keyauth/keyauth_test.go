@@ -1,51 +1,15 @@
-package apikeys
+package keyauth
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
-
-func TestNewToken(t *testing.T) {
-	token, keyID := NewToken()
-	other, _ := NewToken()
-	if token == other {
-		t.Fatal("two tokens are equal")
-	}
-	if !strings.HasPrefix(token, Prefix+keyID+"_") || KeyID(token) != keyID || len(keyID) != 8 {
-		t.Errorf("token %q does not carry key id %q", token[:13], keyID)
-	}
-	// 52 base32 characters are 260 bits, of which crypto/rand.Text fills 256.
-	if secret := strings.TrimPrefix(token, Prefix+keyID+"_"); len(secret) != 52 {
-		t.Errorf("secret part has %d characters", len(secret))
-	}
-	if err := Validate(token); err != nil {
-		t.Errorf("a generated token is invalid: %v", err)
-	}
-	if h := Hash(token); len(h) != 64 || KeyID(strings.Repeat("x", 40)) != Hash(strings.Repeat("x", 40))[:8] {
-		t.Errorf("hash %q", h)
-	}
-}
-
-func TestValidate(t *testing.T) {
-	for token, ok := range map[string]bool{
-		strings.Repeat("a", 32):                           true,
-		strings.Repeat("a", 31):                           false,
-		strings.Repeat("a", 1025):                         false,
-		strings.Repeat("a", 20) + " " + "bbbbbbbbbbbbbbb": false,
-		"sgk_" + strings.Repeat("a", 40):                  false, // looks generated, is not
-		strings.Repeat("é", 20):                           false,
-	} {
-		if err := Validate(token); (err == nil) != ok {
-			t.Errorf("Validate(%.12q...) = %v, want ok=%v", token, err, ok)
-		}
-	}
-}
 
 // TestDecide is the decision table of Authorize once a key is found.
 func TestDecide(t *testing.T) {
@@ -103,8 +67,8 @@ func TestDecide(t *testing.T) {
 // namespaces (or two of one) have is refused, whichever connection the
 // request names: the gateway does not choose where a token's requests go.
 func TestTokenOfKeysInTwoNamespacesIsRefused(t *testing.T) {
-	token, _ := NewToken()
-	hash := Hash(token)
+	token, _ := apitoken.NewToken()
+	hash := apitoken.Hash(token)
 	key := func(ns string) *v1alpha1.ApiKey {
 		k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key", Generation: 1}}
 		k.Status.TokenSHA256 = hash

@@ -1,4 +1,7 @@
-package apikeys
+// Package keyauth decides whether a presented API key token may run a
+// command on a connection: the gateway's authorization of API keys (a
+// ServiceAccount's token is kubeauth's).
+package keyauth
 
 import (
 	"context"
@@ -11,34 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/cacheindex"
 )
-
-// IndexTokenHash is the cache index of ApiKeys by status.tokenSHA256.
-const IndexTokenHash = "sftpgate.dev/token-sha256" //nolint:gosec // an index name, not a credential
-
-func tokenHash(key *v1alpha1.ApiKey) []string {
-	if h := key.Status.TokenSHA256; h != "" {
-		return []string{h}
-	}
-	return nil
-}
-
-// IndexFields registers IndexTokenHash as a field index, for List with
-// MatchingFields (the controller's check for a duplicate token).
-func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.ApiKey{}, IndexTokenHash, func(o client.Object) []string {
-		return tokenHash(o.(*v1alpha1.ApiKey)) //nolint:forcetypeassert // the index is of ApiKeys
-	})
-}
 
 // IndexKeys indexes the ApiKeys of c's informer by token hash, for
 // Authorizer.
 func IndexKeys(ctx context.Context, c cache.Informers) (*cacheindex.Index[*v1alpha1.ApiKey], error) {
-	return cacheindex.New(ctx, c, &v1alpha1.ApiKey{}, IndexTokenHash, tokenHash)
+	return cacheindex.New(ctx, c, &v1alpha1.ApiKey{}, apitoken.IndexTokenHash, apitoken.TokenHashes)
 }
 
 // Reasons a token is refused. Unauthenticated ones mean the token is no
@@ -83,11 +68,11 @@ func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, comm
 	// A token is found by its hash. Only its length is checked first: a
 	// key given by hash (spec.token.sha256) must not make a short token
 	// work, and a long header is not hashed. Validate's full check, a
-	// regexp, was a fortieth of the gateway's CPU per small write.
-	if len(token) < minTokenLength || len(token) > maxTokenLength {
+	// regexp, costs more than a small write can spare (docs/benchmarks.md).
+	if !apitoken.LengthOK(token) {
 		return nil, ErrUnknownToken
 	}
-	hash := Hash(token)
+	hash := apitoken.Hash(token)
 	keys, err := a.Keys.Get(hash)
 	if err != nil {
 		return nil, fmt.Errorf("looking up API key: %w", err)

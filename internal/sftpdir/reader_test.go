@@ -21,11 +21,11 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
-	"github.com/sftpgate/sftpgate/gateway/sftpdir"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
 // server is a session to an SFTP server, and a directory of it: dir on

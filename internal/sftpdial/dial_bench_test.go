@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sftpgate/sftpgate/gateway/sftpdial"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // BenchmarkDialOpenSSH measures a new SSH connection with its SFTP session

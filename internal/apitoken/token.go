@@ -1,8 +1,8 @@
-// Package apikeys makes API key tokens and decides whether a presented
-// token may run a command on a connection. The ApiKey controller issues
-// tokens with it, the web UI makes hash-only keys with it, and the gateway
-// authorizes every request with it.
-package apikeys
+// Package apitoken makes API key tokens, hashes and checks them, and
+// indexes ApiKeys by their token's hash. The ApiKey controller issues
+// tokens with it, the web UI makes hash-only keys with it, and the
+// gateway finds the key of a presented token through its index.
+package apitoken
 
 import (
 	"crypto/rand"
@@ -51,6 +51,12 @@ func KeyID(token string) string {
 		return m[1]
 	}
 	return Hash(token)[:8]
+}
+
+// LengthOK reports whether token is as long as a token may be: the only
+// check made before looking a presented token up by its hash.
+func LengthOK(token string) bool {
+	return len(token) >= minTokenLength && len(token) <= maxTokenLength
 }
 
 // Validate says why a token read from a Secret cannot be used. The message

@@ -1,0 +1,104 @@
+package webui
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// A page's handler returns an error rather than answer it, as pkgsite's
+// do, and serve is the one place that answers:
+//
+//   - a person's mistake on a form (onForm): the form again, filled, with
+//     the words of what to fix;
+//   - another person's mistake (*personError): a page with its words;
+//   - errNotFound: the 404 page;
+//   - anything else: the 500 page, which says nothing of the cause, and
+//     one log line naming it and the request id.
+
+// pageFunc is a page's handler.
+type pageFunc func(w http.ResponseWriter, r *http.Request) error
+
+// errNotFound is what a page is about: not there, or not the account's.
+var errNotFound = errors.New("not found")
+
+// personError is a form value to fix, in words for the person.
+type personError struct{ msg string }
+
+func (e *personError) Error() string { return e.msg }
+
+// formError is a person's mistake to show on the form it came from: form
+// draws the form again, with status and the words of what to fix.
+type formError struct {
+	msg    string
+	status int
+	form   func(w http.ResponseWriter, r *http.Request, status int, problem string) error
+}
+
+func (e *formError) Error() string { return e.msg }
+
+// onForm says that err, if a person's mistake, is shown on the form that
+// form draws, with status 422; other errors pass as they are.
+func onForm(err error, form func(w http.ResponseWriter, r *http.Request, status int, problem string) error) error {
+	var pe *personError
+	if errors.As(err, &pe) {
+		return &formError{msg: pe.msg, status: http.StatusUnprocessableEntity, form: form}
+	}
+	return err
+}
+
+// serve is h, its error answered.
+func (u *ui) serve(h pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			u.fail(w, r, err)
+		}
+	}
+}
+
+// fail answers err, as the top of this file says.
+func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		onForm  *formError
+		mistake *personError
+	)
+	switch {
+	case errors.As(err, &onForm):
+		if err := onForm.form(w, r, onForm.status, onForm.msg); err != nil {
+			u.serverError(w, r, err)
+		}
+	case errors.As(err, &mistake):
+		u.render(w, r, http.StatusUnprocessableEntity, "message", page{Title: "Check what you sent", Message: mistake.msg})
+	case errors.Is(err, errNotFound):
+		u.notFound(w, r)
+	default:
+		u.serverError(w, r, err)
+	}
+}
+
+func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
+	acct := accountFrom(r.Context())
+	if acct == nil {
+		acct, _ = u.currentAccount(r) // for the navigation; none is fine
+	}
+	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Account: acct,
+		Message: "There is nothing here. It may have been deleted, or the link is wrong."})
+}
+
+// serverError logs err once and shows a page that says nothing of it.
+func (u *ui) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	id := middleware.GetReqID(r.Context())
+	slog.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
+	u.render(w, r, http.StatusInternalServerError, "message", page{Title: "Something went wrong",
+		Message: "Something went wrong on our side. Try again in a moment; if it keeps happening, tell your administrator the request id " + id + "."})
+}
+
+// writeJSON answers v as JSON, for the pages' scripts.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
