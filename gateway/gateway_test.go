@@ -721,6 +721,32 @@ func TestMetrics(t *testing.T) {
 	if profiles.StatusCode != http.StatusOK {
 		t.Errorf("with profiling on, /debug/pprof/ answers %d", profiles.StatusCode)
 	}
+
+	// A second gateway in the process reports its own requests and pools.
+	second, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must(t, second.Start(ctx))
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		second.MetricsHandler(false).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	if m := scrape(); strings.Contains(m, "sftpgate_gateway_requests_total{") {
+		t.Errorf("a new gateway reports the first one's requests:\n%s", m)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/"+f.slug+"/ping", nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	second.Handler().ServeHTTP(rec, req)
+	m := scrape()
+	for _, want := range []string{`sftpgate_gateway_requests_total{command="ping",status="200"} 1`,
+		`sftpgate_gateway_pool_sessions{name="box",namespace="` + f.ns + `"}`} {
+		if rec.Code != http.StatusOK || !strings.Contains(m, want) {
+			t.Errorf("the second gateway answered %d, and its metrics have no %s", rec.Code, want)
+		}
+	}
 }
 
 // raw sends a request with a raw body or asking for raw bytes, and returns

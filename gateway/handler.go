@@ -58,6 +58,7 @@ type handler struct {
 	reviewer *kubeauth.Reviewer
 	// lastUse records when keys were last used; nil does not.
 	lastUse *lastuse.Recorder
+	metrics *metrics.Metrics
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
@@ -104,8 +105,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	defer func() {
 		end := time.Now()
-		metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
-		metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
+		h.metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
+		h.metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
 		// Straight to the handler: Logger.LogAttrs would also look up the
 		// caller (runtime.Callers), which the line does not show.
 		ctx, logHandler := r.Context(), slog.Default().Handler()

@@ -22,7 +22,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -162,6 +161,7 @@ type Server struct {
 	limits     Limits
 	memory     *budget.Budget
 	lastUse    *lastuse.Recorder
+	metrics    *metrics.Metrics
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -172,13 +172,14 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("--denied-networks: %w", err)
 	}
 	scheme := api.Scheme()
+	m := metrics.New()
 	// Requests read connections and keys from the informers' indexes
 	// (cacheindex), which hand out the cache's own objects: they only read
 	// them.
 	c, err := cache.New(restConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
 		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
-			metrics.WatchErrors.Inc()
-			metrics.APIServerUp.Set(0)
+			m.WatchErrors.Inc()
+			m.APIServerUp.Set(0)
 			toolscache.DefaultWatchErrorHandler(ctx, r, err)
 		}})
 	if err != nil {
@@ -210,17 +211,15 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		restConfig: restConfig,
 		cache:      c,
 		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
-			MaxWaiting: opts.Limits.MaxWaitingPerConnection},
+			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials},
+		metrics:  m,
 		document: document,
 		docs:     docs,
 		limits:   opts.Limits,
 		memory:   budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
 		lastUse:  lastuse.New(direct),
 	}
-	// Pools report their sizes; a second gateway in one process (tests)
-	// keeps the first one's.
-	var registered prometheus.AlreadyRegisteredError
-	if err := metrics.Register(s.pools); err != nil && !errors.As(err, &registered) {
+	if err := m.Register(s.pools); err != nil {
 		return nil, err
 	}
 	h := &handler{
@@ -231,7 +230,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:       s.memory,
 		lastUse:      s.lastUse,
-		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet),
+		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet, m.Paced),
+		metrics:      m,
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
@@ -312,7 +312,7 @@ func (s *Server) HTTPServer() *http.Server {
 // profiling, pprof at /debug/pprof/.
 func (s *Server) MetricsHandler(profiling bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler())
+	mux.Handle("/metrics", s.metrics.Handler())
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -371,7 +371,7 @@ func (s *Server) watchAPIServer(ctx context.Context) {
 	tick := time.NewTicker(apiServerCheckInterval)
 	defer tick.Stop()
 	for {
-		metrics.APIServerUp.Set(apiServerAnswers(ctx, httpClient, readyz))
+		s.metrics.APIServerUp.Set(apiServerAnswers(ctx, httpClient, readyz))
 		select {
 		case <-ctx.Done():
 			return

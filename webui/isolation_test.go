@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +28,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
-	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
@@ -306,7 +305,7 @@ func TestIsolation(t *testing.T) {
 		}},
 		{"the gateway's CPU, taken by the attacker's large reads", func(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "text.txt"), bytes.Repeat([]byte("<"), 4<<20), 0o644))
-			paced := testutil.ToFloat64(metrics.Paced)
+			paced := gatewayMetric(t, "sftpgate_gateway_paced_seconds_total")
 			var reads sync.WaitGroup
 			for range 3 {
 				reads.Go(func() {
@@ -344,7 +343,7 @@ func TestIsolation(t *testing.T) {
 			for i := 0; !over(); i++ {
 				victim.writes(t, fmt.Sprintf("while the attacker reads (%d)", i))
 			}
-			if testutil.ToFloat64(metrics.Paced) <= paced {
+			if gatewayMetric(t, "sftpgate_gateway_paced_seconds_total") <= paced {
 				t.Error("the attacker's large reads never yielded to the victim's writes")
 			}
 		}},
@@ -483,4 +482,18 @@ func TestIsolation(t *testing.T) {
 	if meta.IsStatusConditionTrue(key.Status.Conditions, v1alpha1.ConditionReady) {
 		t.Error("the attacker's copy of the victim's hash is Ready")
 	}
+}
+
+// gatewayMetric reads a metric of the test gateway's without labels.
+func gatewayMetric(t *testing.T, name string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	gatewayMetrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(rec.Body.String())
+	if m == nil {
+		t.Fatalf("the gateway has no metric %s", name)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	must(t, err)
+	return v
 }

@@ -37,6 +37,8 @@ var (
 	uiKube     client.Client
 	uiURL      string
 	gatewayURL string
+	// gatewayMetrics serves the test gateway's metrics.
+	gatewayMetrics http.Handler
 	// newUI serves a web UI with its flags' defaults, as mutate changes
 	// them.
 	newUI func(mutate func(*webui.Options)) *httptest.Server
@@ -69,6 +71,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
+	gatewayMetrics = gw.MetricsHandler(false)
 	if err := gw.Start(ctx); err != nil {
 		return fail(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sftpgate/sftpgate/gateway/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Pacer paces the chunks of a replica's large transfers.
@@ -25,6 +25,8 @@ type Pacer struct {
 	// quiet is how long after the last small request large transfers run
 	// unpaced.
 	quiet time.Duration
+	// waited counts the seconds chunks waited for their turn.
+	waited prometheus.Counter
 
 	epoch     time.Time
 	lastSmall atomic.Int64 // since epoch
@@ -40,9 +42,10 @@ type Pacer struct {
 const maxCharge = 50 * time.Millisecond
 
 // New returns a pacer that gives large transfers share of the time while
-// small requests have been answered within quiet.
-func New(share float64, quiet time.Duration) *Pacer {
-	p := &Pacer{share: share, quiet: quiet, epoch: time.Now()}
+// small requests have been answered within quiet, counting the seconds
+// they wait in waited (nil counts none).
+func New(share float64, quiet time.Duration, waited prometheus.Counter) *Pacer {
+	p := &Pacer{share: share, quiet: quiet, waited: waited, epoch: time.Now()}
 	p.lastSmall.Store(-int64(quiet))
 	return p
 }
@@ -104,7 +107,9 @@ func (s *Stream) Next() error {
 		if d <= 0 {
 			s.started = now
 			if waitFrom >= 0 {
-				metrics.Paced.Add((now - waitFrom).Seconds())
+				if s.p.waited != nil {
+					s.p.waited.Add((now - waitFrom).Seconds())
+				}
 			}
 			return nil
 		}

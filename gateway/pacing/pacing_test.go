@@ -13,7 +13,7 @@ import (
 // chunk's time over the share must pass before the next chunk; at no other
 // time.
 func TestChunksYieldToSmallRequests(t *testing.T) {
-	p := New(0.2, time.Hour)
+	p := New(0.2, time.Hour, nil)
 	now := time.Since(p.epoch)
 	p.charge(now, 10*time.Millisecond)
 	if d := p.wait(now); d != 0 {
@@ -26,7 +26,7 @@ func TestChunksYieldToSmallRequests(t *testing.T) {
 		t.Errorf("a 10ms chunk at a share of 0.2: the next waits %v, want at least 40ms", d)
 	}
 	// However long a chunk was, it is charged at most maxCharge.
-	p = New(0.2, time.Hour)
+	p = New(0.2, time.Hour, nil)
 	p.SmallDone()
 	now = time.Since(p.epoch)
 	p.charge(now, time.Hour)
@@ -34,7 +34,7 @@ func TestChunksYieldToSmallRequests(t *testing.T) {
 		t.Errorf("a chunk of an hour: the next waits %v, want %v", d, want)
 	}
 	// A share of 1 is no pacing.
-	p = New(1, time.Hour)
+	p = New(1, time.Hour, nil)
 	p.SmallDone()
 	if p.contended(time.Since(p.epoch)) {
 		t.Error("a share of 1 paces")
@@ -44,7 +44,7 @@ func TestChunksYieldToSmallRequests(t *testing.T) {
 // TestAWaitEndsWithItsRequest: a chunk waiting for its turn stops when
 // its request's client goes away.
 func TestAWaitEndsWithItsRequest(t *testing.T) {
-	p := New(0.001, time.Hour)
+	p := New(0.001, time.Hour, nil)
 	p.SmallDone()
 	p.charge(time.Since(p.epoch), maxCharge) // a wait of about 50s
 	ctx, cancel := context.WithCancel(context.Background())
@@ -58,7 +58,7 @@ func TestAWaitEndsWithItsRequest(t *testing.T) {
 // TestChunks: paced writes and reads move at most a Chunk at once; an
 // unpaced stream passes them through whole.
 func TestChunks(t *testing.T) {
-	s := New(0.5, time.Hour).Stream(context.Background())
+	s := New(0.5, time.Hour, nil).Stream(context.Background())
 	var sizes []int
 	w := s.Writer(writerFunc(func(b []byte) (int, error) {
 		sizes = append(sizes, len(b))

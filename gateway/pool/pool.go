@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -106,6 +105,8 @@ type Pools struct {
 	// MaxWaiting is how many requests may wait for a session of one
 	// connection's pool; more get ErrQueueFull. 0 is DefaultMaxWaiting.
 	MaxWaiting int
+	// Dials counts new SSH connections by result; nil counts none.
+	Dials *prometheus.CounterVec
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
@@ -198,6 +199,7 @@ func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v vers
 		namespace:  conn.Namespace,
 		name:       conn.Name,
 		dialer:     p.Dialer,
+		dials:      p.Dials,
 		target:     target,
 		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
 		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
@@ -307,6 +309,7 @@ func (p *Pools) Collect(ch chan<- prometheus.Metric) {
 type Pool struct {
 	namespace, name string
 	dialer          *sftpdial.Dialer
+	dials           *prometheus.CounterVec
 	target          *sftpdial.Target
 	max             int
 	maxWaiting      int
@@ -674,13 +677,15 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, e
 	}
 	dialed, err := p.dialer.Dial(ctx, p.target)
 	var dialErr *sftpdial.Error
+	result := "ok"
 	switch {
-	case err == nil:
-		metrics.Dials.WithLabelValues("ok").Inc()
 	case errors.As(err, &dialErr):
-		metrics.Dials.WithLabelValues(dialErr.Reason).Inc()
-	default: // the request's time ran out first: no fault of the server's
-		metrics.Dials.WithLabelValues("Cancelled").Inc()
+		result = dialErr.Reason
+	case err != nil: // the request's time ran out first: no fault of the server's
+		result = "Cancelled"
+	}
+	if p.dials != nil {
+		p.dials.WithLabelValues(result).Inc()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
