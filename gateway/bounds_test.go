@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,6 +36,14 @@ func startGateway(t *testing.T, limits gateway.Limits) string {
 // startGatewayWith is startGateway with more options than its limits.
 func startGatewayWith(t *testing.T, opts gateway.Options) string {
 	t.Helper()
+	url, _ := startGatewayAndMetrics(t, opts)
+	return url
+}
+
+// startGatewayAndMetrics is startGatewayWith, also serving the gateway's
+// metrics at the second URL it returns.
+func startGatewayAndMetrics(t *testing.T, opts gateway.Options) (url, metrics string) {
+	t.Helper()
 	limits := &opts.Limits
 	limits.MaxBodyBytes, limits.MaxUploadBytes = cmp.Or(limits.MaxBodyBytes, maxBody), maxUpload
 	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
@@ -49,7 +58,9 @@ func startGatewayWith(t *testing.T, opts gateway.Options) string {
 	srv := gw.HTTPServer()
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + l.Addr().String()
+	m := httptest.NewServer(gw.MetricsHandler(false))
+	t.Cleanup(m.Close)
+	return "http://" + l.Addr().String(), m.URL
 }
 
 // post sends a JSON command to the gateway at url with token and returns
@@ -257,9 +268,10 @@ func connectionOf(t *testing.T, f *fixture) *v1alpha1.SftpConnection {
 // hash.
 func TestLargeTransfersYieldToSmallRequests(t *testing.T) {
 	f := newFixture(t)
-	url := startGateway(t, gateway.Limits{LargeTransferShare: 0.2, MaxBodyBytes: 8 << 20}) + "/" + f.slug
+	base, metrics := startGatewayAndMetrics(t, gateway.Options{Limits: gateway.Limits{LargeTransferShare: 0.2, MaxBodyBytes: 8 << 20}})
+	url := base + "/" + f.slug
 	ctx := context.Background()
-	pacedBefore := metricValue(t, "sftpgate_gateway_paced_seconds_total")
+	pacedBefore := metricValue(t, metrics, "sftpgate_gateway_paced_seconds_total")
 	stop := make(chan struct{})
 	var small sync.WaitGroup
 	for range 4 {
@@ -332,15 +344,16 @@ func TestLargeTransfersYieldToSmallRequests(t *testing.T) {
 	if hash, _ := out["hash"].(map[string]any); status != http.StatusOK || hash["hash"] != hex.EncodeToString(sum[:]) {
 		t.Fatalf("a large hash: %d %v", status, out)
 	}
-	if metricValue(t, "sftpgate_gateway_paced_seconds_total") <= pacedBefore {
+	if metricValue(t, metrics, "sftpgate_gateway_paced_seconds_total") <= pacedBefore {
 		t.Error("no large transfer waited for its turn")
 	}
 }
 
-// metricValue reads a metric of the gateway's without labels.
-func metricValue(t *testing.T, name string) float64 {
+// metricValue reads a metric without labels of the gateway whose metrics
+// are at metrics.
+func metricValue(t *testing.T, metrics, name string) float64 {
 	t.Helper()
-	v, err := strconv.ParseFloat(metricSample(t, name), 64)
+	v, err := strconv.ParseFloat(metricSample(t, metrics, name), 64)
 	must(t, err)
 	return v
 }

@@ -20,15 +20,15 @@ import (
 // connection; "" when there is none.
 func (f *fixture) metric(t *testing.T, name string) string {
 	t.Helper()
-	return metricSample(t, name+`\{name="box",namespace="`+f.ns+`"\}`)
+	return metricSample(t, metricsURL, name+`\{name="box",namespace="`+f.ns+`"\}`)
 }
 
-// metricSample reads the value of the gateway's metric sample that series
-// (a regular expression of its name and labels) matches; "" when none
-// does.
-func metricSample(t *testing.T, series string) string {
+// metricSample reads the value of the metric sample that series (a
+// regular expression of its name and labels) matches, of the gateway
+// whose metrics are at metrics; "" when none does.
+func metricSample(t *testing.T, metrics, series string) string {
 	t.Helper()
-	resp, err := http.Get(metricsURL + "/metrics")
+	resp, err := http.Get(metrics + "/metrics")
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)

@@ -64,40 +64,6 @@ type handler struct {
 	perNamespace *ratelimit.InFlight[string]
 }
 
-// Limits bound what one request may take.
-type Limits struct {
-	// MaxBodyBytes is the largest JSON request body.
-	MaxBodyBytes int64
-	// MaxUploadBytes is the largest raw upload.
-	MaxUploadBytes int64
-	// RatePerKey is how many requests per second one API key may send to
-	// one gateway replica, with bursts up to RateBurst; 0 is no limit.
-	RatePerKey float64
-	RateBurst  int
-	// MemoryBudget is the bytes the replica may hold for request bodies
-	// and answers in flight; 0 is budget.DefaultSize.
-	MemoryBudget int64
-	// MaxRequestsPerKey and MaxRequestsPerNamespace bound the requests in
-	// flight on this replica of one API key and of one namespace's keys;
-	// 0 is no bound.
-	MaxRequestsPerKey, MaxRequestsPerNamespace int
-	// MaxWaitingPerConnection bounds the requests waiting for a session
-	// of one connection's pool.
-	MaxWaitingPerConnection int
-	// LargeTransferShare is the part of the time large transfers together
-	// may take while small requests are being answered (package pacing);
-	// 0 or 1 does not pace them.
-	LargeTransferShare float64
-	// RequestTimeout bounds a whole request (the HTTP server's read and
-	// write timeouts). Within it, each SFTP operation, a dial and a retry
-	// included, is bounded by its connection's operationTimeout, except
-	// streams (raw uploads and downloads, and the commands that read whole
-	// files or directories), which may take the whole request's time; a
-	// dial also by its connectTimeout, and so is the read of the
-	// connection's Secret when its pool is built.
-	RequestTimeout time.Duration
-}
-
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	slug, name := chi.URLParam(r, "slug"), chi.URLParam(r, "command")

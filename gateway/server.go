@@ -6,7 +6,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -16,14 +15,12 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -46,100 +43,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
-
-// Options configure the gateway; Run reads them from flags.
-type Options struct {
-	Addr           string
-	MetricsAddr    string
-	BasePath       string
-	DeniedNetworks string
-	IdleTimeout    time.Duration
-	// LogFlushInterval is how long log lines may wait in a buffer before
-	// they are written; 0 writes each at once.
-	LogFlushInterval time.Duration
-	// Profiling serves Go's pprof profiles at /debug/pprof/ next to the
-	// metrics, for finding where a busy gateway spends its CPU.
-	Profiling bool
-	Limits    Limits
-	// Directories bounds a directory read whole, from a server that allows
-	// one SFTP channel per connection.
-	Directories sftpdir.Limits
-	// Audience is the audience of the ServiceAccount tokens the gateway
-	// accepts; empty turns them off.
-	Audience string
-	// AuthorizationCacheTTL is how long an RBAC decision for a
-	// ServiceAccount is used; 0 is kubeauth.DefaultDecisionTTL.
-	AuthorizationCacheTTL time.Duration
-}
-
-// BindFlags registers the options on fs with their defaults.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the API listens on.")
-	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090",
-		"Address of the Prometheus metrics endpoint (/metrics), apart from the API since it names every connection; 0 turns it off.")
-	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's pprof profiles at /debug/pprof/ on the metrics address.")
-	fs.StringVar(&o.BasePath, "base-path", "/", "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
-	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
-		"Comma-separated networks SFTP connections may not reach (as for the manager).")
-	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
-	fs.DurationVar(&o.LogFlushInterval, "log-flush-interval", time.Second,
-		"Write log lines in batches at least this often (and at exit); 0 writes each line at once.")
-	fs.Int64Var(&o.Limits.MaxBodyBytes, "max-body-bytes", 32<<20, "Largest JSON request body.")
-	fs.Int64Var(&o.Limits.MaxUploadBytes, "max-upload-bytes", 64<<30, "Largest raw upload (Content-Type: application/octet-stream).")
-	fs.Float64Var(&o.Limits.RatePerKey, "rate-per-key", 1000, "Requests per second one API key may send to this replica; 0 is no limit.")
-	fs.IntVar(&o.Limits.RateBurst, "rate-burst", 2000, "Requests one API key may send at once above its rate.")
-	fs.DurationVar(&o.Limits.RequestTimeout, "request-timeout", 5*time.Minute, "Bound on a whole request.")
-	o.Limits.MemoryBudget = budget.DefaultSize()
-	fs.Func("memory-budget", "Bytes this replica may hold for request bodies and answers in flight, as a quantity (256Mi); "+
-		"default a quarter of the container's memory limit, or 64Mi without one.", func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil || q.Value() <= 0 {
-			return fmt.Errorf("want a positive quantity such as 128Mi, not %q", v)
-		}
-		o.Limits.MemoryBudget = q.Value()
-		return nil
-	})
-	fs.IntVar(&o.Limits.MaxRequestsPerKey, "max-requests-per-key", 128, "Requests one API key may have in flight on this replica; 0 is no bound.")
-	fs.IntVar(&o.Limits.MaxRequestsPerNamespace, "max-requests-per-namespace", 512,
-		"Requests the keys of one namespace may have in flight on this replica together; 0 is no bound.")
-	fs.IntVar(&o.Limits.MaxWaitingPerConnection, "max-waiting-per-connection", pool.DefaultMaxWaiting,
-		"Requests that may wait for a session of one connection when all of its sessions are busy; more are answered 503.")
-	fs.StringVar(&o.Audience, "audience", kubeauth.DefaultAudience,
-		"Audience of the ServiceAccount tokens the gateway accepts (verified with the TokenReview API); empty accepts none.")
-	fs.DurationVar(&o.AuthorizationCacheTTL, "authorization-cache-ttl", kubeauth.DefaultDecisionTTL,
-		"How long an RBAC decision for a ServiceAccount is used: a RoleBinding removed takes effect within it.")
-	o.Limits.LargeTransferShare = 0.1
-	fs.Func("large-transfer-share", "Part of the time large transfers (JSON reads and writes over 64 KiB, raw uploads and downloads, copy, hash) "+
-		"together may take while small requests are being answered, from 0.01 to 1; 1 does not pace them (default 0.1).", func(v string) error {
-		share, err := strconv.ParseFloat(v, 64)
-		if err != nil || share < 0.01 || share > 1 {
-			return fmt.Errorf("want a number from 0.01 to 1, not %q", v)
-		}
-		o.Limits.LargeTransferShare = share
-		return nil
-	})
-	o.Directories = sftpdir.Limits{MaxEntries: sftpdir.DefaultMaxEntries, MaxBytes: sftpdir.DefaultMaxBytes}
-	fs.Func("max-directory-entries", fmt.Sprintf("Most entries of a directory read whole, from a server that allows one SFTP channel per connection "+
-		"(OpenSSH's MaxSessions 1); list and rmdir of a larger one fail with too_large (default %d).", sftpdir.DefaultMaxEntries), func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("want a positive number, not %q", v)
-		}
-		o.Directories.MaxEntries = n
-		return nil
-	})
-	fs.Func("max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole (see --max-directory-entries), "+
-		"as a quantity (32Mi) or in bytes (default 32Mi).", func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil || q.Value() <= 0 {
-			return fmt.Errorf("want a positive quantity such as 32Mi, not %q", v)
-		}
-		o.Directories.MaxBytes = q.Value()
-		return nil
-	})
-}
 
 // pacingQuiet is how long after the last small request large transfers
 // run unpaced: a trickle of small requests does not slow them.
@@ -167,6 +71,7 @@ type Server struct {
 // New builds a gateway reading from the cluster of restConfig. Start the
 // returned server's cache with Start before serving.
 func New(restConfig *rest.Config, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
 	policy, err := sftpdial.ParsePolicy(opts.DeniedNetworks)
 	if err != nil {
 		return nil, fmt.Errorf("--denied-networks: %w", err)
@@ -216,7 +121,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		document: document,
 		docs:     docs,
 		limits:   opts.Limits,
-		memory:   budget.New(cmp.Or(opts.Limits.MemoryBudget, budget.DefaultSize()), memoryWait),
+		memory:   budget.New(opts.Limits.MemoryBudget, memoryWait),
 		lastUse:  lastuse.New(direct),
 	}
 	if err := m.Register(s.pools); err != nil {
@@ -230,12 +135,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:       s.memory,
 		lastUse:      s.lastUse,
-		pacer:        pacing.New(cmp.Or(opts.Limits.LargeTransferShare, 1), pacingQuiet, m.Paced),
+		pacer:        pacing.New(opts.Limits.LargeTransferShare, pacingQuiet, m.Paced),
 		metrics:      m,
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
-	if opts.Audience != "" {
+	if !opts.NoServiceAccounts {
 		// Reads the issuer's document and keys as the gateway, from the
 		// API server.
 		httpClient, err := rest.HTTPClientFor(restConfig)

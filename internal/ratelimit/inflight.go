@@ -11,7 +11,8 @@ type InFlight[K comparable] struct {
 	n     map[K]int
 }
 
-// NewInFlight bounds each key to limit requests at once; 0 is no bound.
+// NewInFlight bounds each key to limit requests at once; 0 or less is no
+// bound.
 func NewInFlight[K comparable](limit int) *InFlight[K] {
 	return &InFlight[K]{limit: limit, n: map[K]int{}}
 }
@@ -22,7 +23,7 @@ func (f *InFlight[K]) Limit() int { return f.limit }
 // Enter counts a request of key in, unless key is at its limit. Each
 // Enter that returns true is matched by a Leave.
 func (f *InFlight[K]) Enter(key K) bool {
-	if f.limit == 0 {
+	if f.limit <= 0 {
 		return true
 	}
 	f.mu.Lock()
@@ -36,7 +37,7 @@ func (f *InFlight[K]) Enter(key K) bool {
 
 // Leave counts a request of key out.
 func (f *InFlight[K]) Leave(key K) {
-	if f.limit == 0 {
+	if f.limit <= 0 {
 		return
 	}
 	f.mu.Lock()
