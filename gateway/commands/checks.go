@@ -3,6 +3,7 @@ package commands
 // Questions about the server and its files: ping, statvfs, hash.
 
 import (
+	"context"
 	"crypto/md5"  //nolint:gosec // asked for by name, to compare with checksums users have
 	"crypto/sha1" //nolint:gosec // likewise
 	"crypto/sha256"
@@ -81,7 +82,7 @@ type HashResult struct {
 var hashes = map[string]func() hash.Hash{"sha256": sha256.New, "sha1": sha1.New, "md5": md5.New}
 
 // hashFile streams a file through a hash, in the gateway.
-func hashFile(fs *FS, req *hashRequest) (any, error) {
+func hashFile(ctx context.Context, fs *FS, req *hashRequest) (any, error) {
 	algorithm := req.Algorithm
 	if algorithm == "" {
 		algorithm = "sha256"
@@ -90,14 +91,14 @@ func hashFile(fs *FS, req *hashRequest) (any, error) {
 	if !ok {
 		return nil, &BadRequest{Field: "algorithm", Message: `must be "sha256", "sha1" or "md5"`}
 	}
-	f, fi, err := OpenRead(fs, req.Path)
+	f, fi, err := openRead(fs, req.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
 	h := newHash()
-	n, err := f.WriteTo(bulk{fs, h})
-	if stop := fs.stopped(); stop != nil {
+	n, err := f.WriteTo(bulk{ctx.Err, fs, h})
+	if stop := ctx.Err(); stop != nil {
 		return nil, stop
 	}
 	if err == nil && n < fi.Size() {

@@ -2,13 +2,19 @@ package commands
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pkg/sftp"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -27,75 +33,88 @@ type Command struct {
 	// operation's, and a session of its own while the pool's limit allows
 	// (directory reads on one session take turns).
 	Streams bool
-	run     func(fs *FS, body []byte) (any, error)
+	// Upload, for a command that takes a file's bytes as the request body
+	// (Content-Type: application/octet-stream), runs it with them.
+	Upload *Upload
+	// Download, for a command that can answer with a file's bytes (Accept:
+	// application/octet-stream), opens the file its JSON body names.
+	Download func(fs *FS, body []byte) (*sftp.File, os.FileInfo, error)
+	run      runFunc
 }
+
+// Upload runs a command with the request body as a file's bytes and its
+// other parameters in the query.
+type Upload struct {
+	// Stream takes a body of size bytes (-1: unknown) as it arrives.
+	Stream func(fs *FS, query url.Values, body io.Reader, size int64) (any, error)
+	// Bytes takes a small body read whole before.
+	Bytes func(fs *FS, query url.Values, body []byte) (any, error)
+}
+
+// runFunc decodes a command's JSON body and runs it. ctx is the request's:
+// the commands that read or copy whole files or directories stop when its
+// client goes away, after undoing what they left half done.
+type runFunc func(ctx context.Context, fs *FS, body []byte) (any, error)
 
 // Run decodes body and runs the command. An error is a *BadRequest (the
 // request is wrong), a *Failure (the server refused the operation), or
 // anything else (the session failed).
-func (c Command) Run(fs *FS, body []byte) (any, error) { return c.run(fs, body) }
+func (c Command) Run(ctx context.Context, fs *FS, body []byte) (any, error) {
+	return c.run(ctx, fs, body)
+}
 
-// command makes a Command of a typed request and its implementation.
-func command[Req any](name v1alpha1.Command, idempotent bool, run func(*FS, *Req) (any, error)) Command {
-	return Command{Name: name, Idempotent: idempotent, run: func(fs *FS, body []byte) (any, error) {
+// typed runs a command of a typed request.
+func typed[Req any](run func(*FS, *Req) (any, error)) runFunc {
+	return stoppable(func(_ context.Context, fs *FS, req *Req) (any, error) { return run(fs, req) })
+}
+
+// stoppable runs a command of a typed request that stops when ctx ends.
+func stoppable[Req any](run func(context.Context, *FS, *Req) (any, error)) runFunc {
+	return func(ctx context.Context, fs *FS, body []byte) (any, error) {
 		var req Req
 		if err := decode(body, &req); err != nil {
 			return nil, err
 		}
-		return run(fs, &req)
-	}}
-}
-
-func streaming(c Command) Command {
-	c.Streams = true
-	return c
-}
-
-var registry = map[v1alpha1.Command]Command{}
-
-func init() {
-	for _, c := range []Command{
-		// Never retried: their content is unquoted in the request body
-		// itself (jsonString), which cannot be decoded again.
-		command(v1alpha1.CommandWrite, false, write),
-		command(v1alpha1.CommandAppend, false, appendFile),
-		command(v1alpha1.CommandRead, true, read),
-		streaming(command(v1alpha1.CommandList, true, list)),
-		command(v1alpha1.CommandStat, true, stat),
-		command(v1alpha1.CommandExists, true, exists),
-		// Not retried: a mkdir that succeeded before the session broke
-		// would report already_exists the second time.
-		command(v1alpha1.CommandMkdir, false, mkdir),
-		streaming(command(v1alpha1.CommandRmdir, false, rmdir)),
-		command(v1alpha1.CommandUnlink, false, unlink),
-		command(v1alpha1.CommandPing, true, ping),
-		command(v1alpha1.CommandRename, false, rename),
-		streaming(command(v1alpha1.CommandCopy, false, copyFile)),
-		command(v1alpha1.CommandChmod, true, chmod),
-		command(v1alpha1.CommandChtimes, true, chtimes),
-		command(v1alpha1.CommandSymlink, false, symlink),
-		command(v1alpha1.CommandReadlink, true, readlink),
-		command(v1alpha1.CommandRealpath, true, realpath),
-		command(v1alpha1.CommandStatvfs, true, statvfs),
-		streaming(command(v1alpha1.CommandHash, true, hashFile)),
-	} {
-		registry[c.Name] = c
+		return run(ctx, fs, &req)
 	}
+}
+
+// commands is the gateway's command table.
+var commands = map[v1alpha1.Command]Command{
+	// Never retried: their content is unquoted in the request body itself
+	// (jsonString), which cannot be decoded again.
+	v1alpha1.CommandWrite:  {run: typed(write), Upload: upload(false)},
+	v1alpha1.CommandAppend: {run: typed(appendFile), Upload: upload(true)},
+	v1alpha1.CommandRead:   {Idempotent: true, run: typed(read), Download: openRequested},
+	v1alpha1.CommandList:   {Idempotent: true, Streams: true, run: stoppable(list)},
+	v1alpha1.CommandStat:   {Idempotent: true, run: typed(stat)},
+	v1alpha1.CommandExists: {Idempotent: true, run: typed(exists)},
+	// Not retried: a mkdir that succeeded before the session broke would
+	// report already_exists the second time.
+	v1alpha1.CommandMkdir:    {run: typed(mkdir)},
+	v1alpha1.CommandRmdir:    {Streams: true, run: typed(rmdir)},
+	v1alpha1.CommandUnlink:   {run: typed(unlink)},
+	v1alpha1.CommandPing:     {Idempotent: true, run: typed(ping)},
+	v1alpha1.CommandRename:   {run: typed(rename)},
+	v1alpha1.CommandCopy:     {Streams: true, run: stoppable(copyFile)},
+	v1alpha1.CommandChmod:    {Idempotent: true, run: typed(chmod)},
+	v1alpha1.CommandChtimes:  {Idempotent: true, run: typed(chtimes)},
+	v1alpha1.CommandSymlink:  {run: typed(symlink)},
+	v1alpha1.CommandReadlink: {Idempotent: true, run: typed(readlink)},
+	v1alpha1.CommandRealpath: {Idempotent: true, run: typed(realpath)},
+	v1alpha1.CommandStatvfs:  {Idempotent: true, run: typed(statvfs)},
+	v1alpha1.CommandHash:     {Idempotent: true, Streams: true, run: stoppable(hashFile)},
 }
 
 // Names lists the commands, sorted.
 func Names() []v1alpha1.Command {
-	names := make([]v1alpha1.Command, 0, len(registry))
-	for name := range registry {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(commands))
 }
 
 // Lookup finds a command by name.
 func Lookup(name string) (Command, bool) {
-	c, ok := registry[v1alpha1.Command(name)]
+	c, ok := commands[v1alpha1.Command(name)]
+	c.Name = v1alpha1.Command(name)
 	return c, ok
 }
 

@@ -61,7 +61,7 @@ func TestDecodeAcceptsEmptyAndExactBodies(t *testing.T) {
 
 func content(t *testing.T, c *FileContent) string {
 	t.Helper()
-	b, err := c.bytes(&FS{})
+	b, err := c.bytes(&FS{Env: &Env{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package commands
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -36,7 +37,7 @@ type ListResult struct {
 	Next    string     `json:"next,omitempty"`
 }
 
-func list(fs *FS, req *listRequest) (any, error) {
+func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 	if req.Path == "" {
 		req.Path = "/"
 	}
@@ -59,7 +60,7 @@ func list(fs *FS, req *listRequest) (any, error) {
 		more bool
 	)
 	err = fs.Dirs.Each(target, func(fi os.FileInfo) error {
-		if err := fs.stopped(); err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if fi.Name() <= req.After || isTemp(fi.Name()) {
@@ -75,7 +76,7 @@ func list(fs *FS, req *listRequest) (any, error) {
 		heap.Push(page, fi)
 		return nil
 	})
-	if stop := fs.stopped(); stop != nil {
+	if stop := ctx.Err(); stop != nil {
 		return nil, stop
 	}
 	if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {

@@ -85,7 +85,7 @@ func run(t *testing.T, fs *FS, command, body string) (any, error) {
 	if !ok {
 		t.Fatalf("no command %s", command)
 	}
-	return c.Run(fs, []byte(body))
+	return c.Run(t.Context(), fs, []byte(body))
 }
 
 // tooLargeFailure checks that err is the too_large failure saying msg.

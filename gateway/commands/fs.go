@@ -4,7 +4,6 @@
 package commands
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,21 +19,13 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
-// FS is an SFTP client confined to Root: every path a request names is
-// resolved inside it, and one that leads outside through a symlink on the
-// server is refused.
-type FS struct {
-	Client *sftp.Client
-	// Dirs lists directories without holding them whole.
-	Dirs *sftpdir.Reader
+// Env is what one request brings to the commands it runs, made once per
+// request by the gateway, whatever session it runs on.
+type Env struct {
 	// Memory is the request's share of the gateway's memory budget:
 	// commands hold what they read into memory against it. Nil holds
 	// nothing.
 	Memory *budget.Ledger
-	// Ctx is the request's: commands that read or copy whole files or
-	// directories stop when its client goes away, after undoing what they
-	// left half done. Nil never stops.
-	Ctx context.Context
 	// Pace paces the request's large transfers, so that they yield to
 	// small requests. Nil does not pace.
 	Pace *pacing.Stream
@@ -44,36 +35,45 @@ type FS struct {
 	// key's paths, from Scope): every path it names, and where the server
 	// resolves it, must be one of them or below one.
 	Scope []string
-	// ServerVersion is the SSH version string of the server, for ping.
-	ServerVersion string
 	// Leftovers, when set, keeps work for later sessions to the server:
 	// undoing what an operation cut off by a broken session left half
 	// done.
 	Leftovers Leftovers
 }
 
-// NewFS is the file system of a session, confined to root.
+// FS is the request's file system on session s.
+func (e *Env) FS(s *sftpdial.Session) *FS {
+	return &FS{Env: e, Client: s.SFTP, Dirs: s.Dirs, ServerVersion: s.ServerVersion}
+}
+
+// FS is an SFTP client confined to Root: every path a request names is
+// resolved inside it, and one that leads outside through a symlink on the
+// server is refused.
+type FS struct {
+	*Env
+	Client *sftp.Client
+	// Dirs lists directories without holding them whole.
+	Dirs *sftpdir.Reader
+	// ServerVersion is the SSH version string of the server, for ping.
+	ServerVersion string
+}
+
+// NewFS is the file system of a session, confined to root, for work
+// outside a request.
 func NewFS(s *sftpdial.Session, root string) *FS {
-	return &FS{Client: s.SFTP, Dirs: s.Dirs, Root: root, ServerVersion: s.ServerVersion}
+	return (&Env{Root: root}).FS(s)
 }
 
-// stopped is the request context's error once its client has gone.
-func (fs *FS) stopped() error {
-	if fs.Ctx == nil {
-		return nil
-	}
-	return fs.Ctx.Err()
-}
-
-// bulk writes a large transfer to w, paced, until the request's client
-// goes away.
+// bulk writes a large transfer to w, paced, until stopped says the
+// request's client went away (its context's Err).
 type bulk struct {
-	fs *FS
-	w  io.Writer
+	stopped func() error
+	fs      *FS
+	w       io.Writer
 }
 
 func (b bulk) Write(p []byte) (int, error) {
-	if err := b.fs.stopped(); err != nil {
+	if err := b.stopped(); err != nil {
 		return 0, err
 	}
 	return b.fs.Pace.Writer(b.w).Write(p)

@@ -66,7 +66,7 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := sent.n.Load()
-	if got, err := (&FS{Client: client, Root: dir}).Resolve("file"); err != nil || got != file {
+	if got, err := (&FS{Client: client, Env: &Env{Root: dir}}).Resolve("file"); err != nil || got != file {
 		t.Fatalf("Resolve below %s = %q, %v", dir, got, err)
 	}
 	if sent.n.Load() == before {
@@ -74,7 +74,7 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 	}
 
 	before = sent.n.Load()
-	whole := &FS{Client: client, Root: "/"}
+	whole := &FS{Client: client, Env: &Env{Root: "/"}}
 	for _, resolve := range []func(string) (string, error){whole.Resolve, whole.ResolveParent} {
 		if got, err := resolve(file); err != nil || got != file {
 			t.Errorf(`below "/": %q, %v, want %q`, got, err, file)
@@ -98,9 +98,9 @@ func TestScope(t *testing.T) {
 		}
 	}
 	for _, fs := range []*FS{
-		{Client: client, Root: dir, Scope: Scope(dir, []string{"/incoming/"})},
+		{Client: client, Env: &Env{Root: dir, Scope: Scope(dir, []string{"/incoming/"})}},
 		// At "/" nothing leads outside the root, but it may the scope.
-		{Client: client, Root: "/", Scope: Scope("/", []string{dir + "/incoming"})},
+		{Client: client, Env: &Env{Root: "/", Scope: Scope("/", []string{dir + "/incoming"})}},
 	} {
 		rel := func(p string) string { return cmp.Or(strings.TrimPrefix(filepath.Join(dir, p), fs.Root), "/") }
 		for p, allowed := range map[string]bool{
@@ -112,7 +112,7 @@ func TestScope(t *testing.T) {
 			}
 		}
 	}
-	if s := Scope(dir, []string{"a\x00"}); len(s) != 1 || (&FS{Root: dir, Scope: s}).inScope(dir) {
+	if s := Scope(dir, []string{"a\x00"}); len(s) != 1 || (&FS{Env: &Env{Root: dir, Scope: s}}).inScope(dir) {
 		t.Errorf("paths that do not parse: %q allows the root", s)
 	}
 }

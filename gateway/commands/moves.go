@@ -3,6 +3,7 @@ package commands
 // Moving and copying: rename, copy.
 
 import (
+	"context"
 	"io"
 	"path"
 
@@ -70,7 +71,7 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 
 // copyFile copies a file's content through the gateway (SFTP version 3
 // has no server-side copy that pkg/sftp speaks).
-func copyFile(fs *FS, req *twoPathRequest) (any, error) {
+func copyFile(ctx context.Context, fs *FS, req *twoPathRequest) (any, error) {
 	switch {
 	case req.From == "":
 		return nil, &BadRequest{Field: "from", Message: "is required"}
@@ -78,7 +79,7 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 		return nil, &BadRequest{Field: "to", Message: "is required"}
 	}
 	// Both ends are followed (and so checked where they lead) on opening.
-	src, fi, err := OpenRead(fs, req.From)
+	src, fi, err := openRead(fs, req.From)
 	if err != nil {
 		return nil, inField(err, "from")
 	}
@@ -96,13 +97,13 @@ func copyFile(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	mode := fi.Mode().Perm()
 	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
-		n, err := io.Copy(bulk{fs, dst}, src) // src.WriteTo: concurrent reads
+		n, err := io.Copy(bulk{ctx.Err, fs, dst}, src) // src.WriteTo: concurrent reads
 		if err == nil && n < fi.Size() {
 			err = ConfirmEnd(src, n) // a copy cut short is not a copy
 		}
 		return n, err
 	})
-	if stop := fs.stopped(); stop != nil {
+	if stop := ctx.Err(); stop != nil {
 		return nil, stop // what it wrote is undone
 	}
 	if err != nil {

@@ -91,7 +91,7 @@ func session(t *testing.T, dir string, cmds *breakingCmds, later *kept) *FS {
 		<-served
 		_ = client.Close()
 	})
-	return &FS{Client: client, Root: "/", Leftovers: later}
+	return &FS{Client: client, Env: &Env{Root: "/", Leftovers: later}}
 }
 
 // TestOverwriteWithoutPosixRename: the old file is moved aside, the new one
@@ -170,9 +170,9 @@ func TestUploadCutOffByTheClientIsUndoneAtOnce(t *testing.T) {
 	var later kept
 	fs := session(t, dir, &breakingCmds{}, &later)
 	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 100<<10)), iotest.ErrReader(io.ErrUnexpectedEOF))
-	_, err := WriteStream(fs, false, url.Values{"path": {"precious"}}, body, 1<<20)
+	_, err := writeStream(fs, false, url.Values{"path": {"precious"}}, body, 1<<20)
 	if _, ok := errors.AsType[*BodyError](err); !ok {
-		t.Fatalf("WriteStream = %v, want the body's error", err)
+		t.Fatalf("writeStream = %v, want the body's error", err)
 	}
 	entries, _ := os.ReadDir(dir)
 	if b, _ := os.ReadFile(filepath.Join(dir, "precious")); len(entries) != 1 || string(b) != "keep me" || len(later) != 0 {

@@ -14,9 +14,21 @@ import (
 // parameters in the query, and read answers with the bytes themselves
 // (Accept: application/octet-stream). Neither holds the file in memory.
 
-// WriteStream runs write or append with the request body as the content:
+// upload is the raw form of write, or of append.
+func upload(appending bool) *Upload {
+	return &Upload{
+		Stream: func(fs *FS, query url.Values, body io.Reader, size int64) (any, error) {
+			return writeStream(fs, appending, query, body, size)
+		},
+		Bytes: func(fs *FS, query url.Values, body []byte) (any, error) {
+			return writeBytes(fs, appending, query, body)
+		},
+	}
+}
+
+// writeStream runs write or append with the request body as the content:
 // size is its length, or -1 when unknown (a chunked upload).
-func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size int64) (any, error) {
+func writeStream(fs *FS, appending bool, query url.Values, body io.Reader, size int64) (any, error) {
 	req, err := rawRequest(query, appending)
 	if err != nil {
 		return nil, err
@@ -57,9 +69,9 @@ func WriteStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 	return result, err
 }
 
-// WriteBytes runs write or append with a raw body read whole before it
+// writeBytes runs write or append with a raw body read whole before it
 // (a small one): as a JSON write does, it makes a new file in place.
-func WriteBytes(fs *FS, appending bool, query url.Values, data []byte) (any, error) {
+func writeBytes(fs *FS, appending bool, query url.Values, data []byte) (any, error) {
 	req, err := rawRequest(query, appending)
 	if err != nil {
 		return nil, err
@@ -120,10 +132,19 @@ func (c *clientBody) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// ReadStreamPath reads the path of a raw read from its JSON request, where
-// a part of the file is asked for with a Range header, not offset and
+// openRequested opens the file a raw read's JSON request names, where a
+// part of the file is asked for with a Range header, not offset and
 // length.
-func ReadStreamPath(body []byte) (string, error) {
+func openRequested(fs *FS, body []byte) (*sftp.File, os.FileInfo, error) {
+	p, err := rawReadPath(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openRead(fs, p)
+}
+
+// rawReadPath reads the path of a raw read from its JSON request.
+func rawReadPath(body []byte) (string, error) {
 	var req readRequest
 	if err := decode(body, &req); err != nil {
 		return "", err
@@ -148,8 +169,8 @@ func boolParam(query url.Values, name string) (bool, error) {
 	return b, nil
 }
 
-// OpenRead opens a file to stream to the client, refusing directories.
-func OpenRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
+// openRead opens a file to stream to the client, refusing directories.
+func openRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
 	target, err := fs.Resolve(p)
 	if err != nil {
 		return nil, nil, err

@@ -5,22 +5,14 @@
 package pool
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -93,218 +85,6 @@ func (op Op) load() int {
 // session of one pool.
 const DefaultMaxWaiting = 256
 
-// Pools holds one Pool per SftpConnection.
-type Pools struct {
-	Dialer *sftpdial.Dialer
-	// Secrets reads a connection's credentials when its pool is built: the
-	// gateway keeps no watch on Secrets.
-	Secrets client.Reader
-	// IdleTimeout closes sessions unused for this long, and forgets a
-	// connection's credentials once it has had no session for as long.
-	IdleTimeout time.Duration
-	// MaxWaiting is how many requests may wait for a session of one
-	// connection's pool; more get ErrQueueFull. 0 is DefaultMaxWaiting.
-	MaxWaiting int
-	// Dials counts new SSH connections by result; nil counts none.
-	Dials *prometheus.CounterVec
-
-	mu      sync.Mutex
-	entries map[types.UID]*entry
-}
-
-// entry serializes the (re)building of one connection's pool, so that a
-// slow Secret read or key decryption holds up only that connection.
-type entry struct {
-	mu   sync.Mutex
-	pool *Pool
-	// The last build that failed: the requests that waited for it get its
-	// error rather than each asking the API server again in turn.
-	failed        error
-	failedAt      time.Time
-	failedVersion version
-}
-
-// version is what a pool is built from: when the spec, the tested Secret,
-// the trusted host key or the resolved root changes, the pool is rebuilt.
-// It is compared on every request, so it is a struct (no allocation).
-type version struct {
-	generation                         int64
-	credentialsHash, hostKey, rootPath string
-}
-
-func versionOf(conn *v1alpha1.SftpConnection) version {
-	return version{conn.Generation, conn.Status.CredentialsHash, conn.Status.HostKey, conn.Status.RootPath}
-}
-
-// Get returns the pool of conn, building it (and reading its Secret) the
-// first time and whenever the connection changed.
-func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, error) {
-	p.mu.Lock()
-	if p.entries == nil {
-		p.entries = map[types.UID]*entry{}
-	}
-	e := p.entries[conn.UID]
-	if e == nil {
-		e = &entry{}
-		p.entries[conn.UID] = e
-	}
-	p.mu.Unlock()
-
-	waitFrom := time.Now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	v := versionOf(conn)
-	switch {
-	case e.pool != nil && e.pool.version == v:
-		return e.pool, nil
-	case e.failed != nil && e.failedVersion == v && !e.failedAt.Before(waitFrom):
-		return nil, e.failed
-	}
-	pool, err := p.build(ctx, conn, v)
-	if err != nil {
-		e.failed, e.failedAt, e.failedVersion = err, time.Now(), v
-		return nil, err
-	}
-	if e.pool != nil {
-		e.pool.Close()
-		// The same server's, most likely. The new pool is not shared yet.
-		pool.keep(e.pool.takeLater()...)
-		e.pool.mu.Lock()
-		pool.background, e.pool.background = e.pool.background, nil
-		e.pool.mu.Unlock()
-		pool.mu.Lock()
-		pool.startFinishing()
-		pool.mu.Unlock()
-	}
-	e.pool = pool
-	return pool, nil
-}
-
-// build makes the pool of conn at version v, reading its Secret.
-func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v version) (*Pool, error) {
-	// Reading the Secret is bounded like a dial: the request may wait
-	// that long for a new pool.
-	ctx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
-	defer cancel()
-	var secret corev1.Secret
-	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
-	if err := p.Secrets.Get(ctx, key, &secret); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
-	}
-	target, err := sftpdial.NewTarget(conn, &secret)
-	if err != nil {
-		return nil, err
-	}
-	return &Pool{
-		namespace:  conn.Namespace,
-		name:       conn.Name,
-		dialer:     p.Dialer,
-		dials:      p.Dials,
-		target:     target,
-		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
-		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
-		version:    v,
-		lastUsed:   time.Now(),
-		wake:       make(chan struct{}),
-	}, nil
-}
-
-// Run closes idle sessions, keeps the others alive and forgets unused
-// pools until ctx ends, then closes every pool.
-func (p *Pools) Run(ctx context.Context) {
-	idle := p.IdleTimeout
-	if idle <= 0 {
-		idle = 5 * time.Minute
-	}
-	tick := time.NewTicker(min(idle/2, 30*time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			for _, pool := range p.forget(func(*Pool) bool { return true }) {
-				pool.Close()
-			}
-			return
-		case <-tick.C:
-		}
-		p.upkeep(idle)
-	}
-}
-
-// upkeep is one round of Run's.
-func (p *Pools) upkeep(idle time.Duration) {
-	defer recovery.Log("the session pools' upkeep")
-	// A pool without sessions for a while belongs to a connection no
-	// longer used (or deleted): drop it with its credentials.
-	for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
-		pool.Close()
-	}
-	for _, pool := range p.current() {
-		pool.tend(idle)
-	}
-}
-
-// current lists the pools, leaving out any being built right now (which
-// the next caller sees): nothing waits for a Secret read or a decryption.
-func (p *Pools) current() []*Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pools := make([]*Pool, 0, len(p.entries))
-	for _, e := range p.entries {
-		if e.mu.TryLock() {
-			if e.pool != nil {
-				pools = append(pools, e.pool)
-			}
-			e.mu.Unlock()
-		}
-	}
-	return pools
-}
-
-// forget removes the pools that match and returns them.
-func (p *Pools) forget(match func(*Pool) bool) []*Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []*Pool
-	for uid, e := range p.entries {
-		if !e.mu.TryLock() {
-			continue // being rebuilt: in use
-		}
-		if e.pool != nil && match(e.pool) {
-			out = append(out, e.pool)
-			delete(p.entries, uid)
-		}
-		e.mu.Unlock()
-	}
-	return out
-}
-
-// The pools' sizes and queues, which Pools collects.
-var (
-	poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
-		"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
-	poolWaiting = prometheus.NewDesc("sftpgate_gateway_pool_waiting",
-		"Requests waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
-)
-
-// Describe and Collect make Pools a Prometheus collector of pool sizes
-// and queues.
-func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
-	ch <- poolSessions
-	ch <- poolWaiting
-}
-
-// Collect reports each pool's size and queue.
-func (p *Pools) Collect(ch chan<- prometheus.Metric) {
-	for _, pool := range p.current() {
-		pool.mu.Lock()
-		sessions, waiting := len(pool.sessions), pool.waiting
-		pool.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(sessions), pool.namespace, pool.name)
-		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(waiting), pool.namespace, pool.name)
-	}
-}
-
 // Pool is the sessions of one connection.
 type Pool struct {
 	namespace, name string
@@ -333,167 +113,8 @@ type Pool struct {
 	// wake is closed (and replaced) when a session is added or removed or
 	// a dial ends, for requests waiting for room to dial.
 	wake chan struct{}
-	// later is work for the next operation's session (Later). hasLater
-	// says, without taking mu, whether there is any or it runs: until it
-	// has run, other operations wait (laterDone is closed when it has), so
-	// that none acts on what it is undoing.
-	later        []func(*sftpdial.Session) error
-	hasLater     atomic.Bool
-	laterRunning bool
-	laterDone    chan struct{}
-	// background is such work that has more to do than a request should
-	// wait for (ErrNotDone): finish runs it, a part at a time, on its own.
-	background []func(*sftpdial.Session) error
-	finishing  bool
-}
-
-// maxLater bounds the work a pool keeps for its next session; beyond it,
-// the oldest is dropped (and logged).
-const maxLater = 256
-
-// ErrNotDone is work kept for a later session that did a part of what it
-// has to do: the rest is done in the background, a part at a time.
-var ErrNotDone = errors.New("more to do")
-
-// pendingGrace is how many idle timeouts a pool with cleanup work left is
-// kept unused for, for its server to come back.
-const pendingGrace = 10
-
-// backgroundTimeout bounds a part of the work done in the background.
-const backgroundTimeout = time.Minute
-
-// Later keeps fn for the session of the next operation, which runs it
-// first: cleaning up what an operation cut off by a broken session left
-// half done. When fn returns a *BrokenError, it stays for the one after;
-// when it returns ErrNotDone, it goes on in the background.
-func (p *Pool) Later(fn func(*sftpdial.Session) error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.keep(fn)
-}
-
-// keep adds work to what waits for the next session; p.mu is held.
-func (p *Pool) keep(work ...func(*sftpdial.Session) error) {
-	p.later = append(p.later, work...)
-	if drop := len(p.later) - maxLater; drop > 0 {
-		slog.Warn("too much cleanup work waits for a session; dropping the oldest",
-			"namespace", p.namespace, "name", p.name, "dropped", drop)
-		p.later = slices.Delete(p.later, 0, drop)
-	}
-	p.hasLater.Store(len(p.later) > 0)
-}
-
-// Background keeps fn to be done apart from requests, on a session of the
-// pool, again while it returns ErrNotDone: cleanup work that may take long.
-func (p *Pool) Background(fn func(*sftpdial.Session) error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.background = append(p.background, fn)
-	if drop := len(p.background) - maxLater; drop > 0 {
-		slog.Warn("too much cleanup work waits in the background; dropping the oldest",
-			"namespace", p.namespace, "name", p.name, "dropped", drop)
-		p.background = slices.Delete(p.background, 0, drop)
-	}
-	p.startFinishing()
-}
-
-// startFinishing starts finish unless it runs or there is nothing to do;
-// p.mu is held.
-func (p *Pool) startFinishing() {
-	if !p.finishing && len(p.background) > 0 && !p.closed {
-		p.finishing = true
-		go p.finish()
-	}
-}
-
-// finish runs the background work, a part at a time, each with a session
-// of the pool like any operation, until none is left or a part fails (the
-// pool's upkeep then starts it again).
-func (p *Pool) finish() {
-	defer recovery.Log("cleanup work in the background")
-	defer func() {
-		p.mu.Lock()
-		p.finishing = false
-		p.mu.Unlock()
-	}()
-	for {
-		p.mu.Lock()
-		if len(p.background) == 0 || p.closed {
-			p.mu.Unlock()
-			return
-		}
-		fn := p.background[0]
-		p.background = p.background[1:]
-		p.mu.Unlock()
-		err := p.Do(context.Background(), Op{Timeout: backgroundTimeout}, fn)
-		if err != nil {
-			p.mu.Lock()
-			if errors.Is(err, ErrNotDone) {
-				p.background = append(p.background, fn)
-			} else {
-				p.background = append([]func(*sftpdial.Session) error{fn}, p.background...)
-			}
-			p.mu.Unlock()
-			if !errors.Is(err, ErrNotDone) {
-				return
-			}
-		}
-	}
-}
-
-// takeLater takes the work kept for the next session.
-func (p *Pool) takeLater() []func(*sftpdial.Session) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	work := p.later
-	p.later = nil
-	p.hasLater.Store(p.laterRunning)
-	return work
-}
-
-// runLater runs the work kept for s's server on s, in order, until s
-// breaks; or, while another operation runs it, waits until it is done.
-func (p *Pool) runLater(s *sftpdial.Session) {
-	p.mu.Lock()
-	for p.laterRunning {
-		done := p.laterDone
-		p.mu.Unlock()
-		<-done
-		p.mu.Lock()
-	}
-	work := p.later
-	p.later = nil
-	if len(work) == 0 {
-		p.hasLater.Store(false)
-		p.mu.Unlock()
-		return
-	}
-	p.laterRunning, p.laterDone = true, make(chan struct{})
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.laterRunning = false
-		close(p.laterDone)
-		p.hasLater.Store(len(p.later) > 0)
-		p.mu.Unlock()
-	}()
-	for i, fn := range work {
-		var broken *BrokenError
-		err := run(fn, s)
-		switch {
-		case errors.As(err, &broken):
-			p.mu.Lock()
-			rest := slices.Concat(work[i:], p.later)
-			p.later = nil
-			p.keep(rest...)
-			p.mu.Unlock()
-			return
-		case errors.Is(err, ErrNotDone):
-			p.Background(fn)
-		case err != nil:
-			slog.Warn("cleaning up after a broken session failed", "namespace", p.namespace, "name", p.name, "error", err)
-		}
-	}
+	// left is the cleanup work kept for the pool's sessions.
+	left leftovers
 }
 
 type session struct {
@@ -542,7 +163,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 			}
 			expired = time.AfterFunc(left, s.expire)
 		}
-		if p.hasLater.Load() {
+		if p.left.has.Load() {
 			p.runLater(s.Session)
 		}
 		started := time.Now()
@@ -771,6 +392,7 @@ func (p *Pool) remove(s *session) {
 
 // Close closes idle sessions now and busy ones when their requests finish.
 func (p *Pool) Close() {
+	p.left.close()
 	p.mu.Lock()
 	p.closed = true
 	var idle []*session
@@ -817,16 +439,15 @@ func (p *Pool) unusedFor(d time.Duration) bool {
 	defer p.mu.Unlock()
 	// Cleanup work left for a server keeps its pool a while longer.
 	unused := time.Since(p.lastUsed)
-	pending := len(p.later) > 0 || len(p.background) > 0
-	return len(p.sessions) == 0 && p.dialing == 0 && (unused > d && !pending || unused > pendingGrace*d)
+	return len(p.sessions) == 0 && p.dialing == 0 && (unused > d && !p.left.pending() || unused > pendingGrace*d)
 }
 
 // tend closes sessions idle longer than idle, checks the others with an
 // SSH keepalive, dropping those that do not answer in time, and takes up
 // cleanup work in the background again where it stopped.
 func (p *Pool) tend(idle time.Duration) {
-	p.mu.Lock()
 	p.startFinishing()
+	p.mu.Lock()
 	var expired, check []*session
 	for _, s := range slices.Clone(p.sessions) {
 		switch {

@@ -1,0 +1,225 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+)
+
+// Pools holds one Pool per SftpConnection.
+type Pools struct {
+	Dialer *sftpdial.Dialer
+	// Secrets reads a connection's credentials when its pool is built: the
+	// gateway keeps no watch on Secrets.
+	Secrets client.Reader
+	// IdleTimeout closes sessions unused for this long, and forgets a
+	// connection's credentials once it has had no session for as long.
+	IdleTimeout time.Duration
+	// MaxWaiting is how many requests may wait for a session of one
+	// connection's pool; more get ErrQueueFull. 0 is DefaultMaxWaiting.
+	MaxWaiting int
+	// Dials counts new SSH connections by result; nil counts none.
+	Dials *prometheus.CounterVec
+
+	mu      sync.Mutex
+	entries map[types.UID]*entry
+}
+
+// entry serializes the (re)building of one connection's pool, so that a
+// slow Secret read or key decryption holds up only that connection.
+type entry struct {
+	mu   sync.Mutex
+	pool *Pool
+	// The last build that failed: the requests that waited for it get its
+	// error rather than each asking the API server again in turn.
+	failed        error
+	failedAt      time.Time
+	failedVersion version
+}
+
+// version is what a pool is built from: when the spec, the tested Secret,
+// the trusted host key or the resolved root changes, the pool is rebuilt.
+// It is compared on every request, so it is a struct (no allocation).
+type version struct {
+	generation                         int64
+	credentialsHash, hostKey, rootPath string
+}
+
+func versionOf(conn *v1alpha1.SftpConnection) version {
+	return version{conn.Generation, conn.Status.CredentialsHash, conn.Status.HostKey, conn.Status.RootPath}
+}
+
+// Get returns the pool of conn, building it (and reading its Secret) the
+// first time and whenever the connection changed.
+func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, error) {
+	p.mu.Lock()
+	if p.entries == nil {
+		p.entries = map[types.UID]*entry{}
+	}
+	e := p.entries[conn.UID]
+	if e == nil {
+		e = &entry{}
+		p.entries[conn.UID] = e
+	}
+	p.mu.Unlock()
+
+	waitFrom := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := versionOf(conn)
+	switch {
+	case e.pool != nil && e.pool.version == v:
+		return e.pool, nil
+	case e.failed != nil && e.failedVersion == v && !e.failedAt.Before(waitFrom):
+		return nil, e.failed
+	}
+	pool, err := p.build(ctx, conn, v)
+	if err != nil {
+		e.failed, e.failedAt, e.failedVersion = err, time.Now(), v
+		return nil, err
+	}
+	if e.pool != nil {
+		e.pool.Close()
+		// The same server's, most likely. The new pool is not shared yet.
+		pool.left.takeOver(&e.pool.left)
+		pool.startFinishing()
+	}
+	e.pool = pool
+	return pool, nil
+}
+
+// build makes the pool of conn at version v, reading its Secret.
+func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v version) (*Pool, error) {
+	// Reading the Secret is bounded like a dial: the request may wait
+	// that long for a new pool.
+	ctx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
+	defer cancel()
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
+	if err := p.Secrets.Get(ctx, key, &secret); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
+	}
+	target, err := sftpdial.NewTarget(conn, &secret)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool{
+		namespace:  conn.Namespace,
+		name:       conn.Name,
+		dialer:     p.Dialer,
+		dials:      p.Dials,
+		target:     target,
+		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
+		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
+		version:    v,
+		lastUsed:   time.Now(),
+		wake:       make(chan struct{}),
+	}, nil
+}
+
+// Run closes idle sessions, keeps the others alive and forgets unused
+// pools until ctx ends, then closes every pool.
+func (p *Pools) Run(ctx context.Context) {
+	idle := p.IdleTimeout
+	if idle <= 0 {
+		idle = 5 * time.Minute
+	}
+	tick := time.NewTicker(min(idle/2, 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, pool := range p.forget(func(*Pool) bool { return true }) {
+				pool.Close()
+			}
+			return
+		case <-tick.C:
+		}
+		p.upkeep(idle)
+	}
+}
+
+// upkeep is one round of Run's.
+func (p *Pools) upkeep(idle time.Duration) {
+	defer recovery.Log("the session pools' upkeep")
+	// A pool without sessions for a while belongs to a connection no
+	// longer used (or deleted): drop it with its credentials.
+	for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {
+		pool.Close()
+	}
+	for _, pool := range p.current() {
+		pool.tend(idle)
+	}
+}
+
+// current lists the pools, leaving out any being built right now (which
+// the next caller sees): nothing waits for a Secret read or a decryption.
+func (p *Pools) current() []*Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pools := make([]*Pool, 0, len(p.entries))
+	for _, e := range p.entries {
+		if e.mu.TryLock() {
+			if e.pool != nil {
+				pools = append(pools, e.pool)
+			}
+			e.mu.Unlock()
+		}
+	}
+	return pools
+}
+
+// forget removes the pools that match and returns them.
+func (p *Pools) forget(match func(*Pool) bool) []*Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*Pool
+	for uid, e := range p.entries {
+		if !e.mu.TryLock() {
+			continue // being rebuilt: in use
+		}
+		if e.pool != nil && match(e.pool) {
+			out = append(out, e.pool)
+			delete(p.entries, uid)
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// The pools' sizes and queues, which Pools collects.
+var (
+	poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
+		"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
+	poolWaiting = prometheus.NewDesc("sftpgate_gateway_pool_waiting",
+		"Requests waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
+)
+
+// Describe and Collect make Pools a Prometheus collector of pool sizes
+// and queues.
+func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolSessions
+	ch <- poolWaiting
+}
+
+// Collect reports each pool's size and queue.
+func (p *Pools) Collect(ch chan<- prometheus.Metric) {
+	for _, pool := range p.current() {
+		pool.mu.Lock()
+		sessions, waiting := len(pool.sessions), pool.waiting
+		pool.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(sessions), pool.namespace, pool.name)
+		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(waiting), pool.namespace, pool.name)
+	}
+}
