@@ -85,10 +85,10 @@ func (s *reservations) hold(ctx context.Context, name, ns string) error {
 }
 
 // create makes name's Lease, held for ns, and returns nil. If it exists
-// already (made at the same moment by another worker, or before the
-// reservation label by an earlier version, so the cache cannot see it),
-// it returns that Lease as the API server has it, labelled; unless it is
-// held for another namespace, which the claim being made did not know.
+// already (made at the same moment by another worker, so the cache has
+// not seen it yet), it returns that Lease as the API server has it;
+// unless it is held for another namespace, which the claim being made did
+// not know.
 func (s *reservations) create(ctx context.Context, name, ns string) (*coordinationv1.Lease, error) {
 	key := s.key(name)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
@@ -100,13 +100,6 @@ func (s *reservations) create(ctx context.Context, name, ns string) (*coordinati
 	lease = &coordinationv1.Lease{}
 	if err := s.apiReader.Get(ctx, key, lease); err != nil {
 		return nil, err
-	}
-	if lease.Labels[LabelReservation] != s.kind {
-		patch := client.MergeFrom(lease.DeepCopy())
-		metav1.SetMetaDataLabel(&lease.ObjectMeta, LabelReservation, s.kind)
-		if err := s.client.Patch(ctx, lease, patch); err != nil {
-			return nil, err
-		}
 	}
 	if holder := lease.Spec.HolderIdentity; holder != nil && *holder != ns {
 		return nil, fmt.Errorf("the %s %s has a reservation the cache had not seen: deciding again", s.kind, name)

@@ -349,11 +349,11 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 
 // setLogger makes the gateway's JSON log the default logger and returns
 // a function that writes out what it holds. With a flush interval, lines
-// are written in batches: a request's log line written at once was a
-// system call per request, a twentieth of the gateway's CPU per small
-// write (proxies buffer access logs for the same reason). Warnings and
-// errors are written at once with what precedes them, so that what
-// explains a crash is not lost with the buffer.
+// are written in batches: a request's log line written at once is a
+// system call per request, which shows in the CPU per small write
+// (docs/benchmarks.md; proxies buffer access logs for the same reason).
+// Warnings and errors are written at once with what precedes them, so that
+// what explains a crash is not lost with the buffer.
 func setLogger(flushInterval time.Duration) (flush func()) {
 	unbuffered := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if flushInterval <= 0 {
@@ -393,13 +393,13 @@ func (h *syncOnWarn) WithGroup(name string) slog.Handler {
 
 // GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
 // live heap is small and every request allocates, so at Go's default
-// (GOGC=100) it collected every few megabytes allocated, and marking was a
-// large share of its CPU; GOGC=400 collects a quarter as often. Large files
-// streamed through would then grow the heap fourfold; a soft limit collects
-// sooner there. That limit follows the memory budget: what the budget holds
-// is live and no collection frees it, so a fixed limit under it would have
-// the collector run without pause (taking up to half the CPU) whenever
-// large requests fill the budget. docs/benchmarks.md has the measurements.
+// (GOGC=100) it collects every few megabytes allocated, and marking takes
+// a large share of its CPU; GOGC=400 collects a quarter as often. Large
+// files streamed through would then grow the heap fourfold; a soft limit
+// collects sooner there. That limit follows the memory budget: what the
+// budget holds is live and no collection frees it, so a fixed limit under
+// it would have the collector run without pause whenever large requests
+// fill the budget. docs/benchmarks.md has the measurements.
 const (
 	defaultGCPercent = 400
 	// baseMemoryLimit is the soft limit while the budget holds nothing.

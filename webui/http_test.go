@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -461,49 +460,5 @@ func TestClosedSignUp(t *testing.T) {
 	}
 	if status, body := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"an operator's password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
 		t.Errorf("the added account logs in: %d", status)
-	}
-}
-
-// TestMoveAccounts: after an upgrade from a version that kept account
-// Secrets in sftpgate-system, "sftpgate webui move-accounts" moves them to
-// the accounts namespace, where they log in as before; an email that has
-// an account there already is left where it was, and said.
-func TestMoveAccounts(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	// The old layout: the UI keeps accounts in its own namespace, with a
-	// Role there.
-	oldNS := "old-accounts-" + strings.ToLower(rand.Text()[:8])
-	must(t, k8s.Create(ctx, namespace(oldNS)))
-	must(t, k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: oldNS, Name: "webui"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}}}}))
-	must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: oldNS, Name: "webui"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "webui"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: uiNamespace, Name: uiServiceAccount}}}))
-	oldUI := newUI(func(o *webui.Options) { o.Namespace = oldNS }).URL
-	mover, taken := newClient(t), newClient(t)
-	mover.base = oldUI
-	mover.signUp(t)
-	taken.signUp(t) // today's layout
-	twin := newClient(t)
-	twin.base, twin.email = oldUI, taken.email
-	twin.signUp(t)
-
-	moved, conflicts, err := (&accounts.Store{Client: k8s, Namespace: accountsNamespace}).MoveFrom(ctx, oldNS)
-	must(t, err)
-	if !slices.Equal(moved, []string{mover.email}) || !slices.Equal(conflicts, []string{taken.email}) {
-		t.Errorf("moved %v, left %v; want %s moved, %s left", moved, conflicts, mover.email, taken.email)
-	}
-	mover.base = uiURL
-	if status, body := mover.form(t, "/login", url.Values{"email": {mover.email}, "password": {"a long enough password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
-		t.Errorf("the moved account logs in: %d", status)
-	}
-	var left corev1.SecretList
-	must(t, k8s.List(ctx, &left, client.InNamespace(oldNS), client.HasLabels{accounts.LabelAccount}))
-	if n := len(left.Items); n != 1 {
-		t.Errorf("%d account Secrets left in the old namespace, want the one not moved", n)
-	}
-	if again, _, err := (&accounts.Store{Client: k8s, Namespace: accountsNamespace}).MoveFrom(ctx, oldNS); err != nil || len(again) != 0 {
-		t.Errorf("a second run moved %v: %v", again, err)
 	}
 }

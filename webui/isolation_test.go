@@ -491,7 +491,7 @@ func gatewayMetric(t *testing.T, name string) float64 {
 	gatewayMetrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(rec.Body.String())
 	if m == nil {
-		t.Fatalf("the gateway has no metric %s", name)
+		t.Fatalf("the gateway has no metric %s: %d %.300q", name, rec.Code, rec.Body)
 	}
 	v, err := strconv.ParseFloat(m[1], 64)
 	must(t, err)

@@ -76,10 +76,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Addr, "listen-address", ":8080", "Address the web UI listens on.")
 	fs.StringVar(&o.Namespace, "accounts-namespace", "sftpgate-accounts",
 		"Namespace of the accounts' Secrets, where the web UI may read Secrets: one of their own (config/accounts).")
-	fs.Func("namespace", "Removed: see --accounts-namespace.", func(string) error {
-		return errors.New("--namespace is now --accounts-namespace, and the accounts live in a namespace of their own: " +
-			"see 'Upgrade' in docs/deploy.md to move them there (sftpgate webui move-accounts)")
-	})
 	fs.StringVar(&o.GatewayURL, "gateway-url", "http://localhost:8080", "The gateway's base URL as its clients reach it, shown in endpoints and examples.")
 	fs.StringVar(&o.GatewayInternalURL, "gateway-internal-url", "", "Where the web UI reaches the gateway for \"try it\" (default: --gateway-url).")
 	fs.StringVar(&o.SessionKeyFile, "session-key-file", "", "File with the secret (32 bytes or more) that signs and encrypts cookies; the same for every replica. Random when empty: log-ins end on restart.")
@@ -298,16 +294,10 @@ func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration
 }
 
 // Run runs "sftpgate webui" until ctx ends; "sftpgate webui add-account"
-// adds an account (AddAccount), "sftpgate webui move-accounts" moves them
-// from an older version's namespace (MoveAccounts).
+// adds an account (AddAccount).
 func Run(ctx context.Context, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "add-account":
-			return AddAccount(ctx, args[1:], os.Stdin, os.Stdout)
-		case "move-accounts":
-			return MoveAccounts(ctx, args[1:], os.Stdout)
-		}
+	if len(args) > 0 && args[0] == "add-account" {
+		return AddAccount(ctx, args[1:], os.Stdin, os.Stdout)
 	}
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	var opts Options

@@ -125,8 +125,9 @@ func decode(body []byte, req any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	// json v2 checks and decodes in one pass; encoding/json scanned a
-	// request twice and was a tenth of the gateway's CPU per small write.
+	// json v2 checks and decodes in one pass, where encoding/json scans a
+	// request twice: it shows in the CPU per small write
+	// (docs/benchmarks.md).
 	// Invalid UTF-8 and lone surrogates ("\ud800", which JavaScript's
 	// JSON.stringify makes) become U+FFFD, as encoding/json did.
 	if err := json.Unmarshal(body, req, json.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true)); err != nil {

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -261,5 +266,28 @@ func TestQueueIsBounded(t *testing.T) {
 	finish()
 	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); err != nil {
 		t.Fatalf("once the session has room: %v", err)
+	}
+}
+
+// TestOnePoolMetricPerConnection: a connection deleted and made again
+// under its name has two pools for a while, reported as one connection.
+func TestOnePoolMetricPerConnection(t *testing.T) {
+	p := &Pools{entries: map[types.UID]*entry{
+		"old": {pool: &Pool{namespace: "team", name: "box", sessions: []*session{{}}}},
+		"new": {pool: &Pool{namespace: "team", name: "box", waiting: 2}},
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sftpgate_gateway_pool_sessions Open SSH sessions to each connection's server.
+# TYPE sftpgate_gateway_pool_sessions gauge
+sftpgate_gateway_pool_sessions{name="box",namespace="team"} 1
+# HELP sftpgate_gateway_pool_waiting Requests waiting for a session of each connection, all of whose sessions are busy.
+# TYPE sftpgate_gateway_pool_waiting gauge
+sftpgate_gateway_pool_waiting{name="box",namespace="team"} 2
+`)); err != nil {
+		t.Error(err)
 	}
 }

@@ -213,13 +213,23 @@ func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
 	ch <- poolWaiting
 }
 
-// Collect reports each pool's size and queue.
+// Collect reports each connection's sessions and queue. A connection
+// deleted and made again under its name may have two pools for a while
+// (one per UID): they are reported as one.
 func (p *Pools) Collect(ch chan<- prometheus.Metric) {
+	type counts struct{ sessions, waiting int }
+	byName := map[types.NamespacedName]counts{}
 	for _, pool := range p.current() {
 		pool.mu.Lock()
-		sessions, waiting := len(pool.sessions), pool.waiting
+		key := types.NamespacedName{Namespace: pool.namespace, Name: pool.name}
+		c := byName[key]
+		c.sessions += len(pool.sessions)
+		c.waiting += pool.waiting
+		byName[key] = c
 		pool.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(sessions), pool.namespace, pool.name)
-		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(waiting), pool.namespace, pool.name)
+	}
+	for key, c := range byName {
+		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
+		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
 	}
 }
