@@ -10,7 +10,11 @@ ETCD_VERSION ?= 3.6.16
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-etcd$(ETCD_VERSION)
+# The control plane takes minutes to build: it is kept under the user's
+# cache directory (as Go's os.UserCacheDir), keyed by its versions, where
+# every clone of the project on the machine finds it.
+SFTPGATE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sftpgate
+ENVTEST_ASSETS ?= $(SFTPGATE_CACHE)/k8s/$(K8S_VERSION)-etcd$(ETCD_VERSION)
 
 # Arguments of sftpgate-dev under `make run` (e.g. RUN_ARGS=--fresh).
 RUN_ARGS ?=
@@ -108,6 +112,7 @@ build: ## Build the sftpgate binary into bin/, as the Dockerfile does.
 
 .PHONY: build-dev
 build-dev: ## Build sftpgate-dev, the local system of make run, into bin/.
+	@echo "Building sftpgate-dev (a minute or two the first time)"
 	go build -o $(LOCALBIN)/sftpgate-dev ./hack/sftpgate-dev
 
 .PHONY: run
@@ -148,7 +153,7 @@ test-prereqs: ## Install the system packages the tests need (OpenSSH server, Chr
 	hack/test-prereqs.sh
 
 .PHONY: envtest
-envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build kube-apiserver and etcd for the tests (minutes, once).
+envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Build kube-apiserver and etcd for the tests (minutes, once per machine).
 $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd &:
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/control-plane.sh $(ENVTEST_ASSETS)
 

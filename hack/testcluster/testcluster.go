@@ -1,7 +1,8 @@
 // Package testcluster starts a real kube-apiserver and etcd (controller-
 // runtime's envtest) with sftpgate's CRDs installed. The binaries come from
 // KUBEBUILDER_ASSETS, or else from the latest build of hack/control-plane.sh
-// under the repository's bin/k8s/ (make envtest builds them).
+// under the user's cache directory, sftpgate/k8s/ (make envtest builds
+// them there).
 package testcluster
 
 import (
@@ -46,7 +47,11 @@ func Environment(etcdDir string) (*envtest.Environment, error) {
 	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		builds, _ := filepath.Glob(filepath.Join(root, "bin", "k8s", "*", "kube-apiserver"))
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		builds, _ := filepath.Glob(filepath.Join(cache, "sftpgate", "k8s", "*", "kube-apiserver"))
 		if len(builds) == 0 {
 			return nil, errors.New("no kube-apiserver: run 'make envtest' (or 'make test', which does) to build the control plane")
 		}
