@@ -116,14 +116,19 @@ func (b *Budget) report() {
 // every hold (for code run without a budget, as in tests of the commands
 // alone).
 type Ledger struct {
-	b    *Budget
-	ctx  context.Context
-	held int64
+	b *Budget
+	// done and cause are the request context's Done and Err: its end
+	// stops a wait.
+	done  <-chan struct{}
+	cause func() error
+	held  int64
 }
 
 // Ledger starts a request's ledger; ctx is the request's, whose end stops
 // a wait. Release it when the answer has been sent.
-func (b *Budget) Ledger(ctx context.Context) Ledger { return Ledger{b: b, ctx: ctx} }
+func (b *Budget) Ledger(ctx context.Context) Ledger {
+	return Ledger{b: b, done: ctx.Done(), cause: ctx.Err}
+}
 
 // Hold takes n more bytes for the request, waiting for room if there is
 // none. It returns ErrBusy when the wait ends without room, a
@@ -157,8 +162,8 @@ func (l *Ledger) Hold(n int64) error {
 		case <-freed:
 		case <-expired:
 			return ErrBusy
-		case <-l.ctx.Done():
-			return l.ctx.Err()
+		case <-l.done:
+			return l.cause()
 		}
 	}
 }
