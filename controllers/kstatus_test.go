@@ -4,10 +4,13 @@ import (
 	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
 // TestNewObjectsAreInProgress: as the API server returns a new object,
@@ -16,7 +19,9 @@ import (
 func TestNewObjectsAreInProgress(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing")} {
+	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.SftpWatchSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "fresh"}, Sink: v1alpha1.Destination{URI: "http://receiver.example"}}}
+	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch} {
 		if err := k8s.Create(context.Background(), obj); err != nil {
 			t.Fatal(err)
 		}

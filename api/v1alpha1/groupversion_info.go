@@ -26,6 +26,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&SftpConnection{}, &SftpConnectionList{},
 		&ApiKey{}, &ApiKeyList{},
+		&SftpWatch{}, &SftpWatchList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -382,6 +382,13 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		{"an unknown command", "ApiKey", "reports-ci", []string{"spec", "commands"}, []any{"format"}, "spec.commands"},
 		{"a relative path", "ApiKey", "reports-ci", []string{"spec", "paths"}, []any{"incoming/"}, "spec.paths"},
 		{"a path climbing out", "ApiKey", "reports-ci", []string{"spec", "paths"}, []any{"/incoming/../private"}, "without . or .. parts"},
+		{"a watch polling every second", "SftpWatch", "reports-incoming", []string{"spec", "pollInterval"}, "1s", "at least 5s"},
+		{"a watch of a relative folder", "SftpWatch", "reports-incoming", []string{"spec", "path"}, "incoming", "absolute folder"},
+		{"a watch moving to nowhere", "SftpWatch", "reports-incoming", []string{"spec", "afterDelivery"}, map[string]any{"action": "Move"}, "needs moveTo"},
+		{"a watch with no sink", "SftpWatch", "reports-incoming", []string{"spec", "sink"}, map[string]any{}, "a ref or a uri"},
+		{"a watch of an unknown event", "SftpWatch", "reports-incoming", []string{"spec", "events"}, []any{"Renamed"}, "spec.events"},
+		{"a watch with a backoff that is no duration", "SftpWatch", "reports-incoming", []string{"spec", "delivery", "backoffDelay"}, "1s", "spec.delivery.backoffDelay"},
+		{"a watch too deep", "SftpWatch", "reports-incoming", []string{"spec", "maxDepth"}, int64(100), "spec.maxDepth"},
 	} {
 		u := sample(tc.kind, tc.sample)
 		if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {

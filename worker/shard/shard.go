@@ -1,0 +1,349 @@
+// Package shard divides a component's work among its replicas through
+// Kubernetes Leases, and nothing else. Each replica renews a member Lease;
+// each item of work (a watch, a transfer) has a Lease of its own, held by
+// the replica doing it. A replica takes free items while it holds fewer
+// than its share (the items over the live members, rounded up), takes an
+// item whose holder stopped renewing once its Lease has expired, and gives
+// items back when it holds more than its share (after a replica joined).
+// A replica that dies leaves its Leases to expire: the others take its
+// items within one lease duration.
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// Labels of the Leases, by which a replica lists them.
+const (
+	// LabelItem marks an item's Lease with the kind of work.
+	LabelItem = "sftpgate.dev/shard-item"
+	// LabelMember marks a replica's member Lease with the kind of work.
+	LabelMember = "sftpgate.dev/shard-member"
+)
+
+// DefaultLeaseDuration is how long a Lease holds without renewal: a dead
+// replica's items wait at most this long for another.
+const DefaultLeaseDuration = 15 * time.Second
+
+// Shard is one replica's part of one kind of work.
+type Shard struct {
+	// Cache lists the Leases (a cache of the namespace's Leases will do);
+	// Client reads and writes them at the API server.
+	Cache  client.Reader
+	Client client.Client
+	// Namespace holds the Leases; Kind names the work ("watch"); Identity
+	// is this replica's (its pod's name).
+	Namespace, Kind, Identity string
+	// LeaseDuration is DefaultLeaseDuration when zero.
+	LeaseDuration time.Duration
+	Clock         clock.Clock
+
+	mu sync.Mutex
+	// held is the items whose Lease this replica holds, with when it last
+	// renewed each.
+	held map[string]time.Time
+}
+
+func (s *Shard) duration() time.Duration {
+	if s.LeaseDuration > 0 {
+		return s.LeaseDuration
+	}
+	return DefaultLeaseDuration
+}
+
+func (s *Shard) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
+// Holds reports whether this replica holds item's Lease now: renewed
+// within the lease duration. Work checks it before each step it must not
+// do twice at once, so that a replica cut off from the API server stops
+// before another takes its items.
+func (s *Shard) Holds(item string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	renewed, ok := s.held[item]
+	return ok && s.now().Sub(renewed) < s.duration()
+}
+
+// Sync renews this replica's membership and the Leases it holds, takes
+// free items of items (the work there is now) up to its share, and says
+// which to keep doing (keep) and which to stop (drop: over its share, or
+// gone). Stop the dropped items' work, then Release them.
+func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, err error) {
+	if err := s.renewMember(ctx); err != nil {
+		return nil, nil, err
+	}
+	members, err := s.liveMembers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	share := (len(items) + members - 1) / max(members, 1)
+	var leases coordinationv1.LeaseList
+	if err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{LabelItem: s.Kind}); err != nil {
+		return nil, nil, err
+	}
+	byItem := map[string]*coordinationv1.Lease{}
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		byItem[l.Annotations[annotationItem]] = l
+	}
+	exists := map[string]bool{}
+	for _, item := range items {
+		exists[item] = true
+	}
+
+	s.mu.Lock()
+	if s.held == nil {
+		s.held = map[string]time.Time{}
+	}
+	mine := make([]string, 0, len(s.held))
+	for item := range s.held {
+		mine = append(mine, item)
+	}
+	s.mu.Unlock()
+	slices.Sort(mine)
+
+	// Renew what this replica holds, or learn it lost it.
+	for _, item := range mine {
+		if !exists[item] {
+			drop = append(drop, item)
+			continue
+		}
+		if err := s.renew(ctx, item, byItem[item]); err != nil {
+			s.forget(item)
+			drop = append(drop, item)
+			if !isLost(err) {
+				return keep, drop, err
+			}
+			continue
+		}
+		keep = append(keep, item)
+	}
+	// Over its share (a replica joined): give some back.
+	if over := len(keep) - share; over > 0 {
+		drop = append(drop, keep[len(keep)-over:]...)
+		keep = keep[:len(keep)-over]
+	}
+	// Under it: take free items, in an order of this replica's own so that
+	// replicas starting together do not all go for the same ones.
+	free := make([]string, 0)
+	for _, item := range items {
+		if !slices.Contains(keep, item) && !slices.Contains(drop, item) && s.takeable(byItem[item]) {
+			free = append(free, item)
+		}
+	}
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	for _, item := range free {
+		if len(keep) >= share {
+			break
+		}
+		switch err := s.take(ctx, item, byItem[item]); {
+		case err == nil:
+			keep = append(keep, item)
+		case isLost(err):
+		default:
+			return keep, drop, err
+		}
+	}
+	slices.Sort(keep)
+	return keep, drop, nil
+}
+
+// Release gives back item's Lease, once its work has stopped, for another
+// replica to take at once.
+func (s *Shard) Release(ctx context.Context, item string) error {
+	if !s.forget(item) {
+		return nil
+	}
+	lease := &coordinationv1.Lease{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, lease); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != s.Identity {
+		return nil
+	}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
+}
+
+// Leave gives back every Lease this replica holds and its membership, for
+// a replica stopping on purpose: its items move at once, not after a lease
+// duration.
+func (s *Shard) Leave(ctx context.Context) error {
+	s.mu.Lock()
+	items := make([]string, 0, len(s.held))
+	for item := range s.held {
+		items = append(items, item)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, item := range items {
+		errs = append(errs, s.Release(ctx, item))
+	}
+	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.memberName()}}
+	errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, member)))
+	return errors.Join(errs...)
+}
+
+// annotationItem holds an item's key on its Lease: names are bounded, keys
+// need not be.
+const annotationItem = "sftpgate.dev/shard-item"
+
+func (s *Shard) leaseName(item string) string { return s.Kind + "-" + item }
+func (s *Shard) memberName() string         { return s.Kind + "-member-" + s.Identity }
+
+// forget drops item from what this replica holds; false if it held none.
+func (s *Shard) forget(item string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.held[item]
+	delete(s.held, item)
+	return ok
+}
+
+// renewMember renews (or makes) this replica's member Lease.
+func (s *Shard) renewMember(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: s.Namespace, Name: s.memberName()}
+	lease := &coordinationv1.Lease{}
+	err := s.Client.Get(ctx, key, lease)
+	now := metav1.NewMicroTime(s.now())
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name,
+			Labels: map[string]string{LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+			Spec: s.spec(now)}
+		return client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
+	case err != nil:
+		return err
+	}
+	lease.Spec = s.spec(now)
+	return s.Client.Update(ctx, lease)
+}
+
+func (s *Shard) spec(now metav1.MicroTime) coordinationv1.LeaseSpec {
+	return coordinationv1.LeaseSpec{HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(s.duration().Seconds())),
+		AcquireTime: &now, RenewTime: &now}
+}
+
+// liveMembers counts the replicas whose member Lease is renewed (this one
+// included).
+func (s *Shard) liveMembers(ctx context.Context) (int, error) {
+	var list coordinationv1.LeaseList
+	if err := s.Cache.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelMember: s.Kind}); err != nil {
+		return 0, err
+	}
+	live := 0
+	self := false
+	for i := range list.Items {
+		if l := &list.Items[i]; !s.expired(l) {
+			live++
+			self = self || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == s.Identity)
+		}
+	}
+	if !self {
+		live++ // a cache that has not seen this replica's own Lease yet
+	}
+	return live, nil
+}
+
+// expired reports whether l's holder stopped renewing it.
+func (s *Shard) expired(l *coordinationv1.Lease) bool {
+	if l.Spec.RenewTime == nil {
+		return true
+	}
+	d := s.duration()
+	if l.Spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return !s.now().Before(l.Spec.RenewTime.Add(d))
+}
+
+// takeable reports whether an item whose Lease is l (nil: none) may be
+// taken: no holder, or one that stopped renewing.
+func (s *Shard) takeable(l *coordinationv1.Lease) bool {
+	return l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || s.expired(l)
+}
+
+// errLost is an item another replica holds now.
+var errLost = errors.New("another replica holds it")
+
+func isLost(err error) bool {
+	return errors.Is(err, errLost) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
+}
+
+// take makes or takes over item's Lease, l being what the cache has.
+func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) error {
+	now := metav1.NewMicroTime(s.now())
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(item),
+			Labels:      map[string]string{LabelItem: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
+			Annotations: map[string]string{annotationItem: item}},
+			Spec: s.spec(now)}
+		if err := s.Client.Create(ctx, l); err != nil {
+			return err
+		}
+	} else {
+		l = l.DeepCopy()
+		transitions := ptr.Deref(l.Spec.LeaseTransitions, 0) + 1
+		l.Spec = s.spec(now)
+		l.Spec.LeaseTransitions = &transitions
+		// The cache's resourceVersion: a replica that took it meanwhile
+		// makes this a conflict.
+		if err := s.Client.Update(ctx, l); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.held[item] = now.Time
+	s.mu.Unlock()
+	return nil
+}
+
+// renew renews item's Lease, which this replica holds; l is what the
+// cache has of it, which may lag behind this replica's last renewal.
+func (s *Shard) renew(ctx context.Context, item string, l *coordinationv1.Lease) error {
+	now := metav1.NewMicroTime(s.now())
+	for try := 0; ; try++ {
+		if l == nil || try > 0 {
+			fresh := &coordinationv1.Lease{}
+			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, fresh); err != nil {
+				return err
+			}
+			l = fresh
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != s.Identity {
+			return fmt.Errorf("renewing: %w", errLost)
+		}
+		l = l.DeepCopy()
+		l.Spec.RenewTime = &now
+		err := s.Client.Update(ctx, l)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || try > 0 {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.held[item] = now.Time
+	s.mu.Unlock()
+	return nil
+}
