@@ -151,7 +151,7 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 			free = append(free, item)
 		}
 	}
-	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] }) //nolint:gosec // spreading replicas, not a secret
 	for _, item := range free {
 		if len(keep) >= share {
 			break
@@ -208,7 +208,7 @@ func (s *Shard) Leave(ctx context.Context) error {
 const annotationItem = "sftpgate.dev/shard-item"
 
 func (s *Shard) leaseName(item string) string { return s.Kind + "-" + item }
-func (s *Shard) memberName() string         { return s.Kind + "-member-" + s.Identity }
+func (s *Shard) memberName() string           { return s.Kind + "-member-" + s.Identity }
 
 // forget drops item from what this replica holds; false if it held none.
 func (s *Shard) forget(item string) bool {
