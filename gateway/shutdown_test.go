@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // TestShutdownFinishesRequests: on SIGTERM (ctx ending) the gateway stops
@@ -78,7 +78,7 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	must(t, err)
 	// The request is in the handler once its temporary file is there.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if tmp, _ := filepath.Glob(filepath.Join(f.sshd.Dir, commands.TempPrefix+"*")); len(tmp) == 1 {
+		if tmp, _ := filepath.Glob(filepath.Join(f.sshd.Dir, tempname.Prefix+"*")); len(tmp) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // Listing limits: a page holds at most this many entries.
@@ -63,7 +64,7 @@ func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if fi.Name() <= req.After || isTemp(fi.Name()) {
+		if fi.Name() <= req.After || tempname.Is(fi.Name()) {
 			return nil
 		}
 		if page.Len() == limit {
@@ -218,7 +219,7 @@ func tooLarge(fs *FS, err *sftpdir.TooLargeError) *Failure {
 // refuses a channel it allowed at the check, could still meet such a
 // directory midway; what is left then goes back, as for any refusal.)
 func (fs *FS) removeTree(p string) error {
-	tmp := tempName(path.Dir(p))
+	tmp := tempname.In(path.Dir(p))
 	if err := fs.Client.Rename(p, tmp); err != nil {
 		return err
 	}

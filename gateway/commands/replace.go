@@ -1,17 +1,16 @@
 package commands
 
 import (
-	"crypto/rand"
 	"errors"
 	"os"
 	"path"
-	"strings"
 
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // Writes never destroy what they replace. A file that does not exist yet
@@ -65,27 +64,6 @@ func (fs *FS) onSession(u Undo) func(*sftpdial.Session) error {
 		}
 		return err
 	}
-}
-
-// TempPrefix starts the names of the gateway's temporary files and
-// directories: short and fixed, so that they fit the server's name length
-// limit whatever the target's name.
-const TempPrefix = ".sftpgate-"
-
-// tempName is a new temporary name in dir.
-func tempName(dir string) string {
-	return path.Join(dir, TempPrefix+strings.ToLower(rand.Text()[:tempRandom])+tempSuffix)
-}
-
-const (
-	tempRandom = 16
-	tempSuffix = ".tmp"
-)
-
-// isTemp reports whether name is one of the gateway's temporary names,
-// which list leaves out: they are its own, and short-lived.
-func isTemp(name string) bool {
-	return len(name) == len(TempPrefix)+tempRandom+len(tempSuffix) && strings.HasPrefix(name, TempPrefix) && strings.HasSuffix(name, tempSuffix)
 }
 
 // filler writes a file's content into f.
@@ -217,7 +195,7 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		perm := existing.Mode().Perm()
 		mode = &perm
 	}
-	tmp := tempName(path.Dir(dest))
+	tmp := tempname.In(path.Dir(dest))
 	f, err := fs.Client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return 0, serverFailure(err, fs.Rel(target))
@@ -248,7 +226,7 @@ func (fs *FS) rename(from, to string, overwrite bool) error {
 	case hasPosixRename(fs.Client):
 		return fs.Client.PosixRename(from, to)
 	}
-	aside := tempName(path.Dir(to))
+	aside := tempname.In(path.Dir(to))
 	err := fs.Client.Rename(to, aside)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

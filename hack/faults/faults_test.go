@@ -29,11 +29,11 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 var (
@@ -191,7 +191,7 @@ func (f *fixture) file(t *testing.T, name string) string {
 
 // temporaries lists the gateway's temporary names in dir on the server.
 func (f *fixture) temporaries(dir string) []string {
-	found, _ := filepath.Glob(filepath.Join(f.sshd.Dir, dir, commands.TempPrefix+"*"))
+	found, _ := filepath.Glob(filepath.Join(f.sshd.Dir, dir, tempname.Prefix+"*"))
 	return found
 }
 

@@ -1,0 +1,151 @@
+// Package watch is what an SftpWatch does on each poll: it lists the
+// watched folder, compares the listing with what it reported before, holds
+// back files that still change, and says which events are due. It keeps
+// what it reported, and the events still to deliver, in State, which the
+// worker stores in the Kubernetes API.
+package watch
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// File is a file as a poll saw it: its path below the watched folder, its
+// size and its modification time (SFTP's, in whole seconds).
+type File struct {
+	Path    string
+	Size    int64
+	ModTime int64
+}
+
+// Stat is a file's size and modification time, which a change alters.
+type Stat struct {
+	Size    int64
+	ModTime int64
+}
+
+// Event is a change to report.
+type Event struct {
+	Type v1alpha1.WatchEvent
+	File
+}
+
+// candidate is a change seen but not reported yet: the file's state when
+// last seen, and since when it has been the same.
+type candidate struct {
+	stat  Stat
+	since time.Time
+	kind  v1alpha1.WatchEvent
+}
+
+// Tracker compares each poll's listing with what was reported before.
+type Tracker struct {
+	// MinAge is how long a file must stay the same, across two polls at
+	// least, before it is reported.
+	MinAge time.Duration
+	// Report says which changes are reported; the others are tracked all
+	// the same, so that turning one on later does not report the past.
+	Report map[v1alpha1.WatchEvent]bool
+	// EmitExisting reports the files of the first poll as created; else
+	// they are its starting point.
+	EmitExisting bool
+
+	// seen is what was reported (or, with Snapshot, found at first),
+	// file by file; nil before the first poll.
+	seen map[string]Stat
+	// candidates are the changes held back until they stop changing;
+	// they are not kept across restarts (a restart only delays them).
+	candidates map[string]candidate
+}
+
+// Seen is what was reported, for State; nil before the first poll.
+func (t *Tracker) Seen() map[string]Stat { return t.seen }
+
+// Restore starts from what was reported before a restart.
+func (t *Tracker) Restore(seen map[string]Stat) { t.seen = seen }
+
+// Poll takes a listing made at now, sorted by path, and returns the events
+// due, in the listing's order and then the deleted files', at most
+// room of them: a change past that stays a candidate, found again by a
+// later poll, rather than queued without bound. What it returns counts as
+// reported; its caller queues it before it stores Seen.
+func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
+	if t.candidates == nil {
+		t.candidates = map[string]candidate{}
+	}
+	if t.seen == nil {
+		t.seen = map[string]Stat{}
+		if !t.EmitExisting {
+			for _, f := range listing {
+				t.seen[f.Path] = Stat{f.Size, f.ModTime}
+			}
+			return nil
+		}
+	}
+	var due []Event
+	// report records e as reported and returns whether it goes out.
+	report := func(e Event) bool {
+		if !t.Report[e.Type] {
+			return true // tracked, not reported: it takes no room
+		}
+		if len(due) >= room {
+			return false
+		}
+		due = append(due, e)
+		return true
+	}
+	present := make(map[string]bool, len(listing))
+	for _, f := range listing {
+		present[f.Path] = true
+		stat := Stat{f.Size, f.ModTime}
+		prev, known := t.seen[f.Path]
+		if known && prev == stat {
+			delete(t.candidates, f.Path) // changed back before it settled
+			continue
+		}
+		kind := v1alpha1.WatchCreated
+		if known {
+			kind = v1alpha1.WatchModified
+		}
+		c, waiting := t.candidates[f.Path]
+		if !waiting || c.stat != stat {
+			t.candidates[f.Path] = candidate{stat: stat, since: now, kind: kind}
+			continue
+		}
+		if now.Sub(c.since) < t.MinAge {
+			continue
+		}
+		if report(Event{Type: kind, File: f}) {
+			t.seen[f.Path] = stat
+			delete(t.candidates, f.Path)
+		}
+	}
+	var gone []string
+	for p := range t.seen {
+		if !present[p] {
+			gone = append(gone, p)
+		}
+	}
+	slices.Sort(gone)
+	for _, p := range gone {
+		stat := t.seen[p]
+		if report(Event{Type: v1alpha1.WatchDeleted, File: File{Path: p, Size: stat.Size, ModTime: stat.ModTime}}) {
+			delete(t.seen, p)
+		}
+	}
+	for p := range t.candidates {
+		if !present[p] {
+			delete(t.candidates, p)
+		}
+	}
+	return due
+}
+
+// Forget drops path from what was reported, as when the worker moved or
+// removed the file after delivering its event: its going is no event.
+func (t *Tracker) Forget(path string) {
+	delete(t.seen, path)
+	delete(t.candidates, path)
+}

@@ -1,0 +1,112 @@
+package watch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+var all = map[v1alpha1.WatchEvent]bool{v1alpha1.WatchCreated: true, v1alpha1.WatchModified: true, v1alpha1.WatchDeleted: true}
+
+// polls runs a tracker over a sequence of listings, one per step, and
+// returns the events of each.
+func polls(t *testing.T, tr *Tracker, step time.Duration, listings ...[]File) [][]Event {
+	t.Helper()
+	now := time.Unix(1_700_000_000, 0)
+	var out [][]Event
+	for _, l := range listings {
+		out = append(out, tr.Poll(now, l, 100))
+		now = now.Add(step)
+	}
+	return out
+}
+
+func file(p string, size, mtime int64) File { return File{Path: p, Size: size, ModTime: mtime} }
+
+func TestTracker(t *testing.T) {
+	old := file("a.csv", 10, 100)
+	for _, tc := range []struct {
+		name     string
+		tracker  Tracker
+		step     time.Duration
+		listings [][]File
+		want     []string // the events of each poll, as "Type path size"
+	}{
+		{"what is there at first is the starting point", Tracker{MinAge: time.Second, Report: all}, 10 * time.Second,
+			[][]File{{old}, {old}}, []string{"", ""}},
+		{"a new file, once it stayed the same for minAge", Tracker{MinAge: 15 * time.Second, Report: all}, 10 * time.Second,
+			[][]File{{}, {old}, {old}, {old}, {old}}, []string{"", "", "", "Created a.csv 10", ""}},
+		{"a file still growing, reported once, after it stops", Tracker{MinAge: time.Second, Report: all}, 10 * time.Second,
+			[][]File{{}, {file("a.csv", 1, 100)}, {file("a.csv", 5, 110)}, {file("a.csv", 9, 120)}, {file("a.csv", 9, 120)}, {file("a.csv", 9, 120)}},
+			[]string{"", "", "", "", "Created a.csv 9", ""}},
+		{"a new file that kept an old modification time", Tracker{Report: all}, time.Second,
+			[][]File{{file("b", 1, 5)}, {file("b", 1, 5), file("old", 3, 1)}, {file("b", 1, 5), file("old", 3, 1)}}, []string{"", "", "Created old 3"}},
+		{"a changed file, once it settled; a removed one at once", Tracker{Report: all}, time.Second,
+			[][]File{{old, file("b", 1, 1)}, {file("a.csv", 20, 200)}, {file("a.csv", 20, 200)}},
+			[]string{"", "Deleted b 1", "Modified a.csv 20"}},
+		{"changed and changed back before it settled: nothing", Tracker{Report: all}, time.Second,
+			[][]File{{old}, {file("a.csv", 20, 200)}, {old}, {old}}, []string{"", "", "", ""}},
+		{"existing files reported when asked", Tracker{EmitExisting: true, Report: all}, time.Second,
+			[][]File{{old}, {old}}, []string{"", "Created a.csv 10"}},
+		{"changes not asked for are tracked, not reported", Tracker{Report: map[v1alpha1.WatchEvent]bool{v1alpha1.WatchDeleted: true}}, time.Second,
+			[][]File{{}, {old}, {old}, {}}, []string{"", "", "", "Deleted a.csv 10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := polls(t, &tc.tracker, tc.step, tc.listings...)
+			for i, events := range got {
+				s := ""
+				for _, e := range events {
+					if s != "" {
+						s += "; "
+					}
+					s += fmt.Sprintf("%s %s %d", e.Type, e.Path, e.Size)
+				}
+				if s != tc.want[i] {
+					t.Errorf("poll %d: %q, want %q", i, s, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestTrackerRoom: past the room for events, changes wait for a later
+// poll rather than queue without bound, and none is lost.
+func TestTrackerRoom(t *testing.T) {
+	tr := &Tracker{Report: all}
+	var listing []File
+	for i := range 5 {
+		listing = append(listing, file(fmt.Sprintf("f%d", i), 1, 1))
+	}
+	now := time.Unix(0, 0)
+	tr.Poll(now, nil, 2)
+	tr.Poll(now, listing, 2)
+	var reported []string
+	for i := range 4 {
+		for _, e := range tr.Poll(now.Add(time.Duration(i+1)*time.Second), listing, 2) {
+			reported = append(reported, e.Path)
+		}
+	}
+	if fmt.Sprint(reported) != "[f0 f1 f2 f3 f4]" {
+		t.Errorf("reported %v, want every file once, two a poll", reported)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	f := Filter{Include: []string{"*.csv", "reports/*"}, Exclude: []string{"*.part", "skip-*"}}
+	for rel, want := range map[string]bool{
+		"a.csv": true, "deep/b.csv": true, "reports/x.pdf": true, "x.pdf": false,
+		"a.csv.part": false, "skip-me.csv": false, ".sftpgate-0123456789abcdef.tmp": false,
+	} {
+		if f.Match(rel) != want {
+			t.Errorf("Match(%s) = %v", rel, !want)
+		}
+	}
+	if (Filter{}).Match(".sftpgate-0123456789abcdef.tmp") || !(Filter{}).Match("any") {
+		t.Error("an empty filter takes everything but sftpgate's temporary files")
+	}
+	if (Filter{Include: []string{"[a-"}}).Check() == nil {
+		t.Error("a bad pattern passes")
+	}
+}
