@@ -1,0 +1,169 @@
+// Package statestore keeps the state of a worker's items (a watch's, a
+// transfer's) in ConfigMaps of the worker's own namespace, where tenants
+// cannot touch it and a replica that takes an item over finds it. A state
+// larger than one ConfigMap holds is split into parts, at most MaxParts;
+// the head ConfigMap names the parts of the current generation and is
+// written last, in one write, so that a reader never sees half of a new
+// state, and a replica that lost the item (a write on a stale head) is
+// refused.
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// The bounds of a state: PartSize is what one ConfigMap holds (the API
+// server refuses one over 1 MiB), MaxParts how many a state may take.
+const (
+	PartSize = 900 << 10
+	MaxParts = 8
+)
+
+// ErrTooLarge is a state over MaxParts parts.
+var ErrTooLarge = fmt.Errorf("the state is larger than %d bytes", PartSize*MaxParts)
+
+// ErrConflict is a write on a state someone else wrote meanwhile: another
+// replica holds the item now.
+var ErrConflict = errors.New("the state was written by another replica meanwhile")
+
+// Labels and annotations of the ConfigMaps.
+const (
+	labelOf         = "sftpgate.dev/state-of"
+	labelKind       = "sftpgate.dev/state-kind"
+	annotationGen   = "sftpgate.dev/state-generation"
+	annotationParts = "sftpgate.dev/state-parts"
+	keyPart         = "part"
+)
+
+// Store keeps states of one kind of item.
+type Store struct {
+	// Client reads and writes at the API server: states are not cached.
+	Client    client.Client
+	Namespace string
+	// Kind names the items ("sftpwatch"); it starts the ConfigMaps' names.
+	Kind string
+}
+
+// Version is the stored state a replica last read or wrote: its next
+// write is refused if another was made since.
+type Version struct {
+	resourceVersion string
+	generation      int64
+}
+
+func (s *Store) head(key string) string { return s.Kind + "-" + key }
+func (s *Store) part(key string, gen int64, i int) string {
+	return fmt.Sprintf("%s-%s-%d-%d", s.Kind, key, gen, i)
+}
+
+// Load reads key's state; nil (and a zero Version) when there is none.
+func (s *Store) Load(ctx context.Context, key string) ([]byte, Version, error) {
+	head := &corev1.ConfigMap{}
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.head(key)}, head)
+	if apierrors.IsNotFound(err) {
+		return nil, Version{}, nil
+	}
+	if err != nil {
+		return nil, Version{}, err
+	}
+	gen, _ := strconv.ParseInt(head.Annotations[annotationGen], 10, 64)
+	parts, _ := strconv.Atoi(head.Annotations[annotationParts])
+	if parts < 1 || parts > MaxParts {
+		return nil, Version{}, fmt.Errorf("the state of %s names %d parts", key, parts)
+	}
+	blob := append([]byte(nil), head.BinaryData[keyPart]...)
+	for i := 1; i < parts; i++ {
+		cm := &corev1.ConfigMap{}
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.part(key, gen, i)}, cm); err != nil {
+			return nil, Version{}, fmt.Errorf("reading part %d of the state of %s: %w", i, key, err)
+		}
+		blob = append(blob, cm.BinaryData[keyPart]...)
+	}
+	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen}, nil
+}
+
+// Save writes blob as key's state, on v (what was last read or written,
+// which it updates), and removes the parts of older generations.
+func (s *Store) Save(ctx context.Context, key string, blob []byte, v *Version) error {
+	parts := (len(blob) + PartSize - 1) / PartSize
+	if parts > MaxParts {
+		return ErrTooLarge
+	}
+	parts = max(parts, 1)
+	gen := v.generation + 1
+	for i := 1; i < parts; i++ {
+		cm := s.configMap(key, s.part(key, gen, i), blob[i*PartSize:min(len(blob), (i+1)*PartSize)])
+		if err := s.Client.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+			// Left by a write that failed before its head: replace it.
+			if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			err = s.Client.Create(ctx, s.configMap(key, cm.Name, cm.BinaryData[keyPart]))
+			if err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	head := s.configMap(key, s.head(key), blob[:min(len(blob), PartSize)])
+	head.Annotations = map[string]string{annotationGen: strconv.FormatInt(gen, 10), annotationParts: strconv.Itoa(parts)}
+	var err error
+	if v.resourceVersion == "" {
+		err = s.Client.Create(ctx, head)
+	} else {
+		head.ResourceVersion = v.resourceVersion
+		err = s.Client.Update(ctx, head)
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) && v.resourceVersion != "" {
+		return ErrConflict
+	}
+	if err != nil {
+		return err
+	}
+	*v = Version{resourceVersion: head.ResourceVersion, generation: gen}
+	return s.sweep(ctx, key, gen)
+}
+
+// Delete removes key's state, every part of it.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	return client.IgnoreNotFound(s.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(s.Namespace),
+		client.MatchingLabels{labelOf: key, labelKind: s.Kind}))
+}
+
+// sweep removes the parts of generations other than gen.
+func (s *Store) sweep(ctx context.Context, key string, gen int64) error {
+	var list corev1.ConfigMapList
+	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelOf: key, labelKind: s.Kind}); err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("%s-%s-%d-", s.Kind, key, gen)
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if cm.Name == s.head(key) || len(cm.Name) > len(prefix) && cm.Name[:len(prefix)] == prefix {
+			continue
+		}
+		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) configMap(key, name string, data []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
+			Labels: map[string]string{labelOf: key, labelKind: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+		BinaryData: map[string][]byte{keyPart: data},
+	}
+}

@@ -1,0 +1,96 @@
+package statestore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	env, c, err := testcluster.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s = c
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// TestStates: a state comes back as it was saved, split over as many
+// ConfigMaps as it needs and no more once it shrinks; a replica writing
+// on a state someone else wrote since is refused; past MaxParts a state
+// is refused rather than stored; Delete removes every part.
+func TestStates(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "state-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	s := &statestore.Store{Client: k8s, Namespace: ns.Name, Kind: "sftpwatch"}
+	parts := func() int {
+		var list corev1.ConfigMapList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, cm := range list.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				n++
+			}
+		}
+		return n
+	}
+	if blob, _, err := s.Load(ctx, "w1"); blob != nil || err != nil {
+		t.Fatalf("no state yet: %v %v", blob, err)
+	}
+	var v statestore.Version
+	for _, size := range []int{10, 3*statestore.PartSize - 5, 2 * statestore.PartSize, 100} {
+		blob := make([]byte, size)
+		_, _ = rand.Read(blob)
+		if err := s.Save(ctx, "w1", blob, &v); err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		got, loaded, err := s.Load(ctx, "w1")
+		if err != nil || !bytes.Equal(got, blob) || loaded != v {
+			t.Fatalf("%d bytes: %d back, %v", size, len(got), err)
+		}
+		if want := max((size+statestore.PartSize-1)/statestore.PartSize, 1); parts() != want {
+			t.Errorf("%d bytes take %d ConfigMaps, want %d", size, parts(), want)
+		}
+	}
+	stale := v
+	if err := s.Save(ctx, "w1", []byte("mine"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, "w1", []byte("theirs"), &stale); !errors.Is(err, statestore.ErrConflict) {
+		t.Errorf("a write on a stale version: %v, want ErrConflict", err)
+	}
+	var fresh statestore.Version
+	if err := s.Save(ctx, "w1", []byte("a new replica's"), &fresh); !errors.Is(err, statestore.ErrConflict) {
+		t.Errorf("a first write where one exists: %v, want ErrConflict", err)
+	}
+	if err := s.Save(ctx, "w1", make([]byte, statestore.MaxParts*statestore.PartSize+1), &v); !errors.Is(err, statestore.ErrTooLarge) {
+		t.Errorf("an oversized state: %v, want ErrTooLarge", err)
+	}
+	if got, _, _ := s.Load(ctx, "w1"); string(got) != "mine" {
+		t.Errorf("after refused writes the state is %q", got)
+	}
+	if err := s.Delete(ctx, "w1"); err != nil || parts() != 0 {
+		t.Errorf("delete: %v, %d ConfigMaps left", err, parts())
+	}
+}

@@ -1,0 +1,221 @@
+package watch
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// State is what a watch keeps across restarts and moves between replicas:
+// what it reported, and the events still to deliver, in order. The worker
+// stores it encoded (Encode) in the Kubernetes API.
+type State struct {
+	// SpecKey identifies what the listing depends on (the connection,
+	// path, depth, globs): when it changes, the watch starts over.
+	SpecKey string
+	// Seen is what was reported, file by file; nil before the first poll.
+	Seen map[string]Stat
+	// Outbox is the events to deliver, oldest first.
+	Outbox []Pending
+	// Delivered, Failed and DeadLettered count events delivered, tries
+	// failed and events sent to the dead-letter sink.
+	Delivered, Failed, DeadLettered int64
+}
+
+// Pending is an event waiting to be delivered.
+type Pending struct {
+	Event
+	// ID is the CloudEvent's id, the same on every try and after a
+	// restart, so that receivers can drop repeats.
+	ID string
+	// Attempts counts the failed tries so far.
+	Attempts int32
+	// Observed is when the poll that found it ran.
+	Observed time.Time
+}
+
+// stateVersion starts every encoded State; a State of another version is
+// not read (the watch starts over from a snapshot).
+const stateVersion = 1
+
+// ErrUnknownState is an encoded State this worker cannot read.
+var ErrUnknownState = errors.New("the watch's stored state is of an unknown version")
+
+// Encode writes s compactly: paths sorted and front-coded (each the
+// length it shares with the one before, then the rest), numbers as
+// varints, the whole gzipped. A folder's paths share long prefixes, so a
+// file takes a few bytes.
+func (s *State) Encode() ([]byte, error) {
+	var raw bytes.Buffer
+	w := &encoder{w: &raw}
+	w.uvarint(stateVersion)
+	w.string(s.SpecKey)
+	if s.Seen == nil {
+		w.uvarint(0)
+	} else {
+		w.uvarint(1)
+		paths := make([]string, 0, len(s.Seen))
+		for p := range s.Seen {
+			paths = append(paths, p)
+		}
+		slices.Sort(paths)
+		w.uvarint(uint64(len(paths)))
+		prev := ""
+		for _, p := range paths {
+			shared := commonPrefix(prev, p)
+			w.uvarint(uint64(shared))
+			w.string(p[shared:])
+			st := s.Seen[p]
+			w.varint(st.Size)
+			w.varint(st.ModTime)
+			prev = p
+		}
+	}
+	w.uvarint(uint64(len(s.Outbox)))
+	for _, e := range s.Outbox {
+		w.string(string(e.Type))
+		w.string(e.Path)
+		w.varint(e.Size)
+		w.varint(e.ModTime)
+		w.string(e.ID)
+		w.varint(int64(e.Attempts))
+		w.varint(e.Observed.UnixMilli())
+	}
+	w.varint(s.Delivered)
+	w.varint(s.Failed)
+	w.varint(s.DeadLettered)
+
+	var out bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// maxDecoded bounds what a stored State may unzip to, so that a corrupt
+// or hostile one cannot take the worker's memory.
+const maxDecoded = 64 << 20
+
+// DecodeState reads what Encode wrote.
+func DecodeState(b []byte) (*State, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxDecoded {
+		return nil, fmt.Errorf("the watch's stored state unzips to more than %d bytes", maxDecoded)
+	}
+	r := &decoder{r: bufio.NewReader(bytes.NewReader(raw))}
+	if r.uvarint() != stateVersion {
+		return nil, ErrUnknownState
+	}
+	s := &State{SpecKey: r.string()}
+	if r.uvarint() == 1 {
+		n := r.count()
+		s.Seen = make(map[string]Stat, n)
+		prev := ""
+		for range n {
+			shared := int(r.uvarint())
+			if shared > len(prev) {
+				return nil, errors.New("the watch's stored state is corrupt")
+			}
+			p := prev[:shared] + r.string()
+			s.Seen[p] = Stat{Size: r.varint(), ModTime: r.varint()}
+			prev = p
+		}
+	}
+	n := r.count()
+	s.Outbox = make([]Pending, 0, n)
+	for range n {
+		var e Pending
+		e.Type = v1alpha1.WatchEvent(r.string())
+		e.Path = r.string()
+		e.Size, e.ModTime = r.varint(), r.varint()
+		e.ID = r.string()
+		e.Attempts = int32(r.varint()) //nolint:gosec // written from an int32
+		e.Observed = time.UnixMilli(r.varint())
+		s.Outbox = append(s.Outbox, e)
+	}
+	s.Delivered, s.Failed, s.DeadLettered = r.varint(), r.varint(), r.varint()
+	if r.err != nil {
+		return nil, fmt.Errorf("the watch's stored state is corrupt: %w", r.err)
+	}
+	return s, nil
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+type encoder struct{ w *bytes.Buffer }
+
+func (e *encoder) uvarint(v uint64) { e.w.Write(binary.AppendUvarint(nil, v)) }
+func (e *encoder) varint(v int64)   { e.w.Write(binary.AppendVarint(nil, v)) }
+func (e *encoder) string(s string) {
+	e.uvarint(uint64(len(s)))
+	e.w.WriteString(s)
+}
+
+type decoder struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, err := binary.ReadUvarint(d.r)
+	if d.err == nil {
+		d.err = err
+	}
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, err := binary.ReadVarint(d.r)
+	if d.err == nil {
+		d.err = err
+	}
+	return v
+}
+
+// count reads a length, bounded by what is left to read.
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > maxDecoded {
+		d.err = errors.New("a length past the end")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string {
+	n := d.count()
+	var b strings.Builder
+	if _, err := io.CopyN(&b, d.r, int64(n)); err != nil && d.err == nil {
+		d.err = err
+	}
+	return b.String()
+}

@@ -1,0 +1,44 @@
+package watch
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// TestStateRoundTrip: a state of 100,000 files, deep and varied, comes
+// back as it was, and compactly.
+func TestStateRoundTrip(t *testing.T) {
+	s := &State{SpecKey: "key", Seen: map[string]Stat{}, Delivered: 7, Failed: 2, DeadLettered: 1}
+	for i := range 100_000 {
+		p := fmt.Sprintf("partner-%02d/%04d/invoice-%07d-%x.csv", i%37, i/100, i, i*2654435761)
+		s.Seen[p] = Stat{Size: int64(i) * 1031, ModTime: 1_700_000_000 + int64(i)}
+	}
+	s.Outbox = []Pending{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "a/b.csv", Size: 3, ModTime: 9}}, ID: "id-1", Attempts: 2,
+		Observed: time.UnixMilli(1_700_000_000_123)}}
+	b, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("100,000 files encode to %d bytes", len(b))
+	got, err := DecodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Error("the state does not come back as it was")
+	}
+	if (&State{}).Seen != nil {
+		t.Fatal()
+	}
+	empty, _ := (&State{SpecKey: "k"}).Encode()
+	if got, err := DecodeState(empty); err != nil || got.Seen != nil {
+		t.Errorf("a state before the first poll: %v, %v", got, err)
+	}
+	if _, err := DecodeState([]byte("not gzip")); err == nil {
+		t.Error("garbage decodes")
+	}
+}
