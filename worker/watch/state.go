@@ -72,7 +72,7 @@ func (s *State) Encode() ([]byte, error) {
 		prev := ""
 		for _, p := range paths {
 			shared := commonPrefix(prev, p)
-			w.uvarint(uint64(shared))
+			w.uvarint(uint64(shared)) //nolint:gosec // a length, not negative
 			w.string(p[shared:])
 			st := s.Seen[p]
 			w.varint(st.Size)
@@ -135,7 +135,7 @@ func DecodeState(b []byte) (*State, error) {
 		s.Seen = make(map[string]Stat, n)
 		prev := ""
 		for range n {
-			shared := int(r.uvarint())
+			shared := r.count()
 			if shared > len(prev) {
 				return nil, errors.New("the watch's stored state is corrupt")
 			}
