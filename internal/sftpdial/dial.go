@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -128,7 +127,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	ctx, cancel := context.WithDeadline(parent, own)
 	defer cancel()
 	addr := t.addr
-	nd := net.Dialer{ControlContext: d.control}
+	nd := net.Dialer{ControlContext: d.Policy.Control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ended := callerEnded(parent, own); ended != nil {
@@ -247,16 +246,6 @@ func callerEnded(parent context.Context, own time.Time) error {
 		return context.DeadlineExceeded
 	}
 	return nil
-}
-
-// control runs after name resolution, on the address about to be dialled:
-// the one place a DNS answer cannot slip past the policy.
-func (d *Dialer) control(_ context.Context, _, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return err
-	}
-	return d.Policy.Check(ap.Addr())
 }
 
 func (d *Dialer) networkError(err error, addr string, timeout time.Duration) error {

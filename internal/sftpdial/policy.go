@@ -1,10 +1,12 @@
 package sftpdial
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // DefaultDeniedNetworks is what connections may not reach unless an operator
@@ -108,6 +110,18 @@ func (p Policy) Check(addr netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// Control is a net.Dialer's ControlContext that applies the policy: it
+// runs after name resolution, on the address about to be dialled, the one
+// place a DNS answer cannot slip past it. Every dial of sftpgate's to a
+// place a tenant chose (an SFTP server, an event sink) goes through it.
+func (p Policy) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	return p.Check(ap.Addr())
 }
 
 // DeniedError is a dial refused by the Policy.

@@ -1,0 +1,175 @@
+// Package deliver sends CloudEvents 1.0 over HTTP, in binary mode, with
+// the CloudEvents Go SDK, to sinks a tenant chose: every dial goes through
+// the worker's dial policy (no metadata address, no link-local, loopback
+// and private ranges only where allowed), each try is bounded in time, and
+// an event may be signed as Standard Webhooks asks, for receivers that are
+// plain webhooks. It decides nothing about retries beyond saying whether a
+// failed try may be tried again; Backoff says when.
+package deliver
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+)
+
+// Sender sends events.
+type Sender struct {
+	client cloudevents.Client
+}
+
+// New returns a sender whose dials follow policy.
+func New(policy sftpdial.Policy) (*Sender, error) {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: policy.Control}
+	transport := &http.Transport{
+		DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+	}
+	// Redirects are not followed: a sink that redirects could send the
+	// event (and its signature) where the dial policy would not have.
+	httpClient := http.Client{Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	protocol, err := cehttp.New(cehttp.WithClient(httpClient))
+	if err != nil {
+		return nil, err
+	}
+	c, err := cloudevents.NewClient(protocol, cloudevents.WithTimeNow())
+	if err != nil {
+		return nil, err
+	}
+	return &Sender{client: c}, nil
+}
+
+// Outcome is what one try of a delivery came to.
+type Outcome struct {
+	// Delivered: the sink answered 2xx.
+	Delivered bool
+	// Retry says a failed try may be tried again: the sink could not be
+	// reached, timed out, or answered 408, 429 or 5xx. Other answers (a
+	// 4xx) will not change by trying again.
+	Retry bool
+	// Denied says the dial policy refused the sink's address: no try will
+	// reach it until the sink or the policy changes.
+	Denied bool
+	// Status is the sink's HTTP status, 0 when it did not answer.
+	Status int
+	Err    error
+}
+
+// Signing is a Standard Webhooks secret: "whsec_" and base64.
+type Signing []byte
+
+// ParseSigning reads a Standard Webhooks secret.
+func ParseSigning(secret string) (Signing, error) {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(secret), "whsec_"))
+	if err != nil || len(raw) < 24 {
+		return nil, errors.New(`the signing secret must be "whsec_" and the base64 of at least 24 random bytes`)
+	}
+	return raw, nil
+}
+
+// Sign returns the Standard Webhooks headers for a message of id, sent at
+// t, whose body is body.
+func (s Signing) Sign(id string, t time.Time, body []byte) http.Header {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, s)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	h := http.Header{}
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", ts)
+	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	return h
+}
+
+// Send tries once to deliver e to target, within timeout, signed with
+// signing when it is set.
+func (s *Sender) Send(ctx context.Context, target string, e cloudevents.Event, timeout time.Duration, signing Signing) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ctx = cloudevents.ContextWithTarget(ctx, target)
+	if signing != nil {
+		ctx = cehttp.WithCustomHeader(ctx, signing.Sign(e.ID(), time.Now(), e.Data()))
+	}
+	result := s.client.Send(ctx, e)
+	var httpResult *cehttp.Result
+	status := 0
+	if cloudevents.ResultAs(result, &httpResult) {
+		status = httpResult.StatusCode
+	}
+	switch {
+	case cloudevents.IsACK(result) && (status == 0 || status/100 == 2):
+		return Outcome{Delivered: true, Status: status}
+	case errors.As(result, new(*sftpdial.DeniedError)):
+		var denied *sftpdial.DeniedError
+		errors.As(result, &denied)
+		return Outcome{Denied: true, Err: denied}
+	case status == 0:
+		return Outcome{Retry: true, Err: fmt.Errorf("the sink did not answer: %w", result)}
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return Outcome{Retry: true, Status: status, Err: fmt.Errorf("the sink answered %d", status)}
+	}
+	return Outcome{Status: status, Err: fmt.Errorf("the sink refused the event: %d", status)}
+}
+
+// maxBackoff bounds the wait between two tries, however many failed.
+const maxBackoff = 10 * time.Minute
+
+// Backoff is how long to wait before the try after attempts failed ones:
+// linear, delay times attempts; exponential, delay times 2 to
+// attempts-1; never more than maxBackoff.
+func Backoff(policy v1alpha1.BackoffPolicy, delay time.Duration, attempts int32) time.Duration {
+	if attempts < 1 {
+		return 0
+	}
+	f := float64(attempts)
+	if policy != v1alpha1.BackoffLinear {
+		f = math.Pow(2, float64(attempts-1))
+	}
+	return time.Duration(min(float64(delay)*f, float64(maxBackoff)))
+}
+
+// ParseDuration reads an ISO 8601 duration of hours, minutes and seconds
+// (PT1H2M3.5S), as Knative's delivery spec writes them.
+func ParseDuration(s string) (time.Duration, error) {
+	rest, ok := strings.CutPrefix(s, "PT")
+	if !ok || rest == "" {
+		return 0, fmt.Errorf("%q is not an ISO 8601 duration such as PT1S", s)
+	}
+	var d time.Duration
+	for _, unit := range []struct {
+		suffix string
+		of     time.Duration
+	}{{"H", time.Hour}, {"M", time.Minute}, {"S", time.Second}} {
+		i := strings.Index(rest, unit.suffix)
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not an ISO 8601 duration such as PT1S", s)
+		}
+		d += time.Duration(n * float64(unit.of))
+		rest = rest[i+1:]
+	}
+	if rest != "" {
+		return 0, fmt.Errorf("%q is not an ISO 8601 duration such as PT1S", s)
+	}
+	return d, nil
+}

@@ -1,0 +1,158 @@
+package deliver
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+)
+
+// receiver is the CloudEvents SDK's own receiver on loopback, answering
+// with answer's status, and keeping what it got.
+type receiver struct {
+	url string
+	mu  sync.Mutex
+	got []received
+	// answer is the status it answers; 0 is 200.
+	answer int
+}
+
+type received struct {
+	event  cloudevents.Event
+	header http.Header
+}
+
+func startReceiver(t *testing.T) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{url: "http://" + l.Addr().String()}
+	p, err := cehttp.New(cehttp.WithListener(l), cehttp.WithRequestDataAtContextMiddleware())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		_ = c.StartReceiver(ctx, func(ctx context.Context, e cloudevents.Event) protocol.Result {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.got = append(r.got, received{event: e, header: cehttp.RequestDataFromContext(ctx).Header})
+			if r.answer != 0 {
+				return cehttp.NewResult(r.answer, "as told")
+			}
+			return nil
+		})
+	}()
+	return r
+}
+
+func event(id string) cloudevents.Event {
+	e := cloudevents.NewEvent()
+	e.SetID(id)
+	e.SetType("dev.sftpgate.file.created")
+	e.SetSource("/apis/sftpgate.dev/v1alpha1/namespaces/team/sftpconnections/box")
+	e.SetSubject("/incoming/a.csv")
+	_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"path":"/incoming/a.csv","size":3}`))
+	return e
+}
+
+func TestSend(t *testing.T) {
+	r := startReceiver(t)
+	s, err := New(sftpdial.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	signing, err := ParseSigning("whsec_" + base64.StdEncoding.EncodeToString([]byte("a secret of twenty-four bytes or more")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Outcome
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out = s.Send(ctx, r.url, event("id-1"), 5*time.Second, signing); out.Delivered {
+			break
+		}
+	}
+	if !out.Delivered || out.Status != 200 {
+		t.Fatalf("%+v", out)
+	}
+	r.mu.Lock()
+	got := r.got[len(r.got)-1]
+	r.mu.Unlock()
+	if got.event.ID() != "id-1" || got.header.Get("Ce-Id") != "id-1" || got.header.Get("Content-Type") != "application/json" {
+		t.Errorf("not binary mode, or not the event: %v %v", got.event, got.header)
+	}
+	mac := hmac.New(sha256.New, signing)
+	mac.Write([]byte("id-1." + got.header.Get("webhook-timestamp") + "." + `{"path":"/incoming/a.csv","size":3}`))
+	if got.header.Get("webhook-id") != "id-1" || got.header.Get("webhook-signature") != "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)) {
+		t.Errorf("the Standard Webhooks signature does not verify: %v", got.header)
+	}
+
+	for status, retry := range map[int]bool{500: true, 503: true, 429: true, 408: true, 400: false, 404: false} {
+		r.answer = status
+		if out := s.Send(ctx, r.url, event("id-2"), 5*time.Second, nil); out.Delivered || out.Retry != retry || out.Status != status {
+			t.Errorf("answered %d: %+v, want retry %v", status, out, retry)
+		}
+	}
+	// A sink nobody listens at may come back; one the policy refuses may
+	// not.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	gone := "http://" + l.Addr().String()
+	_ = l.Close()
+	if out := s.Send(ctx, gone, event("id-3"), time.Second, nil); !out.Retry || out.Denied {
+		t.Errorf("a sink that is down: %+v", out)
+	}
+	policy, _ := sftpdial.ParsePolicy("loopback")
+	strict, _ := New(policy)
+	if out := strict.Send(ctx, r.url, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
+		t.Errorf("a sink the policy refuses: %+v", out)
+	}
+}
+
+func TestBackoffAndDurations(t *testing.T) {
+	for _, tc := range []struct {
+		policy   v1alpha1.BackoffPolicy
+		attempts int32
+		want     time.Duration
+	}{
+		{v1alpha1.BackoffExponential, 1, time.Second}, {v1alpha1.BackoffExponential, 4, 8 * time.Second},
+		{v1alpha1.BackoffLinear, 4, 4 * time.Second}, {v1alpha1.BackoffExponential, 40, maxBackoff}, {v1alpha1.BackoffLinear, 0, 0},
+	} {
+		if got := Backoff(tc.policy, time.Second, tc.attempts); got != tc.want {
+			t.Errorf("%s after %d: %v, want %v", tc.policy, tc.attempts, got, tc.want)
+		}
+	}
+	for s, want := range map[string]time.Duration{"PT1S": time.Second, "PT0.2S": 200 * time.Millisecond, "PT1H2M3S": time.Hour + 2*time.Minute + 3*time.Second, "PT10M": 10 * time.Minute} {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("%s: %v %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"1s", "PT", "PT1X", "P1D"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("%s parses", bad)
+		}
+	}
+	if _, err := ParseSigning("whsec_c2hvcnQ="); err == nil {
+		t.Error("a short secret is taken")
+	}
+}
