@@ -8,7 +8,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
-	"github.com/sftpgate/sftpgate/gateway/pool"
+	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )

@@ -284,7 +284,7 @@ func TestOnePoolMetricPerConnection(t *testing.T) {
 # HELP sftpgate_gateway_pool_sessions Open SSH sessions to each connection's server.
 # TYPE sftpgate_gateway_pool_sessions gauge
 sftpgate_gateway_pool_sessions{name="box",namespace="team"} 1
-# HELP sftpgate_gateway_pool_waiting Requests waiting for a session of each connection, all of whose sessions are busy.
+# HELP sftpgate_gateway_pool_waiting Operations waiting for a session of each connection, all of whose sessions are busy.
 # TYPE sftpgate_gateway_pool_waiting gauge
 sftpgate_gateway_pool_waiting{name="box",namespace="team"} 2
 `)); err != nil {

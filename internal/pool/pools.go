@@ -31,6 +31,11 @@ type Pools struct {
 	MaxWaiting int
 	// Dials counts new SSH connections by result; nil counts none.
 	Dials *prometheus.CounterVec
+	// Component names the pools' metrics: "gateway" when empty.
+	Component string
+
+	descOnce                  sync.Once
+	sessionsDesc, waitingDesc *prometheus.Desc
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
@@ -198,19 +203,25 @@ func (p *Pools) forget(match func(*Pool) bool) []*Pool {
 	return out
 }
 
-// The pools' sizes and queues, which Pools collects.
-var (
-	poolSessions = prometheus.NewDesc("sftpgate_gateway_pool_sessions",
-		"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
-	poolWaiting = prometheus.NewDesc("sftpgate_gateway_pool_waiting",
-		"Requests waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
-)
+// descs are the pools' sizes and queues, which Pools collects, named
+// after the component (sftpgate_<component>_pool_sessions).
+func (p *Pools) descs() (sessions, waiting *prometheus.Desc) {
+	p.descOnce.Do(func() {
+		component := cmp.Or(p.Component, "gateway")
+		p.sessionsDesc = prometheus.NewDesc("sftpgate_"+component+"_pool_sessions",
+			"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
+		p.waitingDesc = prometheus.NewDesc("sftpgate_"+component+"_pool_waiting",
+			"Operations waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
+	})
+	return p.sessionsDesc, p.waitingDesc
+}
 
 // Describe and Collect make Pools a Prometheus collector of pool sizes
 // and queues.
 func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
-	ch <- poolSessions
-	ch <- poolWaiting
+	sessions, waiting := p.descs()
+	ch <- sessions
+	ch <- waiting
 }
 
 // Collect reports each connection's sessions and queue. A connection
@@ -228,8 +239,9 @@ func (p *Pools) Collect(ch chan<- prometheus.Metric) {
 		byName[key] = c
 		pool.mu.Unlock()
 	}
+	sessionsDesc, waitingDesc := p.descs()
 	for key, c := range byName {
-		ch <- prometheus.MustNewConstMetric(poolSessions, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
-		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
 	}
 }
