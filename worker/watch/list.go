@@ -1,0 +1,85 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
+)
+
+// ErrTooManyFiles is a folder with more files than a watch may track: it
+// is refused, not listed further.
+type ErrTooManyFiles struct{ Max int }
+
+func (e *ErrTooManyFiles) Error() string {
+	return fmt.Sprintf("the folder holds more than %d files, the most a watch may track", e.Max)
+}
+
+// Walk is how a poll lists a folder.
+type Walk struct {
+	// Dir is the folder's server path.
+	Dir string
+	// Depth is how many levels of folders below Dir are listed; 0 lists
+	// Dir alone.
+	Depth  int
+	Filter Filter
+	// MaxFiles bounds the files listed: past it, List stops with
+	// *ErrTooManyFiles. Entries the filter leaves out count too, as they
+	// cost as much to read.
+	MaxFiles int
+}
+
+// List lists w's files, regular files only (a symlink is never followed),
+// sorted by their path below Dir, until ctx ends.
+func (w Walk) List(ctx context.Context, dirs *sftpdir.Reader) ([]File, error) {
+	var files []File
+	seen := 0
+	queue := []struct {
+		rel   string
+		depth int
+	}{{"", 0}}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		err := dirs.Each(path.Join(w.Dir, d.rel), func(fi os.FileInfo) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if seen++; seen > w.MaxFiles {
+				return &ErrTooManyFiles{Max: w.MaxFiles}
+			}
+			rel := path.Join(d.rel, fi.Name())
+			switch mode := fi.Mode(); {
+			case mode.IsRegular():
+				if w.Filter.Match(rel) {
+					files = append(files, File{Path: rel, Size: fi.Size(), ModTime: fi.ModTime().Unix()})
+				}
+			case mode.IsDir() && d.depth < w.Depth:
+				queue = append(queue, struct {
+					rel   string
+					depth int
+				}{rel, d.depth + 1})
+			}
+			return nil
+		})
+		// A folder below that went away meanwhile is no failure of the
+		// poll; the watched folder itself going is.
+		if err != nil && (d.rel == "" || !errors.Is(err, os.ErrNotExist)) {
+			return nil, err
+		}
+	}
+	slices.SortFunc(files, func(a, b File) int {
+		switch {
+		case a.Path < b.Path:
+			return -1
+		case a.Path > b.Path:
+			return 1
+		}
+		return 0
+	})
+	return files, nil
+}
