@@ -14,6 +14,7 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/worker"
 )
 
 var subcommands = []struct {
@@ -23,6 +24,7 @@ var subcommands = []struct {
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
 	{"webui", "serve the web UI: accounts, connections and API keys (webui add-account adds one)", webui.Run},
+	{"worker", "run the work apart from requests: SftpWatches, polled and their events delivered", worker.Run},
 }
 
 func usage() {

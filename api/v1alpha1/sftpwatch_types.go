@@ -35,6 +35,7 @@ const (
 // +kubebuilder:validation:Enum=None;Delete;Move
 type AfterDeliveryAction string
 
+// What becomes of a delivered file: left, removed, or moved.
 const (
 	AfterDeliveryNone   AfterDeliveryAction = "None"
 	AfterDeliveryDelete AfterDeliveryAction = "Delete"
@@ -45,6 +46,7 @@ const (
 // +kubebuilder:validation:Enum=linear;exponential
 type BackoffPolicy string
 
+// How the delay between tries grows.
 const (
 	BackoffLinear      BackoffPolicy = "linear"
 	BackoffExponential BackoffPolicy = "exponential"

@@ -30,6 +30,9 @@ import (
 
 // Labels of the Leases, by which a replica lists them.
 const (
+	// LabelShard marks every Lease of the package's with the kind of work,
+	// for a cache to hold only these.
+	LabelShard = "sftpgate.dev/shard"
 	// LabelItem marks an item's Lease with the kind of work.
 	LabelItem = "sftpgate.dev/shard-item"
 	// LabelMember marks a replica's member Lease with the kind of work.
@@ -228,7 +231,7 @@ func (s *Shard) renewMember(ctx context.Context) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name,
-			Labels: map[string]string{LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+			Labels: map[string]string{LabelShard: s.Kind, LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
 			Spec: s.spec(now)}
 		return client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
 	case err != nil:
@@ -294,7 +297,7 @@ func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) 
 	now := metav1.NewMicroTime(s.now())
 	if l == nil {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(item),
-			Labels:      map[string]string{LabelItem: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
+			Labels:      map[string]string{LabelShard: s.Kind, LabelItem: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
 			Annotations: map[string]string{annotationItem: item}},
 			Spec: s.spec(now)}
 		if err := s.Client.Create(ctx, l); err != nil {

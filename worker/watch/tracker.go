@@ -58,6 +58,16 @@ type Tracker struct {
 	// candidates are the changes held back until they stop changing;
 	// they are not kept across restarts (a restart only delays them).
 	candidates map[string]candidate
+	// changed says seen changed since TakeChanged last said so.
+	changed bool
+}
+
+// TakeChanged reports whether what was reported changed since it last
+// said so: the state is worth storing again.
+func (t *Tracker) TakeChanged() bool {
+	c := t.changed
+	t.changed = false
+	return c
 }
 
 // Seen is what was reported, for State; nil before the first poll.
@@ -77,6 +87,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 	}
 	if t.seen == nil {
 		t.seen = map[string]Stat{}
+		t.changed = true
 		if !t.EmitExisting {
 			for _, f := range listing {
 				t.seen[f.Path] = Stat{f.Size, f.ModTime}
@@ -119,6 +130,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 		}
 		if report(Event{Type: kind, File: f}) {
 			t.seen[f.Path] = stat
+			t.changed = true
 			delete(t.candidates, f.Path)
 		}
 	}
@@ -133,6 +145,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 		stat := t.seen[p]
 		if report(Event{Type: v1alpha1.WatchDeleted, File: File{Path: p, Size: stat.Size, ModTime: stat.ModTime}}) {
 			delete(t.seen, p)
+			t.changed = true
 		}
 	}
 	for p := range t.candidates {
@@ -146,6 +159,9 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 // Forget drops path from what was reported, as when the worker moved or
 // removed the file after delivering its event: its going is no event.
 func (t *Tracker) Forget(path string) {
+	if _, ok := t.seen[path]; ok {
+		t.changed = true
+	}
 	delete(t.seen, path)
 	delete(t.candidates, path)
 }

@@ -1,0 +1,67 @@
+// Package metrics holds the worker's Prometheus metrics, on a registry
+// each worker owns.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are one worker's.
+type Metrics struct {
+	// Polls counts polls of watched folders by result: ok, or the reason
+	// of the failure.
+	Polls *prometheus.CounterVec
+	// PollDuration observes how long a poll takes.
+	PollDuration prometheus.Histogram
+	// Events counts events by what became of them: delivered, failed (a
+	// try), dead_lettered, dropped (the sink refused it and there was no
+	// dead-letter sink).
+	Events *prometheus.CounterVec
+	// DeliveryLatency observes the time from the poll that found a change
+	// to its delivery.
+	DeliveryLatency prometheus.Histogram
+	// Dials counts new SSH connections by result, as the gateway's.
+	Dials *prometheus.CounterVec
+
+	registry *prometheus.Registry
+}
+
+// New makes a worker's metrics, with the Go runtime's and the process's.
+func New() *Metrics {
+	m := &Metrics{
+		Polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_polls_total", Help: "Polls of watched folders, by result (ok, or the reason of the failure).",
+		}, []string{"result"}),
+		PollDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sftpgate_worker_poll_duration_seconds", Help: "How long a poll of a watched folder takes.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_events_total", Help: "Events by what became of them: delivered, failed (a try), dead_lettered, dropped.",
+		}, []string{"outcome"}),
+		DeliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sftpgate_worker_delivery_latency_seconds", Help: "Time from the poll that found a change to its event's delivery.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		Dials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_dials_total", Help: "New SSH connections to SFTP servers, by result (ok, the reason of the failure, or Cancelled).",
+		}, []string{"result"}),
+		registry: prometheus.NewRegistry(),
+	}
+	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Register adds a collector, such as the pools' sizes or the pending
+// events.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.registry.Register(c) }
+
+// Handler serves the metrics in the Prometheus format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,261 @@
+// Package watches runs the SftpWatches a worker replica holds: it takes
+// its share of them through worker/shard, and for each it holds, polls
+// the folder, holds changes back until they settle (worker/watch), keeps
+// what it reported and what it still has to deliver in the Kubernetes API
+// (worker/statestore), delivers the events (worker/deliver) and writes
+// the watch's status.
+package watches
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/metrics"
+	"github.com/sftpgate/sftpgate/worker/shard"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+)
+
+// Limits bound what the watches of one replica take. Each is refused
+// past, never grown.
+type Limits struct {
+	// MaxFiles is the most files a watch tracks: a larger folder is
+	// DirectoryTooLarge.
+	MaxFiles int
+	// MaxPending is the most events a watch holds undelivered: past it,
+	// changes wait on the server, found again by later polls.
+	MaxPending int
+	// MaxWatchesPerNamespace is the most watches of one namespace that
+	// run; the others are OverQuota.
+	MaxWatchesPerNamespace int
+	// EventsPerMinutePerNamespace bounds the events one namespace's
+	// watches deliver (and try) a minute, on this replica.
+	EventsPerMinutePerNamespace float64
+	// Polls is the most polls in flight on the replica, and
+	// PollsPerNamespace of one namespace's watches: one tenant's thousand
+	// watches, or its server that never answers, take no more.
+	Polls, PollsPerNamespace int
+	// WriteEvery is the least time between two writes of a watch's state,
+	// and of its status: each is written when it changed, no more often.
+	WriteEvery time.Duration
+}
+
+// DefaultLimits are the worker's flags' defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
+		Polls: 16, PollsPerNamespace: 2, WriteEvery: 5 * time.Second}
+}
+
+// Runner runs the watches this replica holds. Start it as a manager's
+// Runnable.
+type Runner struct {
+	// Cache reads watches and connections; Client reads Secrets and
+	// sinks, and writes statuses.
+	Cache    client.Reader
+	Client   client.Client
+	Pools    *pool.Pools
+	Sender   *deliver.Sender
+	Shard    *shard.Shard
+	States   *statestore.Store
+	Recorder events.EventRecorder
+	Metrics  *metrics.Metrics
+	Limits   Limits
+	// SyncInterval is how often the replica takes its share of the
+	// watches anew (and renews its Leases): a third of a lease duration.
+	SyncInterval time.Duration
+
+	mu      sync.Mutex
+	running map[types.UID]*watcher
+	// polls and pollsOf bound the polls in flight (Limits.Polls,
+	// PollsPerNamespace); events bounds each namespace's deliveries.
+	polls   chan struct{}
+	pollsOf *ratelimit.InFlight[string]
+	events  *ratelimit.Keyed[string]
+}
+
+func (r *Runner) init() {
+	l := &r.Limits
+	d := DefaultLimits()
+	l.MaxFiles, l.MaxPending = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.MaxPending, d.MaxPending)
+	l.MaxWatchesPerNamespace = cmp.Or(l.MaxWatchesPerNamespace, d.MaxWatchesPerNamespace)
+	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
+	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
+	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
+	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
+	r.running = map[types.UID]*watcher{}
+	r.polls = make(chan struct{}, l.Polls)
+	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)
+	r.events = ratelimit.New[string](l.EventsPerMinutePerNamespace/60, int(l.EventsPerMinutePerNamespace/6)).WithMaxKeys(100_000)
+}
+
+// Start runs the replica's share of the watches until ctx ends; then it
+// stops them, stores what they hold and gives their Leases back, for
+// another replica to take at once.
+func (r *Runner) Start(ctx context.Context) error {
+	r.init()
+	if err := r.Metrics.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sftpgate_worker_events_pending", Help: "Events waiting to be delivered, of the watches this replica holds.",
+	}, r.pending)); err != nil {
+		return err
+	}
+	tick := time.NewTicker(r.SyncInterval)
+	defer tick.Stop()
+	for {
+		r.sync(ctx)
+		select {
+		case <-ctx.Done():
+			r.stopAll()
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return r.Shard.Leave(leaveCtx)
+		case <-tick.C:
+		}
+	}
+}
+
+// Wake has the watcher of w look at it again now, as when its spec
+// changed; the manager's informer calls it.
+func (r *Runner) Wake(uid types.UID) {
+	r.mu.Lock()
+	w := r.running[uid]
+	r.mu.Unlock()
+	if w != nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sync takes the replica's share of the watches, starts the watchers of
+// those it took and stops those of the ones it gave back.
+func (r *Runner) sync(ctx context.Context) {
+	defer recovery.Log("dividing the watches")
+	var list v1alpha1.SftpWatchList
+	if err := r.Cache.List(ctx, &list); err != nil {
+		slog.Error("listing the watches", "error", err)
+		return
+	}
+	// A namespace's oldest watches run, up to its limit.
+	slices.SortFunc(list.Items, func(a, b v1alpha1.SftpWatch) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	perNamespace := map[string]int{}
+	byUID := map[string]*v1alpha1.SftpWatch{}
+	items := make([]string, 0, len(list.Items))
+	overQuota := map[string]bool{}
+	for i := range list.Items {
+		w := &list.Items[i]
+		uid := string(w.UID)
+		byUID[uid] = w
+		items = append(items, uid)
+		perNamespace[w.Namespace]++
+		overQuota[uid] = perNamespace[w.Namespace] > r.Limits.MaxWatchesPerNamespace
+	}
+	keep, drop, err := r.Shard.Sync(ctx, items)
+	if err != nil {
+		slog.Error("taking a share of the watches", "error", err)
+	}
+	for _, uid := range drop {
+		r.stop(types.UID(uid))
+		if byUID[uid] == nil {
+			// The watch is gone: so is its state.
+			if err := r.States.Delete(ctx, uid); err != nil {
+				slog.Error("removing a deleted watch's state", "uid", uid, "error", err)
+			}
+		}
+		if err := r.Shard.Release(ctx, uid); err != nil {
+			slog.Error("giving a watch back", "uid", uid, "error", err)
+		}
+	}
+	r.mu.Lock()
+	var lost []types.UID
+	for uid := range r.running {
+		if !slices.Contains(keep, string(uid)) {
+			lost = append(lost, uid)
+		}
+	}
+	r.mu.Unlock()
+	for _, uid := range lost {
+		r.stop(uid)
+	}
+	r.mu.Lock()
+	for _, uid := range keep {
+		w := byUID[uid]
+		if running := r.running[types.UID(uid)]; running != nil {
+			running.overQuota.Store(overQuota[uid])
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		wt := &watcher{r: r, uid: w.UID, key: client.ObjectKeyFromObject(w), cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		wt.overQuota.Store(overQuota[uid])
+		r.running[w.UID] = wt
+		go wt.run(wctx)
+	}
+	r.mu.Unlock()
+}
+
+// stop stops uid's watcher, if it runs, and waits for it: it stores what
+// it holds before it ends.
+func (r *Runner) stop(uid types.UID) {
+	r.mu.Lock()
+	w := r.running[uid]
+	delete(r.running, uid)
+	r.mu.Unlock()
+	if w != nil {
+		w.cancel()
+		<-w.done
+	}
+}
+
+func (r *Runner) stopAll() {
+	r.mu.Lock()
+	uids := make([]types.UID, 0, len(r.running))
+	for uid := range r.running {
+		uids = append(uids, uid)
+	}
+	r.mu.Unlock()
+	for _, uid := range uids {
+		r.stop(uid)
+	}
+}
+
+// pending is the events waiting, of the watches this replica holds.
+func (r *Runner) pending() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, w := range r.running {
+		n += int(w.pendingCount.Load())
+	}
+	return float64(n)
+}
+
+// enterPoll waits for a poll slot of the replica's and one of ns's share,
+// until ctx ends; false when ns has its share in flight (the watch polls
+// a little later).
+func (r *Runner) enterPoll(ctx context.Context, ns string) (leave func(), ok bool) {
+	if !r.pollsOf.Enter(ns) {
+		return nil, false
+	}
+	select {
+	case r.polls <- struct{}{}:
+		return func() { <-r.polls; r.pollsOf.Leave(ns) }, true
+	case <-ctx.Done():
+		r.pollsOf.Leave(ns)
+		return nil, false
+	}
+}

@@ -1,0 +1,75 @@
+package watches
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// facts are what a watcher found about its watch; its conditions are
+// computed from them alone (setConditions), in one place.
+type facts struct {
+	// invalid says why the spec cannot work; overQuota that the namespace
+	// has more watches than it may.
+	invalid   string
+	overQuota string
+	// connection says why the connection cannot be used now.
+	connection string
+	// sink says why the sink has no address; sinkDenied that the dial
+	// policy refuses it.
+	sink, sinkDenied string
+	// pathMissing, tooLarge and pollFailed say why the last poll failed.
+	pathMissing, tooLarge, pollFailed string
+	// polled: the current spec has been polled.
+	polled bool
+	// delivery says why events wait (the sink fails), while they do.
+	delivery string
+}
+
+// setConditions sets w's Ready, Reconciling and Stalled from f, for w's
+// current generation.
+func setConditions(w *v1alpha1.SftpWatch, f facts) {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+	stalled := false
+	switch {
+	case f.invalid != "":
+		ready.Reason, ready.Message, stalled = v1alpha1.ReasonInvalidSpec, f.invalid, true
+	case f.overQuota != "":
+		ready.Reason, ready.Message, stalled = v1alpha1.ReasonOverQuota, f.overQuota, true
+	case f.sinkDenied != "":
+		ready.Reason, ready.Message, stalled = v1alpha1.ReasonSinkNotAllowed, f.sinkDenied, true
+	case f.connection != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonConnectionNotReady, f.connection
+	case f.sink != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonSinkNotFound, f.sink
+	case f.tooLarge != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonDirectoryTooLarge, f.tooLarge
+	case f.pathMissing != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonPathNotFound, f.pathMissing
+	case f.pollFailed != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonConnectionNotReady, f.pollFailed
+	case !f.polled:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionUnknown, v1alpha1.ReasonFirstPoll, "the folder has not been polled yet"
+	case f.delivery != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, f.delivery
+	default:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonWatching, "polling the folder and delivering its events"
+	}
+	gen := w.Generation
+	ready.ObservedGeneration = gen
+	meta.SetStatusCondition(&w.Status.Conditions, ready)
+	if ready.Reason == v1alpha1.ReasonFirstPoll {
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.ReasonFirstPoll, Message: ready.Message, ObservedGeneration: gen})
+	} else {
+		meta.RemoveStatusCondition(&w.Status.Conditions, v1alpha1.ConditionReconciling)
+	}
+	if stalled {
+		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
+			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
+	} else {
+		meta.RemoveStatusCondition(&w.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	w.Status.ObservedGeneration = gen
+}

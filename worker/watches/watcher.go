@@ -1,0 +1,525 @@
+package watches
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkg/sftp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/watch"
+)
+
+// watcher runs one watch: it polls, delivers and writes, then waits for
+// the next poll, the next try of a delivery, or a change of the watch.
+type watcher struct {
+	r      *Runner
+	uid    types.UID
+	key    client.ObjectKey
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+	// overQuota: the namespace has more watches than it may, and this one
+	// is not among the oldest.
+	overQuota atomic.Bool
+	// pendingCount is len(state.Outbox), for the metric.
+	pendingCount atomic.Int64
+
+	tracker watch.Tracker
+	state   *watch.State // nil until loaded
+	version statestore.Version
+	dirty   bool
+	// polledGeneration is the generation last polled; nextPoll when the
+	// next poll is due; nextTry when the outbox's head may be tried again.
+	polledGeneration  int64
+	nextPoll, nextTry time.Time
+	lastPoll          time.Time
+	lastSave          time.Time
+	lastStatus        time.Time
+	lastErr           string
+	// sinkURI and deadLetterURI are the sinks resolved, for the status.
+	sinkURI, deadLetterURI string
+}
+
+// settings are a watch's spec, read and checked.
+type settings struct {
+	interval, minAge, backoffDelay, timeout time.Duration
+	retry                                   int32
+	filter                                  watch.Filter
+	report                                  map[v1alpha1.WatchEvent]bool
+	signing                                 deliver.Signing
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer close(w.done)
+	for {
+		wait := w.step(ctx)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			// What it holds is written before it goes, for the replica
+			// that takes the watch next.
+			w.save(context.WithoutCancel(ctx), true)
+			return
+		case <-w.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// idle is how long a watcher that cannot work waits before it looks again.
+const idle = 10 * time.Second
+
+// step does what is due and says how long until something else is.
+func (w *watcher) step(ctx context.Context) (wait time.Duration) {
+	defer recovery.Log("a watch")
+	var wt v1alpha1.SftpWatch
+	if err := w.r.Cache.Get(ctx, w.key, &wt); err != nil || wt.UID != w.uid {
+		return idle // gone: the next sync stops this watcher
+	}
+	now := time.Now()
+	f := facts{polled: w.polledGeneration == wt.Generation}
+	defer func() { w.report(ctx, &wt, f) }()
+	set, err := readSettings(ctx, w.r.Client, &wt)
+	switch {
+	case err != nil:
+		f.invalid = err.Error()
+		return time.Minute
+	case w.overQuota.Load():
+		f.overQuota = fmt.Sprintf("the namespace has more than %d watches; only its oldest run", w.r.Limits.MaxWatchesPerNamespace)
+		return time.Minute
+	}
+	var conn v1alpha1.SftpConnection
+	if err := w.r.Cache.Get(ctx, client.ObjectKey{Namespace: wt.Namespace, Name: wt.Spec.ConnectionRef.Name}, &conn); err != nil {
+		f.connection = fmt.Sprintf("there is no SftpConnection %s in this namespace", wt.Spec.ConnectionRef.Name)
+		return idle
+	}
+	if why := notReady(&conn); why != "" {
+		f.connection = why
+		return idle
+	}
+	sink, err := resolveSink(ctx, w.r.Client, wt.Namespace, wt.Spec.Sink)
+	if err != nil {
+		f.sink = err.Error()
+		return idle
+	}
+	w.sinkURI = sink
+	deadLetter := ""
+	if dls := wt.Spec.Delivery.DeadLetterSink; dls != nil {
+		if deadLetter, err = resolveSink(ctx, w.r.Client, wt.Namespace, *dls); err != nil {
+			f.sink = "the dead-letter sink: " + err.Error()
+			return idle
+		}
+	}
+	w.deadLetterURI = deadLetter
+	if err := w.load(ctx, &wt, &conn, set); err != nil {
+		f.pollFailed = "reading the watch's stored state: " + err.Error()
+		return idle
+	}
+	if !now.Before(w.nextPoll) {
+		w.poll(ctx, &wt, &conn, set, &f)
+		w.nextPoll = now.Add(set.interval)
+	}
+	f.polled = w.polledGeneration == wt.Generation
+	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
+	w.save(ctx, false)
+	wait = time.Until(w.nextPoll)
+	if len(w.state.Outbox) > 0 && f.sinkDenied == "" {
+		wait = min(wait, time.Until(w.nextTry))
+	}
+	if w.dirty {
+		wait = min(wait, time.Until(w.lastSave.Add(w.r.Limits.WriteEvery)))
+	}
+	return max(wait, 10*time.Millisecond)
+}
+
+// readSettings reads and checks what the API server's validation could
+// not: globs, durations, the signing Secret.
+func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) (settings, error) {
+	s := settings{interval: 30 * time.Second, minAge: 10 * time.Second, retry: 5, backoffDelay: time.Second, timeout: 10 * time.Second,
+		filter: watch.Filter{Include: wt.Spec.Include, Exclude: wt.Spec.Exclude}, report: map[v1alpha1.WatchEvent]bool{}}
+	if d := wt.Spec.PollInterval; d != nil && d.Duration >= 5*time.Second {
+		s.interval = d.Duration
+	}
+	if d := wt.Spec.Stability.MinAge; d != nil && d.Duration >= 0 {
+		s.minAge = d.Duration
+	}
+	if err := s.filter.Check(); err != nil {
+		return s, err
+	}
+	events := wt.Spec.Events
+	if len(events) == 0 {
+		events = []v1alpha1.WatchEvent{v1alpha1.WatchCreated}
+	}
+	for _, e := range events {
+		s.report[e] = true
+	}
+	d := wt.Spec.Delivery
+	if d.Retry != nil {
+		s.retry = *d.Retry
+	}
+	var err error
+	if d.BackoffDelay != "" {
+		if s.backoffDelay, err = deliver.ParseDuration(d.BackoffDelay); err != nil {
+			return s, fmt.Errorf("delivery.backoffDelay: %w", err)
+		}
+	}
+	if d.Timeout != "" {
+		if s.timeout, err = deliver.ParseDuration(d.Timeout); err != nil {
+			return s, fmt.Errorf("delivery.timeout: %w", err)
+		}
+	}
+	a := wt.Spec.AfterDelivery
+	for _, folder := range []string{a.MoveTo, a.FailedTo} {
+		if folder != "" && (folder == wt.Spec.Path || strings.HasPrefix(folder, strings.TrimSuffix(wt.Spec.Path, "/")+"/")) {
+			return s, fmt.Errorf("afterDelivery: %s is inside the watched folder %s, where a moved file would be reported again", folder, wt.Spec.Path)
+		}
+	}
+	if ref := wt.Spec.SigningSecretRef; ref != nil {
+		var secret corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: wt.Namespace, Name: ref.Name}, &secret); err != nil {
+			return s, fmt.Errorf("the signing Secret %s cannot be read: %w", ref.Name, client.IgnoreNotFound(err))
+		}
+		if s.signing, err = deliver.ParseSigning(string(secret.Data["secret"])); err != nil {
+			return s, fmt.Errorf("the signing Secret %s: %w", ref.Name, err)
+		}
+	}
+	return s, nil
+}
+
+// notReady says why conn cannot be polled now; "" when it can.
+func notReady(conn *v1alpha1.SftpConnection) string {
+	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case c == nil || c.ObservedGeneration != conn.Generation || conn.Status.RootPath == "":
+		return fmt.Sprintf("the connection %s is being tested", conn.Name)
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Sprintf("the connection %s is not ready (%s): %s", conn.Name, c.Reason, c.Message)
+	}
+	return ""
+}
+
+// specKey identifies what the listing depends on.
+func specKey(wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%t\x00%d\x00%q\x00%q", conn.UID, conn.Status.RootPath,
+		wt.Spec.Path, wt.Spec.Recursive, wt.Spec.MaxDepth, wt.Spec.Include, wt.Spec.Exclude))
+	return hex.EncodeToString(sum[:8])
+}
+
+// load reads the stored state once, and starts over when what the
+// listing depends on changed; it sets the tracker from the spec.
+func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings) error {
+	key := specKey(wt, conn)
+	if w.state == nil {
+		blob, v, err := w.r.States.Load(ctx, string(w.uid))
+		if err != nil {
+			return err
+		}
+		w.version, w.state = v, &watch.State{}
+		if blob != nil {
+			s, err := watch.DecodeState(blob)
+			if err != nil {
+				slog.Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+			} else {
+				w.state = s
+			}
+		}
+		w.tracker.Restore(w.state.Seen)
+		w.pendingCount.Store(int64(len(w.state.Outbox)))
+	}
+	if w.state.SpecKey != key {
+		// Another folder, or other files: what was seen says nothing of
+		// it. What waits to be delivered still goes.
+		w.state.SpecKey, w.state.Seen = key, nil
+		w.tracker.Restore(nil)
+		w.dirty = true
+	}
+	w.tracker.MinAge, w.tracker.Report = set.minAge, set.report
+	w.tracker.EmitExisting = wt.Spec.InitialState == v1alpha1.InitialEmitExisting
+	return nil
+}
+
+// poll lists the folder and queues the changes due.
+func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings, f *facts) {
+	leave, ok := w.r.enterPoll(ctx, wt.Namespace)
+	if !ok {
+		w.nextPoll = time.Now().Add(time.Second)
+		return
+	}
+	defer leave()
+	start := time.Now()
+	walk := watch.Walk{Dir: path.Join(conn.Status.RootPath, wt.Spec.Path), Filter: set.filter, MaxFiles: w.r.Limits.MaxFiles}
+	if wt.Spec.Recursive {
+		walk.Depth = int(max(wt.Spec.MaxDepth, 1))
+	}
+	var files []watch.File
+	err := w.do(ctx, conn, true, func(s *sftpdial.Session) error {
+		var err error
+		files, err = walk.List(ctx, s.Dirs)
+		return err
+	})
+	w.r.Metrics.PollDuration.Observe(time.Since(start).Seconds())
+	var tooMany *watch.ErrTooManyFiles
+	var tooLarge *sftpdir.TooLargeError
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.As(err, &tooMany), errors.As(err, &tooLarge):
+		f.tooLarge, result = err.Error(), v1alpha1.ReasonDirectoryTooLarge
+	case errors.Is(err, fs.ErrNotExist):
+		f.pathMissing, result = fmt.Sprintf("%s is not a folder on the server", wt.Spec.Path), v1alpha1.ReasonPathNotFound
+	default:
+		f.pollFailed, result = "polling the folder: "+err.Error(), "Failed"
+	}
+	w.r.Metrics.Polls.WithLabelValues(result).Inc()
+	if err != nil {
+		w.lastErr = err.Error()
+		return
+	}
+	now := time.Now()
+	room := w.r.Limits.MaxPending - len(w.state.Outbox)
+	for _, e := range w.tracker.Poll(now, files, room) {
+		w.state.Outbox = append(w.state.Outbox, watch.Pending{Event: e, ID: EventID(w.uid, e), Observed: now})
+	}
+	if w.tracker.TakeChanged() {
+		w.state.Seen = w.tracker.Seen()
+		w.dirty = true
+	}
+	w.pendingCount.Store(int64(len(w.state.Outbox)))
+	w.lastPoll, w.polledGeneration = now, wt.Generation
+}
+
+// do runs fn on a session of conn's pool; a failure of the session's
+// takes it out of the pool.
+func (w *watcher) do(ctx context.Context, conn *v1alpha1.SftpConnection, idempotent bool, fn func(*sftpdial.Session) error) error {
+	p, err := w.r.Pools.Get(ctx, conn)
+	if err != nil {
+		return err
+	}
+	return p.Do(ctx, pool.Op{Idempotent: idempotent, Stream: true, Timeout: 5 * conn.Spec.Limits.OperationTimeoutOrDefault()},
+		func(s *sftpdial.Session) error {
+			err := fn(s)
+			if sessionFailed(ctx, err) {
+				return &pool.BrokenError{Err: err}
+			}
+			return err
+		})
+}
+
+// sessionFailed says err is the session's failure, not the server's
+// answer to one operation.
+func sessionFailed(ctx context.Context, err error) bool {
+	var (
+		status   *sftp.StatusError
+		tooMany  *watch.ErrTooManyFiles
+		tooLarge *sftpdir.TooLargeError
+	)
+	return err != nil && ctx.Err() == nil && !errors.As(err, &status) && !errors.As(err, &tooMany) && !errors.As(err, &tooLarge) &&
+		!errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
+}
+
+// deliver sends the outbox's events in order, while this replica holds the
+// watch, until one fails or the namespace's share of deliveries is spent.
+func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings, sink, deadLetter string, f *facts) {
+	defer func() { w.pendingCount.Store(int64(len(w.state.Outbox))) }()
+	for len(w.state.Outbox) > 0 && ctx.Err() == nil {
+		if !w.r.Shard.Holds(string(w.uid)) || time.Now().Before(w.nextTry) {
+			return
+		}
+		if ok, after := w.r.events.Allow(wt.Namespace); !ok {
+			w.nextTry = time.Now().Add(after)
+			return
+		}
+		head := &w.state.Outbox[0]
+		ce, err := CloudEvent(wt, conn, *head)
+		if err != nil {
+			slog.Error("making an event", "error", err)
+			return
+		}
+		out := w.r.Sender.Send(ctx, sink, ce, set.timeout, set.signing)
+		if out.Delivered {
+			w.r.Metrics.Events.WithLabelValues("delivered").Inc()
+			w.r.Metrics.DeliveryLatency.Observe(time.Since(head.Observed).Seconds())
+			w.state.Delivered++
+			w.finish(ctx, wt, conn, *head, true)
+			continue
+		}
+		if out.Denied {
+			f.sinkDenied = "the sink's address is one the worker may not reach: " + out.Err.Error()
+			w.lastErr = f.sinkDenied
+			return
+		}
+		w.r.Metrics.Events.WithLabelValues("failed").Inc()
+		head.Attempts++
+		w.state.Failed++
+		w.dirty = true
+		w.lastErr = out.Err.Error()
+		exhausted := !out.Retry || head.Attempts > set.retry
+		switch {
+		case exhausted && deadLetter != "":
+			if dl := w.r.Sender.Send(ctx, deadLetter, ce, set.timeout, set.signing); dl.Delivered {
+				w.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
+				w.state.DeadLettered++
+				w.finish(ctx, wt, conn, *head, false)
+				continue
+			}
+			f.delivery = "the sink failed every try, and so does the dead-letter sink: " + out.Err.Error()
+		case !out.Retry:
+			// The sink refused it, and would again: nowhere else to go.
+			w.r.Metrics.Events.WithLabelValues("dropped").Inc()
+			w.lastErr = "an event the sink refused was dropped: " + out.Err.Error()
+			w.finish(ctx, wt, conn, *head, false)
+			continue
+		default:
+			f.delivery = out.Err.Error()
+		}
+		w.nextTry = time.Now().Add(deliver.Backoff(wt.Spec.Delivery.BackoffPolicy, set.backoffDelay, head.Attempts))
+		return
+	}
+	w.nextTry = time.Time{}
+}
+
+// finish takes the outbox's head, p, out after its event was delivered (ok)
+// or given up, and does what afterDelivery says with its file.
+func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Pending, ok bool) {
+	w.state.Outbox = w.state.Outbox[1:]
+	w.nextTry = time.Time{}
+	w.dirty = true
+	if p.Type == v1alpha1.WatchDeleted {
+		return
+	}
+	a := wt.Spec.AfterDelivery
+	to := ""
+	switch {
+	case !ok:
+		to = a.FailedTo
+	case a.Action == v1alpha1.AfterDeliveryMove:
+		to = a.MoveTo
+	case a.Action != v1alpha1.AfterDeliveryDelete:
+		return
+	}
+	if !ok && to == "" {
+		return
+	}
+	root := conn.Status.RootPath
+	from := path.Join(root, wt.Spec.Path, p.Path)
+	err := w.do(ctx, conn, false, func(s *sftpdial.Session) error {
+		if to == "" {
+			return s.SFTP.Remove(from)
+		}
+		dest := path.Join(root, to, p.Path)
+		if err := s.SFTP.MkdirAll(path.Dir(dest)); err != nil {
+			return err
+		}
+		// Never over a file already there: beside it, under a new name.
+		if _, err := s.SFTP.Lstat(dest); err == nil {
+			dest = path.Join(path.Dir(dest), strings.TrimPrefix(tempname.In(""), "/")+"-"+path.Base(dest))
+		}
+		return s.SFTP.Rename(from, dest)
+	})
+	if err != nil {
+		w.lastErr = fmt.Sprintf("after delivering the event of %s: %v", p.Path, err)
+		return
+	}
+	// Its going is no event: the watch moved it.
+	w.tracker.Forget(p.Path)
+	w.state.Seen = w.tracker.Seen()
+}
+
+// save writes the state when it changed, at most once per WriteEvery
+// unless now.
+func (w *watcher) save(ctx context.Context, now bool) {
+	if w.state == nil || !w.dirty || !now && time.Since(w.lastSave) < w.r.Limits.WriteEvery {
+		return
+	}
+	if !w.r.Shard.Holds(string(w.uid)) && !now {
+		return
+	}
+	blob, err := w.state.Encode()
+	if err == nil {
+		err = w.r.States.Save(ctx, string(w.uid), blob, &w.version)
+	}
+	switch {
+	case errors.Is(err, statestore.ErrConflict):
+		// Another replica took the watch: what it holds is newer.
+		w.state, w.dirty = nil, false
+		return
+	case errors.Is(err, statestore.ErrTooLarge):
+		w.lastErr = "the watch's state is larger than it may be stored: " + err.Error()
+	case err != nil:
+		w.lastErr = "storing the watch's state: " + err.Error()
+		return
+	}
+	w.dirty, w.lastSave = false, time.Now()
+}
+
+// report writes the watch's status when it changed, at most once per
+// WriteEvery unless its conditions did, and records an event when its
+// Ready reason changes.
+func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
+	next := wt.DeepCopy()
+	setConditions(next, f)
+	st := &next.Status
+	st.Worker = w.r.Shard.Identity
+	st.SinkURI, st.DeadLetterSinkURI = w.sinkURI, w.deadLetterURI
+	if !w.lastPoll.IsZero() {
+		st.LastPollTime = &metav1.Time{Time: w.lastPoll.Truncate(time.Second)}
+	}
+	if w.state != nil {
+		st.Files, st.Pending = int32(min(len(w.state.Seen), 1<<30)), int32(min(len(w.state.Outbox), 1<<30))
+		st.Delivered, st.Failed, st.DeadLettered = w.state.Delivered, w.state.Failed, w.state.DeadLettered
+	}
+	st.LastError = truncate(w.lastErr, 1024)
+	if reflect.DeepEqual(next.Status, wt.Status) {
+		return
+	}
+	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, wt.Status.Conditions)
+	if !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
+		return
+	}
+	if err := w.r.Client.Status().Patch(ctx, next, client.MergeFrom(wt)); err != nil {
+		slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+		return
+	}
+	w.lastStatus = time.Now()
+	was := meta.FindStatusCondition(wt.Status.Conditions, v1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(next.Status.Conditions, v1alpha1.ConditionReady)
+	if w.r.Recorder != nil && now != nil && (was == nil || was.Reason != now.Reason) {
+		kind := corev1.EventTypeWarning
+		if now.Status != metav1.ConditionFalse {
+			kind = corev1.EventTypeNormal
+		}
+		w.r.Recorder.Eventf(next, nil, kind, now.Reason, "Watch", "%s", now.Message)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

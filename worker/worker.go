@@ -1,0 +1,217 @@
+// Package worker is "sftpgate worker": the component that does the work
+// that runs on its own, apart from requests. It polls the SftpWatches and
+// delivers their events (package watches); its replicas divide the work
+// among themselves through Leases (package shard), and keep its state in
+// ConfigMaps of their namespace (package statestore).
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/metrics"
+	"github.com/sftpgate/sftpgate/worker/shard"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/watches"
+)
+
+// Options configure the worker; Run reads them from flags.
+type Options struct {
+	// Namespace is the worker's own, where its Leases and the watches'
+	// states live.
+	Namespace string
+	// Identity names this replica in its Leases: its pod's name.
+	Identity       string
+	DeniedNetworks string
+	// LeaseDuration is how long a replica's hold on a watch lasts without
+	// renewal: a dead replica's watches move within it.
+	LeaseDuration time.Duration
+	// IdleTimeout closes SSH connections unused for this long.
+	IdleTimeout time.Duration
+	Limits      watches.Limits
+	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
+	// serves /healthz and /readyz.
+	MetricsAddr, ProbeAddr string
+}
+
+// DefaultNamespace is the worker's namespace when neither --namespace nor
+// POD_NAMESPACE says otherwise.
+const DefaultNamespace = "sftpgate-system"
+
+// BindFlags registers the options on fs with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
+		"The worker's namespace, where its Leases and the watches' states are kept.")
+	fs.StringVar(&o.Identity, "identity", cmp.Or(os.Getenv("POD_NAME"), host), "This replica's name in its Leases (its pod's name).")
+	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
+		"Comma-separated networks that SFTP connections and event sinks may not reach (as for the manager and the gateway).")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", shard.DefaultLeaseDuration,
+		"How long a replica's hold on a watch lasts without renewal: a dead replica's watches move to another within it.")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
+	d := watches.DefaultLimits()
+	o.Limits = d
+	fs.IntVar(&o.Limits.MaxFiles, "max-watch-files", d.MaxFiles, "Most files one watch tracks; a larger folder is DirectoryTooLarge.")
+	fs.IntVar(&o.Limits.MaxPending, "max-pending-events", d.MaxPending,
+		"Most events one watch holds undelivered; past it, changes wait on the server for later polls.")
+	fs.IntVar(&o.Limits.MaxWatchesPerNamespace, "max-watches-per-namespace", d.MaxWatchesPerNamespace,
+		"Most watches of one namespace that run; the newer ones are OverQuota.")
+	fs.Float64Var(&o.Limits.EventsPerMinutePerNamespace, "events-per-minute-per-namespace", d.EventsPerMinutePerNamespace,
+		"Events (and tries) one namespace's watches may send a minute, per replica.")
+	fs.IntVar(&o.Limits.Polls, "max-polls", d.Polls, "Polls in flight on this replica.")
+	fs.IntVar(&o.Limits.PollsPerNamespace, "max-polls-per-namespace", d.PollsPerNamespace, "Polls of one namespace's watches in flight on this replica.")
+	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+}
+
+// Worker is a running worker replica.
+type Worker struct {
+	mgr     ctrl.Manager
+	metrics *metrics.Metrics
+	runner  *watches.Runner
+}
+
+// New builds a worker replica on the cluster of restConfig.
+func New(restConfig *rest.Config, opts Options) (*Worker, error) {
+	if opts.Identity == "" || opts.Namespace == "" {
+		return nil, errors.New("the worker needs --identity and --namespace")
+	}
+	policy, err := sftpdial.ParsePolicy(opts.DeniedNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("--denied-networks: %w", err)
+	}
+	sharded, err := labels.NewRequirement(shard.LabelShard, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: api.Scheme(),
+		// Secrets and sinks are read when needed, never cached or watched.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false, DisableFor: []client.Object{&corev1.Secret{}, &corev1.Service{}}}},
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}, Label: labels.NewSelector().Add(*sharded)},
+			},
+		},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: cmp.Or(opts.ProbeAddr, "0"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: mgr.GetAPIReader(), IdleTimeout: opts.IdleTimeout,
+		Dials: m.Dials, Component: "worker"}
+	if err := m.Register(pools); err != nil {
+		return nil, err
+	}
+	sender, err := deliver.New(policy)
+	if err != nil {
+		return nil, err
+	}
+	r := &watches.Runner{
+		Cache: mgr.GetCache(), Client: mgr.GetClient(), Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
+		Recorder: mgr.GetEventRecorder("sftpgate-worker"),
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: mgr.GetClient(), Namespace: opts.Namespace, Kind: "sftpwatch",
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+		States:       &statestore.Store{Client: mgr.GetClient(), Namespace: opts.Namespace, Kind: "sftpwatch"},
+		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
+	}
+	if err := mgr.Add(r); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { pools.Run(ctx); return nil })); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return &Worker{mgr: mgr, metrics: m, runner: r}, nil
+}
+
+// Start runs the worker until ctx ends: then it stops its watches, stores
+// what they hold and gives their Leases back.
+func (w *Worker) Start(ctx context.Context) error {
+	informer, err := w.mgr.GetCache().GetInformer(ctx, &v1alpha1.SftpWatch{})
+	if err != nil {
+		return err
+	}
+	// A watch whose spec changed is looked at again at once.
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
+		o, okOld := old.(*v1alpha1.SftpWatch)
+		n, okNew := obj.(*v1alpha1.SftpWatch)
+		if okOld && okNew && o.Generation != n.Generation {
+			w.runner.Wake(n.UID)
+		}
+	}}); err != nil {
+		return err
+	}
+	return w.mgr.Start(ctx)
+}
+
+// MetricsHandler serves the worker's metrics at /metrics.
+func (w *Worker) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", w.metrics.Handler())
+	return mux
+}
+
+// Run runs "sftpgate worker" until ctx ends.
+func Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var opts Options
+	opts.BindFlags(fs)
+	config.RegisterFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	restConfig, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	w, err := New(restConfig, opts)
+	if err != nil {
+		return err
+	}
+	if opts.MetricsAddr != "0" {
+		srv := &http.Server{Addr: opts.MetricsAddr, Handler: w.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.ListenAndServe() }()
+		defer func() { _ = srv.Close() }()
+	}
+	return w.Start(ctx)
+}

@@ -1,0 +1,368 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/watches"
+)
+
+var (
+	k8s        client.Client
+	restConfig *rest.Config
+)
+
+func TestMain(m *testing.M) {
+	env, c, err := testcluster.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, restConfig = c, env.Config
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cancel()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it holds, for a minute at most.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}
+
+// receiver is the CloudEvents SDK's own receiver on loopback, keeping what
+// it got; while failing is set it answers 503.
+type receiver struct {
+	url     string
+	mu      sync.Mutex
+	events  []cloudevents.Event
+	failing bool
+}
+
+func startReceiver(t *testing.T) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	r := &receiver{url: "http://" + l.Addr().String()}
+	p, err := cehttp.New(cehttp.WithListener(l))
+	must(t, err)
+	c, err := cloudevents.NewClient(p)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		_ = c.StartReceiver(ctx, func(e cloudevents.Event) protocol.Result {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.failing {
+				return cehttp.NewResult(503, "down for a moment")
+			}
+			r.events = append(r.events, e)
+			return nil
+		})
+	}()
+	return r
+}
+
+// subjects lists the events' types and subjects, in order of arrival.
+func (r *receiver) subjects() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		out = append(out, e.Type()+" "+e.Subject())
+	}
+	return out
+}
+
+func (r *receiver) setFailing(f bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failing = f
+}
+
+// tenant is a namespace with a Ready connection to a real sshd, rooted in
+// its directory.
+type tenant struct {
+	ns   string
+	sshd *testsshd.Server
+	sftp *sftp.Client
+}
+
+func newTenant(t *testing.T) *tenant {
+	t.Helper()
+	ctx := context.Background()
+	sshd := testsshd.Start(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "watch-"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
+		Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
+		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}}}}
+	must(t, k8s.Create(ctx, conn))
+	eventually(t, "the connection is Ready", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+		return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady)
+	})
+	must(t, os.Mkdir(filepath.Join(sshd.Dir, "in"), 0o755))
+	must(t, os.Chown(filepath.Join(sshd.Dir, "in"), sshd.UID, sshd.GID))
+	sshClient, err := ssh.Dial("tcp", net.JoinHostPort(sshd.Host, strconv.Itoa(int(sshd.Port))), &ssh.ClientConfig{
+		User: testsshd.User, Auth: []ssh.AuthMethod{ssh.Password(sshd.Password)}, HostKeyCallback: ssh.FixedHostKey(sshd.HostKey)})
+	must(t, err)
+	c, err := sftp.NewClient(sshClient)
+	must(t, err)
+	t.Cleanup(func() { _ = c.Close(); _ = sshClient.Close() })
+	return &tenant{ns: ns.Name, sshd: sshd, sftp: c}
+}
+
+// put writes content to p (below the connection's root) as a plain SFTP
+// client, in one go.
+func (tn *tenant) put(t *testing.T, p, content string) {
+	t.Helper()
+	f, err := tn.sftp.Create(filepath.Join(tn.sshd.Dir, p))
+	must(t, err)
+	_, err = f.Write([]byte(content))
+	must(t, err)
+	must(t, f.Close())
+}
+
+// watchOf makes a watch of tenant's /in, polled every 5 seconds, that
+// sends its events to sink.
+func (tn *tenant) watch(t *testing.T, name, sink string, mutate ...func(*v1alpha1.SftpWatch)) *v1alpha1.SftpWatch {
+	t.Helper()
+	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.SftpWatchSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "box"}, Path: "/in",
+		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
+		Events: []v1alpha1.WatchEvent{v1alpha1.WatchCreated, v1alpha1.WatchModified, v1alpha1.WatchDeleted},
+		Sink:   v1alpha1.Destination{URI: sink}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
+	for _, m := range mutate {
+		m(w)
+	}
+	must(t, k8s.Create(context.Background(), w))
+	return w
+}
+
+// polls returns a function that waits until w has been polled n more
+// times than when it was made: how a test waits for the worker, never by
+// the clock.
+func polls(t *testing.T, w *v1alpha1.SftpWatch) func(n int) {
+	t.Helper()
+	last := func() time.Time {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		if got.Status.LastPollTime == nil {
+			return time.Time{}
+		}
+		return got.Status.LastPollTime.Time
+	}
+	return func(n int) {
+		t.Helper()
+		for range n {
+			from := last()
+			eventually(t, "the next poll", func() bool { return last().After(from) })
+		}
+	}
+}
+
+// sharedWorker is the one worker replica of this package's tests, which
+// run in parallel: a second replica would share their watches.
+var sharedWorker sync.Once
+
+// startWorker starts the tests' worker replica, "w1", unless it runs.
+func startWorker(t *testing.T) {
+	t.Helper()
+	sharedWorker.Do(func() { runWorker(t, "w1") })
+}
+
+// runWorker runs a worker replica named identity until the program ends
+// (or until it is stopped with the returned function).
+func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (stop func()) {
+	t.Helper()
+	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
+		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond}, MetricsAddr: "0", ProbeAddr: "0"}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	w, err := worker.New(restConfig, opts)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Start(ctx); err != nil {
+			t.Errorf("worker %s: %v", identity, err)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+var (
+	workerNS     string
+	workerNSOnce sync.Once
+)
+
+// workerNamespace is the namespace of the tests' workers.
+func workerNamespace(t *testing.T) string {
+	workerNSOnce.Do(func() {
+		must(t, testcluster.EnsureNamespace(context.Background(), restConfig, "sftpgate-worker-test"))
+		workerNS = "sftpgate-worker-test"
+	})
+	return workerNS
+}
+
+// TestWatch: files that arrive, change and go, by a plain SFTP client and
+// on the server's disk, are each reported once, in order, with ids that
+// name the file and its state; the watch says it is Ready.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	r := startReceiver(t)
+	startWorker(t)
+	w := tn.watch(t, "incoming", r.url)
+	var status v1alpha1.SftpWatchStatus
+	defer func() {
+		if t.Failed() {
+			t.Logf("the watch's status: %+v", status)
+		}
+	}()
+	eventually(t, "the watch is Ready", func() bool {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		status = got.Status
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) && got.Status.SinkURI == r.url
+	})
+	next := polls(t, w)
+	tn.put(t, "in/a.csv", "alpha")
+	must(t, os.WriteFile(filepath.Join(tn.sshd.Dir, "in", "b.csv"), []byte("bravo"), 0o644))
+	eventually(t, "both files are reported", func() bool { return len(r.subjects()) >= 2 })
+	tn.put(t, "in/a.csv", "alpha, longer")
+	must(t, tn.sftp.Remove(filepath.Join(tn.sshd.Dir, "in", "b.csv")))
+	eventually(t, "the change and the removal are reported", func() bool { return len(r.subjects()) >= 4 })
+	next(2) // no event comes twice
+	// A removal is reported at the first poll that misses the file; a
+	// change once a second poll saw it settled.
+	want := []string{"dev.sftpgate.file.created /in/a.csv", "dev.sftpgate.file.created /in/b.csv",
+		"dev.sftpgate.file.deleted /in/b.csv", "dev.sftpgate.file.modified /in/a.csv"}
+	if got := r.subjects(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	var got v1alpha1.SftpWatch
+	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+	if got.Status.Delivered != 4 || got.Status.Pending != 0 || got.Status.Files != 1 || got.Status.Worker != "w1" {
+		t.Errorf("status %+v", got.Status)
+	}
+}
+
+// TestWatchWaitsForTheSink: while the sink is down, events wait, in order,
+// and the watch says DeliveryFailing; once it is back, it gets each of
+// them once, in the order the files arrived, and each file moves to
+// afterDelivery.moveTo.
+func TestWatchWaitsForTheSink(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	r := startReceiver(t)
+	r.setFailing(true)
+	startWorker(t)
+	w := tn.watch(t, "incoming", r.url, func(w *v1alpha1.SftpWatch) {
+		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: "/done"}
+		// Tries go on after the retries, until the sink is back: linear,
+		// so that the test does not wait long for the last.
+		w.Spec.Delivery.BackoffPolicy = v1alpha1.BackoffLinear
+	})
+	next := polls(t, w)
+	next(1)
+	for i := range 3 {
+		tn.put(t, fmt.Sprintf("in/%d.csv", i), "x")
+		next(1)
+	}
+	eventually(t, "the watch says delivery fails", func() bool {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonDeliveryFailing && got.Status.Pending == 3
+	})
+	r.setFailing(false)
+	eventually(t, "every event is delivered", func() bool { return len(r.subjects()) >= 3 })
+	next(2)
+	want := []string{"dev.sftpgate.file.created /in/0.csv", "dev.sftpgate.file.created /in/1.csv", "dev.sftpgate.file.created /in/2.csv"}
+	if got := r.subjects(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	for i := range 3 {
+		if _, err := os.Stat(filepath.Join(tn.sshd.Dir, "done", fmt.Sprintf("%d.csv", i))); err != nil {
+			t.Errorf("the delivered file %d was not moved: %v", i, err)
+		}
+	}
+}
+
+// TestWatchDeadLetters: an event the sink fails every try for goes to the
+// dead-letter sink, and its file to afterDelivery.failedTo.
+func TestWatchDeadLetters(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	sink, dead := startReceiver(t), startReceiver(t)
+	sink.setFailing(true)
+	startWorker(t)
+	w := tn.watch(t, "incoming", sink.url, func(w *v1alpha1.SftpWatch) {
+		w.Spec.Delivery.Retry = ptr(int32(1))
+		w.Spec.Delivery.DeadLetterSink = &v1alpha1.Destination{URI: dead.url}
+		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete, FailedTo: "/failed"}
+	})
+	polls(t, w)(1)
+	tn.put(t, "in/a.csv", "x")
+	eventually(t, "the event reaches the dead-letter sink", func() bool { return len(dead.subjects()) == 1 })
+	eventually(t, "the file moves to failedTo", func() bool {
+		_, err := os.Stat(filepath.Join(tn.sshd.Dir, "failed", "a.csv"))
+		return err == nil
+	})
+	var got v1alpha1.SftpWatch
+	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+	if got.Status.DeadLettered != 1 || got.Status.Failed < 2 {
+		t.Errorf("status %+v", got.Status)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
