@@ -34,10 +34,11 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs and the RBAC roles of the manager, web UI and gateway from the markers.
+manifests: controller-gen ## Generate the CRDs and the RBAC roles of the manager, web UI, gateway and worker from the markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=webui-role paths="./webui/..." output:rbac:artifacts:config=config/rbac/webui
 	$(CONTROLLER_GEN) rbac:roleName=gateway-role paths="./gateway" output:rbac:artifacts:config=config/rbac/gateway
+	$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./worker" output:rbac:artifacts:config=config/rbac/worker
 
 .PHONY: generate
 generate: controller-gen ## Generate the DeepCopy methods of the API types.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -113,8 +112,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: api.Scheme(),
-		// Secrets and sinks are read when needed, never cached or watched.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: false, DisableFor: []client.Object{&corev1.Secret{}, &corev1.Service{}}}},
+		// The manager's client is the cache's: only watches, connections
+		// and the replicas' Leases are cached (direct reads the rest).
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
@@ -127,8 +126,14 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Secrets, sinks, states and Leases are read at the API server when
+	// needed: never cached or watched, nor readable beyond what RBAC gives.
+	direct, err := client.New(restConfig, client.Options{Scheme: api.Scheme()})
+	if err != nil {
+		return nil, err
+	}
 	m := metrics.New()
-	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: mgr.GetAPIReader(), IdleTimeout: opts.IdleTimeout,
+	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 		Dials: m.Dials, Component: "worker"}
 	if err := m.Register(pools); err != nil {
 		return nil, err
@@ -138,11 +143,11 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	r := &watches.Runner{
-		Cache: mgr.GetCache(), Client: mgr.GetClient(), Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
+		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
 		Recorder: mgr.GetEventRecorder("sftpgate-worker"),
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: mgr.GetClient(), Namespace: opts.Namespace, Kind: "sftpwatch",
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
-		States:       &statestore.Store{Client: mgr.GetClient(), Namespace: opts.Namespace, Kind: "sftpwatch"},
+		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch"},
 		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
 	}
 	if err := mgr.Add(r); err != nil {

@@ -147,7 +147,7 @@ func TestWorkloadsAreLockedDown(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"manager", "gateway", "webui"} {
+	for _, want := range []string{"manager", "gateway", "webui", "worker"} {
 		if !components[want] {
 			t.Errorf("no Deployment runs %q", want)
 		}
@@ -179,6 +179,17 @@ var allowed = map[string][]string{
 		"* core secrets get",
 		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
 		"* sftpgate.dev apikeys/status patch",
+	},
+	"sftpgate-worker": {
+		"* core secrets,services get",
+		"* events.k8s.io events create,patch",
+		"* eventing.knative.dev brokers get",
+		"* messaging.knative.dev channels get",
+		"* serving.knative.dev services get",
+		"* sftpgate.dev sftpconnections,sftpwatches get,list,watch",
+		"* sftpgate.dev sftpwatches/status patch",
+		"sftpgate-system coordination.k8s.io leases create,delete,get,list,update,watch",
+		"sftpgate-system core configmaps create,delete,deletecollection,get,list,update",
 	},
 	"sftpgate-webui": {
 		"* core namespaces create",
@@ -403,7 +414,8 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 
 // TestNetworkPoliciesCoverEveryWorkload: each Deployment's pods are
 // selected by a NetworkPolicy, and only the gateway and web UI take
-// traffic from anywhere.
+// traffic from anywhere (the manager and the worker only scrapes of
+// their metrics).
 func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 	objects := render(t)
 	var policies []*networkingv1.NetworkPolicy
@@ -432,7 +444,7 @@ func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 		for _, rule := range covering.Spec.Ingress {
 			open = open || len(rule.From) == 0
 		}
-		if wantOpen := d.Name != "sftpgate-manager"; open != wantOpen {
+		if wantOpen := d.Name != "sftpgate-manager" && d.Name != "sftpgate-worker"; open != wantOpen {
 			t.Errorf("%s: open to anyone: %v, want %v", d.Name, open, wantOpen)
 		}
 	}

@@ -1,0 +1,21 @@
+package worker
+
+// The worker's rights. It watches SftpWatches and SftpConnections (its
+// cache), writes the watches' status and events about them, and reads
+// what a watch names when it needs it: the connection's Secret, a signing
+// Secret, a sink's Service or Knative object (never listed or watched).
+
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;sftpconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
+// +kubebuilder:rbac:groups=eventing.knative.dev,resources=brokers,verbs=get
+// +kubebuilder:rbac:groups=messaging.knative.dev,resources=channels,verbs=get
+// +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// In its own namespace only: the Leases that divide the work among its
+// replicas (package shard), and the ConfigMaps that keep the watches'
+// state (package statestore).
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete;deletecollection,namespace=system
