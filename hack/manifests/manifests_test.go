@@ -450,31 +450,52 @@ func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 	}
 }
 
-// TestServiceMonitorFindsTheGateway: config/prometheus scrapes the
-// gateway Service's metrics port.
-func TestServiceMonitorFindsTheGateway(t *testing.T) {
+// TestMonitorsFindTheirTargets: config/prometheus scrapes the gateway
+// Service's metrics port and the worker pods'.
+func TestMonitorsFindTheirTargets(t *testing.T) {
 	monitors, err := kustomize.Render("config/prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var gateway *corev1.Service
+	var worker *appsv1.Deployment
 	for _, u := range render(t) {
-		if u.GetKind() == "Service" && u.GetName() == "sftpgate-gateway" {
+		switch {
+		case u.GetKind() == "Service" && u.GetName() == "sftpgate-gateway":
 			gateway = convert[corev1.Service](t, u)
+		case u.GetKind() == "Deployment" && u.GetName() == "sftpgate-worker":
+			worker = convert[appsv1.Deployment](t, u)
 		}
 	}
-	if len(monitors) != 1 || gateway == nil {
-		t.Fatalf("%d monitors; gateway Service %v", len(monitors), gateway)
+	if len(monitors) != 2 || gateway == nil || worker == nil {
+		t.Fatalf("%d monitors; gateway Service %v, worker %v", len(monitors), gateway != nil, worker != nil)
 	}
-	spec := monitors[0].Object["spec"].(map[string]any)
-	for k, v := range spec["selector"].(map[string]any)["matchLabels"].(map[string]any) {
-		if gateway.Labels[k] != v {
-			t.Errorf("the ServiceMonitor selects %s=%v, which the gateway Service lacks", k, v)
+	for _, m := range monitors {
+		spec := m.Object["spec"].(map[string]any)
+		var labels map[string]string
+		var ports []string
+		switch m.GetKind() {
+		case "ServiceMonitor":
+			labels = gateway.Labels
+			for _, p := range gateway.Spec.Ports {
+				ports = append(ports, p.Name)
+			}
+			spec["port"] = spec["endpoints"].([]any)[0].(map[string]any)["port"]
+		case "PodMonitor":
+			labels = worker.Spec.Template.Labels
+			for _, p := range worker.Spec.Template.Spec.Containers[0].Ports {
+				ports = append(ports, p.Name)
+			}
+			spec["port"] = spec["podMetricsEndpoints"].([]any)[0].(map[string]any)["port"]
 		}
-	}
-	port := spec["endpoints"].([]any)[0].(map[string]any)["port"]
-	if !slices.ContainsFunc(gateway.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == port }) {
-		t.Errorf("the ServiceMonitor scrapes port %v, which the gateway Service does not name", port)
+		for k, v := range spec["selector"].(map[string]any)["matchLabels"].(map[string]any) {
+			if labels[k] != v {
+				t.Errorf("the %s selects %s=%v, which its target lacks", m.GetKind(), k, v)
+			}
+		}
+		if !slices.Contains(ports, spec["port"].(string)) {
+			t.Errorf("the %s scrapes port %v, which its target does not name", m.GetKind(), spec["port"])
+		}
 	}
 }
 
