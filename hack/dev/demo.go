@@ -86,7 +86,7 @@ func (st *state) hostKey() (ssh.Signer, error) {
 // createDemo makes the demo web UI account, which owns the demo namespace,
 // and in it the demo server's Secret, SftpConnection and ApiKey. A restart
 // finds them and only points the connection at the server's address.
-func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accounts.Store, demo *sftpserver.Server, sftpAddr net.Addr) error {
+func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accounts.Store, demo *sftpserver.Server, sftpAddr net.Addr, eventsURL string) error {
 	if _, err := store.SignUpWithNamespace(ctx, demoEmail, st.DemoPassword, demoNamespace); err != nil && !errors.Is(err, accounts.ErrEmailTaken) {
 		return fmt.Errorf("the demo account: %w", err)
 	}
@@ -114,19 +114,38 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 		conn.Spec.HostKey.Trusted = []string{demo.HostKeyLine()}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// A watch of incoming/ whose events the event printer prints: polled
+	// every 5 seconds, a file reported once a second poll saw it the same.
+	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "incoming"}}
+	_, err = controllerutil.CreateOrUpdate(ctx, k8s, watch, func() error {
+		watch.Spec.ConnectionRef.Name, watch.Spec.Path = demoName, "/incoming"
+		watch.Spec.PollInterval = &metav1.Duration{Duration: 5 * time.Second}
+		watch.Spec.Stability.MinAge = &metav1.Duration{}
+		watch.Spec.Events = []v1alpha1.WatchEvent{v1alpha1.WatchCreated, v1alpha1.WatchModified, v1alpha1.WatchDeleted}
+		watch.Spec.Sink = v1alpha1.Destination{URI: eventsURL}
+		return nil
+	})
 	return err
 }
 
-// waitReady waits for the demo connection and key to be Ready, so that the
-// printed examples work at once.
+// waitReady waits for the demo connection, key and watch to be Ready, so
+// that the printed examples work at once.
 func waitReady(ctx context.Context, k8s client.Client) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var conn v1alpha1.SftpConnection
 		var key v1alpha1.ApiKey
+		var watch v1alpha1.SftpWatch
 		name := client.ObjectKey{Namespace: demoNamespace, Name: demoName}
 		connErr, keyErr := k8s.Get(ctx, name, &conn), k8s.Get(ctx, name, &key)
-		if connErr == nil && keyErr == nil && isReady(conn.Status.Conditions, conn.Generation) && isReady(key.Status.Conditions, key.Generation) {
+		watchErr := k8s.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "incoming"}, &watch)
+		// The watch too, so that a file dropped at once is a change to
+		// its first poll, not part of it.
+		if connErr == nil && keyErr == nil && watchErr == nil && isReady(conn.Status.Conditions, conn.Generation) &&
+			isReady(key.Status.Conditions, key.Generation) && isReady(watch.Status.Conditions, watch.Generation) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -195,15 +214,23 @@ Write a file through the demo connection, then read it back:
     -H 'Content-Type: application/json' \
     -d '{"path": "hello.txt"}'
 
+Drop a file into the watched folder incoming/; within ten seconds the
+demo watch's event prints here:
+
+  curl -X POST %s/%s/write \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}'
+
 Use kubectl against this control plane:
 
   export KUBECONFIG=%s
-  kubectl get sftpconnections,apikeys -A
+  kubectl get sftpconnections,apikeys,sftpwatches -A
 
 All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
-		v["KUBECONFIG"], envFile)
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], envFile)
 }
 
 // slogr is controller-runtime's logger at level, on standard error.

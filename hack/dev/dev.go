@@ -26,6 +26,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/worker"
 )
 
 type options struct {
@@ -34,6 +35,7 @@ type options struct {
 	gatewayAddr string
 	webuiAddr   string
 	sftpAddr    string
+	eventsAddr  string
 }
 
 // Run runs sftpgate-dev until ctx ends (Ctrl-C), then stops everything.
@@ -45,6 +47,7 @@ func Run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.gatewayAddr, "gateway-address", "127.0.0.1:8080", "Where the gateway listens.")
 	fs.StringVar(&o.webuiAddr, "webui-address", "127.0.0.1:8081", "Where the web UI listens.")
 	fs.StringVar(&o.sftpAddr, "sftp-address", "127.0.0.1:2222", "Where the demo SFTP server listens.")
+	fs.StringVar(&o.eventsAddr, "events-address", "127.0.0.1:8082", "Where the demo watch's events are received (and printed).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +78,8 @@ func (o *options) run(ctx context.Context) error {
 			_ = l.Close()
 		}
 	}()
-	for flagName, addr := range map[string]string{"gateway-address": o.gatewayAddr, "webui-address": o.webuiAddr, "sftp-address": o.sftpAddr} {
+	for flagName, addr := range map[string]string{"gateway-address": o.gatewayAddr, "webui-address": o.webuiAddr, "sftp-address": o.sftpAddr,
+		"events-address": o.eventsAddr} {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("%s is taken (is another sftpgate-dev running?); choose another with --%s: %w", addr, flagName, err)
@@ -110,7 +114,7 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 
-	step("starting the manager, the gateway, the web UI and the demo SFTP server")
+	step("starting the manager, the gateway, the web UI, the worker and the demo SFTP server")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
@@ -151,16 +155,38 @@ func (o *options) run(ctx context.Context) error {
 		gw.HTTPServer(),
 		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},
 	}
-	errc := make(chan error, len(servers))
+	errc := make(chan error, len(servers)+1)
 	go func() { errc <- servers[0].Serve(listeners["gateway-address"]) }()
 	go func() { errc <- servers[1].Serve(listeners["webui-address"]) }()
 	demo, err := startDemoServer(o.dataDir, st, listeners["sftp-address"])
 	if err != nil {
 		return err
 	}
+	// The worker's defaults, as its flags give them, with what a laptop
+	// needs instead.
+	var wOpts worker.Options
+	wOpts.BindFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
+	wOpts.Namespace, wOpts.Identity, wOpts.DeniedNetworks = worker.DefaultNamespace, "sftpgate-dev", testcluster.LoopbackNetworks
+	wOpts.MetricsAddr, wOpts.ProbeAddr = "0", "0"
+	if err := testcluster.EnsureNamespace(ctx, env.Config, wOpts.Namespace); err != nil {
+		return err
+	}
+	wk, err := worker.New(env.Config, wOpts)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := wk.Start(ctx); err != nil {
+			errc <- fmt.Errorf("the worker: %w", err)
+		}
+	}()
+	eventsURL := "http://" + listeners["events-address"].Addr().String()
+	if err := startEventPrinter(ctx, listeners["events-address"], os.Stdout); err != nil {
+		return err
+	}
 
-	step("creating the demo connection, API key and web UI account")
-	if err := st.createDemo(ctx, k8s, ui.Accounts(), demo, listeners["sftp-address"].Addr()); err != nil {
+	step("creating the demo connection, API key, watch and web UI account")
+	if err := st.createDemo(ctx, k8s, ui.Accounts(), demo, listeners["sftp-address"].Addr(), eventsURL); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, k8s); err != nil {
@@ -238,7 +264,8 @@ func lock(dir string) (func(), error) {
 
 func startDemoServer(dataDir string, st *state, l net.Listener) (*sftpserver.Server, error) {
 	dir := filepath.Join(dataDir, "sftp")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// incoming/ is the demo watch's folder.
+	if err := os.MkdirAll(filepath.Join(dir, "incoming"), 0o700); err != nil {
 		return nil, err
 	}
 	root, err := os.OpenRoot(dir)

@@ -58,6 +58,28 @@ func TestQuickstart(t *testing.T) {
 		t.Errorf("a wrong key: %d", status)
 	}
 
+	// The printed file dropped into the watched folder: its event prints.
+	if status, body = call(t, env, "write", `{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}`, env["DEMO_API_KEY"]); status != http.StatusOK {
+		t.Fatalf("write into incoming/: %d %s", status, body)
+	}
+	for deadline := time.After(time.Minute); ; {
+		select {
+		case line := <-dev.printed:
+			if !strings.Contains(line, "event dev.sftpgate.file.created /incoming/report.csv (14 bytes)") {
+				continue
+			}
+		case <-deadline:
+			var w v1alpha1.SftpWatch
+			cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+			must(t, err)
+			c, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
+			must(t, err)
+			err = c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "incoming"}, &w)
+			t.Fatalf("the demo watch's event for incoming/report.csv did not print; the watch: %v %+v", err, w.Status)
+		}
+		break
+	}
+
 	// kubectl's way: a second connection, to a real sshd, with the
 	// kubeconfig dev wrote.
 	sshd := testsshd.Start(t)
@@ -168,18 +190,20 @@ func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[st
 type devProcess struct {
 	cmd *exec.Cmd
 	env map[string]string
+	// printed is what it prints after its welcome, a line at a time.
+	printed chan string
 }
 
 // start runs sftpgate-dev on free ports and waits for its dev.env.
 func start(t *testing.T, binary, dataDir string) *devProcess {
 	t.Helper()
 	cmd := exec.Command(binary, "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
-		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t))
+		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t), "--events-address="+testhttp.FreeAddr(t))
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = os.Stderr
 	must(t, cmd.Start())
-	d := &devProcess{cmd: cmd}
+	d := &devProcess{cmd: cmd, printed: make(chan string, 100)}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	// The welcome is printed once everything is ready.
 	ready := make(chan struct{})
@@ -189,6 +213,13 @@ func start(t *testing.T, binary, dataDir string) *devProcess {
 			if strings.HasPrefix(lines.Text(), "sftpgate is running") {
 				close(ready)
 				break
+			}
+		}
+		// Then what it prints as it runs: the demo watch's events.
+		for lines.Scan() {
+			select {
+			case d.printed <- lines.Text():
+			default:
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)

@@ -1,0 +1,37 @@
+package dev
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+)
+
+// startEventPrinter is the demo watch's sink: a CloudEvents receiver (the
+// SDK's own) on l that prints each event it gets to w, as a pipeline's
+// first step would see it.
+func startEventPrinter(ctx context.Context, l net.Listener, w io.Writer) error {
+	p, err := cehttp.New(cehttp.WithListener(l))
+	if err != nil {
+		return err
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		return err
+	}
+	go func() {
+		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
+			var data struct {
+				Size int64 `json:"size"`
+			}
+			_ = json.Unmarshal(e.Data(), &data)
+			fmt.Fprintf(w, "[%s] event %s %s (%d bytes), id %s\n", time.Now().Format(time.TimeOnly), e.Type(), e.Subject(), data.Size, e.ID())
+		})
+	}()
+	return nil
+}
