@@ -27,7 +27,7 @@ func TestProductionBinaryLinksNoTestCode(t *testing.T) {
 }
 
 // TestPartsDependOnlyOnWhatTheyNeed: each component (the manager's
-// controllers, the gateway, the web UI, and the worker when it comes)
+// controllers, the gateway, the web UI and the worker)
 // reads the API through its types and scheme (api/) and shares code only
 // through internal/: none imports another's packages. What is shared
 // lives in internal/, and internal/ imports no component.

@@ -113,12 +113,11 @@ func (s *Sender) Send(ctx context.Context, target string, e cloudevents.Event, t
 	if cloudevents.ResultAs(result, &httpResult) {
 		status = httpResult.StatusCode
 	}
+	var denied *sftpdial.DeniedError
 	switch {
 	case cloudevents.IsACK(result) && (status == 0 || status/100 == 2):
 		return Outcome{Delivered: true, Status: status}
-	case errors.As(result, new(*sftpdial.DeniedError)):
-		var denied *sftpdial.DeniedError
-		errors.As(result, &denied)
+	case errors.As(result, &denied):
 		return Outcome{Denied: true, Err: denied}
 	case status == 0:
 		return Outcome{Retry: true, Err: fmt.Errorf("the sink did not answer: %w", result)}
@@ -130,6 +129,10 @@ func (s *Sender) Send(ctx context.Context, target string, e cloudevents.Event, t
 
 // maxBackoff bounds the wait between two tries, however many failed.
 const maxBackoff = 10 * time.Minute
+
+// MaxTimeout bounds one try: a sink that never answers holds its watch's
+// deliveries this long at most.
+const MaxTimeout = time.Minute
 
 // Backoff is how long to wait before the try after attempts failed ones:
 // linear, delay times attempts; exponential, delay times 2 to

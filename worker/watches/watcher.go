@@ -192,6 +192,9 @@ func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) 
 		if s.timeout, err = deliver.ParseDuration(d.Timeout); err != nil {
 			return s, fmt.Errorf("delivery.timeout: %w", err)
 		}
+		if s.timeout <= 0 || s.timeout > deliver.MaxTimeout {
+			return s, fmt.Errorf("delivery.timeout: %s is not between 0 and %s", d.Timeout, deliver.MaxTimeout)
+		}
 	}
 	a := wt.Spec.AfterDelivery
 	for _, folder := range []string{a.MoveTo, a.FailedTo} {

@@ -1,0 +1,81 @@
+package watches
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// TestWatchStatus: each fact a poll records gives its reason, the first
+// that applies winning, and kstatus (kubectl wait, Flux, Argo CD) reads
+// the result as the docs say.
+func TestWatchStatus(t *testing.T) {
+	polled := facts{polled: true}
+	with := func(f func(*facts)) facts { c := polled; f(&c); return c }
+	for _, tc := range []struct {
+		name    string
+		facts   facts
+		ready   metav1.ConditionStatus
+		reason  string
+		stalled bool
+		kstatus status.Status
+	}{
+		{"watching", polled, metav1.ConditionTrue, v1alpha1.ReasonWatching, false, status.CurrentStatus},
+		{"not polled yet", facts{}, metav1.ConditionUnknown, v1alpha1.ReasonFirstPoll, false, status.InProgressStatus},
+		{"invalid spec", with(func(f *facts) { f.invalid = "x"; f.connection = "y" }), metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, true, status.FailedStatus},
+		{"over quota", with(func(f *facts) { f.overQuota = "x"; f.sink = "y" }), metav1.ConditionFalse, v1alpha1.ReasonOverQuota, true, status.FailedStatus},
+		{"sink denied", with(func(f *facts) { f.sinkDenied = "x"; f.connection = "y" }), metav1.ConditionFalse, v1alpha1.ReasonSinkNotAllowed, true, status.FailedStatus},
+		{"connection not ready", with(func(f *facts) { f.connection = "x"; f.sink = "y" }), metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
+		{"sink not found", with(func(f *facts) { f.sink = "x"; f.pathMissing = "y" }), metav1.ConditionFalse, v1alpha1.ReasonSinkNotFound, false, status.InProgressStatus},
+		{"too large", with(func(f *facts) { f.tooLarge = "x"; f.delivery = "y" }), metav1.ConditionFalse, v1alpha1.ReasonDirectoryTooLarge, false, status.InProgressStatus},
+		{"path missing", with(func(f *facts) { f.pathMissing = "x" }), metav1.ConditionFalse, v1alpha1.ReasonPathNotFound, false, status.InProgressStatus},
+		{"poll failed", with(func(f *facts) { f.pollFailed = "x" }), metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
+		{"first poll failed", facts{pollFailed: "x"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
+		{"delivery failing", with(func(f *facts) { f.delivery = "x" }), metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailing, false, status.InProgressStatus},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 3}}
+			// A Stalled and a Reconciling left from before go when
+			// they no longer hold.
+			setConditions(w, facts{invalid: "old"})
+			setConditions(w, facts{})
+			setConditions(w, tc.facts)
+			ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+			if ready == nil || ready.Status != tc.ready || ready.Reason != tc.reason {
+				t.Fatalf("Ready = %+v, want %s %s", ready, tc.ready, tc.reason)
+			}
+			if got := meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionStalled); got != tc.stalled {
+				t.Errorf("Stalled = %t, want %t", got, tc.stalled)
+			}
+			reconciling := tc.reason == v1alpha1.ReasonFirstPoll
+			if got := meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReconciling); got != reconciling {
+				t.Errorf("Reconciling = %t, want %t", got, reconciling)
+			}
+			for _, c := range w.Status.Conditions {
+				if c.ObservedGeneration != 3 {
+					t.Errorf("%s is for generation %d, not 3", c.Type, c.ObservedGeneration)
+				}
+			}
+			if w.Status.ObservedGeneration != 3 {
+				t.Errorf("observedGeneration = %d", w.Status.ObservedGeneration)
+			}
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := status.Compute(&unstructured.Unstructured{Object: content})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tc.kstatus {
+				t.Errorf("kstatus: %s, want %s", res.Status, tc.kstatus)
+			}
+		})
+	}
+}
