@@ -31,6 +31,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
+	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
@@ -145,6 +146,30 @@ func refusedReason(t *testing.T, obj interface {
 	}
 }
 
+// watch makes an SftpWatch of the tenant's kubectl connection, polled every
+// 5 seconds, reporting files as soon as a second poll sees them, deleted
+// when the test ends.
+func (tn *tenant) watch(t *testing.T, name, path string, sink v1alpha1.Destination, mutate ...func(*v1alpha1.SftpWatchSpec)) *v1alpha1.SftpWatch {
+	t.Helper()
+	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.SftpWatchSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: path, Sink: sink,
+		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}}}}
+	for _, m := range mutate {
+		m(&w.Spec)
+	}
+	must(t, k8s.Create(context.Background(), w))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), w) })
+	return w
+}
+
+// watchedFolder makes the folder name on the tenant's server, as its user.
+func (tn *tenant) watchedFolder(t *testing.T, name string) {
+	t.Helper()
+	dir := filepath.Join(tn.sshd.Dir, name)
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.Chown(dir, tn.sshd.UID, tn.sshd.GID))
+}
+
 // TestIsolation runs two tenants side by side and tries every way one has
 // to reach, starve or impersonate the other. Every row is refused, and
 // nothing of the attacker's lands on the victim's server, nor the
@@ -154,10 +179,105 @@ func TestIsolation(t *testing.T) {
 	t.Parallel()
 	victim, attacker := newTenant(t, "victim"), newTenant(t, "attacker")
 	ctx := context.Background()
+	// The victim watches its /arrivals; each row that could hold the
+	// worker back checks that a file the victim drops is still reported.
+	victimSink := testsink.Start(t)
+	victim.watchedFolder(t, "arrivals")
+	victim.watch(t, "arrivals", "/arrivals", v1alpha1.Destination{URI: victimSink.URL})
+	arrivals := 0
+	victimEventArrives := func(t *testing.T, while string) {
+		t.Helper()
+		arrivals++
+		name := fmt.Sprintf("file-%d.csv", arrivals)
+		must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "arrivals", name), []byte(while), 0o644))
+		for deadline := time.Now().Add(time.Minute); !slices.Contains(victimSink.Subjects(), "dev.sftpgate.file.created /arrivals/"+name); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the victim's file was not reported %s: got %v", while, victimSink.Subjects())
+			}
+		}
+	}
 	rows := []struct {
 		name   string
 		attack func(t *testing.T)
 	}{
+		{"the victim's connection and Service, named in the attacker's watch", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "events"},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}))
+			peek := attacker.watch(t, "peek", "/arrivals", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.ConnectionRef.Name = victim.uiConn
+			})
+			if ready := refusedReason(t, peek, v1alpha1.ReasonConnectionNotReady); strings.Contains(ready.Message, victim.ns) {
+				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
+			}
+			attacker.watchedFolder(t, "arrivals")
+			steal := attacker.watch(t, "steal", "/arrivals", v1alpha1.Destination{
+				Ref: &v1alpha1.KReference{APIVersion: "v1", Kind: "Service", Name: "events"}})
+			refusedReason(t, steal, v1alpha1.ReasonSinkNotFound)
+			victimEventArrives(t, "while the attacker's watches name its connection and Service")
+		}},
+		{"the cluster's metadata endpoint as the attacker's sink", func(t *testing.T) {
+			// Its own files, reported at once, so that there is an event to send.
+			w := attacker.watch(t, "metadata", "/", v1alpha1.Destination{URI: "http://169.254.169.254/latest/meta-data/"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.InitialState = v1alpha1.InitialEmitExisting
+			})
+			refusedReason(t, w, v1alpha1.ReasonSinkNotAllowed)
+			if !meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionStalled) {
+				t.Errorf("a sink the policy refuses is not Stalled: %+v", w.Status.Conditions)
+			}
+			if w.Status.Delivered != 0 {
+				t.Errorf("%d events delivered to the metadata endpoint", w.Status.Delivered)
+			}
+		}},
+		{"the worker's deliveries, held by the attacker's sink that never answers", func(t *testing.T) {
+			silent := testsftp.Silent(t)
+			for i := range 2 {
+				attacker.watch(t, fmt.Sprintf("tarpit-%d", i), "/", v1alpha1.Destination{URI: fmt.Sprintf("http://127.0.0.1:%d", silent)},
+					func(s *v1alpha1.SftpWatchSpec) {
+						s.InitialState = v1alpha1.InitialEmitExisting
+						s.Delivery.Timeout = "PT1M"
+					})
+			}
+			victimEventArrives(t, "while the attacker's sink holds its deliveries")
+		}},
+		{"the worker's polls, held by the attacker's watches of a server that never lists", func(t *testing.T) {
+			tarpit := testsftp.Tarpit(t)
+			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "tarpit-creds"},
+				StringData: map[string]string{v1alpha1.SecretKeyPassword: tarpit.Password}}))
+			conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "tarpit"},
+				Spec: v1alpha1.SftpConnectionSpec{Host: tarpit.Host, Port: tarpit.Port, Username: tarpit.User,
+					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "tarpit-creds"}},
+					HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{tarpit.HostKeyLine()}},
+					Limits:      v1alpha1.Limits{OperationTimeout: &metav1.Duration{Duration: time.Hour}}}}
+			must(t, k8s.Create(ctx, conn))
+			t.Cleanup(func() { _ = k8s.Delete(ctx, conn) })
+			var held []*v1alpha1.SftpWatch
+			for i := range maxWatchesPerNamespace {
+				held = append(held, attacker.watch(t, fmt.Sprintf("tarpit-%d", i), "/", v1alpha1.Destination{URI: "http://127.0.0.1:9"},
+					func(s *v1alpha1.SftpWatchSpec) { s.ConnectionRef.Name = conn.Name }))
+			}
+			// The connection passes its test; its watches' polls hang.
+			for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the tarpit connection is not Ready: %+v", conn.Status.Conditions)
+				}
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+			}
+			victimEventArrives(t, "while the attacker's polls hang")
+			for _, w := range held {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), w))
+				if w.Status.LastPollTime != nil {
+					t.Errorf("%s's poll of the tarpit ended", w.Name)
+				}
+			}
+		}},
+		{"more watches than the attacker's namespace may run", func(t *testing.T) {
+			var last *v1alpha1.SftpWatch
+			for i := range maxWatchesPerNamespace + 1 {
+				last = attacker.watch(t, fmt.Sprintf("quota-%d", i), "/", v1alpha1.Destination{URI: "http://127.0.0.1:9"})
+			}
+			refusedReason(t, last, v1alpha1.ReasonOverQuota)
+			victimEventArrives(t, "while the attacker's watches are over quota")
+		}},
 		{"the victim's slug with the attacker's key", func(t *testing.T) {
 			status, body := testhttp.PostJSON(t, gatewayURL+"/"+victim.slug+"/write", attacker.token, `{"path": "planted", "file": {"text": "x"}}`)
 			if status != http.StatusNotFound {

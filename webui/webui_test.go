@@ -25,11 +25,17 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/watches"
 )
 
-// maxRequestsPerNamespace is the test gateway's bound: small, so that the
-// isolation test's attacker can fill it.
-const maxRequestsPerNamespace = 4
+// maxRequestsPerNamespace is the test gateway's bound, and
+// maxWatchesPerNamespace the test worker's: small, so that the isolation
+// test's attacker can fill them.
+const (
+	maxRequestsPerNamespace = 4
+	maxWatchesPerNamespace  = 3
+)
 
 var (
 	k8s client.Client
@@ -108,6 +114,23 @@ func run(m *testing.M) int {
 		}
 	}()
 	uiURL = newUI(func(o *webui.Options) { o.AuthPerMinute = 1000 }).URL
+
+	// The worker too runs as its service account of config/default.
+	_, workerConfig, err := clientAs(ctx, env.Config, uiNamespace, "sftpgate-worker")
+	if err != nil {
+		return fail(err)
+	}
+	w, err := worker.New(workerConfig, worker.Options{Namespace: uiNamespace, Identity: "worker-0", DeniedNetworks: testcluster.LoopbackNetworks,
+		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0",
+		Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace}})
+	if err != nil {
+		return fail(err)
+	}
+	go func() {
+		if err := w.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+		}
+	}()
 	return m.Run()
 }
 

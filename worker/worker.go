@@ -86,6 +86,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Events (and tries) one namespace's watches may send a minute, per replica.")
 	fs.IntVar(&o.Limits.Polls, "max-polls", d.Polls, "Polls in flight on this replica.")
 	fs.IntVar(&o.Limits.PollsPerNamespace, "max-polls-per-namespace", d.PollsPerNamespace, "Polls of one namespace's watches in flight on this replica.")
+	fs.DurationVar(&o.Limits.PollTimeout, "poll-timeout", d.PollTimeout,
+		"Longest a poll may take (and hold its slot): a folder that takes longer to list fails its poll.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 }

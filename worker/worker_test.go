@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/protocol"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/watches"
@@ -68,57 +66,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within a minute", what)
 		}
 	}
-}
-
-// receiver is the CloudEvents SDK's own receiver on loopback, keeping what
-// it got; while failing is set it answers 503.
-type receiver struct {
-	url     string
-	mu      sync.Mutex
-	events  []cloudevents.Event
-	failing bool
-}
-
-func startReceiver(t *testing.T) *receiver {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	r := &receiver{url: "http://" + l.Addr().String()}
-	p, err := cehttp.New(cehttp.WithListener(l))
-	must(t, err)
-	c, err := cloudevents.NewClient(p)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		_ = c.StartReceiver(ctx, func(e cloudevents.Event) protocol.Result {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if r.failing {
-				return cehttp.NewResult(503, "down for a moment")
-			}
-			r.events = append(r.events, e)
-			return nil
-		})
-	}()
-	return r
-}
-
-// subjects lists the events' types and subjects, in order of arrival.
-func (r *receiver) subjects() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		out = append(out, e.Type()+" "+e.Subject())
-	}
-	return out
-}
-
-func (r *receiver) setFailing(f bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failing = f
 }
 
 // tenant is a namespace with a Ready connection to a real sshd, rooted in
@@ -259,9 +206,9 @@ func workerNamespace(t *testing.T) string {
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	r := startReceiver(t)
+	r := testsink.Start(t)
 	startWorker(t)
-	w := tn.watch(t, "incoming", r.url)
+	w := tn.watch(t, "incoming", r.URL)
 	var status v1alpha1.SftpWatchStatus
 	defer func() {
 		if t.Failed() {
@@ -272,21 +219,21 @@ func TestWatch(t *testing.T) {
 		var got v1alpha1.SftpWatch
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
 		status = got.Status
-		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) && got.Status.SinkURI == r.url
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) && got.Status.SinkURI == r.URL
 	})
 	next := polls(t, w)
 	tn.put(t, "in/a.csv", "alpha")
 	must(t, os.WriteFile(filepath.Join(tn.sshd.Dir, "in", "b.csv"), []byte("bravo"), 0o644))
-	eventually(t, "both files are reported", func() bool { return len(r.subjects()) >= 2 })
+	eventually(t, "both files are reported", func() bool { return len(r.Subjects()) >= 2 })
 	tn.put(t, "in/a.csv", "alpha, longer")
 	must(t, tn.sftp.Remove(filepath.Join(tn.sshd.Dir, "in", "b.csv")))
-	eventually(t, "the change and the removal are reported", func() bool { return len(r.subjects()) >= 4 })
+	eventually(t, "the change and the removal are reported", func() bool { return len(r.Subjects()) >= 4 })
 	next(2) // no event comes twice
 	// A removal is reported at the first poll that misses the file; a
 	// change once a second poll saw it settled.
 	want := []string{"dev.sftpgate.file.created /in/a.csv", "dev.sftpgate.file.created /in/b.csv",
 		"dev.sftpgate.file.deleted /in/b.csv", "dev.sftpgate.file.modified /in/a.csv"}
-	if got := r.subjects(); !slices.Equal(got, want) {
+	if got := r.Subjects(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	var got v1alpha1.SftpWatch
@@ -303,10 +250,10 @@ func TestWatch(t *testing.T) {
 func TestWatchWaitsForTheSink(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	r := startReceiver(t)
-	r.setFailing(true)
+	r := testsink.Start(t)
+	r.SetFailing(true)
 	startWorker(t)
-	w := tn.watch(t, "incoming", r.url, func(w *v1alpha1.SftpWatch) {
+	w := tn.watch(t, "incoming", r.URL, func(w *v1alpha1.SftpWatch) {
 		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: "/done"}
 		// Tries go on after the retries, until the sink is back: linear,
 		// so that the test does not wait long for the last.
@@ -324,11 +271,11 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonDeliveryFailing && got.Status.Pending == 3
 	})
-	r.setFailing(false)
-	eventually(t, "every event is delivered", func() bool { return len(r.subjects()) >= 3 })
+	r.SetFailing(false)
+	eventually(t, "every event is delivered", func() bool { return len(r.Subjects()) >= 3 })
 	next(2)
 	want := []string{"dev.sftpgate.file.created /in/0.csv", "dev.sftpgate.file.created /in/1.csv", "dev.sftpgate.file.created /in/2.csv"}
-	if got := r.subjects(); !slices.Equal(got, want) {
+	if got := r.Subjects(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	for i := range 3 {
@@ -343,17 +290,17 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 func TestWatchDeadLetters(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	sink, dead := startReceiver(t), startReceiver(t)
-	sink.setFailing(true)
+	sink, dead := testsink.Start(t), testsink.Start(t)
+	sink.SetFailing(true)
 	startWorker(t)
-	w := tn.watch(t, "incoming", sink.url, func(w *v1alpha1.SftpWatch) {
+	w := tn.watch(t, "incoming", sink.URL, func(w *v1alpha1.SftpWatch) {
 		w.Spec.Delivery.Retry = ptr(int32(1))
-		w.Spec.Delivery.DeadLetterSink = &v1alpha1.Destination{URI: dead.url}
+		w.Spec.Delivery.DeadLetterSink = &v1alpha1.Destination{URI: dead.URL}
 		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete, FailedTo: "/failed"}
 	})
 	polls(t, w)(1)
 	tn.put(t, "in/a.csv", "x")
-	eventually(t, "the event reaches the dead-letter sink", func() bool { return len(dead.subjects()) == 1 })
+	eventually(t, "the event reaches the dead-letter sink", func() bool { return len(dead.Subjects()) == 1 })
 	eventually(t, "the file moves to failedTo", func() bool {
 		_, err := os.Stat(filepath.Join(tn.sshd.Dir, "failed", "a.csv"))
 		return err == nil
@@ -366,3 +313,24 @@ func TestWatchDeadLetters(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWatchSinkUnreachable: a sink that does not answer at all is told
+// apart from one that answers with an error; the event waits for it.
+func TestWatchSinkUnreachable(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	closed := "http://" + l.Addr().String()
+	must(t, l.Close())
+	startWorker(t)
+	w := tn.watch(t, "incoming", closed)
+	polls(t, w)(1)
+	tn.put(t, "in/a.csv", "x")
+	eventually(t, "the watch says the sink is unreachable", func() bool {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonSinkUnreachable && got.Status.Pending == 1
+	})
+}

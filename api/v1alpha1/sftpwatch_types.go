@@ -56,8 +56,6 @@ const (
 const (
 	// ReasonWatching: the watch polls its folder and delivers its events.
 	ReasonWatching = "Watching"
-	// ReasonWaitingForWorker: no worker has taken the watch up yet.
-	ReasonWaitingForWorker = "WaitingForWorker"
 	// ReasonFirstPoll: the watch's current spec has not been polled yet.
 	ReasonFirstPoll = "FirstPoll"
 	// ReasonConnectionNotReady: the connection is missing or not Ready.
@@ -68,15 +66,16 @@ const (
 	// ReasonSinkNotAllowed: the sink's address is one the worker may not
 	// reach (its dial policy).
 	ReasonSinkNotAllowed = "SinkNotAllowed"
-	// ReasonSinkUnreachable: the sink does not answer, or refuses events.
+	// ReasonSinkUnreachable: the sink does not answer: its address does not
+	// resolve, refuses connections, or a try timed out.
 	ReasonSinkUnreachable = "SinkUnreachable"
 	// ReasonPathNotFound: the watched folder is not on the server.
 	ReasonPathNotFound = "PathNotFound"
 	// ReasonDirectoryTooLarge: the folder holds more files than a watch
 	// may track.
 	ReasonDirectoryTooLarge = "DirectoryTooLarge"
-	// ReasonDeliveryFailing: events are not delivered; they wait, or went
-	// to the dead-letter sink.
+	// ReasonDeliveryFailing: the sink answers, but not with 2xx: events
+	// wait for it (or for the dead-letter sink).
 	ReasonDeliveryFailing = "DeliveryFailing"
 	// ReasonInvalidSpec: the spec cannot work as it is (the message says
 	// why), which the API server's validation could not tell.

@@ -25,8 +25,10 @@ import (
 // lstat, realpath that follows symlinks, posix-rename@openssh.com,
 // statvfs@openssh.com and append mode. A panic in a handler fails that
 // request, never the process.
-func Jailed(root *os.Root) func(ssh.Channel) error {
-	handlers := Handlers(root)
+func Jailed(root *os.Root) func(ssh.Channel) error { return Serving(Handlers(root)) }
+
+// Serving serves SFTP with handlers: Server's SFTP.
+func Serving(handlers sftp.Handlers) func(ssh.Channel) error {
 	return func(ch ssh.Channel) error { return sftp.NewRequestServer(ch, handlers).Serve() }
 }
 

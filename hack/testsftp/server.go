@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
@@ -34,6 +35,37 @@ type Server struct {
 // Start starts a server for t and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, func(h sftp.Handlers) sftp.Handlers { return h })
+}
+
+// Tarpit starts a server that logs in and answers everything a connection
+// test asks, but never answers the opening of a folder to list it: a
+// server that holds whoever polls it until the test ends.
+func Tarpit(t testing.TB) *Server {
+	t.Helper()
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	return start(t, func(h sftp.Handlers) sftp.Handlers {
+		h.FileList = hangingLister{FileLister: h.FileList, released: released}
+		return h
+	})
+}
+
+type hangingLister struct {
+	sftp.FileLister
+	released <-chan struct{}
+}
+
+func (h hangingLister) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
+	if r.Method == "List" {
+		<-h.released
+		return nil, os.ErrDeadlineExceeded
+	}
+	return h.FileLister.Filelist(r)
+}
+
+func start(t testing.TB, handlers func(sftp.Handlers) sftp.Handlers) *Server {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +79,7 @@ func Start(t testing.TB) *Server {
 	if s.root, err = os.OpenRoot(s.Dir); err != nil {
 		t.Fatal(err)
 	}
-	s.SFTP = sftpserver.Jailed(s.root)
+	s.SFTP = sftpserver.Serving(handlers(sftpserver.Handlers(s.root)))
 	s.RotateHostKey(t)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Serve(l) })

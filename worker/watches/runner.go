@@ -48,6 +48,8 @@ type Limits struct {
 	// PollsPerNamespace of one namespace's watches: one tenant's thousand
 	// watches, or its server that never answers, take no more.
 	Polls, PollsPerNamespace int
+	// PollTimeout bounds one poll (and so how long it holds its slot).
+	PollTimeout time.Duration
 	// WriteEvery is the least time between two writes of a watch's state,
 	// and of its status: each is written when it changed, no more often.
 	WriteEvery time.Duration
@@ -56,7 +58,7 @@ type Limits struct {
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
-		Polls: 16, PollsPerNamespace: 2, WriteEvery: 5 * time.Second}
+		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second}
 }
 
 // Runner runs the watches this replica holds. Start it as a manager's
@@ -93,7 +95,7 @@ func (r *Runner) init() {
 	l.MaxWatchesPerNamespace = cmp.Or(l.MaxWatchesPerNamespace, d.MaxWatchesPerNamespace)
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
-	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
+	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.running = map[types.UID]*watcher{}
 	r.polls = make(chan struct{}, l.Polls)

@@ -23,8 +23,10 @@ type facts struct {
 	pathMissing, tooLarge, pollFailed string
 	// polled: the current spec has been polled.
 	polled bool
-	// delivery says why events wait (the sink fails), while they do.
-	delivery string
+	// delivery says why events wait (the sink fails), while they do;
+	// unreachable that the sink did not answer at all.
+	delivery    string
+	unreachable bool
 }
 
 // setConditions sets w's Ready, Reconciling and Stalled from f, for w's
@@ -51,6 +53,8 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 		ready.Reason, ready.Message = v1alpha1.ReasonConnectionNotReady, f.pollFailed
 	case !f.polled:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionUnknown, v1alpha1.ReasonFirstPoll, "the folder has not been polled yet"
+	case f.delivery != "" && f.unreachable:
+		ready.Reason, ready.Message = v1alpha1.ReasonSinkUnreachable, f.delivery
 	case f.delivery != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, f.delivery
 	default:

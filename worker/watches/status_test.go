@@ -38,6 +38,7 @@ func TestWatchStatus(t *testing.T) {
 		{"poll failed", with(func(f *facts) { f.pollFailed = "x" }), metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
 		{"first poll failed", facts{pollFailed: "x"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
 		{"delivery failing", with(func(f *facts) { f.delivery = "x" }), metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailing, false, status.InProgressStatus},
+		{"sink unreachable", with(func(f *facts) { f.delivery = "x"; f.unreachable = true }), metav1.ConditionFalse, v1alpha1.ReasonSinkUnreachable, false, status.InProgressStatus},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 3}}

@@ -59,6 +59,16 @@ type watcher struct {
 	lastSave          time.Time
 	lastStatus        time.Time
 	lastErr           string
+	// polled is what the last poll found wrong, for the generation it
+	// polled: it holds until the next poll.
+	polled struct {
+		generation                    int64
+		tooLarge, pathMissing, failed string
+	}
+	// failing says why the outbox's head waits, until it is delivered or
+	// given up; unreachable that its sink did not answer.
+	failing     string
+	unreachable bool
 	// sinkURI and deadLetterURI are the sinks resolved, for the status.
 	sinkURI, deadLetterURI string
 }
@@ -141,11 +151,15 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		return idle
 	}
 	if !now.Before(w.nextPoll) {
-		w.poll(ctx, &wt, &conn, set, &f)
+		w.poll(ctx, &wt, &conn, set)
 		w.nextPoll = now.Add(set.interval)
 	}
 	f.polled = w.polledGeneration == wt.Generation
+	if p := w.polled; p.generation == wt.Generation {
+		f.tooLarge, f.pathMissing, f.pollFailed = p.tooLarge, p.pathMissing, p.failed
+	}
 	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
+	f.delivery, f.unreachable = w.failing, w.unreachable
 	w.save(ctx, false)
 	wait = time.Until(w.nextPoll)
 	if len(w.state.Outbox) > 0 && f.sinkDenied == "" {
@@ -267,7 +281,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 }
 
 // poll lists the folder and queues the changes due.
-func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings, f *facts) {
+func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings) {
 	leave, ok := w.r.enterPoll(ctx, wt.Namespace)
 	if !ok {
 		w.nextPoll = time.Now().Add(time.Second)
@@ -280,7 +294,11 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		walk.Depth = int(max(wt.Spec.MaxDepth, 1))
 	}
 	var files []watch.File
-	err := w.do(ctx, conn, true, func(s *sftpdial.Session) error {
+	// A listing takes many requests, each bounded by the connection's
+	// operationTimeout; the whole by the worker's PollTimeout, which
+	// bounds how long a poll holds its slot.
+	op := pool.Op{Idempotent: true, Timeout: min(5*conn.Spec.Limits.OperationTimeoutOrDefault(), w.r.Limits.PollTimeout)}
+	err := w.do(ctx, conn, op, func(s *sftpdial.Session) error {
 		var err error
 		files, err = walk.List(ctx, s.Dirs)
 		return err
@@ -289,14 +307,16 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	var tooMany *watch.ErrTooManyFiles
 	var tooLarge *sftpdir.TooLargeError
 	result := "ok"
+	p := &w.polled
+	p.generation, p.tooLarge, p.pathMissing, p.failed = wt.Generation, "", "", ""
 	switch {
 	case err == nil:
 	case errors.As(err, &tooMany), errors.As(err, &tooLarge):
-		f.tooLarge, result = err.Error(), v1alpha1.ReasonDirectoryTooLarge
+		p.tooLarge, result = err.Error(), v1alpha1.ReasonDirectoryTooLarge
 	case errors.Is(err, fs.ErrNotExist):
-		f.pathMissing, result = fmt.Sprintf("%s is not a folder on the server", wt.Spec.Path), v1alpha1.ReasonPathNotFound
+		p.pathMissing, result = fmt.Sprintf("%s is not a folder on the server", wt.Spec.Path), v1alpha1.ReasonPathNotFound
 	default:
-		f.pollFailed, result = "polling the folder: "+err.Error(), "Failed"
+		p.failed, result = "polling the folder: "+err.Error(), "Failed"
 	}
 	w.r.Metrics.Polls.WithLabelValues(result).Inc()
 	if err != nil {
@@ -318,12 +338,13 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 
 // do runs fn on a session of conn's pool; a failure of the session's
 // takes it out of the pool.
-func (w *watcher) do(ctx context.Context, conn *v1alpha1.SftpConnection, idempotent bool, fn func(*sftpdial.Session) error) error {
+func (w *watcher) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op, fn func(*sftpdial.Session) error) error {
 	p, err := w.r.Pools.Get(ctx, conn)
 	if err != nil {
 		return err
 	}
-	return p.Do(ctx, pool.Op{Idempotent: idempotent, Stream: true, Timeout: 5 * conn.Spec.Limits.OperationTimeoutOrDefault()},
+	op.Stream = true
+	return p.Do(ctx, op,
 		func(s *sftpdial.Session) error {
 			err := fn(s)
 			if sessionFailed(ctx, err) {
@@ -390,7 +411,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 				w.finish(ctx, wt, conn, *head, false)
 				continue
 			}
-			f.delivery = "the sink failed every try, and so does the dead-letter sink: " + out.Err.Error()
+			w.failing, w.unreachable = "the sink failed every try, and so does the dead-letter sink: "+out.Err.Error(), false
 		case !out.Retry:
 			// The sink refused it, and would again: nowhere else to go.
 			w.r.Metrics.Events.WithLabelValues("dropped").Inc()
@@ -398,12 +419,13 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 			w.finish(ctx, wt, conn, *head, false)
 			continue
 		default:
-			f.delivery = out.Err.Error()
+			w.failing, w.unreachable = out.Err.Error(), out.Status == 0
 		}
 		w.nextTry = time.Now().Add(deliver.Backoff(wt.Spec.Delivery.BackoffPolicy, set.backoffDelay, head.Attempts))
 		return
 	}
 	w.nextTry = time.Time{}
+	w.failing, w.unreachable = "", false
 }
 
 // finish takes the outbox's head, p, out after its event was delivered (ok)
@@ -411,6 +433,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Pending, ok bool) {
 	w.state.Outbox = w.state.Outbox[1:]
 	w.nextTry = time.Time{}
+	w.failing, w.unreachable = "", false
 	w.dirty = true
 	if p.Type == v1alpha1.WatchDeleted {
 		return
@@ -430,7 +453,7 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 	}
 	root := conn.Status.RootPath
 	from := path.Join(root, wt.Spec.Path, p.Path)
-	err := w.do(ctx, conn, false, func(s *sftpdial.Session) error {
+	err := w.do(ctx, conn, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(s *sftpdial.Session) error {
 		if to == "" {
 			return s.SFTP.Remove(from)
 		}
