@@ -3,27 +3,39 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pkg/sftp"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
@@ -34,6 +46,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	env, c, err := testcluster.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,6 +59,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopSharedWorker()
 	cancel()
 	_ = env.Stop()
 	os.Exit(code)
@@ -155,12 +169,15 @@ func polls(t *testing.T, w *v1alpha1.SftpWatch) func(n int) {
 
 // sharedWorker is the one worker replica of this package's tests, which
 // run in parallel: a second replica would share their watches.
-var sharedWorker sync.Once
+var (
+	sharedWorker     sync.Once
+	stopSharedWorker = func() {}
+)
 
 // startWorker starts the tests' worker replica, "w1", unless it runs.
 func startWorker(t *testing.T) {
 	t.Helper()
-	sharedWorker.Do(func() { runWorker(t, "w1") })
+	sharedWorker.Do(func() { stopSharedWorker = runWorker(t, "w1") })
 }
 
 // runWorker runs a worker replica named identity until the program ends
@@ -333,4 +350,130 @@ func TestWatchSinkUnreachable(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonSinkUnreachable && got.Status.Pending == 1
 	})
+}
+
+var (
+	gatewayOnce sync.Once
+	gatewayURL  string
+)
+
+// startGateway serves an in-process gateway for this package's tests, on
+// loopback, and returns its URL.
+func startGateway(t *testing.T) string {
+	t.Helper()
+	gatewayOnce.Do(func() {
+		gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
+			Audience: kubeauth.DefaultAudience, IdleTimeout: time.Minute})
+		must(t, err)
+		must(t, gw.Start(context.Background()))
+		gatewayURL = httptest.NewServer(gw.Handler()).URL
+	})
+	return gatewayURL
+}
+
+// TestWatchReportsGatewayWritesOnce: a file written through the gateway
+// (to a temporary name, then renamed over the final one) is reported once,
+// by its final name, even when a poll catches the upload half done; and
+// afterDelivery Delete removes each file once its event is delivered.
+func TestWatchReportsGatewayWritesOnce(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	r := testsink.Start(t)
+	startWorker(t)
+	url := startGateway(t) + "/box-" + tn.ns
+	token, keyID := apitoken.NewToken()
+	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "ci"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
+	w := tn.watch(t, "incoming", r.URL, func(w *v1alpha1.SftpWatch) {
+		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}
+	})
+	next := polls(t, w)
+	next(1)
+	eventually(t, "the gateway takes the key", func() bool {
+		status, body := testhttp.PostJSON(t, url+"/write", token, `{"path": "in/small.txt", "file": {"text": "hello"}}`)
+		return status == http.StatusOK && !strings.Contains(body, `"error"`)
+	})
+	// A raw upload, its first half sent, then held across a poll.
+	body, send := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, url+"/write?path=in/large.bin", body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			answered <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	half := make([]byte, 512<<10)
+	_, err = send.Write(half)
+	must(t, err)
+	eventually(t, "the upload's temporary file is on the server", func() bool {
+		entries, err := os.ReadDir(filepath.Join(tn.sshd.Dir, "in"))
+		must(t, err)
+		return slices.ContainsFunc(entries, func(e os.DirEntry) bool { return tempname.Is(e.Name()) })
+	})
+	next(1)
+	_, err = send.Write(half)
+	must(t, err)
+	must(t, send.Close())
+	if status := <-answered; status != http.StatusOK {
+		t.Fatalf("the upload: %d", status)
+	}
+	eventually(t, "both files are reported", func() bool { return len(r.Subjects()) >= 2 })
+	next(2)
+	want := []string{"dev.sftpgate.file.created /in/small.txt", "dev.sftpgate.file.created /in/large.bin"}
+	if got := r.Subjects(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	entries, err := os.ReadDir(filepath.Join(tn.sshd.Dir, "in"))
+	must(t, err)
+	if len(entries) != 0 {
+		t.Errorf("files left after delivery with afterDelivery Delete: %v", entries)
+	}
+}
+
+// TestWatchReportsAFileOnceItSettles: a file that grows across polls is
+// reported once, with its final size, after it stops; files whose client
+// kept an old modification time are reported as created and as changed.
+func TestWatchReportsAFileOnceItSettles(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	r := testsink.Start(t)
+	startWorker(t)
+	w := tn.watch(t, "incoming", r.URL)
+	next := polls(t, w)
+	next(1)
+	f, err := tn.sftp.Create(filepath.Join(tn.sshd.Dir, "in", "growing.csv"))
+	must(t, err)
+	for range 3 {
+		_, err := f.Write([]byte("a line of a slow upload\n"))
+		must(t, err)
+		next(1)
+	}
+	must(t, f.Close())
+	eventually(t, "the grown file is reported", func() bool { return len(r.Subjects()) >= 1 })
+
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	tn.put(t, "in/old.csv", "from an old backup")
+	must(t, tn.sftp.Chtimes(filepath.Join(tn.sshd.Dir, "in", "old.csv"), old, old))
+	eventually(t, "the old file is reported", func() bool { return len(r.Subjects()) >= 2 })
+	tn.put(t, "in/old.csv", "from an older backup, longer")
+	must(t, tn.sftp.Chtimes(filepath.Join(tn.sshd.Dir, "in", "old.csv"), old, old))
+	eventually(t, "its change is reported", func() bool { return len(r.Subjects()) >= 3 })
+	next(2)
+	want := []string{"dev.sftpgate.file.created /in/growing.csv", "dev.sftpgate.file.created /in/old.csv", "dev.sftpgate.file.modified /in/old.csv"}
+	if got := r.Subjects(); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	var data struct{ Size int64 }
+	must(t, r.Events()[0].DataAs(&data))
+	if data.Size != 3*int64(len("a line of a slow upload\n")) {
+		t.Errorf("the grown file was reported at %d bytes", data.Size)
+	}
 }
