@@ -15,12 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/crypto/bcrypt"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
@@ -62,7 +59,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	testcluster.LogErrors()
 	env, c, err := testcluster.Start()
 	if err != nil {
 		return fail(err)

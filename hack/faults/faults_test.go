@@ -1,8 +1,9 @@
 // Package faults tests what users write through the gateway when things
 // fail under it: a real sshd killed mid-operation or restarted under load,
-// the API server stopped, the manager restarted mid-test and mid-rotation.
-// It runs a control plane, a manager and a gateway of its own, since it
-// stops them.
+// the API server stopped, the manager restarted mid-test and mid-rotation;
+// and the events of a watch when the worker replica delivering them is
+// killed. It runs a control plane, a manager, a gateway and worker
+// processes of its own, since it stops them.
 package faults
 
 import (
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	testcluster.LogErrors()
 	var err error
 	if env, k8s, err = testcluster.Start(); err != nil {
 		return fail(err)

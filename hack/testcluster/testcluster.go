@@ -13,8 +13,11 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/hack/repo"
@@ -75,4 +78,11 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
+}
+
+// LogErrors sends controller-runtime's log, at error level, to standard
+// error: for packages whose tests run its managers and keep no log of
+// their own. Unset, it prints a warning with a stack after 30 seconds.
+func LogErrors() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 }

@@ -21,7 +21,19 @@ type Sink struct {
 	mu      sync.Mutex
 	events  []cloudevents.Event
 	failing bool
+	hold    *Held
 }
+
+// Held is an event the sink holds without answering, until Release.
+type Held struct {
+	// Arrived receives the event when it comes.
+	Arrived chan cloudevents.Event
+	release chan struct{}
+	once    sync.Once
+}
+
+// Release answers the held event with 503 (its sender may be gone).
+func (h *Held) Release() { h.once.Do(func() { close(h.release) }) }
 
 // Start starts a sink on a free loopback port.
 func Start(t testing.TB) *Sink {
@@ -47,6 +59,14 @@ func Start(t testing.TB) *Sink {
 		_ = c.StartReceiver(ctx, func(e cloudevents.Event) protocol.Result {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if h := s.hold; h != nil {
+				s.hold = nil
+				s.mu.Unlock()
+				h.Arrived <- e
+				<-h.release
+				s.mu.Lock()
+				return cehttp.NewResult(http.StatusServiceUnavailable, "held")
+			}
 			if s.failing {
 				return cehttp.NewResult(http.StatusServiceUnavailable, "down for a moment")
 			}
@@ -72,6 +92,17 @@ func (s *Sink) Subjects() []string {
 		out = append(out, e.Type()+" "+e.Subject())
 	}
 	return out
+}
+
+// HoldNext holds the next event that comes, unanswered, until the test
+// releases it (or ends).
+func (s *Sink) HoldNext(t testing.TB) *Held {
+	h := &Held{Arrived: make(chan cloudevents.Event, 1), release: make(chan struct{})}
+	t.Cleanup(h.Release)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = h
+	return h
 }
 
 // SetFailing makes the sink answer 503 (true) or take events (false).

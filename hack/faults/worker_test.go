@@ -1,0 +1,171 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/repo"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsink"
+)
+
+// workerNamespace holds the worker processes' Leases and states.
+const workerNamespace = "sftpgate-faults-worker"
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "sftpgate-faults-")
+	if err != nil {
+		return "", err
+	}
+	binary := filepath.Join(dir, "sftpgate")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return binary, nil
+})
+
+// workerProcess is "sftpgate worker" run as a process of its own, so that
+// a test can kill it as a node's failure would: no chance to store or
+// hand over anything.
+type workerProcess struct {
+	identity string
+	cmd      *exec.Cmd
+	log      *bytes.Buffer
+	exited   chan struct{}
+}
+
+func startWorkerProcess(t *testing.T, identity string) *workerProcess {
+	t.Helper()
+	binary, err := buildOnce()
+	must(t, err)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
+	must(t, testcluster.EnsureNamespace(context.Background(), env.Config, workerNamespace))
+	p := &workerProcess{identity: identity, log: &bytes.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, "worker", "--kubeconfig="+kubeconfig, "--namespace="+workerNamespace, "--identity="+identity,
+		"--lease-duration=3s", "--denied-networks="+testcluster.LoopbackNetworks, "--metrics-address=0", "--health-probe-bind-address=0")
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	must(t, p.cmd.Start())
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("worker %s's log:\n%s", identity, p.log)
+		}
+	})
+	return p
+}
+
+func (p *workerProcess) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	must(t, p.cmd.Process.Signal(sig))
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("worker %s did not end on %v", p.identity, sig)
+	}
+}
+
+// TestWorkerKilledMidDelivery: two worker replicas; the one holding a
+// watch is killed (SIGKILL) while the sink holds its delivery unanswered.
+// The other takes the watch over and delivers every event; an event sent
+// again has the id it had, so each file has exactly one id. Then the
+// holder is stopped on purpose (SIGTERM) and hands the watch back at once,
+// with nothing sent twice.
+func TestWorkerKilledMidDelivery(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	replicas := map[string]*workerProcess{"a": startWorkerProcess(t, "a"), "b": startWorkerProcess(t, "b")}
+	sink := testsink.Start(t)
+	must(t, os.Mkdir(filepath.Join(f.sshd.Dir, "in"), 0o755))
+	must(t, os.Chown(filepath.Join(f.sshd.Dir, "in"), f.sshd.UID, f.sshd.GID))
+	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "incoming"}, Spec: v1alpha1.SftpWatchSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/in",
+		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
+		Sink: v1alpha1.Destination{URI: sink.URL}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
+	must(t, k8s.Create(ctx, w))
+	status := func() v1alpha1.SftpWatchStatus {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
+		return got.Status
+	}
+	eventually(t, "a replica polls the watch", func() bool { return status().LastPollTime != nil })
+
+	held := sink.HoldNext(t)
+	for i := range 5 {
+		must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "in", fmt.Sprintf("%d.csv", i)), []byte("x"), 0o644))
+	}
+	var first string
+	select {
+	case e := <-held.Arrived:
+		first = e.ID()
+	case <-time.After(time.Minute):
+		t.Fatal("no event came")
+	}
+	holder := replicas[status().Worker]
+	if holder == nil {
+		t.Fatalf("the watch's status names no replica: %q", status().Worker)
+	}
+	holder.signal(t, syscall.SIGKILL)
+	held.Release()
+	delete(replicas, holder.identity)
+	eventually(t, "every file's event is delivered", func() bool { return len(ids(sink)) == 5 })
+	got := ids(sink)
+	for subject, seen := range got {
+		if len(seen) != 1 {
+			t.Errorf("%s was sent with %d ids: %v", subject, len(seen), seen)
+		}
+	}
+	if !slices.ContainsFunc(sink.Events(), func(e cloudevents.Event) bool { return e.ID() == first }) {
+		t.Errorf("the event held when its sender died (%s) was never delivered", first)
+	}
+	var survivor *workerProcess
+	for _, p := range replicas {
+		survivor = p
+	}
+	eventually(t, "the survivor holds the watch", func() bool { return status().Worker == survivor.identity })
+
+	// A replica stopped on purpose stores what it holds and hands over:
+	// a new replica takes the watch, and no event comes twice.
+	next := startWorkerProcess(t, "c")
+	sent := len(sink.Events())
+	survivor.signal(t, syscall.SIGTERM)
+	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "in", "after.csv"), []byte("x"), 0o644))
+	eventually(t, "the new replica delivers the next file", func() bool { return len(sink.Events()) > sent })
+	eventually(t, "the new replica holds the watch", func() bool { return status().Worker == next.identity })
+	if events := sink.Subjects()[sent:]; !slices.Equal(events, []string{"dev.sftpgate.file.created /in/after.csv"}) {
+		t.Errorf("after the handover: %v", events)
+	}
+}
+
+// ids maps each subject the sink received to the ids it came with.
+func ids(s *testsink.Sink) map[string][]string {
+	out := map[string][]string{}
+	for _, e := range s.Events() {
+		if !slices.Contains(out[e.Subject()], e.ID()) {
+			out[e.Subject()] = append(out[e.Subject()], e.ID())
+		}
+	}
+	return out
+}
