@@ -474,3 +474,49 @@ func TestWatchReportsAFileOnceItSettles(t *testing.T) {
 		t.Errorf("the grown file was reported at %d bytes", data.Size)
 	}
 }
+
+// TestWatchLargeFolder: a folder of 100,000 files, the default bound, is
+// watched; one more file makes the watch DirectoryTooLarge, reporting
+// nothing and losing nothing; once the folder shrinks below the bound
+// again, what changed meanwhile is reported.
+func TestWatchLargeFolder(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	r := testsink.Start(t)
+	dir := filepath.Join(tn.sshd.Dir, "in")
+	for i := range watches.DefaultLimits().MaxFiles {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f-%06d", i)), nil, 0o644))
+	}
+	startWorker(t)
+	w := tn.watch(t, "incoming", r.URL)
+	reason := func() (string, v1alpha1.SftpWatchStatus) {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			return c.Reason, got.Status
+		}
+		return "", got.Status
+	}
+	eventually(t, "the watch tracks 100,000 files", func() bool {
+		why, st := reason()
+		return why == v1alpha1.ReasonWatching && st.Files == int32(watches.DefaultLimits().MaxFiles)
+	})
+	must(t, os.WriteFile(filepath.Join(dir, "extra.csv"), nil, 0o644))
+	eventually(t, "the watch says the folder is too large", func() bool {
+		why, _ := reason()
+		return why == v1alpha1.ReasonDirectoryTooLarge
+	})
+	must(t, os.Remove(filepath.Join(dir, "f-000000")))
+	must(t, os.Remove(filepath.Join(dir, "f-000001")))
+	eventually(t, "the changes are reported", func() bool { return len(r.Subjects()) >= 3 })
+	polls(t, w)(1)
+	// A removal is reported at the first poll that misses the file, a
+	// new file once a second poll saw it settled.
+	want := []string{"dev.sftpgate.file.deleted /in/f-000000", "dev.sftpgate.file.deleted /in/f-000001", "dev.sftpgate.file.created /in/extra.csv"}
+	if got := r.Subjects(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if why, _ := reason(); why != v1alpha1.ReasonWatching {
+		t.Errorf("Ready's reason is %s", why)
+	}
+}
