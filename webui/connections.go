@@ -130,9 +130,10 @@ func (u *ui) withConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha
 
 // connectionPage is the data of a connection's page.
 type connectionPage struct {
-	Conn connView
-	Keys []keyView
-	Try  *tryResult
+	Conn    connView
+	Keys    []keyView
+	Watches []watchView
+	Try     *tryResult
 	// Commands are those "try it" offers.
 	Commands []v1alpha1.Command
 }
@@ -146,8 +147,12 @@ func (u *ui) renderConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 	if err != nil {
 		return err
 	}
+	watches, err := u.watches(r.Context(), c)
+	if err != nil {
+		return err
+	}
 	v := u.view(c)
-	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Try: try, Commands: tryCommands},
+	u.render(w, r, http.StatusOK, "connection", page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Watches: watches, Try: try, Commands: tryCommands},
 		Refresh: v.State == "testing"})
 	return nil
 }
@@ -289,6 +294,8 @@ func (u *ui) quotaReached(err error) error {
 		return &personError{fmt.Sprintf("this account has reached its limit of %d connections: delete one to add another", u.quota.Connections)}
 	case strings.Contains(msg, "count/apikeys"):
 		return &personError{fmt.Sprintf("this account has reached its limit of %d API keys: revoke one to make another", u.quota.Keys)}
+	case strings.Contains(msg, "count/sftpwatches"):
+		return &personError{fmt.Sprintf("this account has reached its limit of %d watched folders: stop watching one to add another", u.quota.Watches)}
 	}
 	return &personError{fmt.Sprintf("this account has reached its limit of %d stored credentials: delete a connection to add another", u.quota.Secrets)}
 }
@@ -483,9 +490,21 @@ func updateError(err error) error {
 }
 
 // forgetConnection takes a deleted connection out of its keys' scopes:
-// keys for it alone are revoked, so that a new connection of the same name
-// does not inherit them; others keep their other connections.
+// keys for it alone are revoked and its watches deleted, so that a new
+// connection of the same name does not inherit them; other keys keep their
+// other connections.
 func (u *ui) forgetConnection(ctx context.Context, c *v1alpha1.SftpConnection) error {
+	var watches v1alpha1.SftpWatchList
+	if err := u.client.List(ctx, &watches, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	for i := range watches.Items {
+		if watches.Items[i].Spec.ConnectionRef.Name == c.Name {
+			if err := client.IgnoreNotFound(u.client.Delete(ctx, &watches.Items[i])); err != nil {
+				return err
+			}
+		}
+	}
 	var keys v1alpha1.ApiKeyList
 	if err := u.client.List(ctx, &keys, client.InNamespace(c.Namespace)); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"html"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -407,7 +408,7 @@ func TestEditAfterAnotherChange(t *testing.T) {
 func TestAccountLimits(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.base = newUI(func(o *webui.Options) { o.Quota = accounts.Quota{Connections: 1, Keys: 1, Secrets: 5} }).URL
+	c.base = newUI(func(o *webui.Options) { o.Quota = accounts.Quota{Connections: 1, Keys: 1, Secrets: 5, Watches: 1} }).URL
 	c.signUp(t)
 	add := func(name string) (int, string) {
 		return c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
@@ -424,6 +425,60 @@ func TestAccountLimits(t *testing.T) {
 	}
 	if status, body := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 API keys") {
 		t.Errorf("a key over the limit: %d %s", status, body)
+	}
+	watch := url.Values{"path": {"/in"}, "url": {"https://example.com/hook"}, "created": {"on"}}
+	if status, _ := c.form(t, "/connections/first/watches", watch); status != http.StatusOK {
+		t.Fatalf("the first watch: %d", status)
+	}
+	if status, body := c.form(t, "/connections/first/watches", watch); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 watched folders") {
+		t.Errorf("a watch over the limit: %d %s", status, body)
+	}
+}
+
+// TestWatchForm: the watch form refuses what cannot work in its own words,
+// keeps what was typed, and stops a watch only of the connection whose
+// page it is on.
+func TestWatchForm(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.signUp(t)
+	for _, name := range []string{"first", "second"} {
+		if status, _ := c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}}); status != http.StatusOK {
+			t.Fatalf("adding %s: %d", name, status)
+		}
+	}
+	for _, tc := range []struct {
+		values url.Values
+		says   string
+	}{
+		{url.Values{"path": {"incoming"}, "url": {"https://example.com/h"}, "created": {"on"}}, "start it with /"},
+		{url.Values{"path": {"/in/../etc"}, "url": {"https://example.com/h"}, "created": {"on"}}, "no . or .. parts"},
+		{url.Values{"path": {"/in"}, "url": {"ftp://example.com/h"}, "created": {"on"}}, "the webhook&#39;s address"},
+		{url.Values{"path": {"/in"}, "url": {"https://user:pw@example.com/h"}, "created": {"on"}}, "the webhook&#39;s address"},
+		{url.Values{"path": {"/in"}, "url": {"https://example.com/h"}}, "at least one change"},
+	} {
+		status, body := c.form(t, "/connections/first/watches", tc.values)
+		if status != http.StatusUnprocessableEntity || !strings.Contains(body, tc.says) || !strings.Contains(body, html.EscapeString(tc.values.Get("url"))) {
+			t.Errorf("%v: %d, want 422 saying %q with the form filled", tc.values, status, tc.says)
+		}
+	}
+	if status, _ := c.form(t, "/connections/first/watches", url.Values{"path": {"/in"}, "url": {"https://example.com/h"}, "deleted": {"on"}}); status != http.StatusOK {
+		t.Fatalf("a valid watch: %d", status)
+	}
+	_, page := c.get(t, "/connections/first")
+	name := regexp.MustCompile(`/connections/first/watches/([a-z0-9-]+)/delete`).FindStringSubmatch(page)
+	if name == nil || !strings.Contains(page, "https://example.com/h") {
+		t.Fatalf("the connection's page does not list the watch")
+	}
+	if status, _ := c.form(t, "/connections/second/watches/"+name[1]+"/delete", nil); status != http.StatusNotFound {
+		t.Errorf("stopping first's watch from second's page: %d, want 404", status)
+	}
+	if status, _ := c.form(t, "/connections/first/watches/"+name[1]+"/delete", nil); status != http.StatusOK {
+		t.Errorf("stopping the watch: %d", status)
+	}
+	if _, page := c.get(t, "/connections/first"); strings.Contains(page, name[1]) {
+		t.Error("the stopped watch is still listed")
 	}
 }
 

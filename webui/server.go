@@ -92,6 +92,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Connections, "max-connections-per-account", 25, "SftpConnections one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Keys, "max-keys-per-account", 50, "ApiKeys one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Watches, "max-watches-per-account", 10, "SftpWatches one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
 		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
@@ -228,6 +229,9 @@ func (u *ui) routes() http.Handler {
 		r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
 		r.Post("/connections/{name}/delete", u.serve(u.withConnection(u.deleteConnection)))
 		r.Post("/connections/{name}/try", u.serve(u.withConnection(u.tryIt)))
+		r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
+		r.Post("/connections/{name}/watches", u.serve(u.withConnection(u.createWatch)))
+		r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.withConnection(u.deleteWatch)))
 		r.Get("/keys", u.serve(u.listKeys))
 		r.Get("/keys/new", u.serve(u.newKeyForm))
 		r.Post("/keys", u.serve(u.createKey))

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,13 +17,16 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
@@ -114,7 +118,12 @@ func run(m *testing.M) int {
 			s.Close()
 		}
 	}()
-	uiURL = newUI(func(o *webui.Options) { o.AuthPerMinute = 1000 }).URL
+	uiURL = newUI(func(o *webui.Options) {
+		o.AuthPerMinute = 1000
+		// envtest runs no quota controller: a deleted object stays counted
+		// against its account, and the isolation test makes many watches.
+		o.Quota.Watches = 100
+	}).URL
 
 	// The worker too runs as its service account of config/default.
 	_, workerConfig, err := clientAs(ctx, env.Config, uiNamespace, "sftpgate-worker")
@@ -290,9 +299,53 @@ func TestFlow(t *testing.T) {
 		t.Errorf("try it answered %s", answer)
 	}
 
+	// Watch the folder: a file that arrives is told to the webhook.
+	sink := testsink.Start(t)
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(uiURL+"/connections/reports"),
+		chromedp.Click(chromedp.CSS(`#watches a.button`)),
+		chromedp.WaitVisible(chromedp.ID("url")),
+		chromedp.SendKeys(chromedp.ID("url"), sink.URL+"/hooks"),
+		chromedp.Submit(chromedp.ID("url")),
+		chromedp.WaitVisible(chromedp.CSS("table.watches")),
+	))
+	var watches v1alpha1.SftpWatchList
+	must(t, k8s.List(context.Background(), &watches))
+	var watch *v1alpha1.SftpWatch
+	for i := range watches.Items {
+		if w := &watches.Items[i]; w.Spec.ConnectionRef.Name == "reports" && w.Spec.Sink.URI == sink.URL+"/hooks" {
+			watch = w
+		}
+	}
+	if watch == nil || watch.Spec.Path != "/" || !slices.Equal(watch.Spec.Events, []v1alpha1.WatchEvent{v1alpha1.WatchCreated}) {
+		t.Fatalf("the form made %+v", watch)
+	}
+	// Shorter waits than the form's defaults, for the test's sake.
+	watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
+	must(t, k8s.Update(context.Background(), watch))
+	for deadline := time.Now().Add(time.Minute); ; {
+		must(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("table.watches"))))
+		watching, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector("table.watches tr.ready .badge")`))
+		must(t, err)
+		if watching {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch is not shown as watching")
+		}
+		time.Sleep(time.Second) // what the worker has done shows on a reload
+	}
+	screenshot(t, ctx, "watch")
+	must(t, os.WriteFile(filepath.Join(sshd.Dir, "arrived.csv"), []byte("id\n1\n"), 0o644))
+	for deadline := time.Now().Add(time.Minute); !slices.Contains(sink.Subjects(), "dev.sftpgate.file.created /arrived.csv"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook was not told of the file: %v", sink.Subjects())
+		}
+	}
+
 	// On a phone's width, nothing needs scrolling sideways.
 	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)))
-	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/keys", "/keys/new"} {
+	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/connections/reports/watches/new", "/keys", "/keys/new"} {
 		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+path), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 		fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.documentElement.scrollWidth <= window.innerWidth"))
 		must(t, err)

@@ -71,7 +71,7 @@ const QuotaName = "sftpgate-account"
 // server whatever creates the objects (the UI, or kubectl by whoever the
 // operator lets in).
 type Quota struct {
-	Connections, Keys, Secrets int
+	Connections, Keys, Secrets, Watches int
 }
 
 func (q Quota) hard() corev1.ResourceList {
@@ -79,6 +79,7 @@ func (q Quota) hard() corev1.ResourceList {
 		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
 		"count/apikeys.sftpgate.dev":         *resource.NewQuantity(int64(q.Keys), resource.DecimalSI),
 		"count/secrets":                      *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
+		"count/sftpwatches.sftpgate.dev":     *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkg/sftp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -527,8 +528,12 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 	if !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
 		return
 	}
-	if err := w.r.Client.Status().Patch(ctx, next, client.MergeFrom(wt)); err != nil {
-		slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+	// Only onto the object read: a watch deleted and made again under its
+	// name is another's to report on.
+	if err := w.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(wt, client.MergeFromWithOptimisticLock{})); err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+		}
 		return
 	}
 	w.lastStatus = time.Now()
