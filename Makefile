@@ -88,7 +88,7 @@ bench: build envtest ## Compare the gateway with a direct SFTP client to a real 
 	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
-		go test ./hack/bench/ -run TestBenchmark -count=1 -v -timeout 30m
+		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 40m
 
 # How long make soak runs, and how often it restarts sshd.
 SOAK ?= 10m

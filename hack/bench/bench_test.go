@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -887,19 +888,45 @@ func (zeros) Read(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// peakRSS is a process's peak resident memory, from /proc.
-func peakRSS(pid int) (int64, error) {
+// scrape reads a metric without labels from a Prometheus endpoint.
+func scrape(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if value, ok := strings.CutPrefix(lines.Text(), name+" "); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// peakRSS is a process's peak resident memory, and currentRSS what it
+// holds now, from /proc.
+func peakRSS(pid int) (int64, error)    { return procMemory(pid, "VmHWM") }
+func currentRSS(pid int) (int64, error) { return procMemory(pid, "VmRSS") }
+
+func procMemory(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // resetPeakRSS makes a process's peak resident memory start again from

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +90,7 @@ func TestSoak(t *testing.T) {
 	}
 	sample := func() (int64, int64) {
 		rss, _ := currentRSS(gw.Process.Pid)
-		return rss, goroutines(t, "http://"+metricsAddr)
+		return rss, int64(scrape(t, metricsAddr, "go_goroutines"))
 	}
 	start := time.Now()
 	var firstRSS, firstGoroutines int64
@@ -390,37 +389,4 @@ func (l *warnings) Write(b []byte) (int, error) {
 		}
 		l.line = l.line[i+1:]
 	}
-}
-
-// currentRSS is a process's resident memory now, from /proc.
-func currentRSS(pid int) (int64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
-}
-
-// goroutines is go_goroutines from the gateway's metrics.
-func goroutines(t *testing.T, metricsURL string) int64 {
-	resp, err := http.Get(metricsURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, _ := io.ReadAll(resp.Body)
-	for line := range bytes.SplitSeq(raw, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("go_goroutines ")); ok {
-			n, _ := strconv.ParseFloat(string(v), 64)
-			return int64(n)
-		}
-	}
-	t.Fatal("no go_goroutines in the gateway's metrics")
-	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/protocol"
@@ -20,6 +21,7 @@ type Sink struct {
 	URL     string
 	mu      sync.Mutex
 	events  []cloudevents.Event
+	at      []time.Time
 	failing bool
 	hold    *Held
 }
@@ -70,7 +72,7 @@ func Start(t testing.TB) *Sink {
 			if s.failing {
 				return cehttp.NewResult(http.StatusServiceUnavailable, "down for a moment")
 			}
-			s.events = append(s.events, e)
+			s.events, s.at = append(s.events, e), append(s.at, time.Now())
 			return nil
 		})
 	}()
@@ -82,6 +84,13 @@ func (s *Sink) Events() []cloudevents.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]cloudevents.Event(nil), s.events...)
+}
+
+// Arrived is when each of Events arrived.
+func (s *Sink) Arrived() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.at...)
 }
 
 // Subjects lists the events' types and subjects ("dev.sftpgate.file.created

@@ -233,10 +233,12 @@ func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) 
 func notReady(conn *v1alpha1.SftpConnection) string {
 	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
 	switch {
-	case c == nil || c.ObservedGeneration != conn.Generation || conn.Status.RootPath == "":
+	case c == nil || c.ObservedGeneration != conn.Generation:
 		return fmt.Sprintf("the connection %s is being tested", conn.Name)
 	case c.Status != metav1.ConditionTrue:
 		return fmt.Sprintf("the connection %s is not ready (%s): %s", conn.Name, c.Reason, c.Message)
+	case conn.Status.RootPath == "":
+		return fmt.Sprintf("the connection %s is being tested", conn.Name)
 	}
 	return ""
 }
