@@ -1,12 +1,16 @@
 // Package shard divides a component's work among its replicas through
 // Kubernetes Leases, and nothing else. Each replica renews a member Lease;
-// each item of work (a watch, a transfer) has a Lease of its own, held by
-// the replica doing it. A replica takes free items while it holds fewer
-// than its share (the items over the live members, rounded up), takes an
-// item whose holder stopped renewing once its Lease has expired, and gives
-// items back when it holds more than its share (after a replica joined).
-// A replica that dies leaves its Leases to expire: the others take its
-// items within one lease duration.
+// each item of work (a watch, a transfer) has a Lease of its own naming the
+// replica doing it, written only when the item changes hands. A replica
+// holds its items while its membership is live (renewed within the lease
+// duration, without a lapse since it took them), so renewing costs one
+// write per replica, however many items. A replica takes free items while
+// it holds fewer than its share (the items over the live members, rounded
+// up), takes an item whose holder's membership has expired (read at the
+// API server, not from a cache), and gives items back when it holds more
+// than its share (after a replica joined). A replica that dies leaves its
+// membership to expire: the others take its items within one lease
+// duration.
 package shard
 
 import (
@@ -57,9 +61,10 @@ type Shard struct {
 	Clock         clock.Clock
 
 	mu sync.Mutex
-	// held is the items whose Lease this replica holds, with when it last
-	// renewed each.
-	held map[string]time.Time
+	// held is the items whose Lease names this replica, taken while its
+	// membership was live; renewed is when it last renewed its membership.
+	held    map[string]bool
+	renewed time.Time
 }
 
 func (s *Shard) duration() time.Duration {
@@ -76,30 +81,34 @@ func (s *Shard) now() time.Time {
 	return s.Clock.Now()
 }
 
-// Holds reports whether this replica holds item's Lease now: renewed
-// within the lease duration. Work checks it before each step it must not
-// do twice at once, so that a replica cut off from the API server stops
-// before another takes its items.
+// Holds reports whether this replica holds item now: its Lease names this
+// replica and the membership was renewed within the lease duration. Work
+// checks it before each step it must not do twice at once, so that a
+// replica cut off from the API server stops before another takes its
+// items.
 func (s *Shard) Holds(item string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	renewed, ok := s.held[item]
-	return ok && s.now().Sub(renewed) < s.duration()
+	return s.held[item] && s.live()
 }
 
-// Sync renews this replica's membership and the Leases it holds, takes
-// free items of items (the work there is now) up to its share, and says
-// which to keep doing (keep) and which to stop (drop: over its share, or
-// gone). Stop the dropped items' work, then Release them.
+// live says this replica's membership holds; call with mu held.
+func (s *Shard) live() bool { return s.now().Sub(s.renewed) < s.duration() }
+
+// Sync renews this replica's membership, takes free items of items (the
+// work there is now) up to its share, and says which to keep doing (keep)
+// and which to stop (drop: over its share, taken by another, or gone).
+// Stop the dropped items' work, then Release them.
 func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, err error) {
-	if err := s.renewMember(ctx); err != nil {
+	lapsed, err := s.renewMember(ctx)
+	if err != nil {
 		return nil, nil, err
 	}
 	members, err := s.liveMembers(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	share := (len(items) + members - 1) / max(members, 1)
+	share := (len(items) + len(members) - 1) / max(len(members), 1)
 	var leases coordinationv1.LeaseList
 	if err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{LabelItem: s.Kind}); err != nil {
 		return nil, nil, err
@@ -115,9 +124,30 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 	}
 
 	s.mu.Lock()
-	if s.held == nil {
-		s.held = map[string]time.Time{}
+	if s.held == nil || lapsed {
+		// After a lapse another replica may have taken any item: hold
+		// none until they are taken again.
+		for item := range s.held {
+			drop = append(drop, item)
+		}
+		s.held = map[string]bool{}
 	}
+	var named []string
+	for item, l := range byItem {
+		if exists[item] && holder(l) == s.Identity && !s.held[item] {
+			named = append(named, item)
+		}
+	}
+	s.mu.Unlock()
+	// Items whose Lease names this replica, but that it does not hold (a
+	// restart's, or after a lapse), are its own if the API server says
+	// so: the cache may not have seen another take them.
+	for _, item := range named {
+		if err := s.adopt(ctx, item); err != nil {
+			return nil, drop, err
+		}
+	}
+	s.mu.Lock()
 	mine := make([]string, 0, len(s.held))
 	for item := range s.held {
 		mine = append(mine, item)
@@ -125,21 +155,19 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 	s.mu.Unlock()
 	slices.Sort(mine)
 
-	// Renew what this replica holds, or learn it lost it.
 	for _, item := range mine {
-		if !exists[item] {
+		l := byItem[item]
+		switch {
+		case !exists[item]:
 			drop = append(drop, item)
-			continue
-		}
-		if err := s.renew(ctx, item, byItem[item]); err != nil {
+		case l != nil && holder(l) != s.Identity:
+			// Taken by another (a cache that has not seen this
+			// replica's take yet has no Lease at all).
 			s.forget(item)
 			drop = append(drop, item)
-			if !isLost(err) {
-				return keep, drop, err
-			}
-			continue
+		default:
+			keep = append(keep, item)
 		}
-		keep = append(keep, item)
 	}
 	// Over its share (a replica joined): give some back.
 	if over := len(keep) - share; over > 0 {
@@ -150,7 +178,7 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 	// replicas starting together do not all go for the same ones.
 	free := make([]string, 0)
 	for _, item := range items {
-		if !slices.Contains(keep, item) && !slices.Contains(drop, item) && s.takeable(byItem[item]) {
+		if !slices.Contains(keep, item) && !slices.Contains(drop, item) && (byItem[item] == nil || !members[holder(byItem[item])]) {
 			free = append(free, item)
 		}
 	}
@@ -181,7 +209,7 @@ func (s *Shard) Release(ctx context.Context, item string) error {
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, lease); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != s.Identity {
+	if holder(lease) != s.Identity {
 		return nil
 	}
 	return client.IgnoreNotFound(s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
@@ -210,8 +238,9 @@ func (s *Shard) Leave(ctx context.Context) error {
 // need not be.
 const annotationItem = "sftpgate.dev/shard-item"
 
-func (s *Shard) leaseName(item string) string { return s.Kind + "-" + item }
-func (s *Shard) memberName() string           { return s.Kind + "-member-" + s.Identity }
+func (s *Shard) leaseName(item string) string    { return s.Kind + "-" + item }
+func (s *Shard) memberName() string              { return s.memberOf(s.Identity) }
+func (s *Shard) memberOf(identity string) string { return s.Kind + "-member-" + identity }
 
 // forget drops item from what this replica holds; false if it held none.
 func (s *Shard) forget(item string) bool {
@@ -222,23 +251,34 @@ func (s *Shard) forget(item string) bool {
 	return ok
 }
 
-// renewMember renews (or makes) this replica's member Lease.
-func (s *Shard) renewMember(ctx context.Context) error {
+// renewMember renews (or makes) this replica's member Lease; lapsed says
+// the membership had expired before (or never was): items held before are
+// held no more.
+func (s *Shard) renewMember(ctx context.Context) (lapsed bool, err error) {
 	key := client.ObjectKey{Namespace: s.Namespace, Name: s.memberName()}
 	lease := &coordinationv1.Lease{}
-	err := s.Client.Get(ctx, key, lease)
+	err = s.Client.Get(ctx, key, lease)
 	now := metav1.NewMicroTime(s.now())
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name,
 			Labels: map[string]string{LabelShard: s.Kind, LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
 			Spec: s.spec(now)}
-		return client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
+		err = client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
 	case err != nil:
-		return err
+		return false, err
+	default:
+		lease.Spec = s.spec(now)
+		err = s.Client.Update(ctx, lease)
 	}
-	lease.Spec = s.spec(now)
-	return s.Client.Update(ctx, lease)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lapsed = !s.live()
+	s.renewed = now.Time
+	return lapsed, nil
 }
 
 func (s *Shard) spec(now metav1.MicroTime) coordinationv1.LeaseSpec {
@@ -246,23 +286,18 @@ func (s *Shard) spec(now metav1.MicroTime) coordinationv1.LeaseSpec {
 		AcquireTime: &now, RenewTime: &now}
 }
 
-// liveMembers counts the replicas whose member Lease is renewed (this one
-// included).
-func (s *Shard) liveMembers(ctx context.Context) (int, error) {
+// liveMembers names the replicas whose membership is live, as the cache
+// has them (this one included).
+func (s *Shard) liveMembers(ctx context.Context) (map[string]bool, error) {
 	var list coordinationv1.LeaseList
 	if err := s.Cache.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelMember: s.Kind}); err != nil {
-		return 0, err
+		return nil, err
 	}
-	live := 0
-	self := false
+	live := map[string]bool{s.Identity: true}
 	for i := range list.Items {
 		if l := &list.Items[i]; !s.expired(l) {
-			live++
-			self = self || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == s.Identity)
+			live[holder(l)] = true
 		}
-	}
-	if !self {
-		live++ // a cache that has not seen this replica's own Lease yet
 	}
 	return live, nil
 }
@@ -279,11 +314,8 @@ func (s *Shard) expired(l *coordinationv1.Lease) bool {
 	return !s.now().Before(l.Spec.RenewTime.Add(d))
 }
 
-// takeable reports whether an item whose Lease is l (nil: none) may be
-// taken: no holder, or one that stopped renewing.
-func (s *Shard) takeable(l *coordinationv1.Lease) bool {
-	return l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || s.expired(l)
-}
+// holder is who l names ("" for none).
+func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
 
 // errLost is an item another replica holds now.
 var errLost = errors.New("another replica holds it")
@@ -292,7 +324,24 @@ func isLost(err error) bool {
 	return errors.Is(err, errLost) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
 
-// take makes or takes over item's Lease, l being what the cache has.
+// adopt holds item if its Lease, read at the API server, names this
+// replica.
+func (s *Shard) adopt(ctx context.Context, item string) error {
+	l := &coordinationv1.Lease{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, l); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if holder(l) == s.Identity {
+		s.mu.Lock()
+		s.held[item] = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// take makes or takes over item's Lease, l being what the cache has. A
+// holder the cache shows dead is checked at the API server first: a cache
+// behind could show a membership expired that was renewed since.
 func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) error {
 	now := metav1.NewMicroTime(s.now())
 	if l == nil {
@@ -304,6 +353,16 @@ func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) 
 			return err
 		}
 	} else {
+		if was := holder(l); was != "" {
+			member := &coordinationv1.Lease{}
+			err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.memberOf(was)}, member)
+			switch {
+			case err == nil && !s.expired(member):
+				return fmt.Errorf("taking %s: %w", item, errLost)
+			case err != nil && !apierrors.IsNotFound(err):
+				return err
+			}
+		}
 		l = l.DeepCopy()
 		transitions := ptr.Deref(l.Spec.LeaseTransitions, 0) + 1
 		l.Spec = s.spec(now)
@@ -315,38 +374,7 @@ func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) 
 		}
 	}
 	s.mu.Lock()
-	s.held[item] = now.Time
-	s.mu.Unlock()
-	return nil
-}
-
-// renew renews item's Lease, which this replica holds; l is what the
-// cache has of it, which may lag behind this replica's last renewal.
-func (s *Shard) renew(ctx context.Context, item string, l *coordinationv1.Lease) error {
-	now := metav1.NewMicroTime(s.now())
-	for try := 0; ; try++ {
-		if l == nil || try > 0 {
-			fresh := &coordinationv1.Lease{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, fresh); err != nil {
-				return err
-			}
-			l = fresh
-		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != s.Identity {
-			return fmt.Errorf("renewing: %w", errLost)
-		}
-		l = l.DeepCopy()
-		l.Spec.RenewTime = &now
-		err := s.Client.Update(ctx, l)
-		if err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) || try > 0 {
-			return err
-		}
-	}
-	s.mu.Lock()
-	s.held[item] = now.Time
+	s.held[item] = true
 	s.mu.Unlock()
 	return nil
 }

@@ -3,11 +3,13 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -154,5 +156,104 @@ func TestItemsAreDividedAndTakenOver(t *testing.T) {
 	}
 	if a.Holds(items[0]) && !slices.Contains(drop, items[0]) || slices.Contains(keep, items[0]) {
 		t.Errorf("a keeps %v and drops %v; item-0 is gone", keep, drop)
+	}
+}
+
+// itemVersions maps each item Lease of s's namespace to its
+// resourceVersion.
+func itemVersions(t *testing.T, s *shard.Shard) map[string]string {
+	t.Helper()
+	var leases coordinationv1.LeaseList
+	if err := k8s.List(context.Background(), &leases, client.InNamespace(s.Namespace), client.MatchingLabels{shard.LabelItem: s.Kind}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range leases.Items {
+		out[l.Name] = l.ResourceVersion
+	}
+	return out
+}
+
+// TestRenewingWritesOnlyTheMembership: a replica keeps its items by
+// renewing its own membership; their Leases are written when they change
+// hands, not on every renewal.
+func TestRenewingWritesOnlyTheMembership(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a")
+	a := s[0]
+	items := []string{"item-0", "item-1", "item-2"}
+	syncAll(t, items, a)
+	before := itemVersions(t, a)
+	if len(before) != 3 {
+		t.Fatalf("%d item Leases, want 3", len(before))
+	}
+	for range 5 {
+		clk.Step(5 * time.Second)
+		syncAll(t, items, a)
+	}
+	if after := itemVersions(t, a); !maps.Equal(before, after) {
+		t.Errorf("item Leases were written while nothing changed hands: %v, then %v", before, after)
+	}
+	if counts := holders(t, items, a); counts["a"] != 3 {
+		t.Errorf("a holds %v", counts)
+	}
+}
+
+// TestLapsedAndRestartedReplicas: a replica whose membership lapsed holds
+// nothing until it syncs again, and then only what no one took meanwhile;
+// a replica restarted under the same identity takes up at once the items
+// still in its name.
+func TestLapsedAndRestartedReplicas(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a", "b")
+	a, b := s[0], s[1]
+	items := []string{"item-0", "item-1"}
+	syncAll(t, items, a)
+	if counts := holders(t, items, a); counts["a"] != 2 {
+		t.Fatalf("a alone holds %v", counts)
+	}
+	// a is cut off for longer than a lease: it stops at once, and b takes
+	// its items once a's membership has expired.
+	clk.Step(16 * time.Second)
+	if counts := holders(t, items, a); counts["a"] != 0 {
+		t.Errorf("a, lapsed, still holds %v", counts)
+	}
+	syncAll(t, items, b)
+	syncAll(t, items, b)
+	if counts := holders(t, items, a, b); counts["b"] != 2 {
+		t.Fatalf("b holds %v after a lapsed", counts)
+	}
+	// a comes back: it takes nothing b holds.
+	_, drop, err := a.Sync(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts := holders(t, items, a, b); counts["a"] != 0 || counts["b"] != 2 || len(drop) != 2 {
+		t.Errorf("after a's return: %v, a dropped %v", counts, drop)
+	}
+
+	// b restarts (a new process, the same identity): its items are its
+	// own at its first sync, before its old membership could expire; a
+	// being back, it keeps its share and gives the other back.
+	restarted := &shard.Shard{Cache: k8s, Client: k8s, Namespace: b.Namespace, Kind: b.Kind, Identity: "b", LeaseDuration: 15 * time.Second, Clock: clk}
+	clk.Step(time.Second)
+	keep, drop, err := restarted.Sync(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keep) != 1 || len(drop) != 1 {
+		t.Errorf("the restarted b keeps %v and drops %v, want one each", keep, drop)
+	}
+	must(t, restarted.Release(context.Background(), drop[0]))
+	syncAll(t, items, a)
+	if counts := holders(t, items, a, restarted); counts["a"] != 1 || counts["b"] != 1 {
+		t.Errorf("a and the restarted b hold %v, want one each", counts)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
