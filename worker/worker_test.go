@@ -18,10 +18,13 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -34,6 +37,8 @@ import (
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/shard"
+	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
 
@@ -519,4 +524,29 @@ func TestWatchLargeFolder(t *testing.T) {
 	if why, _ := reason(); why != v1alpha1.ReasonWatching {
 		t.Errorf("Ready's reason is %s", why)
 	}
+}
+
+// TestWhatDeletedWatchesLeaveIsSwept: a state and a Lease left by a watch
+// deleted while no live replica held it (one that died holding it) are
+// removed by a sweep; a live replica's are not.
+func TestWhatDeletedWatchesLeaveIsSwept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	startWorker(t)
+	ns := workerNamespace(t)
+	states := &statestore.Store{Client: k8s, Namespace: ns, Kind: "sftpwatch"}
+	var v statestore.Version
+	must(t, states.Save(ctx, "gone-watch", []byte("what it had seen"), &v))
+	dead := &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns, Kind: "sftpwatch", Identity: "dead-replica",
+		LeaseDuration: time.Second, Clock: clocktesting.NewFakeClock(time.Now().Add(-time.Hour))}
+	if _, _, err := dead.Sync(ctx, []string{"gone-watch"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the state and the Lease are swept", func() bool {
+		keys, err := states.Keys(ctx)
+		must(t, err)
+		var lease coordinationv1.Lease
+		err = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sftpwatch-gone-watch"}, &lease)
+		return !slices.Contains(keys, "gone-watch") && apierrors.IsNotFound(err)
+	})
 }

@@ -215,6 +215,45 @@ func (s *Shard) Release(ctx context.Context, item string) error {
 	return client.IgnoreNotFound(s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
 }
 
+// Orphans are the items that are gone (not in exists) but still have a
+// Lease, or are in also (say, a state stored for them), and that no live
+// replica holds: what a replica that died holding a deleted item left, or
+// an item deleted after it was given back. A live holder cleans up after
+// its own items.
+func (s *Shard) Orphans(ctx context.Context, exists map[string]bool, also []string) ([]string, error) {
+	members, err := s.liveMembers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var leases coordinationv1.LeaseList
+	if err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{LabelItem: s.Kind}); err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	candidates := slices.Clone(also)
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		item := l.Annotations[annotationItem]
+		candidates = append(candidates, item)
+		held[item] = held[item] || members[holder(l)]
+	}
+	slices.Sort(candidates)
+	var orphans []string
+	for _, item := range slices.Compact(candidates) {
+		if !exists[item] && !held[item] {
+			orphans = append(orphans, item)
+		}
+	}
+	return orphans, nil
+}
+
+// Remove deletes an orphaned item's Lease, whoever it names.
+func (s *Shard) Remove(ctx context.Context, item string) error {
+	s.forget(item)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(item)}}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, lease))
+}
+
 // Leave gives back every Lease this replica holds and its membership, for
 // a replica stopping on purpose: its items move at once, not after a lease
 // duration.

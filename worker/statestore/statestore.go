@@ -141,6 +141,25 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		client.MatchingLabels{labelOf: key, labelKind: s.Kind}))
 }
 
+// Keys lists the items that have a state stored, reading the ConfigMaps'
+// metadata only.
+func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{labelKind: s.Kind}); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, cm := range list.Items {
+		if key := cm.Labels[labelOf]; key != "" && !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
 // sweep removes the parts of generations other than gen.
 func (s *Store) sweep(ctx context.Context, key string, gen int64) error {
 	var list corev1.ConfigMapList

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,16 @@ func TestStates(t *testing.T) {
 	}
 	if got, _, _ := s.Load(ctx, "w1"); string(got) != "mine" {
 		t.Errorf("after refused writes the state is %q", got)
+	}
+	var other statestore.Version
+	if err := s.Save(ctx, "w2", make([]byte, 2*statestore.PartSize), &other); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := s.Keys(ctx); err != nil || !slices.Equal(slices.Sorted(slices.Values(keys)), []string{"w1", "w2"}) {
+		t.Errorf("keys %v %v, want w1 and w2 once each", keys, err)
+	}
+	if err := s.Delete(ctx, "w2"); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "w1"); err != nil || parts() != 0 {
 		t.Errorf("delete: %v, %d ConfigMaps left", err, parts())

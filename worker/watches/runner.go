@@ -81,6 +81,8 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[types.UID]*watcher
+	// syncs counts the syncs, for the sweep to run every sweepEvery.
+	syncs int
 	// polls and pollsOf bound the polls in flight (Limits.Polls,
 	// PollsPerNamespace); events bounds each namespace's deliveries.
 	polls   chan struct{}
@@ -167,6 +169,10 @@ func (r *Runner) sync(ctx context.Context) {
 		perNamespace[w.Namespace]++
 		overQuota[uid] = perNamespace[w.Namespace] > r.Limits.MaxWatchesPerNamespace
 	}
+	if r.syncs%sweepEvery == 0 {
+		r.sweep(ctx, byUID)
+	}
+	r.syncs++
 	keep, drop, err := r.Shard.Sync(ctx, items)
 	if err != nil {
 		slog.Error("taking a share of the watches", "error", err)
@@ -208,6 +214,38 @@ func (r *Runner) sync(ctx context.Context) {
 		go wt.run(wctx)
 	}
 	r.mu.Unlock()
+}
+
+// sweepEvery is how many syncs apart the sweep runs: about a minute.
+const sweepEvery = 12
+
+// sweep removes the states and Leases of watches deleted while no live
+// replica held them.
+func (r *Runner) sweep(ctx context.Context, watches map[string]*v1alpha1.SftpWatch) {
+	keys, err := r.States.Keys(ctx)
+	if err != nil {
+		slog.Error("listing the watches' states", "error", err)
+		return
+	}
+	exists := make(map[string]bool, len(watches))
+	for uid := range watches {
+		exists[uid] = true
+	}
+	orphans, err := r.Shard.Orphans(ctx, exists, keys)
+	if err != nil {
+		slog.Error("finding what deleted watches left", "error", err)
+		return
+	}
+	for _, uid := range orphans {
+		// The state first: a Lease left is found again by the next sweep.
+		if err := r.States.Delete(ctx, uid); err != nil {
+			slog.Error("removing a deleted watch's state", "uid", uid, "error", err)
+			continue
+		}
+		if err := r.Shard.Remove(ctx, uid); err != nil {
+			slog.Error("removing a deleted watch's Lease", "uid", uid, "error", err)
+		}
+	}
 }
 
 // stop stops uid's watcher, if it runs, and waits for it: it stores what
