@@ -32,6 +32,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
@@ -549,4 +550,33 @@ func TestWhatDeletedWatchesLeaveIsSwept(t *testing.T) {
 		err = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sftpwatch-gone-watch"}, &lease)
 		return !slices.Contains(keys, "gone-watch") && apierrors.IsNotFound(err)
 	})
+}
+
+// TestWatchOnTheInProcessServer: a watch works against the tests'
+// in-process SFTP server (pkg/sftp's request server) as against OpenSSH;
+// the demo server of make run is hack/dev's test's.
+func TestWatchOnTheInProcessServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testsftp.Start(t)
+	must(t, os.Mkdir(filepath.Join(srv.Dir, "in"), 0o755))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "watch-"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: srv.Password}}))
+	must(t, k8s.Create(ctx, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
+		Host: srv.Host, Port: srv.Port, Username: srv.User, Slug: "box-" + ns.Name,
+		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
+		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{srv.HostKeyLine()}}}}))
+	r := testsink.Start(t)
+	startWorker(t)
+	tn := &tenant{ns: ns.Name}
+	w := tn.watch(t, "incoming", r.URL)
+	polls(t, w)(1)
+	must(t, os.WriteFile(filepath.Join(srv.Dir, "in", "b.csv"), []byte("x"), 0o644))
+	eventually(t, "the file is reported", func() bool { return len(r.Subjects()) >= 1 })
+	polls(t, w)(2)
+	if got := r.Subjects(); !slices.Equal(got, []string{"dev.sftpgate.file.created /in/b.csv"}) {
+		t.Errorf("events %v", got)
+	}
 }
