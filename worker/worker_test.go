@@ -271,7 +271,7 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
 	r := testsink.Start(t)
-	r.SetFailing(true)
+	r.SetAnswer(http.StatusServiceUnavailable)
 	startWorker(t)
 	w := tn.watch(t, "incoming", r.URL, func(w *v1alpha1.SftpWatch) {
 		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: "/done"}
@@ -291,7 +291,7 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonDeliveryFailing && got.Status.Pending == 3
 	})
-	r.SetFailing(false)
+	r.SetAnswer(0)
 	eventually(t, "every event is delivered", func() bool { return len(r.Subjects()) >= 3 })
 	next(2)
 	want := []string{"dev.sftpgate.file.created /in/0.csv", "dev.sftpgate.file.created /in/1.csv", "dev.sftpgate.file.created /in/2.csv"}
@@ -311,7 +311,7 @@ func TestWatchDeadLetters(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
 	sink, dead := testsink.Start(t), testsink.Start(t)
-	sink.SetFailing(true)
+	sink.SetAnswer(http.StatusServiceUnavailable)
 	startWorker(t)
 	w := tn.watch(t, "incoming", sink.URL, func(w *v1alpha1.SftpWatch) {
 		w.Spec.Delivery.Retry = ptr(int32(1))

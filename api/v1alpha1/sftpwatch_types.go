@@ -86,6 +86,7 @@ const (
 
 // ConnectionReference names an SftpConnection of the same namespace.
 type ConnectionReference struct {
+	// Name is the SftpConnection's name.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
@@ -93,13 +94,17 @@ type ConnectionReference struct {
 
 // KReference names an object of the same namespace whose
 // status.address.url is where events go, as Knative's Destination does: a
-// Knative Broker or Service, or a plain Kubernetes Service (its cluster
-// address, http://name.namespace.svc:port).
+// Knative Broker, Channel or Service, or a plain Kubernetes Service (its
+// cluster address, http://name.namespace.svc.cluster.local, port 80).
 type KReference struct {
+	// APIVersion is the object's group and version, such as
+	// eventing.knative.dev/v1 or v1.
 	// +kubebuilder:validation:MinLength=1
 	APIVersion string `json:"apiVersion"`
+	// Kind is the object's kind, such as Broker or Service.
 	// +kubebuilder:validation:MinLength=1
 	Kind string `json:"kind"`
+	// Name is the object's name, in the watch's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
@@ -309,12 +314,13 @@ type SftpWatchStatus struct {
 	// +optional
 	Pending int32 `json:"pending,omitempty"`
 
-	// Delivered, Failed and DeadLettered count events: delivered to the
-	// sink, tries that failed, and events sent to the dead-letter sink.
+	// Delivered counts the events the sink took.
 	// +optional
 	Delivered int64 `json:"delivered,omitempty"`
+	// Failed counts the tries that failed.
 	// +optional
 	Failed int64 `json:"failed,omitempty"`
+	// DeadLettered counts the events sent to the dead-letter sink.
 	// +optional
 	DeadLettered int64 `json:"deadLettered,omitempty"`
 

@@ -148,10 +148,9 @@ func TestBenchmarkWatches(t *testing.T) {
 			t.Fatalf("%d of %d events arrived", len(delays), latencyFiles)
 		}
 		delays = delays[:0]
-		arrived := sink.Arrived()
-		for i, e := range sink.Events() {
-			if at, ok := closed[e.Subject()]; ok {
-				delays = append(delays, arrived[i].Sub(at))
+		for _, got := range sink.Taken() {
+			if at, ok := closed[got.Event.Subject()]; ok {
+				delays = append(delays, got.At.Sub(at))
 			}
 		}
 	}

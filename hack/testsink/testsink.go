@@ -15,15 +15,23 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 )
 
-// Sink receives CloudEvents over HTTP at URL until its test ends; while
-// failing is set it answers 503 and keeps nothing.
+// Sink receives CloudEvents over HTTP at URL until its test ends,
+// answering as SetAnswer says.
 type Sink struct {
-	URL     string
-	mu      sync.Mutex
-	events  []cloudevents.Event
-	at      []time.Time
-	failing bool
-	hold    *Held
+	URL      string
+	mu       sync.Mutex
+	requests []Request
+	answer   int
+	hold     *Held
+}
+
+// Request is an event the sink received, with its HTTP headers, when it
+// came and the status it was answered with (0: taken, 200).
+type Request struct {
+	Event  cloudevents.Event
+	Header http.Header
+	At     time.Time
+	Status int
 }
 
 // Held is an event the sink holds without answering, until Release.
@@ -45,7 +53,7 @@ func Start(t testing.TB) *Sink {
 		t.Fatal(err)
 	}
 	s := &Sink{URL: "http://" + l.Addr().String()}
-	p, err := cehttp.New(cehttp.WithListener(l))
+	p, err := cehttp.New(cehttp.WithListener(l), cehttp.WithRequestDataAtContextMiddleware())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,43 +66,57 @@ func Start(t testing.TB) *Sink {
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		_ = c.StartReceiver(ctx, func(e cloudevents.Event) protocol.Result {
+		_ = c.StartReceiver(ctx, func(ctx context.Context, e cloudevents.Event) protocol.Result {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			r := Request{Event: e, Header: cehttp.RequestDataFromContext(ctx).Header, At: time.Now(), Status: s.answer}
 			if h := s.hold; h != nil {
 				s.hold = nil
 				s.mu.Unlock()
 				h.Arrived <- e
 				<-h.release
 				s.mu.Lock()
-				return cehttp.NewResult(http.StatusServiceUnavailable, "held")
+				r.Status = http.StatusServiceUnavailable
 			}
-			if s.failing {
-				return cehttp.NewResult(http.StatusServiceUnavailable, "down for a moment")
+			s.requests = append(s.requests, r)
+			if r.Status != 0 {
+				return cehttp.NewResult(r.Status, "as the test says")
 			}
-			s.events, s.at = append(s.events, e), append(s.at, time.Now())
 			return nil
 		})
 	}()
 	return s
 }
 
-// Events are the events received, in order of arrival.
+// Requests are every event received, taken or not, in order of arrival.
+func (s *Sink) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Taken are the events the sink took, in order of arrival.
+func (s *Sink) Taken() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Status == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Events are the events taken, in order of arrival.
 func (s *Sink) Events() []cloudevents.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]cloudevents.Event(nil), s.events...)
+	var out []cloudevents.Event
+	for _, r := range s.Taken() {
+		out = append(out, r.Event)
+	}
+	return out
 }
 
-// Arrived is when each of Events arrived.
-func (s *Sink) Arrived() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.at...)
-}
-
-// Subjects lists the events' types and subjects ("dev.sftpgate.file.created
-// /in/a.csv"), in order of arrival.
+// Subjects lists the taken events' types and subjects
+// ("dev.sftpgate.file.created /in/a.csv"), in order of arrival.
 func (s *Sink) Subjects() []string {
 	var out []string
 	for _, e := range s.Events() {
@@ -114,9 +136,9 @@ func (s *Sink) HoldNext(t testing.TB) *Held {
 	return h
 }
 
-// SetFailing makes the sink answer 503 (true) or take events (false).
-func (s *Sink) SetFailing(failing bool) {
+// SetAnswer makes the sink answer status from now on (0: take the events).
+func (s *Sink) SetAnswer(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failing = failing
+	s.answer = status
 }

@@ -6,65 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/protocol"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
-
-// receiver is the CloudEvents SDK's own receiver on loopback, answering
-// with answer's status, and keeping what it got.
-type receiver struct {
-	url string
-	mu  sync.Mutex
-	got []received
-	// answer is the status it answers; 0 is 200.
-	answer int
-}
-
-type received struct {
-	event  cloudevents.Event
-	header http.Header
-}
-
-func startReceiver(t *testing.T) *receiver {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &receiver{url: "http://" + l.Addr().String()}
-	p, err := cehttp.New(cehttp.WithListener(l), cehttp.WithRequestDataAtContextMiddleware())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cloudevents.NewClient(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		_ = c.StartReceiver(ctx, func(ctx context.Context, e cloudevents.Event) protocol.Result {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.got = append(r.got, received{event: e, header: cehttp.RequestDataFromContext(ctx).Header})
-			if r.answer != 0 {
-				return cehttp.NewResult(r.answer, "as told")
-			}
-			return nil
-		})
-	}()
-	return r
-}
 
 func event(id string) cloudevents.Event {
 	e := cloudevents.NewEvent()
@@ -77,7 +28,7 @@ func event(id string) cloudevents.Event {
 }
 
 func TestSend(t *testing.T) {
-	r := startReceiver(t)
+	r := testsink.Start(t)
 	s, err := New(sftpdial.Policy{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,28 +40,27 @@ func TestSend(t *testing.T) {
 	}
 	var out Outcome
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out = s.Send(ctx, r.url, event("id-1"), 5*time.Second, signing); out.Delivered {
+		if out = s.Send(ctx, r.URL, event("id-1"), 5*time.Second, signing); out.Delivered {
 			break
 		}
 	}
 	if !out.Delivered || out.Status != 200 {
 		t.Fatalf("%+v", out)
 	}
-	r.mu.Lock()
-	got := r.got[len(r.got)-1]
-	r.mu.Unlock()
-	if got.event.ID() != "id-1" || got.header.Get("Ce-Id") != "id-1" || got.header.Get("Content-Type") != "application/json" {
-		t.Errorf("not binary mode, or not the event: %v %v", got.event, got.header)
+	requests := r.Requests()
+	got := requests[len(requests)-1]
+	if got.Event.ID() != "id-1" || got.Header.Get("Ce-Id") != "id-1" || got.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("not binary mode, or not the event: %v %v", got.Event, got.Header)
 	}
 	mac := hmac.New(sha256.New, signing)
-	mac.Write([]byte("id-1." + got.header.Get("webhook-timestamp") + "." + `{"path":"/incoming/a.csv","size":3}`))
-	if got.header.Get("webhook-id") != "id-1" || got.header.Get("webhook-signature") != "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)) {
-		t.Errorf("the Standard Webhooks signature does not verify: %v", got.header)
+	mac.Write([]byte("id-1." + got.Header.Get("webhook-timestamp") + "." + `{"path":"/incoming/a.csv","size":3}`))
+	if got.Header.Get("webhook-id") != "id-1" || got.Header.Get("webhook-signature") != "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)) {
+		t.Errorf("the Standard Webhooks signature does not verify: %v", got.Header)
 	}
 
 	for status, retry := range map[int]bool{500: true, 503: true, 429: true, 408: true, 400: false, 404: false} {
-		r.answer = status
-		if out := s.Send(ctx, r.url, event("id-2"), 5*time.Second, nil); out.Delivered || out.Retry != retry || out.Status != status {
+		r.SetAnswer(status)
+		if out := s.Send(ctx, r.URL, event("id-2"), 5*time.Second, nil); out.Delivered || out.Retry != retry || out.Status != status {
 			t.Errorf("answered %d: %+v, want retry %v", status, out, retry)
 		}
 	}
@@ -124,7 +74,7 @@ func TestSend(t *testing.T) {
 	}
 	policy, _ := sftpdial.ParsePolicy("loopback")
 	strict, _ := New(policy)
-	if out := strict.Send(ctx, r.url, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
+	if out := strict.Send(ctx, r.URL, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
 		t.Errorf("a sink the policy refuses: %+v", out)
 	}
 }
