@@ -2,6 +2,8 @@ package webui_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -107,7 +109,7 @@ func TestUIRightsAreNarrow(t *testing.T) {
 		"bind its tenant role in kube-system": uiKube.Create(ctx, bindTo("kube-system", webui.TenantRole)),
 		"bind its tenant role in default":     uiKube.Create(ctx, bindTo("default", webui.TenantRole)),
 		"grant its tenant role to everyone in an account namespace": uiKube.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: firstAccountNamespace(t), Name: "escalate"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: accountNamespace(t), Name: "escalate"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: webui.TenantRole},
 			Subjects:   everyone}),
 		// RBAC lets it bind a role whose rights it holds: its own here.
@@ -129,7 +131,7 @@ func TestUIRightsAreNarrow(t *testing.T) {
 func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := firstAccountNamespace(t)
+	ns := accountNamespace(t)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
 	must(t, k8s.Create(ctx, sa))
 	must(t, k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"},
@@ -200,16 +202,19 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 	}
 }
 
-// firstAccountNamespace signs an account up and returns its namespace, where
+// accountNamespace signs an account up and returns its namespace, where
 // the UI may bind its tenant role.
-func firstAccountNamespace(t *testing.T) string {
+func accountNamespace(t *testing.T) string {
 	t.Helper()
 	c := newClient(t)
 	c.signUp(t)
+	// The namespace of this account: another test's may have its quota
+	// spent.
+	sum := sha256.Sum256([]byte(c.email))
 	var list corev1.NamespaceList
-	must(t, k8s.List(context.Background(), &list, client.HasLabels{accounts.LabelAccount}))
-	if len(list.Items) == 0 {
-		t.Fatal("no account namespace")
+	must(t, k8s.List(context.Background(), &list, client.MatchingLabels{accounts.LabelAccount: "account-" + hex.EncodeToString(sum[:12])}))
+	if len(list.Items) != 1 {
+		t.Fatalf("%d namespaces for the account", len(list.Items))
 	}
 	return list.Items[0].Name
 }
