@@ -325,11 +325,12 @@ func TestWatchDeadLetters(t *testing.T) {
 		_, err := os.Stat(filepath.Join(tn.sshd.Dir, "failed", "a.csv"))
 		return err == nil
 	})
-	var got v1alpha1.SftpWatch
-	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
-	if got.Status.DeadLettered != 1 || got.Status.Failed < 2 {
-		t.Errorf("status %+v", got.Status)
-	}
+	// The status follows, written at most every WriteEvery.
+	eventually(t, "the status counts the dead-lettered event", func() bool {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		return got.Status.DeadLettered == 1 && got.Status.Failed >= 2
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
