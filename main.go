@@ -24,7 +24,7 @@ var subcommands = []struct {
 	{"manager", "run the controllers: SftpConnection tests and ApiKey tokens", controllers.RunManager},
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
 	{"webui", "serve the web UI: accounts, connections and API keys (webui add-account adds one)", webui.Run},
-	{"worker", "run the work apart from requests: SftpWatches, polled and their events delivered", worker.Run},
+	{"worker", "run the work apart from requests: SftpWatches and Transfers", worker.Run},
 }
 
 func usage() {

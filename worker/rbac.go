@@ -1,12 +1,13 @@
 package worker
 
-// The worker's rights. It watches SftpWatches and SftpConnections (its
-// cache), writes the watches' status and events about them, and reads
-// what a watch names when it needs it: the connection's Secret, a signing
-// Secret, a sink's Service or Knative object (never listed or watched).
+// The worker's rights. It watches SftpWatches, Transfers and
+// SftpConnections (its cache), writes the watches' and transfers' status
+// and events about them, and reads what they name when it needs it: the
+// connection's Secret, a signing Secret, a sink's Service or Knative
+// object (never listed or watched).
 
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;sftpconnections,verbs=get;list;watch
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status,verbs=patch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status;transfers/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
 // +kubebuilder:rbac:groups=eventing.knative.dev,resources=brokers,verbs=get
 // +kubebuilder:rbac:groups=messaging.knative.dev,resources=channels,verbs=get
@@ -15,7 +16,7 @@ package worker
 
 // In its own namespace only: the Leases that divide the work among its
 // replicas (package shard), and the ConfigMaps that keep the watches'
-// state (package statestore).
+// state and the transfers' plans (package statestore).
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=system
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete;deletecollection,namespace=system

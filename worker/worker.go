@@ -1,8 +1,9 @@
 // Package worker is "sftpgate worker": the component that does the work
 // that runs on its own, apart from requests. It polls the SftpWatches and
-// delivers their events (package watches); its replicas divide the work
-// among themselves through Leases (package shard), and keep its state in
-// ConfigMaps of their namespace (package statestore).
+// delivers their events (package watches), and runs the Transfers
+// (package transfers); its replicas divide the work among themselves
+// through Leases (package shard), and keep its state in ConfigMaps of
+// their namespace (package statestore).
 package worker
 
 import (
@@ -38,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/transfers"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
 
@@ -55,6 +57,7 @@ type Options struct {
 	// IdleTimeout closes SSH connections unused for this long.
 	IdleTimeout time.Duration
 	Limits      watches.Limits
+	Transfers   transfers.Limits
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
@@ -88,6 +91,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Limits.PollsPerNamespace, "max-polls-per-namespace", d.PollsPerNamespace, "Polls of one namespace's watches in flight on this replica.")
 	fs.DurationVar(&o.Limits.PollTimeout, "poll-timeout", d.PollTimeout,
 		"Longest a poll may take (and hold its slot): a folder that takes longer to list fails its poll.")
+	t := transfers.DefaultLimits()
+	o.Transfers = t
+	fs.IntVar(&o.Transfers.MaxRunningPerNamespace, "max-transfers-per-namespace", t.MaxRunningPerNamespace,
+		"Most transfers of one namespace that run at once; the newer ones are Queued.")
+	fs.IntVar(&o.Transfers.Streams, "max-transfer-streams", t.Streams, "Files copied at once on this replica.")
+	fs.IntVar(&o.Transfers.StreamsPerNamespace, "max-transfer-streams-per-namespace", t.StreamsPerNamespace,
+		"Files of one namespace's transfers copied at once on this replica.")
+	fs.IntVar(&o.Transfers.MaxFiles, "max-transfer-files", t.MaxFiles, "Most files one transfer copies; a larger source is TooManyFiles.")
+	fs.DurationVar(&o.Transfers.StallTimeout, "transfer-stall-timeout", t.StallTimeout,
+		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 }
@@ -153,6 +166,17 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
 	}
 	if err := mgr.Add(r); err != nil {
+		return nil, err
+	}
+	tr := &transfers.Runner{
+		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Transfers,
+		Recorder: r.Recorder,
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "transfer",
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer"},
+		SyncInterval: r.SyncInterval,
+	}
+	if err := mgr.Add(tr); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { pools.Run(ctx); return nil })); err != nil {

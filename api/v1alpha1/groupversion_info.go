@@ -1,6 +1,7 @@
 // Package v1alpha1 contains the sftpgate.dev/v1alpha1 API: SftpConnection,
-// one remote SFTP server the gateway serves under a slug, and ApiKey, a
-// bearer token for the gateway.
+// one remote SFTP server the gateway serves under a slug; ApiKey, a bearer
+// token for the gateway; SftpWatch, a watched folder that sends events;
+// Transfer and TransferSchedule, files copied between servers.
 // +kubebuilder:object:generate=true
 // +groupName=sftpgate.dev
 package v1alpha1
@@ -27,6 +28,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&SftpConnection{}, &SftpConnectionList{},
 		&ApiKey{}, &ApiKeyList{},
 		&SftpWatch{}, &SftpWatchList{},
+		&Transfer{}, &TransferList{},
+		&TransferSchedule{}, &TransferScheduleList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -327,4 +330,19 @@ type SftpConnectionList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SftpConnection `json:"items"`
+}
+
+// Unusable says why the worker cannot use c now (its test has not passed
+// for its current spec); "" when it can.
+func (c *SftpConnection) Unusable() string {
+	ready := meta.FindStatusCondition(c.Status.Conditions, ConditionReady)
+	switch {
+	case ready == nil || ready.ObservedGeneration != c.Generation:
+		return fmt.Sprintf("the connection %s is being tested", c.Name)
+	case ready.Status != metav1.ConditionTrue:
+		return fmt.Sprintf("the connection %s is not ready (%s): %s", c.Name, ready.Reason, ready.Message)
+	case c.Status.RootPath == "":
+		return fmt.Sprintf("the connection %s is being tested", c.Name)
+	}
+	return ""
 }

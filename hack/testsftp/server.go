@@ -8,6 +8,7 @@ package testsftp
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -49,6 +50,44 @@ func Tarpit(t testing.TB) *Server {
 		h.FileList = hangingLister{FileLister: h.FileList, released: released}
 		return h
 	})
+}
+
+// Corrupting starts a server that changes the first byte of every file
+// written from its start: a destination whose copies never match their
+// source.
+func Corrupting(t testing.TB) *Server {
+	t.Helper()
+	return start(t, func(h sftp.Handlers) sftp.Handlers {
+		h.FilePut = corruptingWriter{h.FilePut}
+		return h
+	})
+}
+
+type corruptingWriter struct{ sftp.FileWriter }
+
+func (c corruptingWriter) Filewrite(r *sftp.Request) (io.WriterAt, error) {
+	w, err := c.FileWriter.Filewrite(r)
+	if err != nil {
+		return nil, err
+	}
+	return corruptAt{w}, nil
+}
+
+type corruptAt struct{ io.WriterAt }
+
+func (c corruptAt) WriteAt(p []byte, off int64) (int, error) {
+	if off == 0 && len(p) > 0 {
+		p = append([]byte{p[0] ^ 0xff}, p[1:]...)
+	}
+	return c.WriterAt.WriteAt(p, off)
+}
+
+// Close closes the file written, as the request server would.
+func (c corruptAt) Close() error {
+	if closer, ok := c.WriterAt.(io.Closer); ok {
+		return closer.Close()
+	}
+	return nil
 }
 
 type hangingLister struct {

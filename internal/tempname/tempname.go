@@ -7,6 +7,8 @@ package tempname
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
 	"path"
 	"strings"
 )
@@ -23,6 +25,13 @@ const (
 // In is a new temporary name in dir.
 func In(dir string) string {
 	return path.Join(dir, Prefix+strings.ToLower(rand.Text()[:random])+suffix)
+}
+
+// For is the temporary name in dir that seed always gives: a transfer's
+// partial copy of a file, found again by whichever replica resumes it.
+func For(dir, seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return path.Join(dir, Prefix+strings.ToLower(base32.StdEncoding.EncodeToString(sum[:])[:random])+suffix)
 }
 
 // Is reports whether name (a base name) is a temporary name.

@@ -1,4 +1,4 @@
-package watches
+package deliver
 
 import (
 	"context"
@@ -14,17 +14,17 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
-// sinkError is a sink without an address: the reason a person reads.
-type sinkError struct{ msg string }
+// SinkError is a sink without an address: the reason a person reads.
+type SinkError struct{ msg string }
 
-func (e *sinkError) Error() string { return e.msg }
+func (e *SinkError) Error() string { return e.msg }
 
-// resolveSink returns d's address, as Knative resolves a Destination: its
+// Resolve returns d's address, as Knative resolves a Destination: its
 // uri as it is, or its ref's address with uri resolved against it. A ref
 // is a Service of the namespace (its cluster address, port 80) or an
 // object with status.address.url (a Knative Broker, Channel or Service).
 // It reads through c, uncached: only the objects asked about.
-func resolveSink(ctx context.Context, c client.Reader, namespace string, d v1alpha1.Destination) (string, error) {
+func Resolve(ctx context.Context, c client.Reader, namespace string, d v1alpha1.Destination) (string, error) {
 	var base *url.URL
 	if ref := d.Ref; ref != nil {
 		addr, err := refAddress(ctx, c, namespace, ref)
@@ -32,7 +32,7 @@ func resolveSink(ctx context.Context, c client.Reader, namespace string, d v1alp
 			return "", err
 		}
 		if base, err = url.Parse(addr); err != nil {
-			return "", &sinkError{fmt.Sprintf("%s %s has the address %q, which is not a URL", ref.Kind, ref.Name, addr)}
+			return "", &SinkError{fmt.Sprintf("%s %s has the address %q, which is not a URL", ref.Kind, ref.Name, addr)}
 		}
 	}
 	if d.URI == "" {
@@ -40,13 +40,13 @@ func resolveSink(ctx context.Context, c client.Reader, namespace string, d v1alp
 	}
 	u, err := url.Parse(d.URI)
 	if err != nil {
-		return "", &sinkError{fmt.Sprintf("the sink's uri %q is not a URL", d.URI)}
+		return "", &SinkError{fmt.Sprintf("the sink's uri %q is not a URL", d.URI)}
 	}
 	if base != nil {
 		u = base.ResolveReference(u)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", &sinkError{fmt.Sprintf("the sink's address %q is not an absolute http or https URL", u)}
+		return "", &SinkError{fmt.Sprintf("the sink's address %q is not an absolute http or https URL", u)}
 	}
 	return u.String(), nil
 }
@@ -68,7 +68,7 @@ func refAddress(ctx context.Context, c client.Reader, namespace string, ref *v1a
 	}
 	addr, _, _ := unstructured.NestedString(u.Object, "status", "address", "url")
 	if addr == "" {
-		return "", &sinkError{fmt.Sprintf("%s %s has no address yet (status.address.url)", ref.Kind, ref.Name)}
+		return "", &SinkError{fmt.Sprintf("%s %s has no address yet (status.address.url)", ref.Kind, ref.Name)}
 	}
 	return addr, nil
 }
@@ -78,11 +78,11 @@ func refAddress(ctx context.Context, c client.Reader, namespace string, ref *v1a
 func refError(ref *v1alpha1.KReference, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return &sinkError{fmt.Sprintf("there is no %s %s in this namespace", ref.Kind, ref.Name)}
+		return &SinkError{fmt.Sprintf("there is no %s %s in this namespace", ref.Kind, ref.Name)}
 	case meta.IsNoMatchError(err):
-		return &sinkError{fmt.Sprintf("the cluster has no kind %s in %s", ref.Kind, ref.APIVersion)}
+		return &SinkError{fmt.Sprintf("the cluster has no kind %s in %s", ref.Kind, ref.APIVersion)}
 	case apierrors.IsForbidden(err):
-		return &sinkError{fmt.Sprintf("the worker may not read %s %s: sinks may be Services or Knative Brokers, Channels and Services", ref.Kind, ref.Name)}
+		return &SinkError{fmt.Sprintf("the worker may not read %s %s: sinks may be Services or Knative Brokers, Channels and Services", ref.Kind, ref.Name)}
 	}
 	return err
 }

@@ -26,6 +26,11 @@ type Metrics struct {
 	DeliveryLatency prometheus.Histogram
 	// Dials counts new SSH connections by result, as the gateway's.
 	Dials *prometheus.CounterVec
+	// TransferBytes counts the bytes transfers wrote to destinations.
+	TransferBytes prometheus.Counter
+	// TransferFiles counts transfers' files by how they ended: done,
+	// skipped, failed; and retried (a try that failed).
+	TransferFiles *prometheus.CounterVec
 
 	registry *prometheus.Registry
 }
@@ -50,9 +55,15 @@ func New() *Metrics {
 		Dials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sftpgate_worker_dials_total", Help: "New SSH connections to SFTP servers, by result (ok, the reason of the failure, or Cancelled).",
 		}, []string{"result"}),
+		TransferBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sftpgate_worker_transfer_bytes_total", Help: "Bytes transfers wrote to their destinations.",
+		}),
+		TransferFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_transfer_files_total", Help: "Transfers' files by how they ended: done, skipped, failed; retried counts failed tries.",
+		}, []string{"result"}),
 		registry: prometheus.NewRegistry(),
 	}
-	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials,
+	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -76,11 +76,10 @@ type watcher struct {
 
 // settings are a watch's spec, read and checked.
 type settings struct {
-	interval, minAge, backoffDelay, timeout time.Duration
-	retry                                   int32
-	filter                                  watch.Filter
-	report                                  map[v1alpha1.WatchEvent]bool
-	signing                                 deliver.Signing
+	interval, minAge time.Duration
+	filter           watch.Filter
+	report           map[v1alpha1.WatchEvent]bool
+	delivery         deliver.Settings
 }
 
 func (w *watcher) run(ctx context.Context) {
@@ -129,11 +128,11 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		f.connection = fmt.Sprintf("there is no SftpConnection %s in this namespace", wt.Spec.ConnectionRef.Name)
 		return idle
 	}
-	if why := notReady(&conn); why != "" {
+	if why := conn.Unusable(); why != "" {
 		f.connection = why
 		return idle
 	}
-	sink, err := resolveSink(ctx, w.r.Client, wt.Namespace, wt.Spec.Sink)
+	sink, err := deliver.Resolve(ctx, w.r.Client, wt.Namespace, wt.Spec.Sink)
 	if err != nil {
 		f.sink = err.Error()
 		return idle
@@ -141,7 +140,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	w.sinkURI = sink
 	deadLetter := ""
 	if dls := wt.Spec.Delivery.DeadLetterSink; dls != nil {
-		if deadLetter, err = resolveSink(ctx, w.r.Client, wt.Namespace, *dls); err != nil {
+		if deadLetter, err = deliver.Resolve(ctx, w.r.Client, wt.Namespace, *dls); err != nil {
 			f.sink = "the dead-letter sink: " + err.Error()
 			return idle
 		}
@@ -175,7 +174,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 // readSettings reads and checks what the API server's validation could
 // not: globs, durations, the signing Secret.
 func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) (settings, error) {
-	s := settings{interval: 30 * time.Second, minAge: 10 * time.Second, retry: 5, backoffDelay: time.Second, timeout: 10 * time.Second,
+	s := settings{interval: 30 * time.Second, minAge: 10 * time.Second,
 		filter: watch.Filter{Include: wt.Spec.Include, Exclude: wt.Spec.Exclude}, report: map[v1alpha1.WatchEvent]bool{}}
 	if d := wt.Spec.PollInterval; d != nil && d.Duration >= 5*time.Second {
 		s.interval = d.Duration
@@ -193,23 +192,9 @@ func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) 
 	for _, e := range events {
 		s.report[e] = true
 	}
-	d := wt.Spec.Delivery
-	if d.Retry != nil {
-		s.retry = *d.Retry
-	}
 	var err error
-	if d.BackoffDelay != "" {
-		if s.backoffDelay, err = deliver.ParseDuration(d.BackoffDelay); err != nil {
-			return s, fmt.Errorf("delivery.backoffDelay: %w", err)
-		}
-	}
-	if d.Timeout != "" {
-		if s.timeout, err = deliver.ParseDuration(d.Timeout); err != nil {
-			return s, fmt.Errorf("delivery.timeout: %w", err)
-		}
-		if s.timeout <= 0 || s.timeout > deliver.MaxTimeout {
-			return s, fmt.Errorf("delivery.timeout: %s is not between 0 and %s", d.Timeout, deliver.MaxTimeout)
-		}
+	if s.delivery, err = deliver.ReadSettings(ctx, c, wt.Namespace, wt.Spec.Delivery, wt.Spec.SigningSecretRef); err != nil {
+		return s, err
 	}
 	a := wt.Spec.AfterDelivery
 	for _, folder := range []string{a.MoveTo, a.FailedTo} {
@@ -217,30 +202,7 @@ func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) 
 			return s, fmt.Errorf("afterDelivery: %s is inside the watched folder %s, where a moved file would be reported again", folder, wt.Spec.Path)
 		}
 	}
-	if ref := wt.Spec.SigningSecretRef; ref != nil {
-		var secret corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: wt.Namespace, Name: ref.Name}, &secret); err != nil {
-			return s, fmt.Errorf("the signing Secret %s cannot be read: %w", ref.Name, client.IgnoreNotFound(err))
-		}
-		if s.signing, err = deliver.ParseSigning(string(secret.Data["secret"])); err != nil {
-			return s, fmt.Errorf("the signing Secret %s: %w", ref.Name, err)
-		}
-	}
 	return s, nil
-}
-
-// notReady says why conn cannot be polled now; "" when it can.
-func notReady(conn *v1alpha1.SftpConnection) string {
-	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	switch {
-	case c == nil || c.ObservedGeneration != conn.Generation:
-		return fmt.Sprintf("the connection %s is being tested", conn.Name)
-	case c.Status != metav1.ConditionTrue:
-		return fmt.Sprintf("the connection %s is not ready (%s): %s", conn.Name, c.Reason, c.Message)
-	case conn.Status.RootPath == "":
-		return fmt.Sprintf("the connection %s is being tested", conn.Name)
-	}
-	return ""
 }
 
 // specKey identifies what the listing depends on.
@@ -387,7 +349,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 			slog.Error("making an event", "error", err)
 			return
 		}
-		out := w.r.Sender.Send(ctx, sink, ce, set.timeout, set.signing)
+		out := w.r.Sender.Send(ctx, sink, ce, set.delivery.Timeout, set.delivery.Signing)
 		if out.Delivered {
 			w.r.Metrics.Events.WithLabelValues("delivered").Inc()
 			w.r.Metrics.DeliveryLatency.Observe(time.Since(head.Observed).Seconds())
@@ -405,10 +367,10 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		w.state.Failed++
 		w.dirty = true
 		w.lastErr = out.Err.Error()
-		exhausted := !out.Retry || head.Attempts > set.retry
+		exhausted := !out.Retry || head.Attempts > set.delivery.Retry
 		switch {
 		case exhausted && deadLetter != "":
-			if dl := w.r.Sender.Send(ctx, deadLetter, ce, set.timeout, set.signing); dl.Delivered {
+			if dl := w.r.Sender.Send(ctx, deadLetter, ce, set.delivery.Timeout, set.delivery.Signing); dl.Delivered {
 				w.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
 				w.state.DeadLettered++
 				w.finish(ctx, wt, conn, *head, false)
@@ -424,7 +386,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		default:
 			w.failing, w.unreachable = out.Err.Error(), out.Status == 0
 		}
-		w.nextTry = time.Now().Add(deliver.Backoff(wt.Spec.Delivery.BackoffPolicy, set.backoffDelay, head.Attempts))
+		w.nextTry = time.Now().Add(deliver.Backoff(set.delivery.Policy, set.delivery.Delay, head.Attempts))
 		return
 	}
 	w.nextTry = time.Time{}

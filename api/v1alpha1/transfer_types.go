@@ -1,0 +1,376 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TransferMode says whether the source files stay.
+// +kubebuilder:validation:Enum=Copy;Move
+type TransferMode string
+
+// What becomes of the source files.
+const (
+	// TransferCopy leaves the source files.
+	TransferCopy TransferMode = "Copy"
+	// TransferMove removes each source file once its copy is complete and
+	// verified at the destination.
+	TransferMove TransferMode = "Move"
+)
+
+// OverwritePolicy says what a transfer does with a file already at the
+// destination.
+// +kubebuilder:validation:Enum=Never;IfDifferent;Always
+type OverwritePolicy string
+
+// What becomes of a file already at the destination.
+const (
+	// OverwriteNever leaves it, and skips the source file.
+	OverwriteNever OverwritePolicy = "Never"
+	// OverwriteIfDifferent replaces it when its size or modification time
+	// differs from the source file's; otherwise the file is skipped.
+	OverwriteIfDifferent OverwritePolicy = "IfDifferent"
+	// OverwriteAlways replaces it.
+	OverwriteAlways OverwritePolicy = "Always"
+)
+
+// VerifyMethod is how a copy is checked before it takes the target's
+// name.
+// +kubebuilder:validation:Enum=Size;SHA256
+type VerifyMethod string
+
+// How a copy is checked.
+const (
+	// VerifySize compares the sizes.
+	VerifySize VerifyMethod = "Size"
+	// VerifySHA256 reads both files and compares their SHA-256 digests.
+	VerifySHA256 VerifyMethod = "SHA256"
+)
+
+// Reasons of a Transfer's conditions (with ConnectionNotReady,
+// InvalidSpec).
+const (
+	// ReasonQueued: the transfer waits for its namespace's running
+	// transfers to finish (the worker's per-namespace cap).
+	ReasonQueued = "Queued"
+	// ReasonTransferring: files are being copied.
+	ReasonTransferring = "Transferring"
+	// ReasonRetrying: some files failed and wait for their next try.
+	ReasonRetrying = "Retrying"
+	// ReasonSucceeded: every file is at the destination, verified (or
+	// skipped as the overwrite policy says).
+	ReasonSucceeded = "Succeeded"
+	// ReasonSourceNotFound: the source path is not on the server.
+	ReasonSourceNotFound = "SourceNotFound"
+	// ReasonPermissionDenied: a server refused a read or a write.
+	ReasonPermissionDenied = "PermissionDenied"
+	// ReasonDestinationFull: the destination server ran out of space or
+	// quota.
+	ReasonDestinationFull = "DestinationFull"
+	// ReasonVerificationFailed: a copy did not match its source on every
+	// try.
+	ReasonVerificationFailed = "VerificationFailed"
+	// ReasonFilesFailed: some files failed every try, for other reasons
+	// (the status lists them).
+	ReasonFilesFailed = "FilesFailed"
+	// ReasonTooManyFiles: the source holds more files than a transfer may
+	// copy.
+	ReasonTooManyFiles = "TooManyFiles"
+)
+
+// TransferSource is the files a transfer copies: one path (a file, or a
+// folder whose files are copied), or a list of files.
+// +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.paths)",message="give either path or paths"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || (!has(self.include) && !has(self.exclude) && !self.recursive)",message="include, exclude and recursive apply to a folder path, not to paths"
+type TransferSource struct {
+	// ConnectionRef names the SftpConnection, of this namespace, that the
+	// files are read from.
+	ConnectionRef ConnectionReference `json:"connectionRef"`
+
+	// Path is a file, or a folder whose files (filtered by include and
+	// exclude, and below it with recursive) are copied.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.split('/').exists(p, p == '..' || p == '.')",message="must be an absolute path without . or .. parts"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Paths lists files to copy, each to the destination folder under its
+	// own name (two with the same name are refused).
+	// +kubebuilder:validation:MinItems=1
+	// Each is an absolute path without . or .. parts.
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))+$`
+	// +optional
+	Paths []string `json:"paths,omitempty"`
+
+	// Recursive copies the files of the folders below a folder path too,
+	// down to maxDepth, keeping their relative paths.
+	// +optional
+	Recursive bool `json:"recursive,omitempty"`
+
+	// MaxDepth is how many levels of folders below path a recursive
+	// transfer reads.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	// +kubebuilder:default=8
+	// +optional
+	MaxDepth int32 `json:"maxDepth,omitempty"`
+
+	// Include lists glob patterns (as Go's path.Match: *, ?, [a-z]) of the
+	// files of a folder path copied, matched against a file's name and its
+	// path below the folder; empty copies every file.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +optional
+	Include []string `json:"include,omitempty"`
+
+	// Exclude lists glob patterns of files never copied, matched as
+	// include's. sftpgate's own temporary files are never copied either
+	// way.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// TransferDestination is the folder files are copied into.
+type TransferDestination struct {
+	// ConnectionRef names the SftpConnection, of this namespace, that the
+	// files are written to. It may be the source's.
+	ConnectionRef ConnectionReference `json:"connectionRef"`
+
+	// Path is the folder the files are written to (made if missing).
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.split('/').exists(p, p == '..' || p == '.')",message="must be an absolute folder without . or .. parts"
+	Path string `json:"path"`
+}
+
+// TransferRetry is how often a file that failed is tried again.
+type TransferRetry struct {
+	// Limit is how many more times a failed file is tried.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	// +kubebuilder:default=3
+	// +optional
+	Limit *int32 `json:"limit,omitempty"`
+
+	// Backoff is the wait before the first retry; it doubles with each
+	// further one, up to ten minutes.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be between 1s and 1h"
+	// +optional
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+}
+
+// TransferSpec is a batch of files to copy or move between two servers.
+type TransferSpec struct {
+	// Source is the files copied.
+	Source TransferSource `json:"source"`
+
+	// Destination is the folder they are written to.
+	Destination TransferDestination `json:"destination"`
+
+	// Mode: Copy leaves the source files; Move removes each once its copy
+	// is complete and verified.
+	// +kubebuilder:default=Copy
+	// +optional
+	Mode TransferMode `json:"mode,omitempty"`
+
+	// Overwrite says what becomes of a file already at the destination:
+	// Never skips it, IfDifferent replaces it when its size or
+	// modification time differs, Always replaces it.
+	// +kubebuilder:default=Never
+	// +optional
+	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
+
+	// Verify is how each copy is checked before it takes its name: Size,
+	// or SHA256 (reading both files).
+	// +kubebuilder:default=Size
+	// +optional
+	Verify VerifyMethod `json:"verify,omitempty"`
+
+	// Parallelism is how many files are copied at once (the worker's
+	// per-namespace cap may allow fewer).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	// +kubebuilder:default=4
+	// +optional
+	Parallelism int32 `json:"parallelism,omitempty"`
+
+	// Retry is how often a file that failed is tried again.
+	// +kubebuilder:default={}
+	// +optional
+	Retry TransferRetry `json:"retry,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the Transfer this long after it
+	// finished (succeeded or stalled); unset keeps it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// Sink, when set, gets a CloudEvent when the transfer finishes:
+	// dev.sftpgate.transfer.succeeded or dev.sftpgate.transfer.failed.
+	// +optional
+	Sink *Destination `json:"sink,omitempty"`
+
+	// Delivery is how the finishing event is retried.
+	// +kubebuilder:default={}
+	// +optional
+	Delivery DeliverySpec `json:"delivery,omitempty"`
+
+	// SigningSecretRef names a Secret of this namespace whose key "secret"
+	// signs the event as SftpWatch's does.
+	// +optional
+	SigningSecretRef *LocalSecretReference `json:"signingSecretRef,omitempty"`
+}
+
+// TransferFileCounts counts a transfer's files.
+type TransferFileCounts struct {
+	// Total is how many files the transfer copies.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// Done is how many are at the destination, verified.
+	// +optional
+	Done int32 `json:"done,omitempty"`
+	// Skipped is how many were left as the overwrite policy says.
+	// +optional
+	Skipped int32 `json:"skipped,omitempty"`
+	// Failed is how many failed every try.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+}
+
+// TransferByteCounts counts a transfer's bytes.
+type TransferByteCounts struct {
+	// Total is the size of the files to copy.
+	// +optional
+	Total int64 `json:"total,omitempty"`
+	// Done is the bytes of the files done, and of the parts of files under
+	// way that are at the destination.
+	// +optional
+	Done int64 `json:"done,omitempty"`
+}
+
+// TransferFailure is a file that failed every try.
+type TransferFailure struct {
+	// Path is the source file, below the source path.
+	Path string `json:"path"`
+	// Reason is the failure's kind, such as PermissionDenied.
+	Reason string `json:"reason"`
+	// Message says what happened.
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message"`
+}
+
+// MaxTransferFailures is how many failed files a Transfer's status lists;
+// moreFailures counts the rest.
+const MaxTransferFailures = 20
+
+// TransferStatus is what the worker did with the transfer so far.
+type TransferStatus struct {
+	// Conditions: Ready, Reconciling and Stalled, as kstatus reads them.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation of the spec the status
+	// describes; -1 until a worker has seen the transfer.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Worker names the worker replica that runs the transfer.
+	// +optional
+	Worker string `json:"worker,omitempty"`
+
+	// StartTime is when a worker started the transfer.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when it finished: succeeded or stalled.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Files counts the files.
+	// +optional
+	Files TransferFileCounts `json:"files,omitempty"`
+
+	// Bytes counts the bytes.
+	// +optional
+	Bytes TransferByteCounts `json:"bytes,omitempty"`
+
+	// Progress is files done of the total and the share of bytes, for
+	// kubectl get.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+
+	// BytesPerSecond is the current rate.
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+
+	// Failures lists the files that failed every try, the first
+	// MaxTransferFailures of them.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Failures []TransferFailure `json:"failures,omitempty"`
+
+	// MoreFailures counts the failed files beyond those listed.
+	// +optional
+	MoreFailures int32 `json:"moreFailures,omitempty"`
+
+	// SinkURI is where the finishing event goes: spec.sink resolved.
+	// +optional
+	SinkURI string `json:"sinkURI,omitempty"`
+
+	// EventDelivered says that the sink took the finishing event.
+	// +optional
+	EventDelivered bool `json:"eventDelivered,omitempty"`
+
+	// LastError is the last failure, for people.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Transfer copies or moves files from one SftpConnection's server to
+// another's (or within one), as a worker replica runs it: each file is
+// written under a temporary name, verified, then renamed into place, and a
+// transfer cut off resumes where it stopped.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sftpt,categories=sftpgate
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.connectionRef.name`
+// +kubebuilder:printcolumn:name="Destination",type=string,JSONPath=`.spec.destination.connectionRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.files.failed`,priority=1
+// +kubebuilder:printcolumn:name="Rate",type=integer,JSONPath=`.status.bytesPerSecond`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Transfer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec cannot change once made: a new batch is a new Transfer.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Transfer's spec cannot change; create another Transfer"
+	// +required
+	Spec TransferSpec `json:"spec"`
+	// +kubebuilder:default={"observedGeneration":-1}
+	// +optional
+	Status TransferStatus `json:"status,omitempty"`
+}
+
+// GetConditions gives the shared status code the conditions.
+func (t *Transfer) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }
+
+// Finished reports whether the transfer succeeded or stalled for good.
+func (t *Transfer) Finished() bool { return t.Status.CompletionTime != nil }
+
+// +kubebuilder:object:root=true
+
+// TransferList is a list of Transfers.
+type TransferList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Transfer `json:"items"`
+}

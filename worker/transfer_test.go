@@ -1,0 +1,338 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/testproxy"
+	"github.com/sftpgate/sftpgate/hack/testsftp"
+	"github.com/sftpgate/sftpgate/hack/testsink"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+// server is an SFTP server a test transfers to or from: where it keeps
+// its files, and how to reach it.
+type server struct {
+	dir                   string
+	host                  string
+	port                  int32
+	user, password, hostK string
+	// uid and gid own what the test makes in dir (the sshd's user).
+	uid, gid int
+}
+
+func sshdServer(s *testsshd.Server) server {
+	return server{dir: s.Dir, host: s.Host, port: s.Port, user: testsshd.User, password: s.Password, hostK: s.HostKeyLine, uid: s.UID, gid: s.GID}
+}
+
+func inProcessServer(s *testsftp.Server) server {
+	return server{dir: s.Dir, host: s.Host, port: s.Port, user: s.User, password: s.Password, hostK: s.HostKeyLine(), uid: os.Getuid(), gid: os.Getgid()}
+}
+
+// via is srv reached through p.
+func (s server) via(p *testproxy.Proxy) server {
+	s.host, s.port = p.Host, p.Port
+	return s
+}
+
+// file writes content at rel below the server's root, owned by its user.
+func (s server) file(t *testing.T, rel string, content []byte) {
+	t.Helper()
+	p := filepath.Join(s.dir, rel)
+	dir := s.dir
+	for _, part := range strings.Split(filepath.Dir(rel), "/") {
+		if dir = filepath.Join(dir, part); os.Mkdir(dir, 0o755) == nil {
+			must(t, os.Chown(dir, s.uid, s.gid))
+		}
+	}
+	must(t, os.WriteFile(p, content, 0o644))
+	must(t, os.Chown(p, s.uid, s.gid))
+}
+
+func (s server) read(t *testing.T, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, rel))
+	must(t, err)
+	return b
+}
+
+func (s server) has(rel string) bool {
+	_, err := os.Stat(filepath.Join(s.dir, rel))
+	return err == nil
+}
+
+// transferNamespace is a namespace with a Ready connection for each of
+// servers, named by the map's keys.
+func transferNamespace(t *testing.T, servers map[string]server) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "transfer-"}}
+	must(t, k8s.Create(ctx, ns))
+	for name, s := range servers {
+		must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
+			StringData: map[string]string{v1alpha1.SecretKeyPassword: s.password}}))
+		conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
+			Host: s.host, Port: s.port, Username: s.user, Slug: name + "-" + ns.Name,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: name}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{s.hostK}}}}
+		if s.user == testsshd.User {
+			conn.Spec.RootPath = s.dir
+		}
+		must(t, k8s.Create(ctx, conn))
+		eventually(t, "the connection "+name+" is Ready", func() bool {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+			return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady)
+		})
+	}
+	return ns.Name
+}
+
+// transfer makes a Transfer in ns from src's path to dst's /out.
+func transfer(t *testing.T, ns, name, path string, mutate ...func(*v1alpha1.TransferSpec)) *v1alpha1.Transfer {
+	t.Helper()
+	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
+		Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
+		Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/out"},
+		Retry:       v1alpha1.TransferRetry{Backoff: &metav1.Duration{Duration: 1e9}}}}
+	for _, m := range mutate {
+		m(&tr.Spec)
+	}
+	must(t, k8s.Create(context.Background(), tr))
+	return tr
+}
+
+// finished waits until tr finished and returns it.
+func finished(t *testing.T, tr *v1alpha1.Transfer) *v1alpha1.Transfer {
+	t.Helper()
+	var got v1alpha1.Transfer
+	eventually(t, tr.Name+" finishes", func() bool {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(tr), &got))
+		return got.Status.CompletionTime != nil
+	})
+	return &got
+}
+
+func readyReason(tr *v1alpha1.Transfer) string {
+	if c := meta.FindStatusCondition(tr.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return string(c.Status) + "/" + c.Reason
+	}
+	return ""
+}
+
+func random(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// TestTransfer: one file, many files and a tree go from one sshd to
+// another, whole and identical, under a temporary name first; Move removes
+// the sources once their copies are in place; the sink gets one event
+// when it finishes.
+func TestTransfer(t *testing.T) {
+	t.Parallel()
+	src, dst := sshdServer(testsshd.Start(t)), sshdServer(testsshd.Start(t))
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	sink := testsink.Start(t)
+	startWorker(t)
+	big := random(t, 5<<20)
+	src.file(t, "one/big.bin", big)
+	for i := range 50 {
+		src.file(t, fmt.Sprintf("many/f%02d.csv", i), []byte(fmt.Sprint(i)))
+	}
+	src.file(t, "tree/a.txt", []byte("a"))
+	src.file(t, "tree/sub/b.txt", []byte("b"))
+	src.file(t, "tree/sub/deeper/c.txt", []byte("c"))
+	src.file(t, "tree/sub/skip.part", []byte("partial"))
+
+	one := transfer(t, ns, "one", "/one/big.bin", func(s *v1alpha1.TransferSpec) {
+		s.Verify = v1alpha1.VerifySHA256
+		s.Sink = &v1alpha1.Destination{URI: sink.URL}
+	})
+	many := transfer(t, ns, "many", "/many", func(s *v1alpha1.TransferSpec) { s.Parallelism = 8 })
+	tree := transfer(t, ns, "tree", "/tree", func(s *v1alpha1.TransferSpec) {
+		s.Source.Recursive, s.Source.Exclude = true, []string{"*.part"}
+		s.Destination.Path = "/archive"
+		s.Mode = v1alpha1.TransferMove
+	})
+	got := finished(t, one)
+	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 1 || got.Status.Bytes.Done != int64(len(big)) || !got.Status.EventDelivered {
+		t.Errorf("one: %s %+v", readyReason(got), got.Status)
+	}
+	if !bytes.Equal(dst.read(t, "out/big.bin"), big) {
+		t.Error("the copy differs from its source")
+	}
+	got = finished(t, many)
+	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 50 || got.Status.Progress != "50/50 files, 100%" {
+		t.Errorf("many: %s %+v", readyReason(got), got.Status)
+	}
+	for i := range 50 {
+		if string(dst.read(t, fmt.Sprintf("out/f%02d.csv", i))) != fmt.Sprint(i) {
+			t.Errorf("f%02d.csv differs", i)
+		}
+	}
+	got = finished(t, tree)
+	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 3 {
+		t.Errorf("tree: %s %+v", readyReason(got), got.Status)
+	}
+	for _, rel := range []string{"a.txt", "sub/b.txt", "sub/deeper/c.txt"} {
+		if !dst.has("archive/"+rel) || src.has("tree/"+rel) {
+			t.Errorf("%s: moved %v, left at the source %v", rel, dst.has("archive/"+rel), src.has("tree/"+rel))
+		}
+	}
+	if dst.has("archive/sub/skip.part") || !src.has("tree/sub/skip.part") {
+		t.Error("an excluded file was moved")
+	}
+	for _, dir := range []string{"out", "archive", "archive/sub"} {
+		entries, err := os.ReadDir(filepath.Join(dst.dir, dir))
+		must(t, err)
+		for _, e := range entries {
+			if tempname.Is(e.Name()) {
+				t.Errorf("a temporary file is left: %s/%s", dir, e.Name())
+			}
+		}
+	}
+	if got := sink.Subjects(); !slices.Equal(got, []string{"dev.sftpgate.transfer.succeeded one"}) {
+		t.Errorf("events %v", got)
+	}
+}
+
+// TestTransferOverwrite: a file already at the destination is left,
+// replaced when different, or replaced, as the policy says; one that is
+// the source's copy already is done without being sent.
+func TestTransferOverwrite(t *testing.T) {
+	t.Parallel()
+	src, dst := sshdServer(testsshd.Start(t)), sshdServer(testsshd.Start(t))
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	startWorker(t)
+	for _, policy := range []v1alpha1.OverwritePolicy{v1alpha1.OverwriteNever, v1alpha1.OverwriteIfDifferent, v1alpha1.OverwriteAlways} {
+		dir := strings.ToLower(string(policy))
+		src.file(t, dir+"/new.txt", []byte("new"))
+		src.file(t, dir+"/other.txt", []byte("source"))
+		dst.file(t, "out/"+dir+"/other.txt", []byte("what was there"))
+	}
+	want := map[v1alpha1.OverwritePolicy]struct {
+		other         string
+		done, skipped int32
+	}{
+		v1alpha1.OverwriteNever:       {"what was there", 1, 1},
+		v1alpha1.OverwriteIfDifferent: {"source", 2, 0},
+		v1alpha1.OverwriteAlways:      {"source", 2, 0},
+	}
+	for policy, w := range want {
+		dir := strings.ToLower(string(policy))
+		got := finished(t, transfer(t, ns, dir, "/"+dir, func(s *v1alpha1.TransferSpec) {
+			s.Overwrite, s.Destination.Path = policy, "/out/"+dir
+		}))
+		if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != w.done || got.Status.Files.Skipped != w.skipped {
+			t.Errorf("%s: %s %+v", policy, readyReason(got), got.Status.Files)
+		}
+		if other := string(dst.read(t, "out/"+dir+"/other.txt")); other != w.other || string(dst.read(t, "out/"+dir+"/new.txt")) != "new" {
+			t.Errorf("%s: other.txt holds %q", policy, other)
+		}
+	}
+	// Again with IfDifferent: every file is the source's copy already.
+	got := finished(t, transfer(t, ns, "again", "/ifdifferent", func(s *v1alpha1.TransferSpec) {
+		s.Overwrite, s.Destination.Path = v1alpha1.OverwriteIfDifferent, "/out/ifdifferent"
+	}))
+	if got.Status.Files.Done != 2 || got.Status.Files.Skipped != 0 {
+		t.Errorf("again: %+v", got.Status.Files)
+	}
+}
+
+// TestTransferVerificationFails: SHA256 verification catches a destination
+// that corrupts what it is sent; the file is tried again as the retry
+// policy says, never renamed into place, and the transfer ends Stalled
+// with VerificationFailed, its failure listed, and a failed event.
+func TestTransferVerificationFails(t *testing.T) {
+	t.Parallel()
+	src := sshdServer(testsshd.Start(t))
+	dst := inProcessServer(testsftp.Corrupting(t))
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	sink := testsink.Start(t)
+	startWorker(t)
+	src.file(t, "in/report.csv", []byte("a,b\n1,2\n"))
+	got := finished(t, transfer(t, ns, "corrupt", "/in/report.csv", func(s *v1alpha1.TransferSpec) {
+		s.Verify = v1alpha1.VerifySHA256
+		s.Retry.Limit = ptr(int32(1))
+		s.Sink = &v1alpha1.Destination{URI: sink.URL}
+	}))
+	stalled := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled)
+	if readyReason(got) != "False/VerificationFailed" || stalled == nil || got.Status.Files.Failed != 1 ||
+		len(got.Status.Failures) != 1 || got.Status.Failures[0].Path != "/in/report.csv" {
+		t.Errorf("%s %+v", readyReason(got), got.Status)
+	}
+	if dst.has("out/report.csv") {
+		t.Error("a copy that failed verification took its name")
+	}
+	if got := sink.Subjects(); !slices.Equal(got, []string{"dev.sftpgate.transfer.failed corrupt"}) {
+		t.Errorf("events %v", got)
+	}
+}
+
+// TestTransferSourceNotFound: a source that is not there ends the
+// transfer Stalled with SourceNotFound, at once.
+func TestTransferSourceNotFound(t *testing.T) {
+	t.Parallel()
+	src, dst := sshdServer(testsshd.Start(t)), inProcessServer(testsftp.Start(t))
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	startWorker(t)
+	got := finished(t, transfer(t, ns, "missing", "/nowhere"))
+	if readyReason(got) != "False/SourceNotFound" || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionStalled) {
+		t.Errorf("%s %+v", readyReason(got), got.Status.Conditions)
+	}
+}
+
+// TestTransferSurvivesSSHDRestarts: the destination's sshd restarted in
+// the middle of a file: the copy goes on from what the destination holds,
+// and the file lands whole.
+func TestTransferSurvivesSSHDRestarts(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", sshd.Host, sshd.Port))
+	src, dst := inProcessServer(testsftp.Start(t)), sshdServer(sshd).via(proxy)
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	startWorker(t)
+	data := random(t, 16<<20)
+	src.file(t, "in/big.bin", data)
+	proxy.Limit(4 << 20)
+	tr := transfer(t, ns, "restarted", "/in/big.bin")
+	eventually(t, "the copy is under way", func() bool { return partialSize(dst.dir, "out") > 2<<20 })
+	sshd.Restart(t)
+	proxy.Limit(0)
+	got := finished(t, tr)
+	if readyReason(got) != "True/Succeeded" || !bytes.Equal(dst.read(t, "out/big.bin"), data) {
+		t.Errorf("%s %+v", readyReason(got), got.Status)
+	}
+	if sent := proxy.Sent(); sent > int64(len(data))*13/10 {
+		t.Errorf("%d bytes sent for a file of %d: the copy started over", sent, len(data))
+	}
+}
+
+// partialSize is the size of the temporary file in dir (below root), or 0.
+func partialSize(root, dir string) int64 {
+	entries, _ := os.ReadDir(filepath.Join(root, dir))
+	for _, e := range entries {
+		if tempname.Is(e.Name()) {
+			if fi, err := e.Info(); err == nil {
+				return fi.Size()
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,480 @@
+package transfers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkg/sftp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/transfer"
+)
+
+// run runs one transfer: it lists the source into a plan (or loads the
+// plan an earlier run stored), copies the files, then reports the end.
+type run struct {
+	r      *Runner
+	uid    types.UID
+	key    client.ObjectKey
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+	// queued: the namespace runs as many transfers as it may, and this
+	// one is not among the oldest.
+	queued atomic.Bool
+
+	// mu guards plan, dirty and the fields below it while files are
+	// copied.
+	mu      sync.Mutex
+	plan    *transfer.Plan // nil until listed or loaded
+	version statestore.Version
+	// resumed: the plan was stored by an earlier run.
+	resumed bool
+	dirty   bool
+	// moving is the bytes written of the files under way.
+	moving   map[int]*atomic.Int64
+	retrying string
+	lastErr  string
+
+	lastSave, lastStatus time.Time
+	// rateBytes and rateAt are the bytes done at the last status write.
+	rateBytes int64
+	rateAt    time.Time
+	rate      int64
+	made      transfer.Folders
+}
+
+// idle is how long a run that cannot work waits before it looks again.
+const idle = 10 * time.Second
+
+func (t *run) run(ctx context.Context) {
+	defer close(t.done)
+	for {
+		wait, ended := t.step(ctx)
+		if ended {
+			return
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			t.save(context.WithoutCancel(ctx), true)
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// step does what the transfer needs now: it returns when every file ended
+// and the end is reported (ended), or when it must wait.
+func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
+	defer recovery.Log("a transfer")
+	var tr v1alpha1.Transfer
+	if err := t.r.Cache.Get(ctx, t.key, &tr); err != nil || tr.UID != t.uid {
+		return idle, false // gone: the next sync stops this run
+	}
+	if tr.Finished() {
+		return 0, true
+	}
+	f := facts{}
+	if t.queued.Load() {
+		f.queued = fmt.Sprintf("the namespace runs %d transfers, the most it may; this one starts when one of them ends", t.r.Limits.MaxRunningPerNamespace)
+		t.report(ctx, f)
+		return idle, false
+	}
+	src, dst, why := t.connections(ctx, &tr)
+	if why != "" {
+		f.connection = why
+		t.report(ctx, f)
+		return idle, false
+	}
+	if t.plan == nil {
+		if wait, ok := t.load(ctx, &tr, src); !ok {
+			t.report(ctx, t.facts())
+			return wait, false
+		}
+	}
+	if t.plan.Outcome == "" {
+		t.copyAll(ctx, &tr, src, dst)
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		t.mu.Lock()
+		if t.plan.Finished() {
+			t.plan.Outcome, t.plan.Message = outcome(t.plan)
+			t.dirty = true
+		}
+		t.mu.Unlock()
+		t.save(ctx, true)
+	}
+	if t.plan.Outcome == "" {
+		t.report(ctx, t.facts())
+		return time.Second, false
+	}
+	return idle, t.finish(ctx, &tr)
+}
+
+// connections reads the transfer's two connections; why says why one
+// cannot be used now.
+func (t *run) connections(ctx context.Context, tr *v1alpha1.Transfer) (src, dst *v1alpha1.SftpConnection, why string) {
+	get := func(name string) (*v1alpha1.SftpConnection, string) {
+		var c v1alpha1.SftpConnection
+		if err := t.r.Cache.Get(ctx, client.ObjectKey{Namespace: tr.Namespace, Name: name}, &c); err != nil {
+			return nil, fmt.Sprintf("there is no SftpConnection %s in this namespace", name)
+		}
+		return &c, c.Unusable()
+	}
+	if src, why = get(tr.Spec.Source.ConnectionRef.Name); why != "" {
+		return nil, nil, why
+	}
+	if dst, why = get(tr.Spec.Destination.ConnectionRef.Name); why != "" {
+		return nil, nil, why
+	}
+	return src, dst, ""
+}
+
+// load reads the plan an earlier run stored, or lists the source and
+// stores the plan before any file is copied.
+func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.SftpConnection) (time.Duration, bool) {
+	blob, v, err := t.r.States.Load(ctx, string(t.uid))
+	if err != nil {
+		t.retrying = "reading the transfer's plan: " + err.Error()
+		return idle, false
+	}
+	if blob != nil {
+		p, err := transfer.DecodePlan(blob)
+		if err != nil {
+			t.retrying = err.Error()
+			return idle, false
+		}
+		t.plan, t.version, t.resumed = p, v, true
+		return 0, true
+	}
+	var p *transfer.Plan
+	err = t.do(ctx, src, pool.Op{Idempotent: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
+		var err error
+		p, err = transfer.List(ctx, s, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
+		return err
+	})
+	var typed *transfer.Error
+	switch {
+	case errors.As(err, &typed) && typed.Permanent:
+		p = &transfer.Plan{Outcome: typed.Reason, Message: typed.Error()}
+	case err != nil:
+		t.retrying = "listing the source: " + err.Error()
+		return idle, false
+	}
+	t.plan, t.version, t.dirty, t.retrying = p, v, true, ""
+	t.save(ctx, true)
+	if t.dirty {
+		// Not stored: no file is copied before it is.
+		t.plan = nil
+		return idle, false
+	}
+	return 0, true
+}
+
+// settings are a transfer's retry policy, read.
+func retryOf(tr *v1alpha1.Transfer) (limit int32, backoff time.Duration) {
+	limit, backoff = 3, 10*time.Second
+	if l := tr.Spec.Retry.Limit; l != nil {
+		limit = *l
+	}
+	if b := tr.Spec.Retry.Backoff; b != nil && b.Duration > 0 {
+		backoff = b.Duration
+	}
+	return limit, backoff
+}
+
+// copyAll copies the plan's waiting files, a few at a time, until every
+// one ended or ctx ends; it stores the plan and writes the status as it
+// goes.
+func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1alpha1.SftpConnection) {
+	q := newQueue()
+	t.mu.Lock()
+	for i := range t.plan.Files {
+		if t.plan.Files[i].State == transfer.Waiting {
+			q.ready = append(q.ready, i)
+		}
+	}
+	t.moving = map[int]*atomic.Int64{}
+	t.mu.Unlock()
+	if len(q.ready) == 0 {
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ticker := make(chan struct{})
+	go func() {
+		defer close(ticker)
+		tick := time.NewTicker(t.r.Limits.WriteEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case <-tick.C:
+				t.save(cctx, false)
+				t.report(cctx, t.facts())
+			}
+		}
+	}()
+	workers := min(int(max(tr.Spec.Parallelism, 1)), t.r.Limits.StreamsPerNamespace)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i, ok := q.next(cctx)
+				if !ok {
+					return
+				}
+				leave, ok := t.r.enterStream(cctx, tr.Namespace)
+				if !ok {
+					q.end(i, nil)
+					return
+				}
+				at := t.copyOne(cctx, tr, src, dst, i)
+				leave()
+				q.end(i, at)
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	<-ticker
+}
+
+// copyOne copies file i, and records how it ended; it returns when to try
+// it again, or nil.
+func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1alpha1.SftpConnection, i int) *time.Time {
+	t.mu.Lock()
+	f := t.plan.Files[i]
+	target := t.plan.Target(&f)
+	moving := &atomic.Int64{}
+	t.moving[i] = moving
+	resumed := t.resumed
+	t.mu.Unlock()
+	job := transfer.Job{
+		Src: path.Join(src.Status.RootPath, f.Path), Dst: path.Join(dst.Status.RootPath, tr.Spec.Destination.Path, target),
+		Seed: string(t.uid) + "\x00" + f.Path, Overwrite: tr.Spec.Overwrite, Verify: tr.Spec.Verify,
+		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed,
+		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
+		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
+	}
+	var res transfer.Result
+	err := t.do(ctx, src, pool.Op{}, func(ss *sftpdial.Session) error {
+		return t.do(ctx, dst, pool.Op{}, func(ds *sftpdial.Session) error {
+			job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
+			var err error
+			res, err = transfer.Copy(ctx, ss.SFTP, ds.SFTP, job)
+			return err
+		})
+	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.moving, i)
+	if ctx.Err() != nil {
+		return nil // stopped: the file is still waiting, for the next run
+	}
+	file := &t.plan.Files[i]
+	t.dirty = true
+	if err == nil {
+		file.State, file.Size, file.ModTime, file.Reason, file.Message = res.State, res.Size, res.ModTime, "", ""
+		t.r.Metrics.TransferFiles.WithLabelValues(map[transfer.FileState]string{transfer.Done: "done", transfer.Skipped: "skipped"}[res.State]).Inc()
+		return nil
+	}
+	limit, backoff := retryOf(tr)
+	var typed *transfer.Error
+	if !errors.As(err, &typed) {
+		// The session's failure or a dial's, not the file's: tried again
+		// without counting.
+		t.retrying = "a server failed; retrying: " + err.Error()
+		at := time.Now().Add(backoff)
+		return &at
+	}
+	file.Tries++
+	file.Reason, file.Message = typed.Reason, truncate(typed.Error(), 512)
+	t.lastErr = f.Path + ": " + typed.Error()
+	if typed.Permanent || file.Tries > limit {
+		file.State = transfer.Failed
+		t.r.Metrics.TransferFiles.WithLabelValues("failed").Inc()
+		return nil
+	}
+	t.r.Metrics.TransferFiles.WithLabelValues("retried").Inc()
+	t.retrying = fmt.Sprintf("%s failed (try %d of %d); retrying: %s", f.Path, file.Tries, limit+1, typed.Error())
+	at := time.Now().Add(transfer.Backoff(backoff, file.Tries))
+	return &at
+}
+
+// do runs fn on a session of conn's pool; a failure of the session's
+// takes it out of the pool.
+func (t *run) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op, fn func(*sftpdial.Session) error) error {
+	p, err := t.r.Pools.Get(ctx, conn)
+	if err != nil {
+		return err
+	}
+	op.Stream = true
+	return p.Do(ctx, op, func(s *sftpdial.Session) error {
+		err := fn(s)
+		if sessionFailed(err) {
+			return &pool.BrokenError{Err: err}
+		}
+		return err
+	})
+}
+
+// sessionFailed says err is not a server's answer to one operation (nor
+// the file's failure): the session may be broken.
+func sessionFailed(err error) bool {
+	var (
+		status   *sftp.StatusError
+		broken   *pool.BrokenError
+		tooLarge *sftpdir.TooLargeError
+	)
+	if err == nil || errors.As(err, &broken) || errors.As(err, &status) || errors.As(err, &tooLarge) ||
+		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return false
+	}
+	var typed *transfer.Error
+	return !errors.As(err, &typed) || errors.Is(err, transfer.ErrStalled) || !errors.As(typed.Err, &status)
+}
+
+// facts are what the run knows now, for the status.
+func (t *run) facts() facts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return facts{plan: t.plan, retrying: t.retrying, rate: t.rate}
+}
+
+// save writes the plan when it changed, at most once per WriteEvery
+// unless now.
+func (t *run) save(ctx context.Context, now bool) {
+	t.mu.Lock()
+	if t.plan == nil || !t.dirty || !now && time.Since(t.lastSave) < t.r.Limits.WriteEvery {
+		t.mu.Unlock()
+		return
+	}
+	blob, err := t.plan.Encode()
+	t.dirty = false
+	version := t.version
+	t.mu.Unlock()
+	if err == nil {
+		err = t.r.States.Save(ctx, string(t.uid), blob, &version)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.version = version
+	switch {
+	case errors.Is(err, statestore.ErrConflict):
+		// Another replica took the transfer: what it holds is newer.
+		t.cancel()
+	case err != nil:
+		t.dirty = true
+		t.lastErr = "storing the transfer's plan: " + err.Error()
+	default:
+		t.lastSave = time.Now()
+	}
+}
+
+// report writes the transfer's status from f when it changed, at most
+// once per WriteEvery unless its conditions did, and records an event
+// when its Ready reason changes. It reports whether the status is
+// written.
+func (t *run) report(ctx context.Context, f facts) bool {
+	var tr v1alpha1.Transfer
+	if err := t.r.Cache.Get(ctx, t.key, &tr); err != nil || tr.UID != t.uid {
+		return false
+	}
+	next := tr.DeepCopy()
+	t.mu.Lock()
+	if f.plan != nil {
+		// The bytes of files under way count as done.
+		c := *f.plan
+		c.Files = append([]transfer.File(nil), f.plan.Files...)
+		f.plan = &c
+	}
+	var moving int64
+	for _, m := range t.moving {
+		moving += m.Load()
+	}
+	lastErr := t.lastErr
+	t.mu.Unlock()
+	setStatus(next, f)
+	st := &next.Status
+	st.Bytes.Done += moving
+	if st.Bytes.Total > 0 {
+		st.Bytes.Done = min(st.Bytes.Done, st.Bytes.Total)
+	}
+	st.Worker = t.r.Shard.Identity
+	if st.StartTime == nil {
+		st.StartTime = &metav1.Time{Time: time.Now().Truncate(time.Second)}
+	}
+	st.LastError = truncate(lastErr, 1024)
+	if f.finished {
+		st.CompletionTime = &metav1.Time{Time: time.Now().Truncate(time.Second)}
+		st.BytesPerSecond, st.EventDelivered = 0, f.eventDelivered
+		if f.sinkURI != "" {
+			st.SinkURI = f.sinkURI
+		}
+	}
+	if reflect.DeepEqual(next.Status, tr.Status) {
+		return true
+	}
+	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, tr.Status.Conditions)
+	if !conditionsChanged && !f.finished && time.Since(t.lastStatus) < t.r.Limits.WriteEvery {
+		return false
+	}
+	if !f.finished && !t.r.Shard.Holds(string(t.uid)) {
+		return false
+	}
+	t.updateRate(st.Bytes.Done)
+	if err := t.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(&tr, client.MergeFromWithOptimisticLock{})); err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			slog.Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
+		}
+		return false
+	}
+	t.lastStatus = time.Now()
+	was := meta.FindStatusCondition(tr.Status.Conditions, v1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(next.Status.Conditions, v1alpha1.ConditionReady)
+	if t.r.Recorder != nil && now != nil && (was == nil || was.Reason != now.Reason) {
+		kind := corev1.EventTypeWarning
+		if now.Status != metav1.ConditionFalse || now.Reason == v1alpha1.ReasonTransferring || now.Reason == v1alpha1.ReasonQueued {
+			kind = corev1.EventTypeNormal
+		}
+		t.r.Recorder.Eventf(next, nil, kind, now.Reason, "Transfer", "%s", now.Message)
+	}
+	return true
+}
+
+// updateRate sets the rate from the bytes done since the last write.
+func (t *run) updateRate(done int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if !t.rateAt.IsZero() && now.Sub(t.rateAt) > 0 && done >= t.rateBytes {
+		t.rate = int64(float64(done-t.rateBytes) / now.Sub(t.rateAt).Seconds())
+	}
+	t.rateBytes, t.rateAt = done, now
+}

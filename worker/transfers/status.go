@@ -1,0 +1,139 @@
+package transfers
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/worker/transfer"
+)
+
+// facts are what a run found about its transfer; the status is computed
+// from them alone (setStatus), in one place.
+type facts struct {
+	// queued says the namespace runs as many transfers as it may.
+	queued string
+	// connection says why a connection cannot be used now.
+	connection string
+	// retrying says why files wait for their next try.
+	retrying string
+	// plan is the files and where each stands; nil before the listing.
+	plan *transfer.Plan
+	// outcome and message are the end, once every file ended (or the
+	// source could not be listed for good): Succeeded or a failure's
+	// reason. finished says the end is reported (the event was sent).
+	outcome, message string
+	finished         bool
+	// eventDelivered and sinkURI are the finishing event's, once
+	// finished.
+	eventDelivered bool
+	sinkURI        string
+	// rate is the bytes per second over the last status write.
+	rate int64
+}
+
+// setStatus sets t's conditions and counts from f.
+func setStatus(t *v1alpha1.Transfer, f facts) {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+	stalled, reconciling := false, true
+	switch {
+	case f.outcome == v1alpha1.ReasonSucceeded:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, f.outcome, f.message
+		reconciling = !f.finished
+	case f.outcome != "":
+		ready.Reason, ready.Message, stalled = f.outcome, f.message, true
+		reconciling = !f.finished
+	case f.queued != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonQueued, f.queued
+	case f.connection != "":
+		ready.Reason, ready.Message, stalled = v1alpha1.ReasonConnectionNotReady, f.connection, true
+		reconciling = false
+	case f.retrying != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonRetrying, f.retrying
+	case f.plan == nil:
+		ready.Reason, ready.Message = v1alpha1.ReasonTransferring, "listing the source"
+	default:
+		ready.Reason, ready.Message = v1alpha1.ReasonTransferring, "copying the files"
+	}
+	gen := t.Generation
+	ready.ObservedGeneration = gen
+	meta.SetStatusCondition(&t.Status.Conditions, ready)
+	if reconciling {
+		meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
+	} else {
+		meta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
+	}
+	if stalled {
+		meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
+			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
+	} else {
+		meta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	st := &t.Status
+	st.ObservedGeneration = gen
+	st.BytesPerSecond = f.rate
+	if f.plan == nil {
+		return
+	}
+	c := f.plan.Count()
+	st.Files = v1alpha1.TransferFileCounts{Total: c.Total, Done: c.Done, Skipped: c.Skipped, Failed: c.Failed}
+	st.Bytes = v1alpha1.TransferByteCounts{Total: c.Bytes, Done: c.BytesDone}
+	st.Progress = progress(c)
+	st.Failures, st.MoreFailures = nil, 0
+	for i := range f.plan.Files {
+		file := &f.plan.Files[i]
+		if file.State != transfer.Failed {
+			continue
+		}
+		if len(st.Failures) == v1alpha1.MaxTransferFailures {
+			st.MoreFailures++
+			continue
+		}
+		st.Failures = append(st.Failures, v1alpha1.TransferFailure{Path: file.Path, Reason: file.Reason, Message: truncate(file.Message, 512)})
+	}
+}
+
+// progress is files ended of the total, and the share of bytes done.
+func progress(c transfer.Counts) string {
+	pct := int64(100)
+	if c.Bytes > 0 {
+		pct = c.BytesDone * 100 / c.Bytes
+	}
+	return fmt.Sprintf("%d/%d files, %d%%", c.Done+c.Skipped+c.Failed, c.Total, pct)
+}
+
+// outcome is how a plan whose files all ended ends: Succeeded, or the
+// failures' reason when they share one, else FilesFailed.
+func outcome(p *transfer.Plan) (reason, message string) {
+	c := p.Count()
+	if c.Failed == 0 {
+		return v1alpha1.ReasonSucceeded, fmt.Sprintf("%d files done, %d skipped", c.Done, c.Skipped)
+	}
+	reason = ""
+	for i := range p.Files {
+		f := &p.Files[i]
+		if f.State != transfer.Failed {
+			continue
+		}
+		switch {
+		case reason == "":
+			reason = f.Reason
+		case reason != f.Reason:
+			reason = v1alpha1.ReasonFilesFailed
+		}
+	}
+	if reason == "" {
+		reason = v1alpha1.ReasonFilesFailed
+	}
+	return reason, fmt.Sprintf("%d of %d files failed every try (%d done, %d skipped)", c.Failed, c.Total, c.Done, c.Skipped)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
