@@ -75,7 +75,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long an API token freed by a deleted (or changed) ApiKey is held for that key's namespace before a key in another namespace may have it.")
 }
 
-// Setup adds the controllers to mgr: connection tests and API keys.
+// Setup adds the controllers to mgr: connection tests, API keys,
+// transfer schedules and finished transfers' expiry.
 func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	policy, err := sftpdial.ParsePolicy(o.DeniedNetworks)
 	if err != nil {
@@ -100,6 +101,13 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	schedules := &TransferScheduleReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("transferschedule-controller")}
+	if err := schedules.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&TransferTTLReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// Runnables added with Add run on the leader only.

@@ -111,7 +111,7 @@ type TransferScheduleStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ObservedGeneration is the generation of the spec the status
-	// describes.
+	// describes; -1 until the controller has seen the schedule.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -151,6 +151,7 @@ type TransferSchedule struct {
 
 	// +required
 	Spec TransferScheduleSpec `json:"spec"`
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status TransferScheduleStatus `json:"status,omitempty"`
 }

@@ -1,4 +1,4 @@
--- Health of an SftpConnection or ApiKey for Argo CD, computed as kstatus
+-- Health of any sftpgate object for Argo CD, computed as kstatus
 -- computes it (kubectl wait, Flux): Progressing until the controller has
 -- seen the current generation, and while Reconciling (a test of a new spec
 -- or Secret is due or running); Degraded while Stalled (only a change to
