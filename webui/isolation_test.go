@@ -170,6 +170,41 @@ func (tn *tenant) watchedFolder(t *testing.T, name string) {
 	must(t, os.Chown(dir, tn.sshd.UID, tn.sshd.GID))
 }
 
+// tarpitConnection makes a connection of the tenant's, named name, to
+// tarpit, and waits until it passed its test (which the tarpit answers).
+func (tn *tenant) tarpitConnection(t *testing.T, tarpit *testsftp.Server, name string) *v1alpha1.SftpConnection {
+	t.Helper()
+	ctx := context.Background()
+	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name + "-creds"},
+		StringData: map[string]string{v1alpha1.SecretKeyPassword: tarpit.Password}}))
+	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name},
+		Spec: v1alpha1.SftpConnectionSpec{Host: tarpit.Host, Port: tarpit.Port, Username: tarpit.User,
+			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: name + "-creds"}},
+			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{tarpit.HostKeyLine()}},
+			Limits:      v1alpha1.Limits{OperationTimeout: &metav1.Duration{Duration: time.Hour}}}}
+	must(t, k8s.Create(ctx, conn))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, conn) })
+	for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tarpit connection is not Ready: %+v", conn.Status.Conditions)
+		}
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
+	}
+	return conn
+}
+
+// transfer makes a Transfer of the tenant's from one connection's path to
+// another's folder, deleted when the test ends.
+func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string) *v1alpha1.Transfer {
+	t.Helper()
+	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.TransferSpec{
+		Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
+		Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: folder}}}
+	must(t, k8s.Create(context.Background(), tr))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tr) })
+	return tr
+}
+
 // TestIsolation runs two tenants side by side and tries every way one has
 // to reach, starve or impersonate the other. Every row is refused, and
 // nothing of the attacker's lands on the victim's server, nor the
@@ -240,27 +275,11 @@ func TestIsolation(t *testing.T) {
 			victimEventArrives(t, "while the attacker's sink holds its deliveries")
 		}},
 		{"the worker's polls, held by the attacker's watches of a server that never lists", func(t *testing.T) {
-			tarpit := testsftp.Tarpit(t)
-			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "tarpit-creds"},
-				StringData: map[string]string{v1alpha1.SecretKeyPassword: tarpit.Password}}))
-			conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "tarpit"},
-				Spec: v1alpha1.SftpConnectionSpec{Host: tarpit.Host, Port: tarpit.Port, Username: tarpit.User,
-					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "tarpit-creds"}},
-					HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{tarpit.HostKeyLine()}},
-					Limits:      v1alpha1.Limits{OperationTimeout: &metav1.Duration{Duration: time.Hour}}}}
-			must(t, k8s.Create(ctx, conn))
-			t.Cleanup(func() { _ = k8s.Delete(ctx, conn) })
+			conn := attacker.tarpitConnection(t, testsftp.Tarpit(t), "tarpit")
 			var held []*v1alpha1.SftpWatch
 			for i := range maxWatchesPerNamespace {
 				held = append(held, attacker.watch(t, fmt.Sprintf("tarpit-%d", i), "/", v1alpha1.Destination{URI: "http://127.0.0.1:9"},
 					func(s *v1alpha1.SftpWatchSpec) { s.ConnectionRef.Name = conn.Name }))
-			}
-			// The connection passes its test; its watches' polls hang.
-			for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the tarpit connection is not Ready: %+v", conn.Status.Conditions)
-				}
-				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
 			}
 			victimEventArrives(t, "while the attacker's polls hang")
 			for _, w := range held {
@@ -277,6 +296,50 @@ func TestIsolation(t *testing.T) {
 			}
 			refusedReason(t, last, v1alpha1.ReasonOverQuota)
 			victimEventArrives(t, "while the attacker's watches are over quota")
+		}},
+		{"the victim's connections named in the attacker's transfers", func(t *testing.T) {
+			victim.watchedFolder(t, "outgoing")
+			must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "outgoing", "secret.csv"), []byte("the victim's"), 0o644))
+			for _, tr := range []*v1alpha1.Transfer{
+				attacker.transfer(t, "steal", victim.uiConn, "/outgoing", "reports", "/stolen"),
+				attacker.transfer(t, "plant", "reports", "/", victim.uiConn, "/planted"),
+			} {
+				refusedReason(t, tr, v1alpha1.ReasonConnectionNotReady)
+				if !strings.Contains(meta.FindStatusCondition(tr.Status.Conditions, v1alpha1.ConditionReady).Message, "no SftpConnection") {
+					t.Errorf("%s: %+v", tr.Name, tr.Status.Conditions)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(attacker.sshd.Dir, "stolen")); err == nil {
+				t.Error("the attacker's server holds a copy of the victim's folder")
+			}
+			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
+				t.Error("the victim's server holds the attacker's files")
+			}
+		}},
+		{"the worker's streams, held by the attacker's transfers from a server that never reads", func(t *testing.T) {
+			tarpit := testsftp.Tarpit(t)
+			must(t, os.WriteFile(filepath.Join(tarpit.Dir, "held.bin"), []byte("never read"), 0o644))
+			conn := attacker.tarpitConnection(t, tarpit, "tarpit-transfers")
+			var held []*v1alpha1.Transfer
+			for i := range maxTransfersPerNamespace + 1 {
+				held = append(held, attacker.transfer(t, fmt.Sprintf("held-%d", i), conn.Name, "/held.bin", "reports", "/held"))
+			}
+			refusedReason(t, held[maxTransfersPerNamespace], v1alpha1.ReasonQueued)
+			victim.watchedFolder(t, "batch")
+			must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "batch", "a.csv"), []byte("a"), 0o644))
+			mine := victim.transfer(t, "mine", "reports", "/batch", "reports", "/batch-copy")
+			for deadline := time.Now().Add(time.Minute); !meta.IsStatusConditionTrue(mine.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the victim's transfer did not finish while the attacker's hang: %+v", mine.Status)
+				}
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(mine), mine))
+			}
+			for _, tr := range held {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(tr), tr))
+				if tr.Finished() {
+					t.Errorf("%s's copy from the tarpit ended", tr.Name)
+				}
+			}
 		}},
 		{"the victim's slug with the attacker's key", func(t *testing.T) {
 			status, body := testhttp.PostJSON(t, gatewayURL+"/"+victim.slug+"/write", attacker.token, `{"path": "planted", "file": {"text": "x"}}`)

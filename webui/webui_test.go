@@ -30,15 +30,17 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/transfers"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
 
-// maxRequestsPerNamespace is the test gateway's bound, and
-// maxWatchesPerNamespace the test worker's: small, so that the isolation
-// test's attacker can fill them.
+// maxRequestsPerNamespace is the test gateway's bound, and the others
+// the test worker's: small, so that the isolation test's attacker can
+// fill them.
 const (
-	maxRequestsPerNamespace = 4
-	maxWatchesPerNamespace  = 3
+	maxRequestsPerNamespace  = 4
+	maxWatchesPerNamespace   = 3
+	maxTransfersPerNamespace = 2
 )
 
 var (
@@ -132,7 +134,8 @@ func run(m *testing.M) int {
 	}
 	w, err := worker.New(workerConfig, worker.Options{Namespace: uiNamespace, Identity: "worker-0", DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0",
-		Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace}})
+		Limits:    watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace},
+		Transfers: transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2}})
 	if err != nil {
 		return fail(err)
 	}

@@ -40,16 +40,25 @@ func Start(t testing.TB) *Server {
 }
 
 // Tarpit starts a server that logs in and answers everything a connection
-// test asks, but never answers the opening of a folder to list it: a
-// server that holds whoever polls it until the test ends.
+// test asks, but never answers the opening of a folder to list it, nor of
+// a file to read it: a server that holds whoever polls or copies from it
+// until the test ends.
 func Tarpit(t testing.TB) *Server {
 	t.Helper()
 	released := make(chan struct{})
 	t.Cleanup(func() { close(released) })
 	return start(t, func(h sftp.Handlers) sftp.Handlers {
 		h.FileList = hangingLister{FileLister: h.FileList, released: released}
+		h.FileGet = hangingReader{released: released}
 		return h
 	})
+}
+
+type hangingReader struct{ released <-chan struct{} }
+
+func (h hangingReader) Fileread(*sftp.Request) (io.ReaderAt, error) {
+	<-h.released
+	return nil, os.ErrDeadlineExceeded
 }
 
 // Corrupting starts a server that changes the first byte of every file
