@@ -294,6 +294,8 @@ func (u *ui) quotaReached(err error) error {
 		return &personError{fmt.Sprintf("this account has reached its limit of %d connections: delete one to add another", u.quota.Connections)}
 	case strings.Contains(msg, "count/apikeys"):
 		return &personError{fmt.Sprintf("this account has reached its limit of %d API keys: revoke one to make another", u.quota.Keys)}
+	case strings.Contains(msg, "count/transfers"):
+		return &personError{fmt.Sprintf("this account has reached its limit of %d transfers: remove finished ones to start another", u.quota.Transfers)}
 	case strings.Contains(msg, "count/sftpwatches"):
 		return &personError{fmt.Sprintf("this account has reached its limit of %d watched folders: stop watching one to add another", u.quota.Watches)}
 	}

@@ -482,6 +482,74 @@ func TestWatchForm(t *testing.T) {
 	}
 }
 
+// TestTransferForm: the form starts a Transfer between two of the
+// account's connections, says in its own words what it refuses, and
+// another account can neither see nor remove it.
+func TestTransferForm(t *testing.T) {
+	t.Parallel()
+	c, other := newClient(t), newClient(t)
+	c.signUp(t)
+	other.signUp(t)
+	for _, name := range []string{"partner", "archive"} {
+		if status, _ := c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}}); status != http.StatusOK {
+			t.Fatalf("adding %s: %d", name, status)
+		}
+	}
+	valid := url.Values{"from": {"partner"}, "path": {"/outgoing"}, "to": {"archive"}, "folder": {"/in"}, "mode": {"Move"},
+		"overwrite": {"IfDifferent"}, "sha256": {"on"}}
+	with := func(field, value string) url.Values {
+		v := url.Values{}
+		for k, vs := range valid {
+			v[k] = vs
+		}
+		v.Set(field, value)
+		return v
+	}
+	for _, tc := range []struct {
+		values url.Values
+		says   string
+	}{
+		{with("path", "outgoing"), "start it with /"},
+		{with("folder", "/in/../etc"), "no . or .. parts"},
+		{with("to", "someone-elses"), "no connection"},
+		{with("mode", "Teleport"), "copy or to move"},
+	} {
+		status, body := c.form(t, "/transfers", tc.values)
+		if status != http.StatusUnprocessableEntity || !strings.Contains(body, tc.says) || !strings.Contains(body, html.EscapeString(tc.values.Get("path"))) {
+			t.Errorf("%v: %d, want 422 saying %q with the form filled", tc.values, status, tc.says)
+		}
+	}
+	if status, _ := c.form(t, "/transfers", with("folder", "/outgoing")); status != http.StatusOK {
+		t.Fatalf("a valid transfer: %d", status)
+	}
+	status, page := c.get(t, "/transfers")
+	name := regexp.MustCompile(`/transfers/([a-z0-9-]+)/delete`).FindStringSubmatch(page)
+	if status != http.StatusOK || name == nil || !strings.Contains(page, "partner:/outgoing") || !strings.Contains(page, "archive:/outgoing") {
+		t.Fatalf("the transfers page does not list the transfer: %d", status)
+	}
+	var list v1alpha1.TransferList
+	must(t, k8s.List(context.Background(), &list))
+	for _, tr := range list.Items {
+		if tr.Name == name[1] && (tr.Spec.Mode != v1alpha1.TransferMove || tr.Spec.Verify != v1alpha1.VerifySHA256 ||
+			tr.Spec.Overwrite != v1alpha1.OverwriteIfDifferent || tr.Spec.TTLSecondsAfterFinished == nil) {
+			t.Errorf("the transfer's spec: %+v", tr.Spec)
+		}
+	}
+	if _, page := other.get(t, "/transfers"); strings.Contains(page, name[1]) {
+		t.Error("another account sees the transfer")
+	}
+	if status, _ := other.form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusNotFound {
+		t.Errorf("another account removing it: %d, want 404", status)
+	}
+	if status, _ := c.form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusOK {
+		t.Errorf("removing it: %d", status)
+	}
+	if _, page := c.get(t, "/transfers"); strings.Contains(page, name[1]) {
+		t.Error("the removed transfer is still listed")
+	}
+}
+
 // TestClosedSignUp: with --signup=false, no one signs up; an operator adds
 // accounts with "sftpgate webui add-account", and they log in.
 func TestClosedSignUp(t *testing.T) {

@@ -93,6 +93,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Keys, "max-keys-per-account", 50, "ApiKeys one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Watches, "max-watches-per-account", 10, "SftpWatches one account may have (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
 		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
@@ -232,6 +233,10 @@ func (u *ui) routes() http.Handler {
 		r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
 		r.Post("/connections/{name}/watches", u.serve(u.withConnection(u.createWatch)))
 		r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.withConnection(u.deleteWatch)))
+		r.Get("/transfers", u.serve(u.listTransfers))
+		r.Get("/transfers/new", u.serve(u.newTransferForm))
+		r.Post("/transfers", u.serve(u.createTransfer))
+		r.Post("/transfers/{name}/delete", u.serve(u.deleteTransfer))
 		r.Get("/keys", u.serve(u.listKeys))
 		r.Get("/keys/new", u.serve(u.newKeyForm))
 		r.Post("/keys", u.serve(u.createKey))

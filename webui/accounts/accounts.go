@@ -71,7 +71,7 @@ const QuotaName = "sftpgate-account"
 // server whatever creates the objects (the UI, or kubectl by whoever the
 // operator lets in).
 type Quota struct {
-	Connections, Keys, Secrets, Watches int
+	Connections, Keys, Secrets, Watches, Transfers int
 }
 
 func (q Quota) hard() corev1.ResourceList {
@@ -80,6 +80,7 @@ func (q Quota) hard() corev1.ResourceList {
 		"count/apikeys.sftpgate.dev":         *resource.NewQuantity(int64(q.Keys), resource.DecimalSI),
 		"count/secrets":                      *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
 		"count/sftpwatches.sftpgate.dev":     *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
+		"count/transfers.sftpgate.dev":       *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
 	}
 }
 

@@ -1,0 +1,217 @@
+package webui
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// transferView is a transfer as the account's transfers page shows it.
+type transferView struct {
+	Name, From, To, Mode string
+	// State is "testing" (under way), "ready" or "failed".
+	State, Headline, Message string
+	Progress                 string
+	// Percent is the share of bytes done, for the progress bar.
+	Percent  int64
+	Failures []v1alpha1.TransferFailure
+	Started  time.Time
+}
+
+// transferHeadlines say in words what a transfer's Ready reason means.
+var transferHeadlines = map[string]string{
+	v1alpha1.ReasonQueued:             "Waiting for this account's other transfers",
+	v1alpha1.ReasonTransferring:       "Copying…",
+	v1alpha1.ReasonRetrying:           "Trying some files again…",
+	v1alpha1.ReasonSucceeded:          "Done",
+	v1alpha1.ReasonConnectionNotReady: "A connection is not ready",
+	v1alpha1.ReasonSourceNotFound:     "Not found on the source server",
+	v1alpha1.ReasonPermissionDenied:   "A server refused access",
+	v1alpha1.ReasonDestinationFull:    "The destination server is full",
+	v1alpha1.ReasonVerificationFailed: "Copies did not match their source",
+	v1alpha1.ReasonFilesFailed:        "Some files failed",
+	v1alpha1.ReasonTooManyFiles:       "Too many files",
+	v1alpha1.ReasonInvalidSpec:        "The settings cannot work",
+}
+
+// transferTTL is how long the UI's transfers are kept once they finished.
+const transferTTL = 7 * 24 * 3600
+
+func (u *ui) listTransfers(w http.ResponseWriter, r *http.Request) error {
+	var list v1alpha1.TransferList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+		return err
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.Transfer) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
+	views := make([]transferView, 0, len(list.Items))
+	for _, t := range list.Items {
+		src := t.Spec.Source
+		from := src.Path
+		if from == "" {
+			from = strings.Join(src.Paths, ", ")
+		}
+		v := transferView{Name: t.Name, From: src.ConnectionRef.Name + ":" + from,
+			To: t.Spec.Destination.ConnectionRef.Name + ":" + t.Spec.Destination.Path, Mode: strings.ToLower(string(t.Spec.Mode)),
+			State: "testing", Headline: "Waiting for the worker…", Progress: t.Status.Progress, Failures: t.Status.Failures,
+			Started: t.CreationTimestamp.Time}
+		if b := t.Status.Bytes; b.Total > 0 {
+			v.Percent = b.Done * 100 / b.Total
+		} else if t.Finished() {
+			v.Percent = 100
+		}
+		if ready := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
+			v.Headline, v.Message = transferHeadlines[ready.Reason], ready.Message
+			switch {
+			case ready.Status == metav1.ConditionTrue:
+				v.State = "ready"
+			case meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionStalled):
+				v.State = "failed"
+			}
+		}
+		views = append(views, v)
+	}
+	u.render(w, r, http.StatusOK, "transfers", page{Title: "Transfers", Data: views, Refresh: slices.ContainsFunc(views, func(v transferView) bool {
+		return v.State == "testing"
+	})})
+	return nil
+}
+
+// transferFormData is the data of the new-transfer form: the connections
+// to copy between.
+type transferFormData struct {
+	Connections []string
+}
+
+func (u *ui) newTransferForm(w http.ResponseWriter, r *http.Request) error {
+	return u.transferForm(map[string]string{"from": r.URL.Query().Get("from"), "path": "/", "folder": "/", "mode": "Copy", "overwrite": "Never"})(w, r, http.StatusOK, "")
+}
+
+// transferForm draws the new-transfer form, filled with values.
+func (u *ui) transferForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		var list v1alpha1.SftpConnectionList
+		if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+			return err
+		}
+		names := make([]string, 0, len(list.Items))
+		for _, c := range list.Items {
+			names = append(names, c.Name)
+		}
+		slices.Sort(names)
+		u.render(w, r, status, "transfer_form", page{Title: "Copy files between connections", Form: values, Error: problem, Data: transferFormData{Connections: names}})
+		return nil
+	}
+}
+
+// createTransfer starts a Transfer between two of the account's
+// connections, as the form says.
+func (u *ui) createTransfer(w http.ResponseWriter, r *http.Request) error {
+	values := map[string]string{}
+	for _, field := range []string{"from", "path", "to", "folder", "mode", "overwrite", "sha256", "recursive"} {
+		values[field] = strings.TrimSpace(r.PostFormValue(field))
+	}
+	ns := accountFrom(r.Context()).Namespace
+	t, err := readTransferForm(ns, values)
+	if err == nil {
+		err = u.ownConnections(r, ns, values["from"], values["to"])
+	}
+	if err == nil {
+		err = u.client.Create(r.Context(), t)
+		if apierrors.IsInvalid(err) {
+			err = &personError{"the server refused these settings: " + invalidCauses(err)}
+		}
+		err = u.quotaReached(err)
+	}
+	if err != nil {
+		return onForm(err, u.transferForm(values))
+	}
+	http.Redirect(w, r, "/transfers", http.StatusSeeOther)
+	return nil
+}
+
+// ownConnections checks that the account has the connections named.
+func (u *ui) ownConnections(r *http.Request, ns string, names ...string) error {
+	for _, name := range names {
+		var c v1alpha1.SftpConnection
+		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, &c)
+		switch {
+		case apierrors.IsNotFound(err):
+			return &personError{fmt.Sprintf("this account has no connection %q", name)}
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanPath says whether p is absolute with no . or .. parts.
+func cleanPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !slices.ContainsFunc(strings.Split(p, "/"), func(s string) bool { return s == "." || s == ".." })
+}
+
+// readTransferForm checks the form's values and makes the Transfer they
+// describe, saying in the form's words what the CRD would refuse.
+func readTransferForm(ns string, values map[string]string) (*v1alpha1.Transfer, error) {
+	if values["from"] == "" || values["to"] == "" {
+		return nil, &personError{"choose the connection to copy from and the one to copy to"}
+	}
+	for field, what := range map[string]string{"path": "file or folder to copy", "folder": "folder to copy into"} {
+		if !cleanPath(values[field]) {
+			return nil, &personError{fmt.Sprintf("%q is not a %s: start it with / (such as /outgoing), with no . or .. parts", values[field], what)}
+		}
+	}
+	mode, overwrite := v1alpha1.TransferMode(values["mode"]), v1alpha1.OverwritePolicy(values["overwrite"])
+	if mode != v1alpha1.TransferCopy && mode != v1alpha1.TransferMove {
+		return nil, &personError{"choose whether to copy or to move the files"}
+	}
+	if overwrite != v1alpha1.OverwriteNever && overwrite != v1alpha1.OverwriteIfDifferent && overwrite != v1alpha1.OverwriteAlways {
+		return nil, &personError{"choose what becomes of a file already there"}
+	}
+	if values["from"] == values["to"] && values["path"] == values["folder"] {
+		return nil, &personError{"the files would be copied onto themselves: choose another folder to copy into"}
+	}
+	t := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: values["from"] + "-to-" + values["to"] + "-"},
+		Spec: v1alpha1.TransferSpec{
+			Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: values["from"]}, Path: values["path"],
+				Recursive: values["recursive"] != ""},
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: values["to"]}, Path: values["folder"]},
+			Mode:        mode, Overwrite: overwrite, Verify: v1alpha1.VerifySize,
+			TTLSecondsAfterFinished: ptrTo(int32(transferTTL))}}
+	if values["sha256"] != "" {
+		t.Spec.Verify = v1alpha1.VerifySHA256
+	}
+	if len(t.GenerateName) > 60 {
+		t.GenerateName = "transfer-"
+	}
+	return t, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// deleteTransfer deletes one of the account's transfers: one under way
+// stops, leaving the files already copied.
+func (u *ui) deleteTransfer(w http.ResponseWriter, r *http.Request) error {
+	var t v1alpha1.Transfer
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &t)
+	switch {
+	case apierrors.IsNotFound(err):
+		return errNotFound
+	case err != nil:
+		return err
+	}
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), &t, client.Preconditions{UID: &t.UID})); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/transfers", http.StatusSeeOther)
+	return nil
+}
