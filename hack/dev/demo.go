@@ -36,6 +36,7 @@ import (
 const (
 	demoNamespace = "demo"
 	demoName      = "demo"
+	archiveName   = "archive"
 	demoUser      = "demo"
 	demoEmail     = "demo@sftpgate.dev"
 )
@@ -107,15 +108,22 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 	if err != nil {
 		return err
 	}
-	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName}}
-	_, err = controllerutil.CreateOrUpdate(ctx, k8s, conn, func() error {
-		conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, demoName //nolint:gosec // parsed as 32 bits
-		conn.Spec.Credentials.SecretRef.Name = secret.Name
-		conn.Spec.HostKey.Trusted = []string{demo.HostKeyLine()}
-		return nil
-	})
-	if err != nil {
-		return err
+	// The demo connection, and "archive": the same server's archive/
+	// folder, for the tour's transfer.
+	for _, name := range []string{demoName, archiveName} {
+		conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: name}}
+		_, err = controllerutil.CreateOrUpdate(ctx, k8s, conn, func() error {
+			conn.Spec.Host, conn.Spec.Port, conn.Spec.Username, conn.Spec.Slug = host, int32(portNumber), demoUser, name //nolint:gosec // parsed as 32 bits
+			conn.Spec.Credentials.SecretRef.Name = secret.Name
+			conn.Spec.HostKey.Trusted = []string{demo.HostKeyLine()}
+			if name == archiveName {
+				conn.Spec.RootPath = "/archive"
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	// A watch of incoming/ whose events the event printer prints: polled
 	// every 5 seconds, a file reported once a second poll saw it the same.
@@ -164,7 +172,7 @@ func isReady(conditions []metav1.Condition, generation int64) bool {
 }
 
 // envValues are what dev.env holds, in order.
-func envValues(kubeconfig, gatewayURL, webuiURL string, st *state) [][2]string {
+func envValues(kubeconfig, gatewayURL, webuiURL, eventsURL string, st *state) [][2]string {
 	abs, err := filepath.Abs(kubeconfig)
 	if err != nil {
 		abs = kubeconfig
@@ -178,6 +186,7 @@ func envValues(kubeconfig, gatewayURL, webuiURL string, st *state) [][2]string {
 		{"DEMO_API_KEY", st.DemoToken},
 		{"DEMO_EMAIL", demoEmail},
 		{"DEMO_PASSWORD", st.DemoPassword},
+		{"EVENTS_URL", eventsURL},
 	}
 }
 
@@ -225,7 +234,13 @@ demo watch's event prints here:
 Use kubectl against this control plane:
 
   export KUBECONFIG=%s
-  kubectl get sftpconnections,apikeys,sftpwatches -A
+  kubectl get sftpconnections,apikeys,sftpwatches,transfers -A
+
+Copy incoming/ into the archive connection (the demo server's archive/
+folder), server to server; its end prints here too:
+
+  kubectl apply -f hack/dev/demo-transfer.yaml
+  kubectl get transfers -n demo -w
 
 All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],

@@ -196,7 +196,7 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	envFile := filepath.Join(o.dataDir, "dev.env")
-	values := envValues(kubeconfig, gatewayURL, webuiURL, st)
+	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st)
 	if err := writeEnv(envFile, values); err != nil {
 		return err
 	}
@@ -264,9 +264,12 @@ func lock(dir string) (func(), error) {
 
 func startDemoServer(dataDir string, st *state, l net.Listener) (*sftpserver.Server, error) {
 	dir := filepath.Join(dataDir, "sftp")
-	// incoming/ is the demo watch's folder.
-	if err := os.MkdirAll(filepath.Join(dir, "incoming"), 0o700); err != nil {
-		return nil, err
+	// incoming/ is the demo watch's folder; archive/ the archive
+	// connection's root, where the tour's transfer copies to.
+	for _, folder := range []string{"incoming", "archive"} {
+		if err := os.MkdirAll(filepath.Join(dir, folder), 0o700); err != nil {
+			return nil, err
+		}
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -104,6 +105,34 @@ func TestQuickstart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the connection to sshd is not Ready: %+v", conn.Status.Conditions)
 		}
+	}
+
+	// The tour's transfer, as hack/dev/demo-transfer.yaml has it (its sink
+	// this run's event printer): incoming/ copied into the archive
+	// connection, its end printed.
+	raw, err := os.ReadFile("demo-transfer.yaml")
+	must(t, err)
+	var tr v1alpha1.Transfer
+	must(t, yaml.Unmarshal(raw, &tr))
+	tr.Spec.Sink.URI = env["EVENTS_URL"]
+	must(t, k8s.Create(ctx, &tr))
+	for deadline := time.After(time.Minute); ; {
+		select {
+		case line := <-dev.printed:
+			if !strings.Contains(line, "event dev.sftpgate.transfer.succeeded incoming-to-archive (1 files done, 0 skipped)") {
+				continue
+			}
+		case <-deadline:
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(&tr), &tr)
+			t.Fatalf("the tour's transfer did not print its end; its status: %+v", tr.Status)
+		}
+		break
+	}
+	if _, body = call(t, env, "read", `{"path": "incoming/report.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"id,total\n1,42\n"`) {
+		t.Errorf("the source after the copy: %s", body)
+	}
+	if status, body = callSlug(t, env, "archive", "read", `{"path": "reports/report.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"id,total\n1,42\n"`) {
+		t.Errorf("the copy, read through the archive connection: %d %s", status, body)
 	}
 
 	// The demo server answers every command as OpenSSH does: the
@@ -285,7 +314,13 @@ func parseEnv(t *testing.T, raw string) map[string]string {
 // call runs a command as the README's curl does.
 func call(t *testing.T, env map[string]string, command, body, key string) (int, string) {
 	t.Helper()
-	return testhttp.PostJSON(t, env["GATEWAY_URL"]+"/"+env["DEMO_SLUG"]+"/"+command, key, body)
+	return callSlug(t, env, env["DEMO_SLUG"], command, body, key)
+}
+
+// callSlug posts a command to the connection served under slug.
+func callSlug(t *testing.T, env map[string]string, slug, command, body, key string) (int, string) {
+	t.Helper()
+	return testhttp.PostJSON(t, env["GATEWAY_URL"]+"/"+slug+"/"+command, key, body)
 }
 
 func must(t *testing.T, err error) {

@@ -26,11 +26,17 @@ func startEventPrinter(ctx context.Context, l net.Listener, w io.Writer) error {
 	}
 	go func() {
 		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
+			// A file's event says its size; a transfer's, how it ended.
 			var data struct {
-				Size int64 `json:"size"`
+				Size    *int64 `json:"size"`
+				Message string `json:"message"`
 			}
 			_ = json.Unmarshal(e.Data(), &data)
-			fmt.Fprintf(w, "[%s] event %s %s (%d bytes), id %s\n", time.Now().Format(time.TimeOnly), e.Type(), e.Subject(), data.Size, e.ID())
+			what := data.Message
+			if data.Size != nil {
+				what = fmt.Sprintf("%d bytes", *data.Size)
+			}
+			fmt.Fprintf(w, "[%s] event %s %s (%s), id %s\n", time.Now().Format(time.TimeOnly), e.Type(), e.Subject(), what, e.ID())
 		})
 	}()
 	return nil
