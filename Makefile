@@ -4,12 +4,15 @@
 # Tool and control-plane versions, pinned: newer releases need a newer Go.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# rclone, the peer make bench compares transfers with.
+RCLONE_VERSION ?= v1.76.0
 K8S_VERSION ?= 1.37.0
 ETCD_VERSION ?= 3.6.16
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+RCLONE ?= $(LOCALBIN)/rclone-$(RCLONE_VERSION)
 # The control plane takes minutes to build: it is kept under the user's
 # cache directory (as Go's os.UserCacheDir), keyed by its versions, where
 # every clone of the project on the machine finds it.
@@ -84,11 +87,11 @@ require-root:
 .PHONY: bench
 # The server's files live in memory (/dev/shm, where there is one): the
 # bench compares the gateway with a direct client, not the disk's writeback.
-bench: build envtest ## Compare the gateway with a direct SFTP client to a real sshd (prints a table).
+bench: build envtest $(RCLONE) ## Compare the gateway with a direct SFTP client, and transfers with rclone, on real sshd (prints tables).
 	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
-		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 40m
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) \
+		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 60m
 
 # How long make soak runs, and how often it restarts sshd.
 SOAK ?= 10m
@@ -167,6 +170,9 @@ $(CONTROLLER_GEN):
 golangci-lint: $(GOLANGCI_LINT) ## Install golangci-lint into bin/.
 $(GOLANGCI_LINT):
 	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+$(RCLONE):
+	$(call go-install-tool,$(RCLONE),github.com/rclone/rclone,$(RCLONE_VERSION))
 
 # go-install-tool installs a Go package at a version into bin/ under a
 # versioned name, so that changing a version installs it afresh.

@@ -107,9 +107,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Worker is a running worker replica.
 type Worker struct {
-	mgr     ctrl.Manager
-	metrics *metrics.Metrics
-	runner  *watches.Runner
+	mgr       ctrl.Manager
+	metrics   *metrics.Metrics
+	runner    *watches.Runner
+	transfers *transfers.Runner
 }
 
 // New builds a worker replica on the cluster of restConfig.
@@ -188,7 +189,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Worker{mgr: mgr, metrics: m, runner: r}, nil
+	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr}, nil
 }
 
 // Start runs the worker until ctx ends: then it stops its watches, stores
@@ -206,6 +207,14 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.runner.Wake(n.UID)
 		}
 	}}); err != nil {
+		return err
+	}
+	informer, err = w.mgr.GetCache().GetInformer(ctx, &v1alpha1.Transfer{})
+	if err != nil {
+		return err
+	}
+	// A new transfer starts at once, not at the next sync.
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.transfers.Kick() }}); err != nil {
 		return err
 	}
 	return w.mgr.Start(ctx)

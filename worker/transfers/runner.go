@@ -72,6 +72,10 @@ type Runner struct {
 	// of a lease duration.
 	SyncInterval time.Duration
 
+	// kick asks for a sync now: a new transfer starts at once.
+	kick     chan struct{}
+	kickOnce sync.Once
+
 	mu      sync.Mutex
 	running map[types.UID]*run
 	syncs   int
@@ -114,8 +118,23 @@ func (r *Runner) Start(ctx context.Context) error {
 			defer cancel()
 			return r.Shard.Leave(leaveCtx)
 		case <-tick.C:
+		case <-r.kicks():
 		}
 	}
+}
+
+// Kick has the replica take its share of the transfers now rather than
+// at the next tick; the manager's informer calls it for a new transfer.
+func (r *Runner) Kick() {
+	select {
+	case r.kicks() <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) kicks() chan struct{} {
+	r.kickOnce.Do(func() { r.kick = make(chan struct{}, 1) })
+	return r.kick
 }
 
 // Wake has the run of uid look at its transfer again now; the manager's

@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+)
+
+const (
+	// bigTransfer is the large file's size; smallFiles of smallSize the
+	// batch.
+	bigTransfer = 1 << 30
+	smallFiles  = 10_000
+	smallSize   = 1 << 10
+	// smallParallelism is the Transfer's for the batch: the worker's
+	// default share of one namespace's streams.
+	smallParallelism = 8
+)
+
+// TestBenchmarkTransfers measures Transfers between two sshd on this
+// machine, run by the worker as its own process, against rclone copy
+// between two SFTP remotes of the same servers, in the same run: one
+// large file, and a batch of small ones; with the worker's peak memory.
+func TestBenchmarkTransfers(t *testing.T) {
+	binary, rclone := os.Getenv("SFTPGATE_BENCH_BINARY"), os.Getenv("SFTPGATE_BENCH_RCLONE")
+	if binary == "" || rclone == "" {
+		t.Fatal("run it with make bench, which builds the binary it measures and installs rclone")
+	}
+	ctx := context.Background()
+	r := startRig(t, binary, "transfers", map[string]string{"src": ""}, io.Discard)
+	dst := testsshd.Start(t)
+	r.addConnections(t, "transfers", dst, map[string]string{"dst": dst.Dir})
+	workerNS := "sftpgate-bench-worker"
+	r.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workerNS}})
+	worker := exec.Command(binary, "worker", "--kubeconfig="+r.kubeconfig, "--namespace="+workerNS, "--identity=bench",
+		"--metrics-address=0", "--health-probe-bind-address=0", "--denied-networks="+testcluster.LoopbackNetworks)
+	worker.Stderr = os.Stderr
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	waitReadyConnections(t, r.k8s, "transfers", "src", "dst")
+	remotes := rcloneRemotes(t, rclone, r.sshd, dst)
+
+	transfer := func(name, path string, parallelism int32) time.Duration {
+		tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: "transfers", Name: name}, Spec: v1alpha1.TransferSpec{
+			Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/" + name},
+			Parallelism: parallelism}}
+		start := time.Now()
+		r.create(t, tr)
+		for {
+			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(tr), tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr.Status.CompletionTime != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(start)
+		if !meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) {
+			t.Fatalf("%s: %+v", name, tr.Status)
+		}
+		return took
+	}
+	rcloneCopy := func(from, to string, args ...string) time.Duration {
+		start := time.Now()
+		cmd := exec.Command(rclone, append([]string{"copy", "src:" + from, "dst:" + to}, args...)...)
+		cmd.Env = append(os.Environ(), remotes...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("rclone copy: %v\n%s", err, out)
+		}
+		return time.Since(start)
+	}
+
+	// One large file.
+	big := make([]byte, 1<<20)
+	f, err := os.Create(filepath.Join(r.sshd.Dir, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range bigTransfer / len(big) {
+		_, _ = rand.Read(big)
+		if _, err := f.Write(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetPeakRSS(worker.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	oursBig := transfer("big", "/big.bin", 1)
+	bigRSS, err := peakRSS(worker.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "big", "big.bin"))
+	_ = os.RemoveAll(filepath.Join(dst.Dir, "big"))
+	rcloneBig := rcloneCopy("/big.bin", "/rclone-big")
+	sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-big", "big.bin"))
+	_ = os.RemoveAll(filepath.Join(dst.Dir, "rclone-big"))
+	_ = os.Remove(filepath.Join(r.sshd.Dir, "big.bin"))
+
+	// Many small files.
+	fill(t, r.sshd, "small", 0)
+	payload := bytes.Repeat([]byte("x"), smallSize)
+	for i := range smallFiles {
+		if err := os.WriteFile(filepath.Join(r.sshd.Dir, "small", fmt.Sprintf("f-%05d.csv", i)), payload, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := resetPeakRSS(worker.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	oursSmall := transfer("small", "/small", smallParallelism)
+	smallRSS, err := peakRSS(worker.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countFiles(t, filepath.Join(dst.Dir, "small")); n != smallFiles {
+		t.Fatalf("%d files copied of %d", n, smallFiles)
+	}
+	rcloneSmall := rcloneCopy("/small", "/rclone-small")
+	rcloneSmall8 := rcloneCopy("/small", "/rclone-small-8", "--transfers="+strconv.Itoa(smallParallelism))
+	if n := countFiles(t, filepath.Join(dst.Dir, "rclone-small")); n != smallFiles {
+		t.Fatalf("rclone copied %d files of %d", n, smallFiles)
+	}
+
+	mibps := func(d time.Duration) float64 { return bigTransfer / float64(1<<20) / d.Seconds() }
+	fps := func(d time.Duration) float64 { return smallFiles / d.Seconds() }
+	fmt.Printf(`
+transfers between two sshd on loopback (make bench)
+| measure | sftpgate Transfer | rclone copy (defaults) | ratio | target |
+|---|---|---|---|---|
+| 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | >= 1.0 |
+| 10,000 files of 1 KiB | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4); %.0f files/s with --transfers %d | %.2f | >= 2.0 |
+| worker peak RSS | %.0f MB (1 GiB file), %.0f MB (10,000 files) | | | flat |
+`, mibps(oursBig), oursBig.Seconds(), mibps(rcloneBig), rcloneBig.Seconds(), rcloneBig.Seconds()/oursBig.Seconds(),
+		fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(), fps(rcloneSmall8), smallParallelism,
+		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6)
+}
+
+// rcloneRemotes are the environment variables that define rclone's
+// remotes src and dst: the two sshd, logged in as the test user.
+func rcloneRemotes(t *testing.T, rclone string, src, dst *testsshd.Server) []string {
+	t.Helper()
+	out, err := exec.Command(rclone, "obscure", src.Password).Output()
+	if err != nil {
+		t.Fatalf("rclone obscure: %v", err)
+	}
+	pass := strings.TrimSpace(string(out))
+	var env []string
+	for name, s := range map[string]*testsshd.Server{"SRC": src, "DST": dst} {
+		known := filepath.Join(t.TempDir(), "known_hosts")
+		if err := os.WriteFile(known, fmt.Appendf(nil, "[%s]:%d %s\n", s.Host, s.Port, s.HostKeyLine), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := "RCLONE_CONFIG_" + name + "_"
+		env = append(env, p+"TYPE=sftp", p+"HOST="+s.Host, p+"PORT="+strconv.Itoa(int(s.Port)), p+"USER="+testsshd.User,
+			p+"PASS="+pass, p+"KNOWN_HOSTS_FILE="+known, p+"SHELL_TYPE=none")
+	}
+	return append(env, "RCLONE_CONFIG=/dev/null")
+}
+
+func waitReadyConnections(t *testing.T, k8s client.Client, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		var c v1alpha1.SftpConnection
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &c); err == nil &&
+				meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionReady) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %s is not Ready: %+v", name, c.Status.Conditions)
+			}
+		}
+	}
+}
+
+func sameFile(t *testing.T, a, b string) {
+	t.Helper()
+	fa, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fa.Size() != fb.Size() {
+		t.Fatalf("%s holds %d bytes, %s %d", a, fa.Size(), b, fb.Size())
+	}
+}
+
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
