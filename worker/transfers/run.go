@@ -51,7 +51,10 @@ type run struct {
 	resumed bool
 	dirty   bool
 	// moving is the bytes written of the files under way.
-	moving   map[int]*atomic.Int64
+	moving map[int]*atomic.Int64
+	// cut is the files whose try a failed session cut off: they may
+	// have left a partial copy, though their tries did not count.
+	cut      map[int]bool
 	retrying string
 	lastErr  string
 
@@ -218,7 +221,7 @@ func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 			q.ready = append(q.ready, i)
 		}
 	}
-	t.moving = map[int]*atomic.Int64{}
+	t.moving, t.cut = map[int]*atomic.Int64{}, map[int]bool{}
 	t.mu.Unlock()
 	if len(q.ready) == 0 {
 		return
@@ -273,12 +276,12 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	target := t.plan.Target(&f)
 	moving := &atomic.Int64{}
 	t.moving[i] = moving
-	resumed := t.resumed
+	resumed, fresh := t.resumed, !t.resumed && f.Tries == 0 && !t.cut[i]
 	t.mu.Unlock()
 	job := transfer.Job{
 		Src: path.Join(src.Status.RootPath, f.Path), Dst: path.Join(dst.Status.RootPath, tr.Spec.Destination.Path, target),
 		Seed: string(t.uid) + "\x00" + f.Path, Overwrite: tr.Spec.Overwrite, Verify: tr.Spec.Verify,
-		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed,
+		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
 	}
@@ -309,6 +312,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	if !errors.As(err, &typed) {
 		// The session's failure or a dial's, not the file's: tried again
 		// without counting.
+		t.cut[i] = true
 		t.retrying = "a server failed; retrying: " + err.Error()
 		at := time.Now().Add(backoff)
 		return &at

@@ -1,0 +1,56 @@
+package transfer
+
+import (
+	"testing"
+	"time"
+)
+
+// TestTarget: a folder's files keep their paths below it; listed files go
+// under their own names.
+func TestTarget(t *testing.T) {
+	for _, tc := range []struct{ base, path, want string }{
+		{"/outgoing", "/outgoing/a.csv", "a.csv"},
+		{"/outgoing", "/outgoing/2026/11/a.csv", "2026/11/a.csv"},
+		{"/", "/a.csv", "a.csv"},
+		{"/", "/x/a.csv", "x/a.csv"},
+		{"", "/somewhere/deep/a.csv", "a.csv"},
+	} {
+		p := &Plan{Base: tc.base}
+		if got := p.Target(&File{Path: tc.path}); got != tc.want {
+			t.Errorf("%s in %q: %q, want %q", tc.path, tc.base, got, tc.want)
+		}
+	}
+}
+
+// TestPlanEncoding: a plan comes back as it was stored.
+func TestPlanEncoding(t *testing.T) {
+	p := &Plan{Base: "/in", Outcome: "Succeeded"}
+	for i := range 1000 {
+		p.Files = append(p.Files, File{Path: "/in/f", Size: int64(i), ModTime: 1, State: FileState(i % 4), Tries: 2, Reason: "r"})
+	}
+	blob, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodePlan(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Base != p.Base || back.Outcome != p.Outcome || len(back.Files) != 1000 || back.Files[999] != p.Files[999] {
+		t.Errorf("decoded %+v", back.Files[999])
+	}
+	if c := back.Count(); c.Total != 1000 || c.Done != 250 || c.Failed != 250 || back.Finished() {
+		t.Errorf("counts %+v", c)
+	}
+	if _, err := DecodePlan([]byte("not gzip")); err == nil {
+		t.Error("garbage decoded")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for tries, want := range map[int32]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 20: 10 * time.Minute} {
+		if got := Backoff(10*time.Second, tries); got != want {
+			t.Errorf("try %d: %s, want %s", tries, got, want)
+		}
+	}
+}
