@@ -82,9 +82,11 @@ func TestBenchmarkTransfers(t *testing.T) {
 		}
 		return took
 	}
+	// rclone names the servers' real paths (sftpgate's connections are
+	// rooted in the sshd's directories).
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
 		start := time.Now()
-		cmd := exec.Command(rclone, append([]string{"copy", "src:" + from, "dst:" + to}, args...)...)
+		cmd := exec.Command(rclone, append([]string{"copy", "src:" + filepath.Join(r.sshd.Dir, from), "dst:" + filepath.Join(dst.Dir, to)}, args...)...)
 		cmd.Env = append(os.Environ(), remotes...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("rclone copy: %v\n%s", err, out)

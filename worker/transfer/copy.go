@@ -18,6 +18,8 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -25,6 +27,10 @@ import (
 type Job struct {
 	// Src and Dst are the source file's and the target's server paths.
 	Src, Dst string
+	// Size and ModTime (Unix seconds) are the source file's as the plan
+	// has them: a file that changed since fails its try, and its next
+	// one copies it as it is then.
+	Size, ModTime int64
 	// Seed names the file's temporary copy (tempname.For): the transfer's
 	// uid and the file's path, so that a resumed transfer finds it.
 	Seed      string
@@ -35,8 +41,10 @@ type Job struct {
 	// already: a target of the source's size and modification time is
 	// taken as its copy, even with Overwrite Always.
 	Resumed bool
-	// Fresh says no earlier try can have left a partial copy (the file's
-	// first try in the transfer's first run): none is looked for.
+	// Fresh says no earlier try can have left a partial copy or put the
+	// file in place (the file's first try in the transfer's first run):
+	// none is looked for, and the target is looked up in its folder's
+	// listing, read once for all the transfer's files.
 	Fresh bool
 	// Progress is told the bytes written at the destination as they go.
 	Progress func(n int64)
@@ -45,8 +53,8 @@ type Job struct {
 	// answers cannot be stopped otherwise).
 	Stall time.Duration
 	Abort func()
-	// Made is the folders known to exist at the destination, shared by the
-	// transfer's copies.
+	// Made is what the transfer knows of the destination's folders,
+	// shared by its copies.
 	Made *Folders
 }
 
@@ -54,7 +62,8 @@ type Job struct {
 type Result struct {
 	// State is Done or Skipped.
 	State FileState
-	// Size and ModTime are the source file's as copied.
+	// Size and ModTime are the source file's as copied, or as found when
+	// it changed.
 	Size, ModTime int64
 	// From is where the copy resumed; Sent what this try wrote.
 	From, Sent int64
@@ -106,19 +115,13 @@ const tailCheck = 1 << 20
 // Copy copies j's file from src to dst: under its temporary name (from
 // what it holds already, when its end matches the source), then verified,
 // renamed over the target, and with Move the source removed.
-func Copy(ctx context.Context, src, dst *sftp.Client, j Job) (Result, error) {
-	var r Result
-	sfi, err := src.Stat(j.Src)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return r, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
-	case err != nil:
-		return r, fail(err, "reading the source file")
-	case !sfi.Mode().IsRegular():
-		return r, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is not a file", j.Src)}
+func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (Result, error) {
+	r := Result{Size: j.Size, ModTime: j.ModTime}
+	target, err := j.Made.target(dst, j.Dst, j.Fresh)
+	if err != nil {
+		return r, fail(err, "reading the destination folder")
 	}
-	r.Size, r.ModTime = sfi.Size(), sfi.ModTime().Unix()
-	replace, done, err := j.decide(src, dst, r)
+	replace, done, err := j.decide(src, dst.SFTP, target, r)
 	if err != nil || done != Waiting {
 		r.State = done
 		if err == nil && done == Done && j.Move {
@@ -126,36 +129,42 @@ func Copy(ctx context.Context, src, dst *sftp.Client, j Job) (Result, error) {
 		}
 		return r, err
 	}
-	if err := j.Made.make(dst, path.Dir(j.Dst)); err != nil {
-		return r, fail(err, "making the destination folder")
-	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
 	if !j.Fresh {
-		if r.From, err = resumeFrom(src, dst, j.Src, tmp, r.Size); err != nil {
+		if r.From, err = resumeFrom(src, dst.SFTP, j.Src, tmp, r.Size); err != nil {
 			return r, err
 		}
 	}
 	if r.From > 0 && j.Progress != nil {
 		j.Progress(r.From)
 	}
-	srcSum, err := j.copy(ctx, src, dst, tmp, &r)
+	srcSum, err := j.copy(ctx, src, dst.SFTP, tmp, &r)
 	if err != nil {
 		return r, err
 	}
-	if err := dst.Chtimes(tmp, sfi.ModTime(), sfi.ModTime()); err != nil {
-		return r, fail(err, "setting the copy's modification time")
-	}
-	if err := j.verify(src, dst, tmp, r.Size, srcSum); err != nil {
-		_ = dst.Remove(tmp)
+	// The copy's modification time is set while it is verified: neither
+	// depends on the other.
+	var (
+		timed    sync.WaitGroup
+		timedErr error
+	)
+	timed.Go(func() {
+		modTime := time.Unix(r.ModTime, 0)
+		timedErr = dst.SFTP.Chtimes(tmp, modTime, modTime)
+	})
+	err = j.verify(src, dst.SFTP, tmp, r.Size, srcSum)
+	timed.Wait()
+	if err != nil {
+		_ = dst.SFTP.Remove(tmp)
 		return r, err
 	}
-	if now, err := src.Stat(j.Src); err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime {
-		return r, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
+	if timedErr != nil {
+		return r, fail(timedErr, "setting the copy's modification time")
 	}
-	if err := rename(dst, tmp, j.Dst, replace); err != nil {
-		if !replace && exists(dst, j.Dst) {
+	if err := rename(dst.SFTP, tmp, j.Dst, replace); err != nil {
+		if !replace && exists(dst.SFTP, j.Dst) {
 			// Another writer made the target meanwhile: Never leaves it.
-			_ = dst.Remove(tmp)
+			_ = dst.SFTP.Remove(tmp)
 			r.State = Skipped
 			return r, nil
 		}
@@ -171,17 +180,14 @@ func Copy(ctx context.Context, src, dst *sftp.Client, j Job) (Result, error) {
 // decide reads the target: done when it is the source's copy already,
 // Skipped when the overwrite policy keeps it, and otherwise whether it is
 // replaced.
-func (j *Job) decide(src, dst *sftp.Client, r Result) (replace bool, done FileState, err error) {
-	tfi, err := dst.Stat(j.Dst)
+func (j *Job) decide(src, dst *sftp.Client, tfi *entry, r Result) (replace bool, done FileState, err error) {
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case tfi == nil:
 		return false, Waiting, nil
-	case err != nil:
-		return false, Waiting, fail(err, "reading the target")
-	case tfi.IsDir():
+	case tfi.dir:
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
-	same := tfi.Size() == r.Size && tfi.ModTime().Unix() == r.ModTime
+	same := tfi.size == r.Size && tfi.modTime == r.ModTime
 	if same && (j.Overwrite != v1alpha1.OverwriteAlways || j.Resumed) {
 		if j.Verify != v1alpha1.VerifySHA256 {
 			return false, Done, nil
@@ -239,99 +245,140 @@ func readAt(c *sftp.Client, name string, off, n int64) ([]byte, error) {
 // copyConcurrency is how many requests a copy keeps in flight each way.
 const copyConcurrency = 64
 
-// smallFile is the size up to which a file is read whole into memory and
-// written in one go: fewer round trips than streaming, for the most
-// common files; at most this much per copy.
-const smallFile = 256 << 10
-
 // copy copies the source from r.From on into tmp, and returns the source's
-// digest when it read all of it and j verifies by digest.
+// digest when it read all of it and j verifies by digest. The source and
+// the copy are opened at once, and closed at once, each on its server.
 func (j *Job) copy(ctx context.Context, src, dst *sftp.Client, tmp string, r *Result) ([]byte, error) {
-	in, err := src.Open(j.Src)
-	if err != nil {
-		return nil, fail(err, "opening the source file")
+	progress := &counter{report: j.Progress}
+	if j.Verify == v1alpha1.VerifySHA256 && r.From == 0 {
+		progress.sum = sha256.New()
 	}
-	defer func() { _ = in.Close() }()
+	stop := j.watch(ctx, progress)
+	defer stop()
 	flags := os.O_WRONLY | os.O_CREATE
 	if r.From == 0 {
 		flags |= os.O_TRUNC
 	}
-	out, err := dst.OpenFile(tmp, flags)
-	if err != nil {
-		return nil, fail(err, "creating the temporary copy")
+	var (
+		out    *sftp.File
+		outErr error
+		opened sync.WaitGroup
+	)
+	opened.Go(func() { out, outErr = dst.OpenFile(tmp, flags) })
+	in, err := src.Open(j.Src)
+	opened.Wait()
+	if in != nil {
+		defer func() { _ = in.Close() }()
 	}
-	defer func() { _ = out.Close() }()
+	if out != nil {
+		defer func() { _ = out.Close() }()
+	}
+	switch {
+	case progress.stalled.Load():
+		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
+	case err != nil:
+		return nil, fail(err, "opening the source file")
+	case outErr != nil:
+		return nil, fail(outErr, "creating the temporary copy")
+	}
 	if _, err := in.Seek(r.From, io.SeekStart); err != nil {
 		return nil, fail(err, "reading the source file")
 	}
 	if _, err := out.Seek(r.From, io.SeekStart); err != nil {
 		return nil, fail(err, "writing the copy")
 	}
-	var sum hash.Hash
-	if j.Verify == v1alpha1.VerifySHA256 && r.From == 0 {
-		sum = sha256.New()
-	}
+	var (
+		now  os.FileInfo
+		serr error
+	)
 	if r.From == 0 && r.Size <= smallFile {
-		return j.copySmall(in, out, r, sum)
+		err = j.copySmall(in, out, r, progress, func() { now, serr = in.Stat() })
+	} else {
+		err = j.copyStream(in, out, r, progress)
+		if err == nil || errors.Is(err, errChanged) {
+			now, serr = in.Stat()
+		}
 	}
-	pr, pw := io.Pipe()
-	progress := &counter{report: j.Progress, sum: sum}
-	stop := j.watch(ctx, progress)
-	defer stop()
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := in.WriteTo(pw)
-		_ = pw.CloseWithError(err)
-		readErr <- err
-	}()
-	n, err := out.ReadFromWithConcurrency(io.TeeReader(pr, progress), copyConcurrency)
-	_ = pr.CloseWithError(errors.New("the copy ended"))
-	rerr := <-readErr
-	r.Sent = n
 	switch {
 	case progress.stalled.Load():
 		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
-	case rerr != nil:
-		return nil, fail(rerr, "reading the source file")
-	case err != nil:
-		return nil, fail(err, "writing the copy")
-	}
-	if err := out.Close(); err != nil {
-		return nil, fail(err, "writing the copy")
-	}
-	if r.From+n != r.Size {
+	case err != nil && !errors.Is(err, errChanged):
+		return nil, err
+	case serr != nil:
+		return nil, fail(serr, "reading the source file")
+	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime:
+		// Changed since the plan was made: copied again, as it is then.
+		r.Size, r.ModTime = now.Size(), now.ModTime().Unix()
 		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
 	}
-	if sum == nil {
+	if progress.sum == nil {
 		return nil, nil
 	}
-	return sum.Sum(nil), nil
+	return progress.sum.Sum(nil), nil
 }
 
-// copySmall copies a small file whole: one read, one write (each split
-// into concurrent requests by pkg/sftp).
-func (j *Job) copySmall(in, out *sftp.File, r *Result, sum hash.Hash) ([]byte, error) {
-	buf := make([]byte, r.Size)
-	if _, err := io.ReadFull(in, buf); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) && r.Size > 0 {
-		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
-	} else if err != nil {
-		return nil, fail(err, "reading the source file")
-	}
-	if _, err := out.Write(buf); err != nil {
-		return nil, fail(err, "writing the copy")
+// copyStream copies the source from r.From on through a buffer, many
+// requests in flight each way, then closes the copy.
+func (j *Job) copyStream(in, out *sftp.File, r *Result, progress *counter) error {
+	buf := newBuffer()
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := in.WriteTo(buf)
+		buf.CloseWithError(err)
+		readErr <- err
+	}()
+	n, err := out.ReadFromWithConcurrency(io.TeeReader(buf, progress), copyConcurrency)
+	buf.Close()
+	rerr := <-readErr
+	r.Sent = n
+	switch {
+	case rerr != nil:
+		return fail(rerr, "reading the source file")
+	case err != nil:
+		return fail(err, "writing the copy")
 	}
 	if err := out.Close(); err != nil {
-		return nil, fail(err, "writing the copy")
+		return fail(err, "writing the copy")
+	}
+	if r.From+n != r.Size {
+		return errChanged
+	}
+	return nil
+}
+
+// errChanged is a source that did not hold the size the plan says.
+var errChanged = errors.New("the source file changed")
+
+// smallFile is the size up to which a file is read whole into memory and
+// written in one go: fewer round trips than streaming, for the most
+// common files; at most this much per copy.
+const smallFile = 256 << 10
+
+// copySmall copies a small file whole: one read, then the write and the
+// copy's close on the destination while afterRead (the source's fstat)
+// runs on the source.
+func (j *Job) copySmall(in, out *sftp.File, r *Result, progress *counter, afterRead func()) error {
+	buf := make([]byte, r.Size)
+	if _, err := io.ReadFull(in, buf); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) && r.Size > 0 {
+		afterRead()
+		return errChanged
+	} else if err != nil {
+		return fail(err, "reading the source file")
+	}
+	var source sync.WaitGroup
+	source.Go(afterRead)
+	defer source.Wait()
+	if _, err := out.Write(buf); err != nil {
+		return fail(err, "writing the copy")
+	}
+	if err := out.Close(); err != nil {
+		return fail(err, "writing the copy")
 	}
 	r.Sent = r.Size
-	if j.Progress != nil {
-		j.Progress(r.Size)
-	}
-	if sum == nil {
-		return nil, nil
-	}
-	sum.Write(buf)
-	return sum.Sum(nil), nil
+	_, _ = progress.Write(buf)
+	return nil
 }
 
 // watch calls j.Abort when c stops moving for j.Stall, until the returned
@@ -456,31 +503,96 @@ func removeSource(c *sftp.Client, name string) error {
 	return nil
 }
 
-// Folders is the folders a transfer's copies know exist at the
-// destination, so that each is made (and asked about) once.
+// Folders is what a transfer's copies know of the destination's
+// folders: those made, and for its first files the entries each held,
+// listed once rather than asked file by file.
 type Folders struct {
-	mu   sync.Mutex
-	made map[string]bool
+	mu     sync.Mutex
+	folder map[string]*folder
 }
 
-func (f *Folders) make(c *sftp.Client, dir string) error {
-	if f == nil {
-		return c.MkdirAll(dir)
+// folder is one destination folder, listed once.
+type folder struct {
+	once    sync.Once
+	err     error
+	entries map[string]entry
+	// tooLarge: it holds more than maxListed entries, and its files are
+	// asked about one by one.
+	tooLarge bool
+}
+
+// entry is what a folder holds under a name: as little as decide needs.
+type entry struct {
+	dir           bool
+	size, modTime int64
+}
+
+func entryOf(fi os.FileInfo) *entry {
+	return &entry{dir: fi.IsDir(), size: fi.Size(), modTime: fi.ModTime().Unix()}
+}
+
+// maxListed bounds the entries of a destination folder a transfer holds
+// in memory (about 100 bytes each); past it, each target is asked about.
+const maxListed = 20_000
+
+// target is what the destination holds at name, or nil; it makes name's
+// folder when it is missing. From the folder's listing when fresh (no
+// earlier try can have put the file there), else asked.
+func (f *Folders) target(s *sftpdial.Session, name string, fresh bool) (*entry, error) {
+	dir := path.Dir(name)
+	d := f.of(dir)
+	d.once.Do(func() { d.list(s, dir) })
+	if d.err != nil {
+		return nil, d.err
 	}
+	if fresh && !d.tooLarge {
+		if e, ok := d.entries[path.Base(name)]; ok {
+			return &e, nil
+		}
+		return nil, nil
+	}
+	fi, err := s.SFTP.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return entryOf(fi), nil
+}
+
+func (f *Folders) of(dir string) *folder {
 	f.mu.Lock()
-	known := f.made[dir]
-	f.mu.Unlock()
-	if known {
+	defer f.mu.Unlock()
+	if f.folder == nil {
+		f.folder = map[string]*folder{}
+	}
+	d := f.folder[dir]
+	if d == nil {
+		d = &folder{}
+		f.folder[dir] = d
+	}
+	return d
+}
+
+// list reads dir's entries, making it if it is missing.
+func (d *folder) list(s *sftpdial.Session, dir string) {
+	d.entries = map[string]entry{}
+	err := s.Dirs.Each(dir, func(fi os.FileInfo) error {
+		if len(d.entries) == maxListed {
+			d.tooLarge, d.entries = true, nil
+			return sftpdir.Stop
+		}
+		d.entries[fi.Name()] = *entryOf(fi)
 		return nil
+	})
+	var tooLarge *sftpdir.TooLargeError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.err = s.SFTP.MkdirAll(dir)
+	case errors.As(err, &tooLarge):
+		d.tooLarge, d.entries = true, nil
+	default:
+		d.err = err
 	}
-	if err := c.MkdirAll(dir); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	if f.made == nil {
-		f.made = map[string]bool{}
-	}
-	f.made[dir] = true
-	f.mu.Unlock()
-	return nil
 }

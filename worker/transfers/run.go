@@ -280,6 +280,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	t.mu.Unlock()
 	job := transfer.Job{
 		Src: path.Join(src.Status.RootPath, f.Path), Dst: path.Join(dst.Status.RootPath, tr.Spec.Destination.Path, target),
+		Size: f.Size, ModTime: f.ModTime,
 		Seed: string(t.uid) + "\x00" + f.Path, Overwrite: tr.Spec.Overwrite, Verify: tr.Spec.Verify,
 		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
@@ -290,7 +291,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		return t.do(ctx, dst, pool.Op{}, func(ds *sftpdial.Session) error {
 			job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
 			var err error
-			res, err = transfer.Copy(ctx, ss.SFTP, ds.SFTP, job)
+			res, err = transfer.Copy(ctx, ss.SFTP, ds, job)
 			return err
 		})
 	})
@@ -302,8 +303,12 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	}
 	file := &t.plan.Files[i]
 	t.dirty = true
+	if res.ModTime != 0 {
+		// As copied, or as found when it changed since the listing.
+		file.Size, file.ModTime = res.Size, res.ModTime
+	}
 	if err == nil {
-		file.State, file.Size, file.ModTime, file.Reason, file.Message = res.State, res.Size, res.ModTime, "", ""
+		file.State, file.Reason, file.Message = res.State, "", ""
 		t.r.Metrics.TransferFiles.WithLabelValues(map[transfer.FileState]string{transfer.Done: "done", transfer.Skipped: "skipped"}[res.State]).Inc()
 		return nil
 	}
