@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 )
@@ -82,6 +83,7 @@ func TestBenchmarkTransfers(t *testing.T) {
 		}
 		return took
 	}
+	var rcloneCPU time.Duration
 	// rclone names the servers' real paths (sftpgate's connections are
 	// rooted in the sshd's directories).
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
@@ -91,6 +93,7 @@ func TestBenchmarkTransfers(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("rclone copy: %v\n%s", err, out)
 		}
+		rcloneCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return time.Since(start)
 	}
 
@@ -135,7 +138,12 @@ func TestBenchmarkTransfers(t *testing.T) {
 	if err := resetPeakRSS(worker.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
+	cpu := func() [3]time.Duration {
+		return [3]time.Duration{procs.TreeCPUTime(worker.Process.Pid), r.sshd.CPUTime(), dst.CPUTime()}
+	}
+	before := cpu()
 	oursSmall := transfer("small", "/small", smallParallelism)
+	after := cpu()
 	smallRSS, err := peakRSS(worker.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +151,10 @@ func TestBenchmarkTransfers(t *testing.T) {
 	if n := countFiles(t, filepath.Join(dst.Dir, "small")); n != smallFiles {
 		t.Fatalf("%d files copied of %d", n, smallFiles)
 	}
+	before2 := cpu()
 	rcloneSmall := rcloneCopy("/small", "/rclone-small")
+	after2 := cpu()
+	smallRcloneCPU := rcloneCPU
 	rcloneSmall8 := rcloneCopy("/small", "/rclone-small-8", "--transfers="+strconv.Itoa(smallParallelism))
 	if n := countFiles(t, filepath.Join(dst.Dir, "rclone-small")); n != smallFiles {
 		t.Fatalf("rclone copied %d files of %d", n, smallFiles)
@@ -158,9 +169,12 @@ transfers between two sshd on loopback (make bench)
 | 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | >= 1.0 |
 | 10,000 files of 1 KiB | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4); %.0f files/s with --transfers %d | %.2f | >= 2.0 |
 | worker peak RSS | %.0f MB (1 GiB file), %.0f MB (10,000 files) | | | flat |
+| CPU for the 10,000 files: client, source sshd, destination sshd | %.1f s, %.1f s, %.1f s | %.1f s, %.1f s, %.1f s | | |
 `, mibps(oursBig), oursBig.Seconds(), mibps(rcloneBig), rcloneBig.Seconds(), rcloneBig.Seconds()/oursBig.Seconds(),
 		fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(), fps(rcloneSmall8), smallParallelism,
-		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6)
+		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6,
+		(after[0] - before[0]).Seconds(), (after[1] - before[1]).Seconds(), (after[2] - before[2]).Seconds(),
+		smallRcloneCPU.Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
 
 // rcloneRemotes are the environment variables that define rclone's

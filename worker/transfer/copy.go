@@ -293,7 +293,7 @@ func (j *Job) copy(ctx context.Context, src, dst *sftp.Client, tmp string, r *Re
 		now  os.FileInfo
 		serr error
 	)
-	if r.From == 0 && r.Size <= smallFile {
+	if r.From == 0 && r.Size <= SmallFile {
 		err = j.copySmall(in, out, r, progress, func() { now, serr = in.Stat() })
 	} else {
 		err = j.copyStream(in, out, r, progress)
@@ -351,10 +351,10 @@ func (j *Job) copyStream(in, out *sftp.File, r *Result, progress *counter) error
 // errChanged is a source that did not hold the size the plan says.
 var errChanged = errors.New("the source file changed")
 
-// smallFile is the size up to which a file is read whole into memory and
+// SmallFile is the size up to which a file is read whole into memory and
 // written in one go: fewer round trips than streaming, for the most
 // common files; at most this much per copy.
-const smallFile = 256 << 10
+const SmallFile = 256 << 10
 
 // copySmall copies a small file whole: one read, then the write and the
 // copy's close on the destination while afterRead (the source's fstat)

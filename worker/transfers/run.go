@@ -175,7 +175,7 @@ func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.Sft
 		return 0, true
 	}
 	var p *transfer.Plan
-	err = t.do(ctx, src, pool.Op{Idempotent: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
+	err = t.do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
 		var err error
 		p, err = transfer.List(ctx, s, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
 		return err
@@ -286,9 +286,12 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
 	}
+	// A large file has sessions of its own, as the gateway's streams do;
+	// small ones share them, their requests sent and answered together.
+	op := pool.Op{Stream: f.Size > transfer.SmallFile}
 	var res transfer.Result
-	err := t.do(ctx, src, pool.Op{}, func(ss *sftpdial.Session) error {
-		return t.do(ctx, dst, pool.Op{}, func(ds *sftpdial.Session) error {
+	err := t.do(ctx, src, op, func(ss *sftpdial.Session) error {
+		return t.do(ctx, dst, op, func(ds *sftpdial.Session) error {
 			job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
 			var err error
 			res, err = transfer.Copy(ctx, ss.SFTP, ds, job)
@@ -343,7 +346,6 @@ func (t *run) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op,
 	if err != nil {
 		return err
 	}
-	op.Stream = true
 	return p.Do(ctx, op, func(s *sftpdial.Session) error {
 		err := fn(s)
 		if sessionFailed(err) {
