@@ -115,14 +115,21 @@ func TestBenchmarkTransfers(t *testing.T) {
 	if err := resetPeakRSS(worker.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
+	cpu := func() [3]time.Duration {
+		return [3]time.Duration{procs.TreeCPUTime(worker.Process.Pid), r.sshd.CPUTime(), dst.CPUTime()}
+	}
+	beforeBig := cpu()
 	oursBig := transfer("big", "/big.bin", 1)
+	afterBig := cpu()
 	bigRSS, err := peakRSS(worker.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "big", "big.bin"))
 	_ = os.RemoveAll(filepath.Join(dst.Dir, "big"))
+	beforeBig2 := cpu()
 	rcloneBig := rcloneCopy("/big.bin", "/rclone-big")
+	afterBig2, bigRcloneCPU := cpu(), rcloneCPU
 	sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-big", "big.bin"))
 	_ = os.RemoveAll(filepath.Join(dst.Dir, "rclone-big"))
 	_ = os.Remove(filepath.Join(r.sshd.Dir, "big.bin"))
@@ -137,9 +144,6 @@ func TestBenchmarkTransfers(t *testing.T) {
 	}
 	if err := resetPeakRSS(worker.Process.Pid); err != nil {
 		t.Fatal(err)
-	}
-	cpu := func() [3]time.Duration {
-		return [3]time.Duration{procs.TreeCPUTime(worker.Process.Pid), r.sshd.CPUTime(), dst.CPUTime()}
 	}
 	before := cpu()
 	oursSmall := transfer("small", "/small", smallParallelism)
@@ -169,10 +173,13 @@ transfers between two sshd on loopback (make bench)
 | 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | >= 1.0 |
 | 10,000 files of 1 KiB | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4); %.0f files/s with --transfers %d | %.2f | >= 2.0 |
 | worker peak RSS | %.0f MB (1 GiB file), %.0f MB (10,000 files) | | | flat |
+| CPU for the 1 GiB file: client, source sshd, destination sshd | %.1f s, %.1f s, %.1f s | %.1f s, %.1f s, %.1f s | | |
 | CPU for the 10,000 files: client, source sshd, destination sshd | %.1f s, %.1f s, %.1f s | %.1f s, %.1f s, %.1f s | | |
 `, mibps(oursBig), oursBig.Seconds(), mibps(rcloneBig), rcloneBig.Seconds(), rcloneBig.Seconds()/oursBig.Seconds(),
 		fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(), fps(rcloneSmall8), smallParallelism,
 		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6,
+		(afterBig[0] - beforeBig[0]).Seconds(), (afterBig[1] - beforeBig[1]).Seconds(), (afterBig[2] - beforeBig[2]).Seconds(),
+		bigRcloneCPU.Seconds(), (afterBig2[1] - beforeBig2[1]).Seconds(), (afterBig2[2] - beforeBig2[2]).Seconds(),
 		(after[0] - before[0]).Seconds(), (after[1] - before[1]).Seconds(), (after[2] - before[2]).Seconds(),
 		smallRcloneCPU.Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
