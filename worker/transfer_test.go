@@ -141,9 +141,9 @@ func random(t *testing.T, n int) []byte {
 }
 
 // TestTransfer: one file, many files and a tree go from one sshd to
-// another, whole and identical, under a temporary name first; Move removes
-// the sources once their copies are in place; the sink gets one event
-// when it finishes.
+// another, whole and identical, under a temporary name first; Move (of one
+// file, of a tree) removes the sources once their copies are in place;
+// the sink gets one event when it finishes.
 func TestTransfer(t *testing.T) {
 	t.Parallel()
 	src, dst := sshdServer(testsshd.Start(t)), sshdServer(testsshd.Start(t))
@@ -159,6 +159,7 @@ func TestTransfer(t *testing.T) {
 	src.file(t, "tree/sub/b.txt", []byte("b"))
 	src.file(t, "tree/sub/deeper/c.txt", []byte("c"))
 	src.file(t, "tree/sub/skip.part", []byte("partial"))
+	src.file(t, "single/moved.csv", []byte("moved"))
 
 	one := transfer(t, ns, "one", "/one/big.bin", func(s *v1alpha1.TransferSpec) {
 		s.Verify = v1alpha1.VerifySHA256
@@ -170,12 +171,17 @@ func TestTransfer(t *testing.T) {
 		s.Destination.Path = "/archive"
 		s.Mode = v1alpha1.TransferMove
 	})
+	moved := transfer(t, ns, "moved", "/single/moved.csv", func(s *v1alpha1.TransferSpec) { s.Mode = v1alpha1.TransferMove })
 	got := finished(t, one)
 	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 1 || got.Status.Bytes.Done != int64(len(big)) || !got.Status.EventDelivered {
 		t.Errorf("one: %s %+v", readyReason(got), got.Status)
 	}
 	if !bytes.Equal(dst.read(t, "out/big.bin"), big) {
 		t.Error("the copy differs from its source")
+	}
+	got = finished(t, moved)
+	if readyReason(got) != "True/Succeeded" || string(dst.read(t, "out/moved.csv")) != "moved" || src.has("single/moved.csv") {
+		t.Errorf("moved: %s %+v; left at the source: %v", readyReason(got), got.Status, src.has("single/moved.csv"))
 	}
 	got = finished(t, many)
 	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 50 || got.Status.Progress != "50/50 files, 100%" {

@@ -113,6 +113,13 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 		return idle, false
 	}
 	if t.plan == nil {
+		// The destination's session is dialled while the source is
+		// listed.
+		go func() {
+			if p, err := t.r.Pools.Get(ctx, dst); err == nil {
+				_ = p.Warm(ctx)
+			}
+		}()
 		if wait, ok := t.load(ctx, &tr, src); !ok {
 			t.report(ctx, t.facts())
 			return wait, false
