@@ -36,7 +36,6 @@ type run struct {
 	uid    types.UID
 	key    client.ObjectKey
 	cancel context.CancelFunc
-	done   chan struct{}
 	wake   chan struct{}
 	// queued: the namespace runs as many transfers as it may, and this
 	// one is not among the oldest.
@@ -69,8 +68,15 @@ type run struct {
 // idle is how long a run that cannot work waits before it looks again.
 const idle = 10 * time.Second
 
+// poke has the run look at its transfer again now.
+func (t *run) poke() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (t *run) run(ctx context.Context) {
-	defer close(t.done)
 	for {
 		wait, ended := t.step(ctx)
 		if ended {

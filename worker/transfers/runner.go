@@ -23,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -76,11 +77,10 @@ type Runner struct {
 	kick     chan struct{}
 	kickOnce sync.Once
 
+	items held.Items[*run]
+	// mu guards shares; streams and shares bound the files copied at
+	// once, on the replica and by namespace.
 	mu      sync.Mutex
-	running map[types.UID]*run
-	syncs   int
-	// streams and shares bound the files copied at once, on the replica
-	// and by namespace.
 	streams chan struct{}
 	shares  map[string]*share
 }
@@ -93,7 +93,7 @@ func (r *Runner) init() {
 	l.MaxFiles, l.StallTimeout = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.StallTimeout, d.StallTimeout)
 	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
-	r.running = map[types.UID]*run{}
+	r.items = held.Items[*run]{Shard: r.Shard, States: r.States, Kind: "transfer"}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}
 }
@@ -104,7 +104,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.init()
 	if err := r.Metrics.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sftpgate_worker_transfers_running", Help: "Transfers this replica runs (queued ones included).",
-	}, func() float64 { r.mu.Lock(); defer r.mu.Unlock(); return float64(len(r.running)) })); err != nil {
+	}, func() float64 { n := 0; r.items.Each(func(*run) { n++ }); return float64(n) })); err != nil {
 		return err
 	}
 	tick := time.NewTicker(r.SyncInterval)
@@ -113,7 +113,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.sync(ctx)
 		select {
 		case <-ctx.Done():
-			r.stopAll()
+			r.items.StopAll()
 			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			return r.Shard.Leave(leaveCtx)
@@ -140,14 +140,8 @@ func (r *Runner) kicks() chan struct{} {
 // Wake has the run of uid look at its transfer again now; the manager's
 // informers call it when a transfer or a connection changes.
 func (r *Runner) Wake(uid types.UID) {
-	r.mu.Lock()
-	t := r.running[uid]
-	r.mu.Unlock()
-	if t != nil {
-		select {
-		case t.wake <- struct{}{}:
-		default:
-		}
+	if t, ok := r.items.Get(string(uid)); ok {
+		t.poke()
 	}
 }
 
@@ -181,105 +175,15 @@ func (r *Runner) sync(ctx context.Context) {
 		perNamespace[t.Namespace]++
 		queued[uid] = perNamespace[t.Namespace] > r.Limits.MaxRunningPerNamespace
 	}
-	if r.syncs%sweepEvery == 0 {
-		r.sweep(ctx, exists)
-	}
-	r.syncs++
-	keep, drop, err := r.Shard.Sync(ctx, items)
-	if err != nil {
-		slog.Error("taking a share of the transfers", "error", err)
-	}
-	for _, uid := range drop {
-		r.stop(types.UID(uid))
-		if !exists[uid] {
-			if err := r.States.Delete(ctx, uid); err != nil {
-				slog.Error("removing a deleted transfer's plan", "uid", uid, "error", err)
-			}
+	for uid, t := range r.items.Sync(ctx, items, exists, func(uid string, cancel context.CancelFunc) (*run, func(context.Context)) {
+		tr := byUID[uid]
+		t := &run{r: r, uid: tr.UID, key: client.ObjectKeyFromObject(tr), cancel: cancel, wake: make(chan struct{}, 1)}
+		t.queued.Store(queued[uid])
+		return t, t.run
+	}) {
+		if was := t.queued.Swap(queued[uid]); was && !queued[uid] {
+			t.poke()
 		}
-		if err := r.Shard.Release(ctx, uid); err != nil {
-			slog.Error("giving a transfer back", "uid", uid, "error", err)
-		}
-	}
-	r.mu.Lock()
-	var lost []types.UID
-	for uid := range r.running {
-		if !slices.Contains(keep, string(uid)) {
-			lost = append(lost, uid)
-		}
-	}
-	r.mu.Unlock()
-	for _, uid := range lost {
-		r.stop(uid)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, uid := range keep {
-		t := byUID[uid]
-		if running := r.running[types.UID(uid)]; running != nil {
-			if was := running.queued.Swap(queued[uid]); was && !queued[uid] {
-				select {
-				case running.wake <- struct{}{}:
-				default:
-				}
-			}
-			continue
-		}
-		tctx, cancel := context.WithCancel(ctx)
-		run := &run{r: r, uid: t.UID, key: client.ObjectKeyFromObject(t), cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-		run.queued.Store(queued[uid])
-		r.running[t.UID] = run
-		go run.run(tctx)
-	}
-}
-
-// sweepEvery is how many syncs apart the sweep runs: about a minute.
-const sweepEvery = 12
-
-// sweep removes the plans and Leases of transfers deleted while no live
-// replica held them.
-func (r *Runner) sweep(ctx context.Context, exists map[string]bool) {
-	keys, err := r.States.Keys(ctx)
-	if err != nil {
-		slog.Error("listing the transfers' plans", "error", err)
-		return
-	}
-	orphans, err := r.Shard.Orphans(ctx, exists, keys)
-	if err != nil {
-		slog.Error("finding what deleted transfers left", "error", err)
-		return
-	}
-	for _, uid := range orphans {
-		if err := r.States.Delete(ctx, uid); err != nil {
-			slog.Error("removing a deleted transfer's plan", "uid", uid, "error", err)
-			continue
-		}
-		if err := r.Shard.Remove(ctx, uid); err != nil {
-			slog.Error("removing a deleted transfer's Lease", "uid", uid, "error", err)
-		}
-	}
-}
-
-// stop stops uid's run, if any, and waits for it to store its plan.
-func (r *Runner) stop(uid types.UID) {
-	r.mu.Lock()
-	t := r.running[uid]
-	delete(r.running, uid)
-	r.mu.Unlock()
-	if t != nil {
-		t.cancel()
-		<-t.done
-	}
-}
-
-func (r *Runner) stopAll() {
-	r.mu.Lock()
-	uids := make([]types.UID, 0, len(r.running))
-	for uid := range r.running {
-		uids = append(uids, uid)
-	}
-	r.mu.Unlock()
-	for _, uid := range uids {
-		r.stop(uid)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -79,10 +79,7 @@ type Runner struct {
 	// watches anew (and renews its Leases): a third of a lease duration.
 	SyncInterval time.Duration
 
-	mu      sync.Mutex
-	running map[types.UID]*watcher
-	// syncs counts the syncs, for the sweep to run every sweepEvery.
-	syncs int
+	items held.Items[*watcher]
 	// polls and pollsOf bound the polls in flight (Limits.Polls,
 	// PollsPerNamespace); events bounds each namespace's deliveries.
 	polls   chan struct{}
@@ -99,7 +96,7 @@ func (r *Runner) init() {
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
 	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
-	r.running = map[types.UID]*watcher{}
+	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)
 	r.events = ratelimit.New[string](l.EventsPerMinutePerNamespace/60, int(l.EventsPerMinutePerNamespace/6)).WithMaxKeys(100_000)
@@ -121,7 +118,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.sync(ctx)
 		select {
 		case <-ctx.Done():
-			r.stopAll()
+			r.items.StopAll()
 			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			return r.Shard.Leave(leaveCtx)
@@ -133,10 +130,7 @@ func (r *Runner) Start(ctx context.Context) error {
 // Wake has the watcher of w look at it again now, as when its spec
 // changed; the manager's informer calls it.
 func (r *Runner) Wake(uid types.UID) {
-	r.mu.Lock()
-	w := r.running[uid]
-	r.mu.Unlock()
-	if w != nil {
+	if w, ok := r.items.Get(string(uid)); ok {
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -159,128 +153,31 @@ func (r *Runner) sync(ctx context.Context) {
 	})
 	perNamespace := map[string]int{}
 	byUID := map[string]*v1alpha1.SftpWatch{}
+	exists := map[string]bool{}
 	items := make([]string, 0, len(list.Items))
 	overQuota := map[string]bool{}
 	for i := range list.Items {
 		w := &list.Items[i]
 		uid := string(w.UID)
-		byUID[uid] = w
+		byUID[uid], exists[uid] = w, true
 		items = append(items, uid)
 		perNamespace[w.Namespace]++
 		overQuota[uid] = perNamespace[w.Namespace] > r.Limits.MaxWatchesPerNamespace
 	}
-	if r.syncs%sweepEvery == 0 {
-		r.sweep(ctx, byUID)
-	}
-	r.syncs++
-	keep, drop, err := r.Shard.Sync(ctx, items)
-	if err != nil {
-		slog.Error("taking a share of the watches", "error", err)
-	}
-	for _, uid := range drop {
-		r.stop(types.UID(uid))
-		if byUID[uid] == nil {
-			// The watch is gone: so is its state.
-			if err := r.States.Delete(ctx, uid); err != nil {
-				slog.Error("removing a deleted watch's state", "uid", uid, "error", err)
-			}
-		}
-		if err := r.Shard.Release(ctx, uid); err != nil {
-			slog.Error("giving a watch back", "uid", uid, "error", err)
-		}
-	}
-	r.mu.Lock()
-	var lost []types.UID
-	for uid := range r.running {
-		if !slices.Contains(keep, string(uid)) {
-			lost = append(lost, uid)
-		}
-	}
-	r.mu.Unlock()
-	for _, uid := range lost {
-		r.stop(uid)
-	}
-	r.mu.Lock()
-	for _, uid := range keep {
+	for uid, w := range r.items.Sync(ctx, items, exists, func(uid string, _ context.CancelFunc) (*watcher, func(context.Context)) {
 		w := byUID[uid]
-		if running := r.running[types.UID(uid)]; running != nil {
-			running.overQuota.Store(overQuota[uid])
-			continue
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		wt := &watcher{r: r, uid: w.UID, key: client.ObjectKeyFromObject(w), cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		wt := &watcher{r: r, uid: w.UID, key: client.ObjectKeyFromObject(w), wake: make(chan struct{}, 1)}
 		wt.overQuota.Store(overQuota[uid])
-		r.running[w.UID] = wt
-		go wt.run(wctx)
-	}
-	r.mu.Unlock()
-}
-
-// sweepEvery is how many syncs apart the sweep runs: about a minute.
-const sweepEvery = 12
-
-// sweep removes the states and Leases of watches deleted while no live
-// replica held them.
-func (r *Runner) sweep(ctx context.Context, watches map[string]*v1alpha1.SftpWatch) {
-	keys, err := r.States.Keys(ctx)
-	if err != nil {
-		slog.Error("listing the watches' states", "error", err)
-		return
-	}
-	exists := make(map[string]bool, len(watches))
-	for uid := range watches {
-		exists[uid] = true
-	}
-	orphans, err := r.Shard.Orphans(ctx, exists, keys)
-	if err != nil {
-		slog.Error("finding what deleted watches left", "error", err)
-		return
-	}
-	for _, uid := range orphans {
-		// The state first: a Lease left is found again by the next sweep.
-		if err := r.States.Delete(ctx, uid); err != nil {
-			slog.Error("removing a deleted watch's state", "uid", uid, "error", err)
-			continue
-		}
-		if err := r.Shard.Remove(ctx, uid); err != nil {
-			slog.Error("removing a deleted watch's Lease", "uid", uid, "error", err)
-		}
-	}
-}
-
-// stop stops uid's watcher, if it runs, and waits for it: it stores what
-// it holds before it ends.
-func (r *Runner) stop(uid types.UID) {
-	r.mu.Lock()
-	w := r.running[uid]
-	delete(r.running, uid)
-	r.mu.Unlock()
-	if w != nil {
-		w.cancel()
-		<-w.done
-	}
-}
-
-func (r *Runner) stopAll() {
-	r.mu.Lock()
-	uids := make([]types.UID, 0, len(r.running))
-	for uid := range r.running {
-		uids = append(uids, uid)
-	}
-	r.mu.Unlock()
-	for _, uid := range uids {
-		r.stop(uid)
+		return wt, wt.run
+	}) {
+		w.overQuota.Store(overQuota[uid])
 	}
 }
 
 // pending is the events waiting, of the watches this replica holds.
 func (r *Runner) pending() float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, w := range r.running {
-		n += int(w.pendingCount.Load())
-	}
+	r.items.Each(func(w *watcher) { n += int(w.pendingCount.Load()) })
 	return float64(n)
 }
 

@@ -36,12 +36,10 @@ import (
 // watcher runs one watch: it polls, delivers and writes, then waits for
 // the next poll, the next try of a delivery, or a change of the watch.
 type watcher struct {
-	r      *Runner
-	uid    types.UID
-	key    client.ObjectKey
-	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
+	r    *Runner
+	uid  types.UID
+	key  client.ObjectKey
+	wake chan struct{}
 	// overQuota: the namespace has more watches than it may, and this one
 	// is not among the oldest.
 	overQuota atomic.Bool
@@ -83,7 +81,6 @@ type settings struct {
 }
 
 func (w *watcher) run(ctx context.Context) {
-	defer close(w.done)
 	for {
 		wait := w.step(ctx)
 		timer := time.NewTimer(wait)
