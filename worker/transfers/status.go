@@ -3,7 +3,6 @@ package transfers
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -57,23 +56,9 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 	default:
 		ready.Reason, ready.Message = v1alpha1.ReasonTransferring, "copying the files"
 	}
-	gen := t.Generation
-	ready.ObservedGeneration = gen
-	meta.SetStatusCondition(&t.Status.Conditions, ready)
-	if reconciling {
-		meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
-	} else {
-		meta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionReconciling)
-	}
-	if stalled {
-		meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
-			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
-	} else {
-		meta.RemoveStatusCondition(&t.Status.Conditions, v1alpha1.ConditionStalled)
-	}
+	v1alpha1.SetSummary(&t.Status.Conditions, t.Generation, ready, reconciling, stalled)
 	st := &t.Status
-	st.ObservedGeneration = gen
+	st.ObservedGeneration = t.Generation
 	st.BytesPerSecond = f.rate
 	if f.plan == nil {
 		return

@@ -1,7 +1,6 @@
 package watches
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -60,20 +59,6 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 	default:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonWatching, "polling the folder and delivering its events"
 	}
-	gen := w.Generation
-	ready.ObservedGeneration = gen
-	meta.SetStatusCondition(&w.Status.Conditions, ready)
-	if ready.Reason == v1alpha1.ReasonFirstPoll {
-		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-			Reason: v1alpha1.ReasonFirstPoll, Message: ready.Message, ObservedGeneration: gen})
-	} else {
-		meta.RemoveStatusCondition(&w.Status.Conditions, v1alpha1.ConditionReconciling)
-	}
-	if stalled {
-		meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
-			Reason: ready.Reason, Message: ready.Message, ObservedGeneration: gen})
-	} else {
-		meta.RemoveStatusCondition(&w.Status.Conditions, v1alpha1.ConditionStalled)
-	}
-	w.Status.ObservedGeneration = gen
+	v1alpha1.SetSummary(&w.Status.Conditions, w.Generation, ready, ready.Reason == v1alpha1.ReasonFirstPoll, stalled)
+	w.Status.ObservedGeneration = w.Generation
 }
