@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -24,17 +25,20 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 	sched := schedule(ns, "fresh", "@daily")
 	transfer := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: sched.Spec.TransferTemplate.Spec}
 	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched} {
-		if err := k8s.Create(context.Background(), obj); err != nil {
+		// As kstatus's users read it: the API server's JSON, untyped,
+		// as its answer to the creation (a controller may have written
+		// the status by the time of a later read).
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
 			t.Fatal(err)
 		}
-		// As kstatus's users read it: the API server's JSON, untyped.
-		u := &unstructured.Unstructured{}
+		u := &unstructured.Unstructured{Object: content}
 		gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
 		if err != nil {
 			t.Fatal(err)
 		}
 		u.SetGroupVersionKind(gvk)
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), u); err != nil {
+		if err := k8s.Create(context.Background(), u); err != nil {
 			t.Fatal(err)
 		}
 		if u.GetGeneration() == 0 {

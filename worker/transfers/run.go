@@ -324,6 +324,8 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		file.Size, file.ModTime = res.Size, res.ModTime
 	}
 	if err == nil {
+		// Files copy again: whatever failed before is no longer the news.
+		t.retrying = ""
 		file.State, file.Reason, file.Message = res.State, "", ""
 		t.r.Metrics.TransferFiles.WithLabelValues(map[transfer.FileState]string{transfer.Done: "done", transfer.Skipped: "skipped"}[res.State]).Inc()
 		return nil
