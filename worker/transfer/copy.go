@@ -108,9 +108,14 @@ func fail(err error, what string) error {
 	return e
 }
 
-// tailCheck is how much of a partial copy's end is compared with the
-// source before the copy continues from it.
-const tailCheck = 1 << 20
+// tailCheck is how much of a partial copy is compared with the source
+// before the copy continues from it; inFlight is what a copy may have had
+// in flight when it was cut (pkg/sftp's 64 writes of 32 KiB), which is
+// written again.
+const (
+	tailCheck = 1 << 20
+	inFlight  = 64 * 32 << 10
+)
 
 // Copy copies j's file from src to dst: under its temporary name (from
 // what it holds already, when its end matches the source), then verified,
@@ -211,14 +216,20 @@ func (j *Job) decide(src, dst *sftp.Client, tfi *entry, r Result) (replace bool,
 }
 
 // resumeFrom is where the copy to tmp continues: the size of what tmp
-// holds when its last part matches the source's, else 0 (tmp is started
-// over).
+// holds less what was in flight, when the MiB before that point matches
+// the source's; else 0 (tmp is started over).
 func resumeFrom(src, dst *sftp.Client, srcPath, tmp string, size int64) (int64, error) {
 	pfi, err := dst.Stat(tmp)
 	if err != nil || pfi.Size() == 0 || pfi.Size() > size {
 		return 0, nil
 	}
-	have := pfi.Size()
+	// The last writes in flight when the copy was cut may have landed in
+	// any order (a server may run them at once): only what lies before
+	// them is sure to be whole.
+	have := pfi.Size() - inFlight
+	if have <= 0 {
+		return 0, nil
+	}
 	n := min(have, tailCheck)
 	a, err := readAt(src, srcPath, have-n, n)
 	if err != nil {
