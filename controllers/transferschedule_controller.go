@@ -71,6 +71,9 @@ func (r *TransferScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		s.Status.LastSuccessfulTime = succeeded[len(succeeded)-1].Status.CompletionTime
 	}
 	sched, err := parseSchedule(s.Spec.Schedule, s.Spec.TimeZone)
+	if err == nil && sched.Next(now).IsZero() {
+		err = fmt.Errorf("the schedule %q never comes due", s.Spec.Schedule)
+	}
 	if err != nil {
 		setCondition(&s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSchedule, err.Error())
 		setCondition(&s, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSchedule, err.Error())
@@ -125,7 +128,7 @@ func (r *TransferScheduleReconciler) start(ctx context.Context, s *v1alpha1.Tran
 		}
 	}
 	t := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{
-		Namespace: s.Namespace, Name: fmt.Sprintf("%s-%d", s.Name[:min(len(s.Name), 40)], due.Unix()),
+		Namespace: s.Namespace, Name: fmt.Sprintf("%s-%d", s.Name, due.Unix()),
 		Labels: map[string]string{}, Annotations: map[string]string{}},
 		Spec: *s.Spec.TransferTemplate.Spec.DeepCopy()}
 	for k, v := range s.Spec.TransferTemplate.Metadata.Labels {
@@ -138,7 +141,19 @@ func (r *TransferScheduleReconciler) start(ctx context.Context, s *v1alpha1.Tran
 	if err := controllerutil.SetControllerReference(s, t, r.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
+	switch err := r.Create(ctx, t); {
+	case apierrors.IsAlreadyExists(err):
+		// This run's Transfer, made before (a repeated reconcile), unless
+		// something else has its name.
+		var existing v1alpha1.Transfer
+		if err := r.Get(ctx, client.ObjectKeyFromObject(t), &existing); err != nil {
+			return err
+		}
+		if !metav1.IsControlledBy(&existing, s) {
+			r.Recorder.Eventf(s, nil, "Warning", "NameTaken", "Schedule", "the run due at %s is skipped: a Transfer named %s exists and is not this schedule's",
+				due.UTC().Format(time.RFC3339), t.Name)
+		}
+	case err != nil:
 		return err
 	}
 	s.Status.LastScheduleTime = handled
@@ -217,7 +232,9 @@ func lastDue(sched cron.Schedule, created time.Time, last *metav1.Time, now time
 	}
 	var due time.Time
 	n := 0
-	for t := sched.Next(from); !t.After(now); t = sched.Next(t) {
+	// Next gives the zero time for an expression that never fires (30
+	// February): no run.
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
 		if n++; n > maxMissed && from.Before(now.Add(-time.Hour)) {
 			from, n = now.Add(-time.Hour), 0
 			t = from

@@ -122,14 +122,16 @@ func TestTransferSchedule(t *testing.T) {
 	waitForReady(t, s, metav1.ConditionTrue, v1alpha1.ReasonSuspended)
 }
 
-// TestTransferScheduleInvalid: a schedule the parser refuses, or an
-// unknown time zone, is Stalled with InvalidSchedule, and makes nothing.
+// TestTransferScheduleInvalid: a schedule the parser refuses, one that
+// never comes due (30 February), or an unknown time zone, is Stalled with
+// InvalidSchedule, and makes nothing.
 func TestTransferScheduleInvalid(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	for name, s := range map[string]*v1alpha1.TransferSchedule{
-		"expr": schedule(ns, "expr", "every night at two"),
-		"zone": schedule(ns, "zone", "0 2 * * *", func(s *v1alpha1.TransferScheduleSpec) { s.TimeZone = "Mars/Olympus" }),
+		"expr":  schedule(ns, "expr", "every night at two"),
+		"zone":  schedule(ns, "zone", "0 2 * * *", func(s *v1alpha1.TransferScheduleSpec) { s.TimeZone = "Mars/Olympus" }),
+		"never": schedule(ns, "never", "0 0 30 2 *"),
 	} {
 		create(t, s)
 		got := waitForReady(t, s, metav1.ConditionFalse, v1alpha1.ReasonInvalidSchedule)

@@ -90,6 +90,7 @@ type TransferSource struct {
 	// exclude, and below it with recursive) are copied.
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.split('/').exists(p, p == '..' || p == '.')",message="must be an absolute path without . or .. parts"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('//') && (self == '/' || !self.endsWith('/'))",message="must have no empty parts: no // and no trailing /"
 	// +optional
 	Path string `json:"path,omitempty"`
 

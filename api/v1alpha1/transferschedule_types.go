@@ -135,7 +135,10 @@ type TransferScheduleStatus struct {
 }
 
 // TransferSchedule makes Transfers on a cron schedule, as a CronJob makes
-// Jobs: "every night at two, pull from the partner" is one object.
+// Jobs: "every night at two, pull from the partner" is one object. Its
+// name is at most 52 characters, as a CronJob's: its Transfers are named
+// after it and the run's time, and labelled with it.
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="a TransferSchedule's name is at most 52 characters"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sftpts,categories=sftpgate

@@ -69,9 +69,24 @@ func (h *Items[T]) Sync(ctx context.Context, items []string, exists map[string]b
 	}
 	h.mu.Lock()
 	var lost []string
-	for uid := range h.running {
-		if !slices.Contains(keep, uid) {
+	for uid, t := range h.running {
+		switch {
+		case keep == nil && err != nil:
+			// The sync failed (the API server did not answer): a task
+			// stops only once its hold lapsed, not on one failed call.
+			if !h.Shard.Holds(uid) {
+				lost = append(lost, uid)
+			}
+		case !slices.Contains(keep, uid):
 			lost = append(lost, uid)
+		default:
+			select {
+			case <-t.done:
+				// It ended while the item is still held (it found its
+				// state taken meanwhile, say): a new task starts below.
+				lost = append(lost, uid)
+			default:
+			}
 		}
 	}
 	h.mu.Unlock()

@@ -98,6 +98,11 @@ func fail(err error, what string) error {
 		return err
 	}
 	var status *sftp.StatusError
+	if !errors.As(err, &status) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
+		// No answer of the server's about the file: the connection
+		// failed, which does not count as the file's try.
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	e := &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s: %w", what, err)}
 	switch {
 	case errors.Is(err, fs.ErrPermission):
@@ -122,6 +127,11 @@ const (
 // renamed over the target, and with Move the source removed.
 func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (Result, error) {
 	r := Result{Size: j.Size, ModTime: j.ModTime}
+	if j.Abort != nil {
+		// A copy stopped (its replica gives the transfer back) ends now,
+		// even in the middle of reading a large file for its digest.
+		defer context.AfterFunc(ctx, j.Abort)()
+	}
 	target, err := j.Made.target(dst, j.Dst, j.Fresh)
 	if err != nil {
 		return r, fail(err, "reading the destination folder")
@@ -198,6 +208,10 @@ func (j *Job) decide(src, dst *sftp.Client, tfi *entry, r Result) (replace bool,
 			return false, Done, nil
 		}
 		a, err := digest(src, j.Src)
+		if errors.Is(err, fs.ErrNotExist) && j.Move {
+			// Moved by an earlier run that was cut before it recorded it.
+			return false, Done, nil
+		}
 		if err != nil {
 			return false, Waiting, fail(err, "reading the source file")
 		}
@@ -345,7 +359,7 @@ func (j *Job) copyStream(in, out *sftp.File, r *Result, progress *counter) error
 	rerr := <-readErr
 	r.Sent = n
 	switch {
-	case rerr != nil:
+	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe): // ErrClosedPipe: the writes failed first
 		return fail(rerr, "reading the source file")
 	case err != nil:
 		return fail(err, "writing the copy")
@@ -520,15 +534,18 @@ func removeSource(c *sftp.Client, name string) error {
 type Folders struct {
 	mu     sync.Mutex
 	folder map[string]*folder
+	// entries counts the entries held, of every folder: at most
+	// maxListed for the transfer.
+	entries int
 }
 
-// folder is one destination folder, listed once.
+// folder is one destination folder, listed once it could be.
 type folder struct {
-	once    sync.Once
-	err     error
+	mu      sync.Mutex
+	listed  bool
 	entries map[string]entry
-	// tooLarge: it holds more than maxListed entries, and its files are
-	// asked about one by one.
+	// tooLarge: it holds more entries than the transfer may keep, and
+	// its files are asked about one by one.
 	tooLarge bool
 }
 
@@ -542,26 +559,34 @@ func entryOf(fi os.FileInfo) *entry {
 	return &entry{dir: fi.IsDir(), size: fi.Size(), modTime: fi.ModTime().Unix()}
 }
 
-// maxListed bounds the entries of a destination folder a transfer holds
+// maxListed bounds the entries of destination folders a transfer holds
 // in memory (about 100 bytes each); past it, each target is asked about.
 const maxListed = 20_000
 
 // target is what the destination holds at name, or nil; it makes name's
 // folder when it is missing. From the folder's listing when fresh (no
-// earlier try can have put the file there), else asked.
+// earlier try can have put the file there), else asked. A listing that
+// failed is tried again by the next file.
 func (f *Folders) target(s *sftpdial.Session, name string, fresh bool) (*entry, error) {
 	dir := path.Dir(name)
 	d := f.of(dir)
-	d.once.Do(func() { d.list(s, dir) })
-	if d.err != nil {
-		return nil, d.err
+	d.mu.Lock()
+	if !d.listed {
+		if err := f.list(d, s, dir); err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		d.listed = true
 	}
 	if fresh && !d.tooLarge {
-		if e, ok := d.entries[path.Base(name)]; ok {
+		e, ok := d.entries[path.Base(name)]
+		d.mu.Unlock()
+		if ok {
 			return &e, nil
 		}
 		return nil, nil
 	}
+	d.mu.Unlock()
 	fi, err := s.SFTP.Stat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -586,24 +611,40 @@ func (f *Folders) of(dir string) *folder {
 	return d
 }
 
-// list reads dir's entries, making it if it is missing.
-func (d *folder) list(s *sftpdial.Session, dir string) {
-	d.entries = map[string]entry{}
+// list reads dir's entries into d, making dir if it is missing, within
+// what the transfer may still hold.
+func (f *Folders) list(d *folder, s *sftpdial.Session, dir string) error {
+	f.mu.Lock()
+	room := maxListed - f.entries
+	f.mu.Unlock()
+	entries := map[string]entry{}
+	tooLarge := false
 	err := s.Dirs.Each(dir, func(fi os.FileInfo) error {
-		if len(d.entries) == maxListed {
-			d.tooLarge, d.entries = true, nil
+		if len(entries) >= room {
+			tooLarge = true
 			return sftpdir.Stop
 		}
-		d.entries[fi.Name()] = *entryOf(fi)
+		entries[fi.Name()] = *entryOf(fi)
 		return nil
 	})
-	var tooLarge *sftpdir.TooLargeError
+	var large *sftpdir.TooLargeError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		d.err = s.SFTP.MkdirAll(dir)
-	case errors.As(err, &tooLarge):
-		d.tooLarge, d.entries = true, nil
-	default:
-		d.err = err
+		if err := s.SFTP.MkdirAll(dir); err != nil {
+			return err
+		}
+	case errors.As(err, &large):
+		tooLarge = true
+	case err != nil:
+		return err
 	}
+	if tooLarge {
+		d.tooLarge = true
+		return nil
+	}
+	f.mu.Lock()
+	f.entries += len(entries)
+	f.mu.Unlock()
+	d.entries = entries
+	return nil
 }

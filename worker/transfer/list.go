@@ -22,6 +22,9 @@ func List(ctx context.Context, s *sftpdial.Session, root string, src v1alpha1.Tr
 	if len(src.Paths) > 0 {
 		return listPaths(s, root, src.Paths)
 	}
+	// As the files' paths are: clean (the API refuses // and a trailing
+	// /; a Transfer made before that rule may have them).
+	src.Path = path.Clean(src.Path)
 	fi, err := s.SFTP.Stat(path.Join(root, src.Path))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

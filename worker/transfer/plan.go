@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 	"time"
 )
 
@@ -59,11 +60,10 @@ func (p *Plan) Target(f *File) string {
 	if p.Base == "" {
 		return path.Base(f.Path)
 	}
-	rel := f.Path[len(p.Base):]
-	if p.Base != "/" {
-		rel = rel[1:]
+	if rel, ok := strings.CutPrefix(f.Path, strings.TrimSuffix(p.Base, "/")+"/"); ok && rel != "" {
+		return rel
 	}
-	return rel
+	return path.Base(f.Path)
 }
 
 // Counts are a plan's files and bytes by where they stand.

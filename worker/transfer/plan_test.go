@@ -14,6 +14,8 @@ func TestTarget(t *testing.T) {
 		{"/", "/a.csv", "a.csv"},
 		{"/", "/x/a.csv", "x/a.csv"},
 		{"", "/somewhere/deep/a.csv", "a.csv"},
+		{"/outgoing/", "/outgoing/sub/a.csv", "sub/a.csv"},
+		{"/out", "/out/x", "x"},
 	} {
 		p := &Plan{Base: tc.base}
 		if got := p.Target(&File{Path: tc.path}); got != tc.want {

@@ -144,7 +144,9 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 		t.mu.Unlock()
 		t.save(ctx, true)
 	}
-	if t.plan.Outcome == "" {
+	if t.plan.Outcome == "" || t.dirty {
+		// Not finished, or its end not stored yet: the end is sent only
+		// once another replica would come to the same one.
 		t.report(ctx, t.facts())
 		return time.Second, false
 	}
@@ -251,7 +253,10 @@ func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 			case <-cctx.Done():
 				return
 			case <-tick.C:
-				t.save(cctx, false)
+				// Not cut by the end of the copies: a save the API
+				// server took but the worker did not hear of would
+				// make the next one conflict.
+				t.save(context.WithoutCancel(cctx), false)
 				t.report(cctx, t.facts())
 			}
 		}
@@ -303,18 +308,34 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	// small ones share them, their requests sent and answered together.
 	op := pool.Op{Stream: f.Size > transfer.SmallFile}
 	var res transfer.Result
-	err := t.do(ctx, src, op, func(ss *sftpdial.Session) error {
-		return t.do(ctx, dst, op, func(ds *sftpdial.Session) error {
-			job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
+	var err error
+	switch {
+	case src.UID == dst.UID && job.Src == job.Dst:
+		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,
+			Err: fmt.Errorf("%s would be copied onto itself: the destination folder is its own", f.Path)}
+	case src.UID == dst.UID:
+		// One session for both sides: two waits on one pool could hold
+		// each other up.
+		err = t.do(ctx, src, op, func(s *sftpdial.Session) error {
+			job.Abort = func() { _ = s.Close() }
 			var err error
-			res, err = transfer.Copy(ctx, ss.SFTP, ds, job)
+			res, err = transfer.Copy(ctx, s.SFTP, s, job)
 			return err
 		})
-	})
+	default:
+		err = t.do(ctx, src, op, func(ss *sftpdial.Session) error {
+			return t.do(ctx, dst, op, func(ds *sftpdial.Session) error {
+				job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
+				var err error
+				res, err = transfer.Copy(ctx, ss.SFTP, ds, job)
+				return err
+			})
+		})
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.moving, i)
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return nil // stopped: the file is still waiting, for the next run
 	}
 	file := &t.plan.Files[i]
@@ -377,13 +398,17 @@ func sessionFailed(err error) bool {
 		status   *sftp.StatusError
 		broken   *pool.BrokenError
 		tooLarge *sftpdir.TooLargeError
+		typed    *transfer.Error
 	)
-	if err == nil || errors.As(err, &broken) || errors.As(err, &status) || errors.As(err, &tooLarge) ||
-		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+	switch {
+	case err == nil || errors.As(err, &broken) || errors.As(err, &status) || errors.As(err, &tooLarge) ||
+		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
 		return false
+	case errors.As(err, &typed):
+		// The file's failure (a mismatch, a change), unless it stalled.
+		return errors.Is(err, transfer.ErrStalled)
 	}
-	var typed *transfer.Error
-	return !errors.As(err, &typed) || errors.Is(err, transfer.ErrStalled) || !errors.As(typed.Err, &status)
+	return true
 }
 
 // facts are what the run knows now, for the status.
