@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -32,6 +33,26 @@ type task[T any] struct {
 	t      T
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// Run calls sync every interval, and at once when kick has a value (nil:
+// never), until ctx ends; then it stops every task, which store what they
+// hold, and gives the items back for another replica to take at once.
+func (h *Items[T]) Run(ctx context.Context, interval time.Duration, kick <-chan struct{}, sync func(context.Context)) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		sync(ctx)
+		select {
+		case <-ctx.Done():
+			h.StopAll()
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return h.Shard.Leave(leaveCtx)
+		case <-tick.C:
+		case <-kick:
+		}
+	}
 }
 
 // sweepEvery is how many syncs apart the sweep runs: about a minute.

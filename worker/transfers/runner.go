@@ -107,20 +107,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}, func() float64 { n := 0; r.items.Each(func(*run) { n++ }); return float64(n) })); err != nil {
 		return err
 	}
-	tick := time.NewTicker(r.SyncInterval)
-	defer tick.Stop()
-	for {
-		r.sync(ctx)
-		select {
-		case <-ctx.Done():
-			r.items.StopAll()
-			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			return r.Shard.Leave(leaveCtx)
-		case <-tick.C:
-		case <-r.kicks():
-		}
-	}
+	return r.items.Run(ctx, r.SyncInterval, r.kicks(), r.sync)
 }
 
 // Kick has the replica take its share of the transfers now rather than

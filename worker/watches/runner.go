@@ -112,19 +112,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}, r.pending)); err != nil {
 		return err
 	}
-	tick := time.NewTicker(r.SyncInterval)
-	defer tick.Stop()
-	for {
-		r.sync(ctx)
-		select {
-		case <-ctx.Done():
-			r.items.StopAll()
-			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			return r.Shard.Leave(leaveCtx)
-		case <-tick.C:
-		}
-	}
+	return r.items.Run(ctx, r.SyncInterval, nil, r.sync)
 }
 
 // Wake has the watcher of w look at it again now, as when its spec
