@@ -53,6 +53,10 @@ type Job struct {
 	// answers cannot be stopped otherwise).
 	Stall time.Duration
 	Abort func()
+	// Held reports whether the replica still holds the transfer: one
+	// whose hold lapsed (another replica may run it now) renames nothing
+	// into place and removes no source. Nil: always.
+	Held func() bool
 	// Made is what the transfer knows of the destination's folders,
 	// shared by its copies.
 	Made *Folders
@@ -82,6 +86,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrStalled is a copy that made no progress for Job.Stall.
 var ErrStalled = errors.New("the copy made no progress")
+
+// ErrNotHeld is a copy stopped before its rename because the replica no
+// longer holds the transfer: not the file's failure.
+var ErrNotHeld = errors.New("this replica no longer holds the transfer")
 
 // SFTP status codes that say the destination is full (draft-ietf-secsh-
 // filexfer-13: NO_SPACE_ON_FILESYSTEM, QUOTA_EXCEEDED).
@@ -175,6 +183,9 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 	}
 	if timedErr != nil {
 		return r, fail(timedErr, "setting the copy's modification time")
+	}
+	if j.Held != nil && !j.Held() {
+		return r, ErrNotHeld
 	}
 	if err := rename(dst.SFTP, tmp, j.Dst, replace); err != nil {
 		if !replace && exists(dst.SFTP, j.Dst) {

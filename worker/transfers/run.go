@@ -303,6 +303,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
+		Held: func() bool { return t.r.Shard.Holds(string(t.uid)) },
 	}
 	// A large file has sessions of its own, as the gateway's streams do;
 	// small ones share them, their requests sent and answered together.
@@ -402,7 +403,7 @@ func sessionFailed(err error) bool {
 	)
 	switch {
 	case err == nil || errors.As(err, &broken) || errors.As(err, &status) || errors.As(err, &tooLarge) ||
-		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, transfer.ErrNotHeld):
 		return false
 	case errors.As(err, &typed):
 		// The file's failure (a mismatch, a change), unless it stalled.
