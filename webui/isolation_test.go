@@ -442,6 +442,23 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 		}},
+		{"the victim's connections and transfers, through the attacker's web UI", func(t *testing.T) {
+			for _, conns := range [][2]string{{victim.uiConn, attacker.uiConn}, {attacker.uiConn, victim.uiConn}} {
+				status, _ := attacker.ui.form(t, "/transfers", url.Values{"from": {conns[0]}, "path": {"/"}, "to": {conns[1]},
+					"folder": {"/stolen"}, "mode": {"Copy"}, "overwrite": {"Never"}})
+				if status != http.StatusUnprocessableEntity {
+					t.Errorf("a transfer %s → %s: %d, want 422", conns[0], conns[1], status)
+				}
+			}
+			theirs := victim.transfer(t, "theirs", "reports", "/nowhere", "reports", "/copies")
+			if _, page := attacker.ui.get(t, "/transfers"); strings.Contains(page, theirs.Name) {
+				t.Error("the attacker's transfers page lists the victim's transfer")
+			}
+			if status, _ := attacker.ui.form(t, "/transfers/"+theirs.Name+"/delete", nil); status != http.StatusNotFound {
+				t.Errorf("removing the victim's transfer: %d, want 404", status)
+			}
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), theirs))
+		}},
 		{"a key for the victim's connection", func(t *testing.T) {
 			if status, _ := attacker.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
 				t.Errorf("%d, want 422", status)
