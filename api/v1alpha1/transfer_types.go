@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -132,6 +134,15 @@ type TransferSource struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	// +optional
 	Exclude []string `json:"exclude,omitempty"`
+}
+
+// What is the source's path, or its paths joined with commas: what a
+// person reads of it.
+func (s *TransferSource) What() string {
+	if len(s.Paths) > 0 {
+		return strings.Join(s.Paths, ", ")
+	}
+	return s.Path
 }
 
 // TransferDestination is the folder files are copied into.

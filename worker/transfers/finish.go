@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -53,19 +52,12 @@ func finishEvent(tr *v1alpha1.Transfer, f facts) (cloudevents.Event, error) {
 	src := tr.Spec.Source
 	data, err := json.Marshal(EventData{Transfer: tr.Name, Reason: f.outcome, Message: f.message,
 		Files: probe.Status.Files, Bytes: probe.Status.Bytes, Failures: probe.Status.Failures,
-		Source:      src.ConnectionRef.Name + ":" + strings.Join(append([]string{src.Path}, src.Paths...)[boolToInt(src.Path == ""):], ","),
+		Source:      src.ConnectionRef.Name + ":" + src.What(),
 		Destination: tr.Spec.Destination.ConnectionRef.Name + ":" + tr.Spec.Destination.Path})
 	if err != nil {
 		return e, err
 	}
 	return e, e.SetData(cloudevents.ApplicationJSON, data)
-}
-
-func boolToInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // finish reports the end of a transfer whose files all ended: it sends
