@@ -1131,7 +1131,8 @@ func restoreLoggers(tb testing.TB) {
 func TestConformance(t *testing.T) {
 	var commands []string
 	for p := range apiDoc.Paths.Map() {
-		if name, ok := strings.CutPrefix(p, "/{slug}/"); ok {
+		// The tus endpoint's two paths are one capability, "uploads".
+		if name, ok := strings.CutPrefix(p, "/{slug}/"); ok && !strings.Contains(name, "/") {
 			commands = append(commands, name)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/lastuse"
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
+	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
@@ -55,14 +56,28 @@ type handler struct {
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
+	// uploads serves resumable uploads.
+	uploads *uploads.Endpoint
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	slug, name := chi.URLParam(r, "slug"), chi.URLParam(r, "command")
+	ww, rec, end := h.observe(w, r, slug, name)
+	defer end()
+	req := h.newRequest(r)
+	defer h.done(req)
+	if err := h.serve(ww, r, req, slug, name, rec); err != nil {
+		answer.Err(ww, r, err)
+	}
+}
+
+// observe starts a request's metrics and log line; end, deferred, writes
+// them with what rec says by then.
+func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name string) (middleware.WrapResponseWriter, *requestLog, func()) {
+	start := time.Now()
 	rec := &requestLog{command: "unknown"} // metric labels stay bounded
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-	defer func() {
+	return ww, rec, func() {
 		end := time.Now()
 		h.metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
 		h.metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
@@ -85,11 +100,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
 		}
 		_ = logHandler.Handle(ctx, line)
-	}()
-	req := h.newRequest(r)
-	defer h.done(req)
-	if err := h.serve(ww, r, req, slug, name, rec); err != nil {
-		answer.Err(ww, r, err)
 	}
 }
 

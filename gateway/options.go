@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
+	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
@@ -43,6 +46,11 @@ type Options struct {
 	// AuthorizationCacheTTL is how long an RBAC decision for a
 	// ServiceAccount is used.
 	AuthorizationCacheTTL time.Duration
+	// Namespace is sftpgate's own, where resumable uploads' records are
+	// kept (as ConfigMaps), for every replica and the worker to find.
+	Namespace string
+	// Uploads bound resumable uploads; their largest is MaxUploadBytes.
+	Uploads uploads.Limits
 }
 
 // Limits bound what one request may take.
@@ -106,8 +114,14 @@ func Defaults() Options {
 		Directories:           sftpdir.Limits{MaxEntries: sftpdir.DefaultMaxEntries, MaxBytes: sftpdir.DefaultMaxBytes},
 		Audience:              kubeauth.DefaultAudience,
 		AuthorizationCacheTTL: kubeauth.DefaultDecisionTTL,
+		Namespace:             cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
+		Uploads:               uploads.Limits{Expiry: uploads.DefaultExpiry, MaxPerNamespace: uploads.DefaultMaxPerNamespace},
 	}
 }
+
+// DefaultNamespace is the gateway's namespace when neither --namespace nor
+// POD_NAMESPACE says otherwise.
+const DefaultNamespace = "sftpgate-system"
 
 // withDefaults is o with each zero field set to its default.
 func (o Options) withDefaults() Options {
@@ -140,6 +154,9 @@ func (o Options) withDefaults() Options {
 	orDuration(&o.IdleTimeout, d.IdleTimeout)
 	orDuration(&o.LogFlushInterval, d.LogFlushInterval)
 	orDuration(&o.AuthorizationCacheTTL, d.AuthorizationCacheTTL)
+	or(&o.Namespace, d.Namespace)
+	orDuration(&o.Uploads.Expiry, d.Uploads.Expiry)
+	orInt(&o.Uploads.MaxPerNamespace, d.Uploads.MaxPerNamespace)
 	l, dl := &o.Limits, d.Limits
 	orInt64(&l.MaxBodyBytes, dl.MaxBodyBytes)
 	orInt64(&l.MaxUploadBytes, dl.MaxUploadBytes)
@@ -214,6 +231,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.Directories.MaxEntries = n
 		return nil
 	})
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "The gateway's namespace, where resumable uploads' records are kept.")
+	fs.DurationVar(&o.Uploads.Expiry, "upload-expiry", o.Uploads.Expiry,
+		"How long after its creation a resumable upload may go on; then the worker removes what it sent.")
+	fs.IntVar(&o.Uploads.MaxPerNamespace, "max-uploads-per-namespace", o.Uploads.MaxPerNamespace,
+		"Resumable uploads the connections of one namespace may have under way (finished ones count until they expire).")
 	quantity(fs, &o.Directories.MaxBytes, "max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole "+
 		"(see --max-directory-entries), as a quantity (32Mi) or in bytes (default 32Mi).")
 }

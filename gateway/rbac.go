@@ -23,3 +23,8 @@ package gateway
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Resumable uploads: their records are ConfigMaps of its own namespace
+// (package uploadrecord), which the worker removes once they expire.
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=system

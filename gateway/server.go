@@ -38,11 +38,13 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
+	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
 // pacingQuiet is how long after the last small request large transfers
@@ -140,6 +142,12 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
+	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}
+	limits := opts.Uploads
+	limits.MaxSize = opts.Limits.MaxUploadBytes
+	if h.uploads, err = uploads.New(records, limits, h.uploadError); err != nil {
+		return nil, err
+	}
 	if !opts.NoServiceAccounts {
 		// Reads the issuer's document and keys as the gateway, from the
 		// API server.
@@ -178,6 +186,10 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 		r.Get("/docs", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(s.docs)
+		})
+		r.Route("/{slug}/uploads", func(r chi.Router) {
+			r.HandleFunc("/", h.serveUploads)
+			r.HandleFunc("/{id}", h.serveUploads)
 		})
 		r.Handle("/{slug}/{command}", h)
 		r.Handle("/{slug}/{command}/", h)

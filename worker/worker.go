@@ -1,7 +1,8 @@
 // Package worker is "sftpgate worker": the component that does the work
 // that runs on its own, apart from requests. It polls the SftpWatches and
 // delivers their events (package watches), and runs the Transfers
-// (package transfers); its replicas divide the work among themselves
+// (package transfers), and removes expired resumable uploads (package
+// uploadexpiry); its replicas divide the work among themselves
 // through Leases (package shard), and keep its state in ConfigMaps of
 // their namespace (package statestore).
 package worker
@@ -35,11 +36,13 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfers"
+	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
 
@@ -58,6 +61,9 @@ type Options struct {
 	IdleTimeout time.Duration
 	Limits      watches.Limits
 	Transfers   transfers.Limits
+	// UploadSweepInterval is how often expired resumable uploads are
+	// looked for (their expiry is the gateway's --upload-expiry).
+	UploadSweepInterval time.Duration
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
@@ -101,6 +107,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Transfers.MaxFiles, "max-transfer-files", t.MaxFiles, "Most files one transfer copies; a larger source is TooManyFiles.")
 	fs.DurationVar(&o.Transfers.StallTimeout, "transfer-stall-timeout", t.StallTimeout,
 		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
+	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", uploadexpiry.DefaultInterval,
+		"How often expired resumable uploads are looked for and removed (they expire after the gateway's --upload-expiry).")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 }
@@ -178,6 +186,15 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		SyncInterval: r.SyncInterval,
 	}
 	if err := mgr.Add(tr); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&uploadexpiry.Sweeper{
+		Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "upload",
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
+		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval),
+	}); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { pools.Run(ctx); return nil })); err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sftpgate/sftpgate/gateway/commands"
 )
 
 // Error is an answer outside a command's envelope:
@@ -21,7 +23,9 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// RetryAfter, when set, is sent as Retry-After.
 	RetryAfter time.Duration `json:"-"`
-	Cause      error         `json:"-"`
+	// Allow, when set, is sent as Allow with a 405 (else POST).
+	Allow string `json:"-"`
+	Cause error  `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -164,4 +168,60 @@ func NotSynced() *Error {
 // Internal answers a bug; the cause is logged.
 func Internal(cause error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Cause: cause}
+}
+
+// Resumable uploads (tus, package gateway/uploads).
+
+// UploadNotFound answers an upload id that is none of the caller's.
+func UploadNotFound() *Error {
+	return &Error{Status: http.StatusNotFound, Code: "upload_not_found",
+		Message: "there is no such upload: it expired, was ended, or is another caller's"}
+}
+
+// TooManyUploads answers a new upload over its namespace's bound; message
+// says which.
+func TooManyUploads(message string) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "too_many_uploads", Message: message}
+}
+
+// StatusChecksumMismatch is tus's status for a part whose checksum did not
+// match.
+const StatusChecksumMismatch = 460
+
+// ChecksumMismatch answers a part whose SHA-256 is not the one sent.
+func ChecksumMismatch(message string) *Error {
+	return &Error{Status: StatusChecksumMismatch, Code: "checksum_mismatch", Message: message}
+}
+
+// MismatchedOffset answers a part sent for an offset the upload is not at.
+func MismatchedOffset(message string) *Error {
+	return &Error{Status: http.StatusConflict, Code: "mismatched_offset", Message: message}
+}
+
+// UploadMethodNotAllowed answers a method the tus endpoint does not have
+// at the URL; allow lists those it has.
+func UploadMethodNotAllowed(allow string) *Error {
+	return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "send " + allow + " here (tus 1.0)", Allow: allow}
+}
+
+// Protocol answers what tus's handler refused, with its status, its code
+// (lower case, without ERR_) and its message.
+func Protocol(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Refused answers an operation the SFTP server refused, where no command
+// envelope carries it (an upload): with the status its code means, its
+// code and its message.
+func Refused(f *commands.Failure) *Error {
+	status := http.StatusBadGateway
+	switch f.Code {
+	case "permission_denied":
+		status = http.StatusForbidden
+	case "not_found", "already_exists", "is_a_directory", "not_a_directory", "not_empty":
+		status = http.StatusConflict
+	case "unsupported":
+		status = http.StatusNotImplemented
+	}
+	return &Error{Status: status, Code: f.Code, Message: f.Message}
 }

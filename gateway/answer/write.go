@@ -2,6 +2,7 @@ package answer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -112,7 +113,7 @@ func Err(w http.ResponseWriter, r *http.Request, err error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sftpgate"`)
 	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", http.MethodPost)
+		w.Header().Set("Allow", cmp.Or(e.Allow, http.MethodPost))
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", ratelimit.RetryAfter(e.RetryAfter))

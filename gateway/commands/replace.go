@@ -170,30 +170,9 @@ func (fs *FS) replace(target string, mode *os.FileMode, overwrite bool, fill fil
 // replaceExisting is replace of target, which lstat described as existing
 // (nil: it did not exist).
 func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
-	dest := target
-	var statErr error
-	switch {
-	case existing == nil:
-		statErr = os.ErrNotExist
-	case existing.Mode()&os.ModeSymlink != 0:
-		// Written through: to where it leads, which may not exist yet,
-		// checked again as the first time.
-		if real, err := fs.Client.RealPath(target); err == nil {
-			dest = path.Clean(real)
-			if err := fs.inside(dest); err != nil {
-				return 0, err
-			}
-		}
-		existing, statErr = fs.Client.Stat(dest)
-	}
-	switch {
-	case statErr == nil && existing.IsDir():
-		return 0, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
-	case statErr == nil && !overwrite:
-		return 0, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-	case statErr == nil && mode == nil:
-		perm := existing.Mode().Perm()
-		mode = &perm
+	dest, mode, err := fs.destination(target, existing, mode, overwrite)
+	if err != nil {
+		return 0, err
 	}
 	tmp := tempname.In(path.Dir(dest))
 	f, err := fs.Client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
@@ -202,18 +181,59 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 	}
 	n, err := fillFile(f, mode, fill)
 	if err == nil {
-		err = fs.rename(tmp, dest, overwrite)
+		err = fs.settle(tmp, dest, target, overwrite)
 	}
 	if err != nil {
 		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(tmp)) }, err)
-		if !overwrite && !SessionFailed(err) {
-			if _, statErr := fs.Client.Lstat(dest); statErr == nil {
-				return 0, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
-			}
-		}
 		return 0, err
 	}
 	return n, nil
+}
+
+// settle renames tmp, complete, over dest, the destination of a write of
+// target: without overwrite, a file made at dest meanwhile is kept, and
+// the refusal says so.
+func (fs *FS) settle(tmp, dest, target string, overwrite bool) error {
+	err := fs.rename(tmp, dest, overwrite)
+	if err != nil && !overwrite && !SessionFailed(err) {
+		if _, statErr := fs.Client.Lstat(dest); statErr == nil {
+			return fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+		}
+	}
+	return err
+}
+
+// destination is where a write of target, which lstat described as
+// existing (nil: it did not exist), puts the file: target, or where the
+// symlink at target leads (inside the root, checked as the first time). It
+// refuses a directory, and an existing file unless overwrite; a file that
+// replaces another keeps its permissions unless mode is given.
+func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode, overwrite bool) (string, *os.FileMode, error) {
+	dest := target
+	var statErr error
+	switch {
+	case existing == nil:
+		statErr = os.ErrNotExist
+	case existing.Mode()&os.ModeSymlink != 0:
+		// Written through: to where it leads, which may not exist yet.
+		if real, err := fs.Client.RealPath(target); err == nil {
+			dest = path.Clean(real)
+			if err := fs.inside(dest); err != nil {
+				return "", nil, err
+			}
+		}
+		existing, statErr = fs.Client.Stat(dest)
+	}
+	switch {
+	case statErr == nil && existing.IsDir():
+		return "", nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
+	case statErr == nil && !overwrite:
+		return "", nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+	case statErr == nil && mode == nil:
+		perm := existing.Mode().Perm()
+		mode = &perm
+	}
+	return dest, mode, nil
 }
 
 // rename moves from to to; with overwrite it replaces to in one step where

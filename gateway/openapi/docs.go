@@ -2,9 +2,11 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"slices"
 	"strings"
@@ -20,7 +22,13 @@ var docsPage = template.Must(template.New("docs").Parse(docsTemplate))
 type docsData struct {
 	Title, Version, Description, Base string
 	Operations                        []operation
-	Errors                            []statusDoc
+	// Uploads are the tus endpoint's operations.
+	Uploads []protocolOperation
+	Errors  []statusDoc
+}
+
+type protocolOperation struct {
+	Method, Path, Summary, Description string
 }
 
 type operation struct {
@@ -66,33 +74,49 @@ func Docs(base string) ([]byte, error) {
 	})
 	seen := map[string]bool{}
 	for _, k := range keys {
-		op := paths[k].Post
-		o := operation{Name: op.OperationID, Path: k, Summary: op.Summary, Description: op.Description}
-		if op.RequestBody != nil {
-			if mt := op.RequestBody.Value.Content.Get("application/json"); mt != nil {
-				o.Request = fields(mt.Schema.Value)
+		for method, op := range paths[k].Operations() {
+			for status, r := range op.Responses.Map() {
+				if status[0] != '2' && !seen[status] {
+					seen[status] = true
+					data.Errors = append(data.Errors, statusDoc{Status: status, Description: *r.Value.Description})
+				}
 			}
-		}
-		if ok := op.Responses.Status(200); ok != nil {
-			envelope := ok.Value.Content.Get("application/json").Schema.Value
-			result := envelope.OneOf[0].Value.Properties[op.OperationID]
-			o.ResultType = typeName(result)
-			o.Result = fields(result.Value)
-		}
-		for status, r := range op.Responses.Map() {
-			if status != "200" && !seen[status] {
-				seen[status] = true
-				data.Errors = append(data.Errors, statusDoc{Status: status, Description: *r.Value.Description})
+			if op.Responses.Status(200) == nil || method != "POST" {
+				data.Uploads = append(data.Uploads, protocolOperation{Method: method, Path: k, Summary: op.Summary, Description: op.Description})
+				continue
 			}
+			data.Operations = append(data.Operations, command(k, op))
 		}
-		data.Operations = append(data.Operations, o)
 	}
+	slices.SortFunc(data.Uploads, func(a, b protocolOperation) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(methodOrder(a.Method), methodOrder(b.Method)))
+	})
 	slices.SortFunc(data.Errors, func(a, b statusDoc) int { return strings.Compare(a.Status, b.Status) })
 	var out bytes.Buffer
 	if err := docsPage.Execute(&out, data); err != nil {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// command is the page's part of a command's operation at path.
+func command(path string, op *openapi3.Operation) operation {
+	o := operation{Name: op.OperationID, Path: path, Summary: op.Summary, Description: op.Description}
+	if op.RequestBody != nil {
+		if mt := op.RequestBody.Value.Content.Get("application/json"); mt != nil {
+			o.Request = fields(mt.Schema.Value)
+		}
+	}
+	envelope := op.Responses.Status(200).Value.Content.Get("application/json").Schema.Value
+	result := envelope.OneOf[0].Value.Properties[op.OperationID]
+	o.ResultType = typeName(result)
+	o.Result = fields(result.Value)
+	return o
+}
+
+// methodOrder orders an endpoint's methods as a client uses them.
+func methodOrder(method string) string {
+	return fmt.Sprint(strings.Index("OPTIONS POST HEAD PATCH DELETE", method))
 }
 
 func fields(s *openapi3.Schema) []field {

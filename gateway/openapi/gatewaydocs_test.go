@@ -180,10 +180,14 @@ func resultFields(op *openapi3.Operation, command string) []string {
 	return slices.Sorted(maps.Keys(result.Properties))
 }
 
+// commandNames are the paths of commands: POST with a 200 envelope (the
+// others are the tus endpoint's).
 func commandNames(doc *openapi3.T) []string {
 	var names []string
-	for path := range doc.Paths.Map() {
-		names = append(names, strings.TrimPrefix(path, "/{slug}/"))
+	for path, item := range doc.Paths.Map() {
+		if item.Post != nil && item.Post.Responses.Status(200) != nil {
+			names = append(names, strings.TrimPrefix(path, "/{slug}/"))
+		}
 	}
 	return names
 }

@@ -18,8 +18,14 @@ func TestDocumentDescribesEveryCommand(t *testing.T) {
 			t.Errorf("command %s is not described", name)
 		}
 	}
-	if got, want := doc.Paths.Len(), len(commands.Names()); got != want {
-		t.Errorf("%d paths for %d commands", got, want)
+	// And the tus endpoint's two.
+	if got, want := doc.Paths.Len(), len(commands.Names())+2; got != want {
+		t.Errorf("%d paths for %d commands and uploads", got, want)
+	}
+	for _, p := range []string{"/{slug}/uploads", "/{slug}/uploads/{id}"} {
+		if doc.Paths.Find(p) == nil {
+			t.Errorf("%s is not described", p)
+		}
 	}
 }
 
@@ -28,7 +34,7 @@ func TestDocsPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"POST /sftp/{slug}/write", `href="/sftp/openapi.json"`, "createParents", "sftpStatus", "504"} {
+	for _, want := range []string{"POST /sftp/{slug}/write", `href="/sftp/openapi.json"`, "createParents", "sftpStatus", "504", "PATCH /sftp/{slug}/uploads/{id}", "460"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the page does not show %q", want)
 		}

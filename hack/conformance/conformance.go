@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // Target is a connection under test, reached through a gateway.
@@ -64,6 +66,8 @@ type step struct {
 	local func(t *testing.T, d string)
 	// scoped sends the request with the target's ScopedToken.
 	scoped bool
+	// tus makes it a request of a resumable upload (uploads.go).
+	tus *tusCall
 }
 
 func ok(command, body, result string) step {
@@ -121,7 +125,11 @@ func only(names ...string) step {
 		entries, err := os.ReadDir(d)
 		var got []string
 		for _, e := range entries {
-			got = append(got, e.Name())
+			name := e.Name()
+			if tempname.Is(name) {
+				name = tempFile
+			}
+			got = append(got, name)
 		}
 		if err != nil || !slices.Equal(got, names) {
 			t.Errorf("the directory holds %v (%v), want %v", got, err, names)
@@ -405,17 +413,21 @@ func Run(t *testing.T, target Target) {
 	mkdirOwned(t, target, filepath.Join(target.Dir, ScopedPath))
 	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
 	t.Cleanup(func() { _ = os.RemoveAll(outside) })
-	for i, r := range rows {
+	for i, r := range slices.Concat(rows, uploadRows) {
 		t.Run(r.command+"/"+r.name, func(t *testing.T) {
 			d := fmt.Sprintf("/%s-%d", r.command, i)
 			local := filepath.Join(target.Dir, d)
 			mkdirOwned(t, target, local)
+			var upload string
 			for _, s := range r.steps {
-				if s.local != nil {
+				switch {
+				case s.local != nil:
 					s.local(t, local)
-					continue
+				case s.tus != nil:
+					runTus(t, target, d, s, &upload)
+				default:
+					run(t, target, d, s)
 				}
-				run(t, target, d, s)
 			}
 		})
 	}
@@ -544,7 +556,7 @@ var client = &http.Client{Timeout: time.Minute}
 // no failure row for.
 func Coverage(names []string) []string {
 	succeeds, failsFor := map[string]bool{}, map[string]bool{}
-	for _, r := range rows {
+	for _, r := range slices.Concat(rows, uploadRows) {
 		for _, s := range r.steps {
 			if s.command != r.command {
 				continue

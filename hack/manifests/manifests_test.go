@@ -181,6 +181,7 @@ var allowed = map[string][]string{
 		"* core secrets get",
 		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
 		"* sftpgate.dev apikeys/status patch",
+		"sftpgate-system core configmaps create,delete,get,list,update",
 	},
 	"sftpgate-worker": {
 		"* core secrets,services get",

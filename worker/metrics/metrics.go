@@ -31,6 +31,12 @@ type Metrics struct {
 	// TransferFiles counts transfers' files by how they ended: done,
 	// skipped, failed; and retried (a try that failed).
 	TransferFiles *prometheus.CounterVec
+	// UploadsExpired counts expired resumable uploads removed, by what was
+	// removed: partial (the partial file and the record) or record.
+	UploadsExpired *prometheus.CounterVec
+	// UploadBytesExpired counts the bytes of expired uploads' partial
+	// files removed.
+	UploadBytesExpired prometheus.Counter
 
 	registry *prometheus.Registry
 }
@@ -61,9 +67,15 @@ func New() *Metrics {
 		TransferFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sftpgate_worker_transfer_files_total", Help: "Transfers' files by how they ended: done, skipped, failed; retried counts failed tries.",
 		}, []string{"result"}),
+		UploadsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_uploads_expired_total", Help: "Expired resumable uploads removed, by what was removed: partial (its partial file and record) or record (it had none left).",
+		}, []string{"removed"}),
+		UploadBytesExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sftpgate_worker_upload_bytes_expired_total", Help: "Bytes of the partial files of expired resumable uploads removed.",
+		}),
 		registry: prometheus.NewRegistry(),
 	}
-	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles,
+	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles, m.UploadsExpired, m.UploadBytesExpired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

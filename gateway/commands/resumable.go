@@ -1,0 +1,231 @@
+package commands
+
+// Resumable uploads (tus, package gateway/uploads): a file's bytes gather
+// in a partial file beside its target, written at the offsets the client
+// sends, over as many requests and gateway replicas as it takes, and are
+// renamed over the target once the last byte is there, under the rules
+// of a raw upload. The partial file's size is how far the upload got.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"hash"
+	"io"
+	"net/url"
+	"os"
+	"path"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+// Resumable is where a resumable upload's bytes go: both are server
+// paths.
+type Resumable struct {
+	// Target is the file the client named, resolved inside the scope.
+	Target string
+	// Partial is the partial file, a temporary name beside where Target
+	// leads, derived from the upload's id (tempname.For).
+	Partial string
+}
+
+// ResumableSpec is what a resumable upload makes, from its metadata.
+type ResumableSpec struct {
+	Path          string
+	Mode          *os.FileMode
+	CreateParents bool
+	// Overwrite replaces an existing file; it is true unless the metadata
+	// says "false", as for a raw upload.
+	Overwrite bool
+}
+
+// ParseResumable reads a resumable upload's parameters from its metadata
+// (tus's Upload-Metadata): path, and optionally mode, createParents and
+// overwrite, as a raw upload's query has them. Other keys (a client's
+// filename or filetype) are not read.
+func ParseResumable(meta map[string]string) (ResumableSpec, error) {
+	query := url.Values{}
+	for _, name := range []string{"path", "mode", "createParents", "overwrite"} {
+		if v, ok := meta[name]; ok {
+			query.Set(name, v)
+		}
+	}
+	req, err := rawRequest(query, false)
+	if err != nil {
+		return ResumableSpec{}, err
+	}
+	if req.Path == "" {
+		return ResumableSpec{}, &BadRequest{Field: "path", Message: "is required in Upload-Metadata: the file to write"}
+	}
+	mode, err := parseMode(req.Mode)
+	if err != nil {
+		return ResumableSpec{}, err
+	}
+	return ResumableSpec{Path: req.Path, Mode: mode, CreateParents: req.CreateParents, Overwrite: req.Overwrite == nil || *req.Overwrite}, nil
+}
+
+// StartResumable begins a resumable upload: it checks that the request
+// may write its path (its scope, not a directory, not an existing file
+// without overwrite), makes its parents if asked, has record keep where
+// the bytes will go, and then makes the empty partial file, named after
+// seed, with the spec's mode (or the permissions of the file it will
+// replace) before any byte arrives. A partial file therefore never exists
+// without its record.
+func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resumable) error) (Resumable, error) {
+	target, err := resolveForWrite(fs, spec.Path, spec.CreateParents)
+	if err != nil {
+		return Resumable{}, err
+	}
+	existing, err := fs.Client.Lstat(target)
+	switch {
+	case SessionFailed(err):
+		return Resumable{}, err
+	case err != nil:
+		existing = nil
+	}
+	dest, mode, err := fs.destination(target, existing, spec.Mode, spec.Overwrite)
+	if err != nil {
+		return Resumable{}, err
+	}
+	u := Resumable{Target: target, Partial: tempname.For(path.Dir(dest), seed)}
+	if err := record(u); err != nil {
+		return Resumable{}, err
+	}
+	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return Resumable{}, serverFailure(err, fs.Rel(target))
+	}
+	if _, err := fillFile(f, mode, func(*sftp.File) (int64, error) { return 0, nil }); err != nil {
+		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(u.Partial)) }, err)
+		return Resumable{}, serverFailure(err, fs.Rel(target))
+	}
+	return u, nil
+}
+
+// ResumableOffset is how far a resumable upload got: its partial file's
+// size. A partial file that is gone is os.ErrNotExist.
+func (fs *FS) ResumableOffset(u Resumable) (int64, error) {
+	fi, err := fs.Client.Lstat(u.Partial)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// ErrOffsetMoved is a write at an offset that is no longer the partial
+// file's end: another request wrote to the upload meanwhile.
+var ErrOffsetMoved = errors.New("the upload's offset moved while this request ran; ask for it again (HEAD)")
+
+// ChecksumMismatch is a part whose bytes do not have the checksum the
+// client sent; none of them was kept.
+type ChecksumMismatch struct{}
+
+func (ChecksumMismatch) Error() string {
+	return "the part's SHA-256 is not the Upload-Checksum sent; nothing of it was kept"
+}
+
+// WriteResumable writes body to the partial file at offset, its end, and
+// returns how many bytes it kept. Without checksum, every byte that
+// reached the server is kept, also when the body was cut off; with one (a
+// SHA-256), the part is kept only when it arrived whole with that sum,
+// and otherwise cut off again. Bytes a broken session may have written
+// past what is kept are cut off by its next session.
+func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum []byte) (int64, error) {
+	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY)
+	if err != nil {
+		return 0, serverFailure(err, fs.Rel(u.Target))
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		_ = f.Close()
+		return 0, serverFailure(err, fs.Rel(u.Target))
+	case fi.Size() != offset:
+		_ = f.Close()
+		return 0, ErrOffsetMoved
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	var sum hash.Hash
+	if checksum != nil {
+		sum = sha256.New()
+		body = io.TeeReader(body, sum)
+	}
+	client := &clientBody{r: fs.Pace.Reader(body, 0)}
+	_, err = f.ReadFromWithConcurrency(client, 0)
+	// What reached the server in order: past a failed write, or a body cut
+	// off, pkg/sftp leaves the file's offset at the first byte not kept.
+	end, seekErr := f.Seek(0, io.SeekCurrent)
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	keep := end - offset
+	if seekErr != nil {
+		keep = 0
+	}
+	if checksum != nil && (err != nil || !bytes.Equal(sum.Sum(nil), checksum)) {
+		keep = 0
+		if err == nil {
+			err = ChecksumMismatch{}
+		}
+	}
+	if err != nil {
+		fs.undo(truncateTo(u.Partial, offset+keep), err)
+	}
+	if client.err != nil {
+		return keep, &BodyError{Err: client.err}
+	}
+	if err != nil && !errors.As(err, new(ChecksumMismatch)) {
+		err = serverFailure(err, fs.Rel(u.Target))
+	}
+	return keep, err
+}
+
+// truncateTo cuts a partial file back to size, when it is larger.
+func truncateTo(partial string, size int64) Undo {
+	return func(fs *FS) error {
+		fi, err := fs.Client.Lstat(partial)
+		if err != nil || fi.Size() <= size {
+			return ignoreMissing(err)
+		}
+		return fs.Client.Truncate(partial, size)
+	}
+}
+
+// FinishResumable renames a complete upload's partial file over its
+// target, checked again now (the request's scope; without overwrite, a
+// file made there meanwhile is kept and the upload refused).
+func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
+	if _, err := fs.Resolve(fs.Rel(u.Target)); err != nil {
+		return err
+	}
+	existing, err := fs.Client.Lstat(u.Target)
+	switch {
+	case SessionFailed(err):
+		return err
+	case err != nil:
+		existing = nil
+	}
+	dest, _, err := fs.destination(u.Target, existing, nil, overwrite)
+	if err != nil {
+		return err
+	}
+	return serverFailure(fs.settle(u.Partial, dest, u.Target, overwrite), fs.Rel(u.Target))
+}
+
+// AbandonResumable removes an upload's partial file; one already gone is
+// no error.
+func (fs *FS) AbandonResumable(u Resumable) (removed int64, err error) {
+	fi, err := fs.Client.Lstat(u.Partial)
+	if err != nil {
+		return 0, ignoreMissing(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, nil
+	}
+	return fi.Size(), ignoreMissing(fs.Client.Remove(u.Partial))
+}

@@ -1,0 +1,220 @@
+package uploads
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/tus/tusd/v2/pkg/handler"
+
+	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+)
+
+// store is tusd's data store: records in the Kubernetes API (package
+// uploadrecord), bytes on the SFTP server (commands' resumable uploads).
+// Each call finds the request it serves in its context.
+type store struct {
+	records *uploadrecord.Store
+	limits  Limits
+	now     func() time.Time
+}
+
+// The store's parts tusd uses: core, termination.
+var (
+	_ handler.DataStore           = (*store)(nil)
+	_ handler.TerminaterDataStore = (*store)(nil)
+)
+
+// upload is one upload, for one request.
+type upload struct {
+	s   *store
+	req *Request
+	rec *uploadrecord.Record
+	// fresh says the upload was just made: its offset is 0.
+	fresh bool
+}
+
+func (u *upload) resumable() commands.Resumable {
+	return commands.Resumable{Target: u.rec.Target, Partial: u.rec.Partial}
+}
+
+func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.Upload, error) {
+	req := requestOf(ctx)
+	spec, err := commands.ParseResumable(info.MetaData)
+	if err != nil {
+		return nil, req.fail(err)
+	}
+	if metadataSize(info.MetaData) > MaxMetadataBytes {
+		return nil, req.fail(errMetadataTooLarge)
+	}
+	n, err := s.records.Count(ctx, req.Conn.Namespace)
+	if err != nil {
+		return nil, req.fail(err)
+	}
+	if n >= s.limits.MaxPerNamespace {
+		return nil, req.fail(&TooManyError{Limit: s.limits.MaxPerNamespace})
+	}
+	now := s.now()
+	rec := &uploadrecord.Record{
+		ID: uploadrecord.NewID(), Namespace: req.Conn.Namespace, Connection: req.Conn.Name, ConnectionUID: req.Conn.UID,
+		Owner: req.Owner, Root: req.Env.Root, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData,
+		Created: now.UTC().Truncate(time.Second), Expires: now.Add(s.limits.Expiry).UTC().Truncate(time.Second),
+	}
+	err = req.do(ctx, false, func(fs *commands.FS) error {
+		_, err := fs.StartResumable(spec, seed(rec.ID), func(u commands.Resumable) error {
+			rec.Target, rec.Partial = u.Target, u.Partial
+			return s.records.Create(ctx, rec)
+		})
+		return err
+	})
+	if err != nil {
+		if rec.Partial != "" {
+			// Made, but the partial file was not: nothing to continue.
+			_ = s.records.Delete(context.WithoutCancel(ctx), rec)
+		}
+		return nil, req.fail(err)
+	}
+	req.expires = rec.Expires
+	return &upload{s: s, req: req, rec: rec, fresh: true}, nil
+}
+
+// seed names an upload's partial file (tempname.For).
+func seed(id string) string { return "upload/" + id }
+
+func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error) {
+	req := requestOf(ctx)
+	rec, err := s.records.Get(ctx, id)
+	if err == nil && (rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID) {
+		// Another caller's upload looks as none: its id says nothing.
+		err = uploadrecord.ErrNotFound
+	}
+	if err != nil {
+		return nil, req.fail(err)
+	}
+	req.expires = rec.Expires
+	return &upload{s: s, req: req, rec: rec}, nil
+}
+
+func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUpload { return u.(*upload) }
+
+// GetInfo says how far the upload got: the size of its partial file. One
+// whose bytes are all there but whose file was not yet put in place (the
+// request that sent the last byte failed to) is finished now.
+func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
+	info := handler.FileInfo{ID: u.rec.ID, Size: u.rec.Size, MetaData: u.rec.Metadata}
+	switch {
+	case u.fresh:
+		return info, nil
+	case u.rec.Finished != nil:
+		info.Offset = u.rec.Size
+		return info, nil
+	}
+	err := u.req.do(ctx, false, func(fs *commands.FS) error {
+		var err error
+		info.Offset, err = fs.ResumableOffset(u.resumable())
+		return err
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		err = uploadrecord.ErrNotFound // removed on the server: gone
+	}
+	if err != nil {
+		return info, u.req.fail(err)
+	}
+	if info.Offset == u.rec.Size {
+		if err := u.FinishUpload(ctx); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// WriteChunk streams the request's body into the partial file at offset.
+func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (int64, error) {
+	var n int64
+	err := u.req.do(ctx, true, func(fs *commands.FS) error {
+		body, done := u.req.ReadAhead(src)
+		var err error
+		n, err = fs.WriteResumable(u.resumable(), offset, body, u.req.Checksum)
+		done(err != nil)
+		return err
+	})
+	u.fresh = false
+	if err != nil {
+		return n, u.req.fail(err)
+	}
+	return n, nil
+}
+
+// FinishUpload puts the complete file in place and records it. Refused
+// because a file is now where overwrite said none may be, the upload ends
+// there: its bytes are removed with its record.
+func (u *upload) FinishUpload(ctx context.Context) error {
+	if u.rec.Finished != nil {
+		return nil
+	}
+	err := u.req.do(ctx, false, func(fs *commands.FS) error {
+		return fs.FinishResumable(u.resumable(), u.rec.Overwrite)
+	})
+	if failure, ok := errors.AsType[*commands.Failure](err); ok && failure.Code == "already_exists" {
+		_ = u.Terminate(context.WithoutCancel(ctx))
+	}
+	if err == nil {
+		err = u.s.records.Finish(context.WithoutCancel(ctx), u.rec, u.s.now().UTC().Truncate(time.Second))
+	}
+	if err != nil {
+		return u.req.fail(err)
+	}
+	return nil
+}
+
+// Terminate removes the partial file and the record (DELETE).
+func (u *upload) Terminate(ctx context.Context) error {
+	err := u.req.do(ctx, false, func(fs *commands.FS) error {
+		_, err := fs.AbandonResumable(u.resumable())
+		return err
+	})
+	if err == nil {
+		err = u.s.records.Delete(ctx, u.rec)
+	}
+	if err != nil {
+		return u.req.fail(err)
+	}
+	return nil
+}
+
+// GetReader is for tusd's GET, which the gateway does not route: a file
+// is read with read.
+func (u *upload) GetReader(context.Context) (io.ReadCloser, error) {
+	return nil, handler.ErrNotImplemented
+}
+
+// do runs fn on a session of the request's connection: a stream (a
+// session of its own, the request's time) or one operation.
+func (req *Request) do(ctx context.Context, stream bool, fn func(fs *commands.FS) error) error {
+	op := pool.Op{Timeout: req.OpTimeout}
+	if stream {
+		op = pool.Op{Stream: true, Timeout: req.StreamTimeout}
+	}
+	return req.Pool.Do(ctx, op, func(s *sftpdial.Session) error {
+		err := fn(req.Env.FS(s))
+		if commands.SessionFailed(err) {
+			return &pool.BrokenError{Err: err}
+		}
+		return err
+	})
+}
+
+// metadataSize is the bytes of an upload's metadata, as its record keeps
+// them.
+func metadataSize(meta map[string]string) int {
+	n := 0
+	for k, v := range meta {
+		n += len(k) + len(v)
+	}
+	return n
+}

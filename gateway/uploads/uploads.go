@@ -1,0 +1,301 @@
+// Package uploads is the gateway's resumable uploads: tus 1.0 at
+// {base}/<slug>/uploads/ (core, creation, creation-with-upload,
+// termination, expiration, and checksum with sha256), served by tusd's
+// handler with a store of its own. The bytes gather on the SFTP server, in
+// a partial file beside the target; each upload's record is a ConfigMap in
+// sftpgate's namespace (package uploadrecord). The gateway holds nothing
+// between requests, so any replica continues an upload another began, and
+// a paused upload holds no memory.
+//
+// The gateway lets a request in first (its key or ServiceAccount, the
+// write command's scope) and hands it here with a Request; an upload is
+// its caller's alone.
+package uploads
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tus/tusd/v2/pkg/handler"
+	"github.com/tus/tusd/v2/pkg/memorylocker"
+	"golang.org/x/exp/slog"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway/answer"
+	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+)
+
+// Limits bound resumable uploads.
+type Limits struct {
+	// Expiry is how long after its creation an upload may go on; then the
+	// worker removes its bytes.
+	Expiry time.Duration
+	// MaxPerNamespace bounds the uploads of one namespace's connections
+	// that are under way (or finished and not yet expired).
+	MaxPerNamespace int
+	// MaxSize is the largest upload (Upload-Length).
+	MaxSize int64
+}
+
+// Defaults of the limits.
+const (
+	DefaultExpiry          = 24 * time.Hour
+	DefaultMaxPerNamespace = 1000
+)
+
+// MaxMetadataBytes bounds an upload's metadata, which its record keeps.
+const MaxMetadataBytes = 4 << 10
+
+// Request is what the gateway knows of a request it let in, for the
+// upload it serves.
+type Request struct {
+	Conn *v1alpha1.SftpConnection
+	// Owner is the caller's UID (its API key's or ServiceAccount's).
+	Owner types.UID
+	Pool  *pool.Pool
+	Env   *commands.Env
+	// OpTimeout bounds one SFTP operation; StreamTimeout a part's bytes.
+	OpTimeout, StreamTimeout time.Duration
+	// ReadAhead reads a part's body ahead while it is written; done ends
+	// it (failed: the write stopped before the body's end).
+	ReadAhead func(body io.Reader) (r io.Reader, done func(failed bool))
+	// Collection is the path of the connection's uploads/, which
+	// Location headers name an upload below.
+	Collection string
+
+	// Checksum is the SHA-256 the part sent must have (Upload-Checksum).
+	Checksum []byte
+	// failed is why the request failed, for the answer.
+	failed error
+	// expires is the upload's expiry, for Upload-Expires.
+	expires time.Time
+}
+
+type requestKey struct{}
+
+func requestOf(ctx context.Context) *Request { return ctx.Value(requestKey{}).(*Request) }
+
+// fail keeps err as the request's answer and gives tusd an error to stop
+// with; the answer is written from err (Endpoint.Serve).
+func (req *Request) fail(err error) error {
+	req.failed = err
+	return handler.NewError("ERR_SFTPGATE", err.Error(), http.StatusInternalServerError)
+}
+
+// Endpoint serves the tus protocol.
+type Endpoint struct {
+	tus *handler.UnroutedHandler
+	// answer turns an error of the store into the API error it answers.
+	answer func(error) error
+}
+
+// New is the endpoint, keeping records with records. answerError turns
+// the commands' errors into the gateway's API errors.
+func New(records *uploadrecord.Store, limits Limits, answerError func(error) error) (*Endpoint, error) {
+	composer := handler.NewStoreComposer()
+	s := &store{records: records, limits: limits, now: time.Now}
+	composer.UseCore(s)
+	composer.UseTerminater(s)
+	// One request at a time per upload on a replica: a new one asks the
+	// one before to stop (a client retrying a part it thinks lost).
+	memorylocker.New().UseIn(composer)
+	tus, err := handler.NewUnroutedHandler(handler.Config{
+		StoreComposer:        composer,
+		MaxSize:              limits.MaxSize,
+		BasePath:             "/",
+		DisableDownload:      true,
+		DisableConcatenation: true,
+		// Same origin only, as every command of the gateway.
+		Cors: &handler.CorsConfig{Disable: true},
+		// Its lines say nothing the gateway's do not (answer.Err logs
+		// every 5xx with its cause).
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Endpoint{tus: tus, answer: answerError}, nil
+}
+
+// Options answers OPTIONS, tus's discovery, which needs no credentials.
+func (e *Endpoint) Options(w http.ResponseWriter, r *http.Request) {
+	e.serve(w, r, &Request{}, "")
+}
+
+// Serve serves one request the gateway let in, for the upload id ("" for
+// the collection: a new upload).
+func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
+	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
+		sum, err := checksum(r.Header.Get("Upload-Checksum"))
+		if err != nil {
+			answer.Err(w, r, err)
+			return
+		}
+		req.Checksum = sum
+	}
+	e.serve(w, r, req, id)
+}
+
+func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
+	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, req))
+	u := *r.URL
+	u.Path, u.RawPath = "/"+id, "" // tusd reads the id from the whole path
+	r.URL = &u
+	tw := &writer{ResponseWriter: w, r: r, req: req}
+	e.tus.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && id == "":
+			e.tus.PostFile(w, r)
+		case r.Method == http.MethodHead && id != "":
+			e.tus.HeadFile(w, r)
+		case r.Method == http.MethodPatch && id != "":
+			e.tus.PatchFile(w, r)
+		case r.Method == http.MethodDelete && id != "":
+			e.tus.DelFile(w, r)
+		default:
+			req.failed = answer.UploadMethodNotAllowed(allowed(id))
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		}
+	})).ServeHTTP(tw, r)
+	tw.finish(e)
+}
+
+func allowed(id string) string {
+	if id == "" {
+		return "OPTIONS, POST"
+	}
+	return "OPTIONS, HEAD, PATCH, DELETE"
+}
+
+// checksum reads Upload-Checksum: "sha256 <base64 of the 32 bytes>".
+// None is nil.
+func checksum(header string) ([]byte, error) {
+	if header == "" {
+		return nil, nil
+	}
+	algorithm, value, _ := strings.Cut(header, " ")
+	if !strings.EqualFold(algorithm, "sha256") {
+		return nil, answer.InvalidRequest(fmt.Sprintf("the checksum algorithm %q is not supported; send sha256", algorithm), "Upload-Checksum")
+	}
+	sum, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value))
+	if err != nil || len(sum) != sha256.Size {
+		return nil, answer.InvalidRequest("Upload-Checksum must be sha256 and the base64 of the part's 32-byte SHA-256", "Upload-Checksum")
+	}
+	return sum, nil
+}
+
+// writer adds what tusd's handler does not say (the checksum and
+// expiration extensions, a Location that is a path) and answers every
+// error as the gateway answers them: {"error": {...}}.
+type writer struct {
+	http.ResponseWriter
+	r   *http.Request
+	req *Request
+	// status is an error's status, held back with its body for finish.
+	status int
+	body   bytes.Buffer
+}
+
+// Unwrap lets tusd's http.ResponseController reach the connection (its
+// read deadlines).
+func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *writer) WriteHeader(status int) {
+	h := w.Header()
+	if status >= http.StatusBadRequest {
+		w.status = status
+		return
+	}
+	if w.r.Method == http.MethodOptions {
+		h.Set("Tus-Extension", h.Get("Tus-Extension")+",expiration,checksum")
+		h.Set("Tus-Checksum-Algorithm", "sha256")
+	}
+	if loc := h.Get("Location"); loc != "" {
+		// A path, which a client resolves against the URL it sent
+		// (through an ingress, with its scheme and host).
+		if u, err := url.Parse(loc); err == nil {
+			h.Set("Location", w.req.Collection+strings.TrimPrefix(u.Path, "/"))
+		}
+	}
+	if !w.req.expires.IsZero() {
+		h.Set("Upload-Expires", w.req.expires.Format(http.TimeFormat))
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		if w.body.Len() < 4<<10 {
+			w.body.Write(b)
+		}
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// finish answers the error held back, if any: the store's, as the
+// gateway says it, or tusd's own, in the same envelope.
+func (w *writer) finish(e *Endpoint) {
+	if w.status == 0 {
+		return
+	}
+	err := w.req.failed
+	if err != nil {
+		err = e.answer(err)
+	} else {
+		err = tusError(w.status, w.body.String())
+	}
+	answer.Err(w.ResponseWriter, w.r, err)
+}
+
+// tusError is an error tusd answered (status, "ERR_CODE: message") in
+// the gateway's words.
+func tusError(status int, body string) error {
+	code, message, ok := strings.Cut(strings.TrimSpace(body), ": ")
+	if !ok {
+		code, message = "", http.StatusText(status)
+	}
+	code = strings.ToLower(strings.TrimPrefix(code, "ERR_"))
+	if code == "" {
+		code = strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+	}
+	return answer.Protocol(status, code, message)
+}
+
+// TooManyError is a new upload over the namespace's bound.
+type TooManyError struct{ Limit int }
+
+func (e *TooManyError) Error() string {
+	return fmt.Sprintf("this namespace's connections have %d uploads under way, the most they may; finish or end some (DELETE), or wait for them to expire", e.Limit)
+}
+
+var errMetadataTooLarge = &commands.BadRequest{Field: "Upload-Metadata", Message: fmt.Sprintf("is larger than %d bytes", MaxMetadataBytes)}
+
+// Answer is the API error of an error of the store's own making; others
+// (nil) are the commands' and the gateway's to say.
+func Answer(err error) *answer.Error {
+	var tooMany *TooManyError
+	switch {
+	case errors.Is(err, uploadrecord.ErrNotFound):
+		return answer.UploadNotFound()
+	case errors.As(err, &tooMany):
+		return answer.TooManyUploads(tooMany.Error())
+	case errors.As(err, new(commands.ChecksumMismatch)):
+		return answer.ChecksumMismatch(err.Error())
+	case errors.Is(err, commands.ErrOffsetMoved):
+		return answer.MismatchedOffset(err.Error())
+	}
+	return nil
+}

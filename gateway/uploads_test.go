@@ -1,0 +1,346 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testproxy"
+	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
+)
+
+// tusAnswer is the status and headers of an answer to a tus request.
+type tusAnswer struct {
+	status int
+	header http.Header
+}
+
+// tusRequest sends one request of the tus protocol with token; headers
+// are name, value pairs. A request that got no answer is nil, with the
+// error.
+func tusRequest(t testing.TB, method, url, token string, body io.Reader, headers ...string) (*tusAnswer, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/offset+octet-stream")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := testClient.Do(req)
+	if err != nil {
+		return nil, []byte(err.Error())
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return &tusAnswer{status: resp.StatusCode, header: resp.Header}, raw
+}
+
+// createUpload begins an upload of size bytes to path at base (a
+// gateway's URL) and returns its URL.
+func createUpload(t testing.TB, base, slug, token, path string, size int) string {
+	t.Helper()
+	resp, raw := tusRequest(t, http.MethodPost, base+"/"+slug+"/uploads/", token, nil,
+		"Upload-Length", strconv.Itoa(size), "Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte(path)))
+	if resp == nil || resp.status != http.StatusCreated {
+		t.Fatalf("creating an upload of %s: %v %s", path, resp, raw)
+	}
+	return base + resp.header.Get("Location")
+}
+
+// offsetOf asks an upload's offset (HEAD); -1 when it answers otherwise.
+func offsetOf(t testing.TB, url, token string) (int, int) {
+	t.Helper()
+	resp, _ := tusRequest(t, http.MethodHead, url, token, nil)
+	if resp == nil || resp.status != http.StatusOK {
+		if resp == nil {
+			return -1, 0
+		}
+		return -1, resp.status
+	}
+	n, _ := strconv.Atoi(resp.header.Get("Upload-Offset"))
+	return n, resp.status
+}
+
+// startReplica starts another gateway replica on the same cluster with
+// opts (the tests' limits when zero) and returns its URL.
+func startReplica(t testing.TB, opts gateway.Options) string {
+	t.Helper()
+	opts.DeniedNetworks = testcluster.LoopbackNetworks
+	if opts.Limits.MaxUploadBytes == 0 {
+		opts.Limits = gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}
+	}
+	gw, err := gateway.New(restConfig, opts)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	must(t, gw.Start(ctx))
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// cutBody gives data, then fails: a client whose link broke.
+type cutBody struct{ r io.Reader }
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, errors.New("the link broke")
+	}
+	return n, err
+}
+
+// temporaryFiles are the gateway's temporary files in dir.
+func temporaryFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	var names []string
+	for _, e := range entries {
+		if tempname.Is(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// TestUploadGoesOnThroughAnotherReplica: an upload cut off halfway goes on
+// through a second gateway replica from where it stopped, sending only the
+// rest to the SFTP server, and its file is the bytes sent.
+func TestUploadGoesOnThroughAnotherReplica(t *testing.T) {
+	sshd := testsshd.Start(t)
+	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", sshd.Host, sshd.Port))
+	f := serve(t, newConnectionTo(t, proxy.Host, proxy.Port, testsshd.User, sshd.Password, sshd.HostKeyLine, sshd.Dir), sshd)
+	other := startReplica(t, gateway.Options{})
+
+	data := make([]byte, 6<<20)
+	_, _ = rand.Read(data)
+	url := createUpload(t, baseURL, f.slug, f.token, "big.bin", len(data))
+	half := len(data) / 2
+	req, err := http.NewRequest(http.MethodPatch, url, &cutBody{bytes.NewReader(data[:half])})
+	must(t, err)
+	req.ContentLength = int64(len(data))
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	req.Header.Set("Upload-Offset", "0")
+	req.Header.Set("Content-Type", "application/offset+octet-stream")
+	if resp, err := testClient.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+
+	// The other replica sees what reached the server once the first
+	// noticed the cut.
+	url = other + strings.TrimPrefix(url, baseURL)
+	var offset int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		offset, _ = offsetOf(t, url, f.token)
+		if offset == half {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upload's offset is %d after the cut, want %d: what reached the gateway is kept", offset, half)
+		}
+	}
+	before := proxy.Sent()
+	resp, raw := tusRequest(t, http.MethodPatch, url, f.token, bytes.NewReader(data[offset:]), "Upload-Offset", strconv.Itoa(offset))
+	if resp == nil || resp.status != http.StatusNoContent || resp.header.Get("Upload-Offset") != strconv.Itoa(len(data)) {
+		t.Fatalf("the rest: %v %s", resp, raw)
+	}
+	sent := proxy.Sent() - before
+	rest := int64(len(data) - offset)
+	t.Logf("the rest, %d bytes, sent %d bytes to the SFTP server (%.3f×)", rest, sent, float64(sent)/float64(rest))
+	if sent < rest || sent > rest+rest/20+64<<10 {
+		t.Errorf("%d bytes went to the server for the %d bytes of the rest", sent, rest)
+	}
+	got, err := os.ReadFile(filepath.Join(sshd.Dir, "big.bin"))
+	must(t, err)
+	if !bytes.Equal(got, data) {
+		t.Errorf("the file is %d bytes and not the %d sent", len(got), len(data))
+	}
+	if left := temporaryFiles(t, sshd.Dir); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if n, _ := offsetOf(t, url, f.token); n != len(data) {
+		t.Errorf("a finished upload's offset is %d, want its length", n)
+	}
+}
+
+// TestUploadIsTheCallersAlone: nobody but the key that began an upload
+// can see, continue or end it, not even another key of its namespace.
+func TestUploadIsTheCallersAlone(t *testing.T) {
+	f := newFixture(t)
+	url := createUpload(t, baseURL, f.slug, f.token, "mine.bin", 10)
+	if resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("hello"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("the owner's part: %v %s", resp, raw)
+	}
+
+	token, keyID := apitoken.NewToken()
+	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "neighbour"},
+		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
+	waitForKey(t, f.slug, token)
+	stranger := newFixture(t)
+	id := url[strings.LastIndex(url, "/")+1:]
+	for _, c := range []struct {
+		who, url, token, code string
+	}{
+		{"another key of the namespace", url, token, "upload_not_found"},
+		{"a key of another namespace, at its own connection", baseURL + "/" + stranger.slug + "/uploads/" + id, stranger.token, "upload_not_found"},
+		{"a key of another namespace", url, stranger.token, "connection_not_found"},
+	} {
+		for _, method := range []string{http.MethodHead, http.MethodPatch, http.MethodDelete} {
+			var body io.Reader
+			if method == http.MethodPatch {
+				body = strings.NewReader("world")
+			}
+			resp, raw := tusRequest(t, method, c.url, c.token, body, "Upload-Offset", "5")
+			if resp == nil || resp.status != http.StatusNotFound || (method != http.MethodHead && !strings.Contains(string(raw), c.code)) {
+				t.Errorf("%s, %s: %v %s, want 404 %s", c.who, method, resp, raw, c.code)
+			}
+		}
+	}
+	if n, _ := offsetOf(t, url, f.token); n != 5 {
+		t.Errorf("the owner's upload is at %d, want 5", n)
+	}
+	if resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("world"), "Upload-Offset", "5"); resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("the owner's last part: %v %s", resp, raw)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "mine.bin")); string(got) != "helloworld" {
+		t.Errorf("the file holds %q", got)
+	}
+}
+
+// waitForKey waits until the gateway takes token.
+func waitForKey(t testing.TB, slug, token string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if status, _ := do(t, http.MethodPost, "/"+slug+"/exists", token, "application/json", `{"path": "/"}`); status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway does not take the key")
+		}
+	}
+}
+
+// TestUploadsExpire: an upload left past its expiry is removed, its
+// partial file and its record, and counted.
+func TestUploadsExpire(t *testing.T) {
+	f := newFixture(t)
+	short := startReplica(t, gateway.Options{Uploads: uploads.Limits{Expiry: time.Second}})
+	url := createUpload(t, short, f.slug, f.token, "left.bin", 10)
+	if resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("half"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("a part: %v %s", resp, raw)
+	}
+	if resp, _ := tusRequest(t, http.MethodHead, url, f.token, nil); resp.header.Get("Upload-Expires") == "" {
+		t.Error("no Upload-Expires")
+	}
+	done := createUpload(t, short, f.slug, f.token, "done.bin", 2)
+	if resp, raw := tusRequest(t, http.MethodPatch, done, f.token, strings.NewReader("ok"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("a whole upload: %v %s", resp, raw)
+	}
+	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 1 {
+		t.Fatalf("partial files: %v, want one", left)
+	}
+
+	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
+	must(t, err)
+	removed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"})
+	bytesRemoved := prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"})
+	sweeper := &uploadexpiry.Sweeper{
+		Records: &uploadrecord.Store{Client: k8s, Namespace: gateway.DefaultNamespace}, Connections: k8s,
+		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
+		Removed: removed, RemovedBytes: bytesRemoved,
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2 * time.Second)))
+	sweeper.Sweep(context.Background())
+	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 0 {
+		t.Errorf("partial files left after expiry: %v", left)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "done.bin")); string(got) != "ok" {
+		t.Errorf("the finished upload's file holds %q", got)
+	}
+	if n, status := offsetOf(t, url, f.token); status != http.StatusNotFound {
+		t.Errorf("an expired upload answers %d (offset %d), want 404", status, n)
+	}
+	if got := testutil.ToFloat64(removed.WithLabelValues("partial")); got < 1 {
+		t.Errorf("%v expired partial files counted", got)
+	}
+	if got := testutil.ToFloat64(bytesRemoved); got < 4 {
+		t.Errorf("%v bytes of expired partial files counted", got)
+	}
+	var records corev1.ConfigMapList
+	must(t, k8s.List(context.Background(), &records, client.InNamespace(gateway.DefaultNamespace),
+		client.MatchingLabels{uploadrecord.LabelNamespace: f.ns}))
+	if len(records.Items) != 0 {
+		t.Errorf("%d records left", len(records.Items))
+	}
+}
+
+// TestUploadsBounds: a namespace has at most so many uploads; an upload
+// is no larger than a raw upload may be; a checksum is sha256.
+func TestUploadsBounds(t *testing.T) {
+	f := newFixture(t)
+	two := startReplica(t, gateway.Options{Uploads: uploads.Limits{MaxPerNamespace: 2}})
+	first := createUpload(t, two, f.slug, f.token, "1", 1)
+	createUpload(t, two, f.slug, f.token, "2", 1)
+	meta := "path " + base64.StdEncoding.EncodeToString([]byte("3"))
+	resp, raw := tusRequest(t, http.MethodPost, two+"/"+f.slug+"/uploads/", f.token, nil, "Upload-Length", "1", "Upload-Metadata", meta)
+	if resp == nil || resp.status != http.StatusTooManyRequests || !strings.Contains(string(raw), "too_many_uploads") {
+		t.Errorf("a third upload: %v %s", resp, raw)
+	}
+	if resp, raw := tusRequest(t, http.MethodDelete, first, f.token, nil); resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("ending one: %v %s", resp, raw)
+	}
+	createUpload(t, two, f.slug, f.token, "3", 1)
+
+	resp, raw = tusRequest(t, http.MethodPost, baseURL+"/"+f.slug+"/uploads/", f.token, nil, "Upload-Length", strconv.Itoa(maxUpload+1), "Upload-Metadata", meta)
+	if resp == nil || resp.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("an upload over the largest: %v %s", resp, raw)
+	}
+	url := createUpload(t, baseURL, f.slug, f.token, "md5", 3)
+	sum := sha256.Sum256([]byte("abc"))
+	resp, raw = tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("abc"), "Upload-Offset", "0", "Upload-Checksum", "md5 "+base64.StdEncoding.EncodeToString(sum[:16]))
+	if resp == nil || resp.status != http.StatusBadRequest || !strings.Contains(string(raw), "Upload-Checksum") {
+		t.Errorf("an md5 checksum: %v %s", resp, raw)
+	}
+
+	resp, raw = tusRequest(t, http.MethodOptions, baseURL+"/"+f.slug+"/uploads/", "", nil)
+	h := resp.header
+	if resp.status != http.StatusOK || h.Get("Tus-Version") != "1.0.0" || h.Get("Tus-Checksum-Algorithm") != "sha256" ||
+		h.Get("Tus-Max-Size") != strconv.Itoa(maxUpload) || h.Get("Tus-Extension") != "creation,creation-with-upload,termination,expiration,checksum" {
+		t.Errorf("OPTIONS: %d %v %s", resp.status, h, raw)
+	}
+}

@@ -1,0 +1,159 @@
+// Package uploadexpiry removes the resumable uploads (tus) that expired:
+// their partial files on the SFTP servers, then their records (package
+// uploadrecord). One replica at a time does it: the one that holds the
+// shard's single item.
+package uploadexpiry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/worker/shard"
+)
+
+// item is the shard's one item: whoever holds it sweeps.
+const item = "expiry"
+
+// DefaultInterval is how often the holder looks for expired uploads.
+const DefaultInterval = time.Minute
+
+// Sweeper removes expired uploads; run it with the worker's manager.
+type Sweeper struct {
+	Records *uploadrecord.Store
+	// Connections reads SftpConnections (the worker's cache).
+	Connections client.Reader
+	Pools       *pool.Pools
+	Shard       *shard.Shard
+	// Removed counts expired uploads removed, by what was removed:
+	// partial (its partial file and record), record (its record alone:
+	// the upload had finished, or its connection is gone).
+	Removed *prometheus.CounterVec
+	// RemovedBytes counts the bytes of the partial files removed.
+	RemovedBytes prometheus.Counter
+	// SyncInterval is how often the replica renews its share; Interval
+	// how often the holder sweeps.
+	SyncInterval, Interval time.Duration
+	// Now is the time; nil is time.Now.
+	Now func() time.Time
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Start syncs the share and sweeps while this replica holds the item,
+// until ctx ends; then it gives the item back.
+func (s *Sweeper) Start(ctx context.Context) error {
+	tick := time.NewTicker(s.SyncInterval)
+	defer tick.Stop()
+	var last time.Time
+	for {
+		keep, drop, err := s.Shard.Sync(ctx, []string{item})
+		if err != nil {
+			slog.Error("taking the share of upload expiry", "error", err)
+		}
+		for _, it := range drop {
+			_ = s.Shard.Release(ctx, it)
+		}
+		if slices.Contains(keep, item) && s.Shard.Holds(item) && s.now().Sub(last) >= s.Interval {
+			last = s.now()
+			s.Sweep(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return s.Shard.Leave(leaveCtx)
+		case <-tick.C:
+		}
+	}
+}
+
+// Sweep removes every upload that expired, once.
+func (s *Sweeper) Sweep(ctx context.Context) {
+	defer recovery.Log("removing expired uploads")
+	records, err := s.Records.List(ctx)
+	if err != nil {
+		slog.Error("listing uploads", "error", err)
+		return
+	}
+	now := s.now()
+	for _, r := range records {
+		if ctx.Err() != nil {
+			return
+		}
+		if now.Before(r.Expires) {
+			continue
+		}
+		what, err := s.remove(ctx, r)
+		if err != nil {
+			// Kept, for the next sweep: the server may answer then.
+			slog.Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
+			continue
+		}
+		if err := s.Records.Delete(ctx, r); err != nil {
+			slog.Error("removing an expired upload's record", "upload", r.ID, "error", err)
+			continue
+		}
+		s.Removed.WithLabelValues(what).Inc()
+	}
+}
+
+// remove removes r's partial file, if it has one that is still there, and
+// says what it removed.
+func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, error) {
+	if r.Finished != nil || r.Partial == "" || !tempname.Is(path.Base(r.Partial)) {
+		return "record", nil
+	}
+	var conn v1alpha1.SftpConnection
+	err := s.Connections.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Connection}, &conn)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return "", err
+	case err != nil || conn.UID != r.ConnectionUID:
+		return "record", nil // gone with its connection's server access
+	}
+	p, err := s.Pools.Get(ctx, &conn)
+	if err != nil {
+		return "", err
+	}
+	var size int64
+	err = p.Do(ctx, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(sess *sftpdial.Session) error {
+		fi, err := sess.SFTP.Lstat(r.Partial)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil // gone already
+		case err != nil:
+			return err
+		case !fi.Mode().IsRegular():
+			return nil
+		}
+		if err := sess.SFTP.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		size = fi.Size()
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	s.RemovedBytes.Add(float64(size))
+	return "partial", nil
+}
