@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,6 +56,8 @@ const (
 	rounds    = 3
 	largeSize = 256 << 20
 	hugeSize  = 1 << 30
+	// tusPart is a resumable upload's part.
+	tusPart = 64 << 20
 	// manyEntries is the size of the directory listed.
 	manyEntries = 200_000
 )
@@ -451,6 +454,22 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("%-34s %12s %9d MB %10s %10s\n", "gateway RSS, 1 GiB each way", "", rss>>20, "", "< 100 MB")
 	fmt.Printf("%-34s %12s %7.0f MB/s\n", "  (1 GiB up and down, together)", "", 2*float64(hugeSize)/1e6/huge.Seconds())
 
+	// A resumable upload (tus) of 1 GiB in 64 MiB parts against a raw
+	// upload of it, and the gateway's memory meanwhile.
+	if err := resetPeakRSS(gw.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	raw, tus := alternate(func() error {
+		return g.call("write?path=huge-raw", "application/octet-stream", io.LimitReader(zeros{}, hugeSize), hugeSize)
+	}, func() error { return g.tusUpload("huge-tus", hugeSize, tusPart) })
+	rss, err = peakRSS(gw.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gib := func(d time.Duration) float64 { return float64(hugeSize) / 1e6 / d.Seconds() }
+	fmt.Printf("%-34s %7.0f MB/s %7.0f MB/s %10.2f %10s\n", "1 GiB raw vs tus in 64 MiB parts", gib(raw), gib(tus), raw.Seconds()/tus.Seconds(), ">= 0.80")
+	fmt.Printf("%-34s %12s %9d MB %10s %10s\n", "gateway peak RSS, 8 GiB of these", "", rss>>20, "", "< 100 MB")
+
 	hostilePhase(t, r, httpClient)
 }
 
@@ -581,6 +600,46 @@ func (g *gatewayClient) request(ctx context.Context, command, contentType string
 	req.Header.Set("Authorization", "Bearer "+g.token)
 	req.Header.Set("Content-Type", contentType)
 	return req, nil
+}
+
+// tusUpload sends size zero bytes to p as a resumable upload (tus), in
+// parts of part bytes.
+func (g *gatewayClient) tusUpload(p string, size, part int64) error {
+	// send answers the status and the Location header, resolved.
+	send := func(method, url string, body io.Reader, size int64, headers ...string) (int, string, error) {
+		req, err := http.NewRequest(method, url, body)
+		if err != nil {
+			return 0, "", err
+		}
+		req.ContentLength = size
+		req.Header.Set("Authorization", "Bearer "+g.token)
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := g.http.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		loc, err := req.URL.Parse(resp.Header.Get("Location"))
+		return resp.StatusCode, loc.String(), err
+	}
+	status, loc, err := send(http.MethodPost, g.url+"uploads/", nil, 0, "Upload-Length", strconv.FormatInt(size, 10),
+		"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte(p)))
+	if err == nil && status != http.StatusCreated {
+		err = fmt.Errorf("creating an upload: %d", status)
+	}
+	for offset := int64(0); err == nil && offset < size; offset += part {
+		n := min(part, size-offset)
+		status, _, err = send(http.MethodPatch, loc, io.LimitReader(zeros{}, n), n, "Upload-Offset", strconv.FormatInt(offset, 10),
+			"Content-Type", "application/offset+octet-stream")
+		if err == nil && status != http.StatusNoContent {
+			err = fmt.Errorf("a part at %d: %d", offset, status)
+		}
+	}
+	return err
 }
 
 func (g *gatewayClient) download(p string, size int64) error {
