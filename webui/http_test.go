@@ -104,12 +104,26 @@ func TestAccountsAreApart(t *testing.T) {
 	if _, body := bob.get(t, "/connections"); strings.Contains(body, "alices") {
 		t.Error("bob's list shows alice's connection")
 	}
-	for _, path := range []string{"/connections/alices", "/connections/alices/status", "/connections/alices/edit", "/connections/alices/delete"} {
+	for _, path := range []string{"/connections/alices", "/connections/alices/status", "/connections/alices/edit", "/connections/alices/delete",
+		"/connections/alices/files?path=/", "/connections/alices/files/view?path=/a.txt", "/connections/alices/files/download?path=/a.txt",
+		"/connections/alices/files/download?path=/a.png&inline=1", "/connections/alices/files/delete?path=/a.txt"} {
 		if status, _ := bob.get(t, path); status != http.StatusNotFound {
 			t.Errorf("bob GET %s: %d, want 404", path, status)
 		}
 	}
-	for _, path := range []string{"/connections/alices/delete", "/connections/alices/edit", "/connections/alices/try"} {
+	// The file browser's uploads (tus), every method.
+	for _, method := range []string{http.MethodOptions, http.MethodPost, http.MethodHead, http.MethodPatch, http.MethodDelete} {
+		req, err := http.NewRequest(method, uiURL+"/connections/alices/uploads/"+strings.Repeat("a", 26), strings.NewReader("x"))
+		must(t, err)
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		req.Header.Set("Origin", uiURL)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		if status, _ := bob.do(t, req); status != http.StatusNotFound {
+			t.Errorf("bob %s an upload of alice's connection: %d, want 404", method, status)
+		}
+	}
+	for _, path := range []string{"/connections/alices/delete", "/connections/alices/edit", "/connections/alices/try",
+		"/connections/alices/files/mkdir", "/connections/alices/files/rename", "/connections/alices/files/delete"} {
 		if status, _ := bob.form(t, path, url.Values{"host": {"evil"}}); status != http.StatusNotFound {
 			t.Errorf("bob POST %s: %d, want 404", path, status)
 		}

@@ -31,7 +31,21 @@ type page struct {
 	Refresh bool
 }
 
-var funcs = template.FuncMap{"ago": ago}
+var funcs = template.FuncMap{"ago": ago, "size": size, "pageSize": func() int { return pageSize }}
+
+// size says a file's size in bytes, in words.
+func size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
 
 // ago says when t was, in words.
 func ago(t time.Time) string {

@@ -128,6 +128,11 @@ type ui struct {
 	quota                                            accounts.Quota
 	pages                                            map[string]*template.Template
 	httpClient                                       *http.Client
+	// filesClient carries the file browser's requests to the gateway,
+	// which may stream for as long as a file takes.
+	filesClient *http.Client
+	// filesSecret derives the file browser's keys (fileskey.go).
+	filesSecret []byte
 }
 
 // New builds the web UI on a client of the cluster.
@@ -180,6 +185,8 @@ func New(c client.Client, opts Options) (*Server, error) {
 		deviceLimit:  authLimit(opts.AuthPerMinute),
 		pages:        pages,
 		httpClient:   &http.Client{Timeout: 30 * time.Second},
+		filesClient:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		filesSecret:  derive(secret, "files"),
 	}
 	return &Server{handler: u.routes(), accounts: u.accounts}, nil
 }
@@ -205,43 +212,56 @@ func (s *Server) Accounts() *accounts.Store { return s.accounts }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recovery.Middleware(u.serverError), limitBodies)
-	static, _ := fs.Sub(assets, "static")
-	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.notFound(w, r) })
-
-	r.Get("/", u.serve(u.home))
-	r.Get("/signup", u.serve(u.signUpForm))
-	r.Post("/signup", u.limited(u.serve(u.signUp)))
-	r.Get("/login", u.serve(u.logInForm))
-	r.Post("/login", u.serve(u.logIn))
-	r.Post("/logout", u.serve(u.logOut))
-
+	r.Use(middleware.RequestID, recovery.Middleware(u.serverError))
+	// Uploads stream through to the gateway, which bounds them; every
+	// other body is a form, and small.
+	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.withConnection(u.uploadProxy)))
 	r.Group(func(r chi.Router) {
-		r.Use(u.requireAccount)
-		r.Get("/connections", u.serve(u.listConnections))
-		r.Get("/connections/new", u.serve(u.newConnection))
-		r.Post("/connections", u.serve(u.createConnection))
-		r.Get("/connections/{name}", u.serve(u.withConnection(u.showConnection)))
-		r.Get("/connections/{name}/status", u.serve(u.withConnection(u.connectionStatus)))
-		r.Get("/connections/{name}/edit", u.serve(u.withConnection(u.editConnection)))
-		r.Post("/connections/{name}/edit", u.serve(u.withConnection(u.updateConnection)))
-		r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
-		r.Post("/connections/{name}/delete", u.serve(u.withConnection(u.deleteConnection)))
-		r.Post("/connections/{name}/try", u.serve(u.withConnection(u.tryIt)))
-		r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
-		r.Post("/connections/{name}/watches", u.serve(u.withConnection(u.createWatch)))
-		r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.withConnection(u.deleteWatch)))
-		r.Get("/transfers", u.serve(u.listTransfers))
-		r.Get("/transfers/new", u.serve(u.newTransferForm))
-		r.Post("/transfers", u.serve(u.createTransfer))
-		r.Post("/transfers/{name}/delete", u.serve(u.deleteTransfer))
-		r.Get("/keys", u.serve(u.listKeys))
-		r.Get("/keys/new", u.serve(u.newKeyForm))
-		r.Post("/keys", u.serve(u.createKey))
-		r.Get("/keys/{name}/created", u.serve(u.showNewKey))
-		r.Post("/keys/{name}/revoke", u.serve(u.revokeKey))
+		r.Use(limitBodies)
+		static, _ := fs.Sub(assets, "static")
+		r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.notFound(w, r) })
+
+		r.Get("/", u.serve(u.home))
+		r.Get("/signup", u.serve(u.signUpForm))
+		r.Post("/signup", u.limited(u.serve(u.signUp)))
+		r.Get("/login", u.serve(u.logInForm))
+		r.Post("/login", u.serve(u.logIn))
+		r.Post("/logout", u.serve(u.logOut))
+
+		r.Group(func(r chi.Router) {
+			r.Use(u.requireAccount)
+			r.Get("/connections", u.serve(u.listConnections))
+			r.Get("/connections/new", u.serve(u.newConnection))
+			r.Post("/connections", u.serve(u.createConnection))
+			r.Get("/connections/{name}", u.serve(u.withConnection(u.showConnection)))
+			r.Get("/connections/{name}/status", u.serve(u.withConnection(u.connectionStatus)))
+			r.Get("/connections/{name}/edit", u.serve(u.withConnection(u.editConnection)))
+			r.Post("/connections/{name}/edit", u.serve(u.withConnection(u.updateConnection)))
+			r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
+			r.Post("/connections/{name}/delete", u.serve(u.withConnection(u.deleteConnection)))
+			r.Post("/connections/{name}/try", u.serve(u.withConnection(u.tryIt)))
+			r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
+			r.Post("/connections/{name}/watches", u.serve(u.withConnection(u.createWatch)))
+			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.withConnection(u.deleteWatch)))
+			r.Get("/connections/{name}/files", u.serve(u.withConnection(u.folder)))
+			r.Get("/connections/{name}/files/view", u.serve(u.withConnection(u.showFile)))
+			r.Get("/connections/{name}/files/download", u.serve(u.withConnection(u.download)))
+			r.Post("/connections/{name}/files/mkdir", u.serve(u.withConnection(u.newFolder)))
+			r.Post("/connections/{name}/files/rename", u.serve(u.withConnection(u.rename)))
+			r.Get("/connections/{name}/files/delete", u.serve(u.withConnection(u.confirmDelete)))
+			r.Post("/connections/{name}/files/delete", u.serve(u.withConnection(u.deleteEntry)))
+			r.Get("/transfers", u.serve(u.listTransfers))
+			r.Get("/transfers/new", u.serve(u.newTransferForm))
+			r.Post("/transfers", u.serve(u.createTransfer))
+			r.Post("/transfers/{name}/delete", u.serve(u.deleteTransfer))
+			r.Get("/keys", u.serve(u.listKeys))
+			r.Get("/keys/new", u.serve(u.newKeyForm))
+			r.Post("/keys", u.serve(u.createKey))
+			r.Get("/keys/{name}/created", u.serve(u.showNewKey))
+			r.Post("/keys/{name}/revoke", u.serve(u.revokeKey))
+		})
 	})
 	// Every state-changing request must come from the UI's own pages.
 	csrf := http.NewCrossOriginProtection()

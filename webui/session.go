@@ -34,13 +34,18 @@ type cookies struct {
 	alwaysSecure bool
 }
 
+// derive is a key for purpose from the UI's secret.
+func derive(secret []byte, purpose string) []byte {
+	sum := sha256.Sum256(append([]byte("sftpgate webui "+purpose+"\x00"), secret...))
+	return sum[:]
+}
+
 // newCookies derives the signing and encryption keys from secret.
 func newCookies(secret []byte, alwaysSecure bool) *cookies {
-	sign := sha256.Sum256(append([]byte("sftpgate webui sign\x00"), secret...))
-	encrypt := sha256.Sum256(append([]byte("sftpgate webui encrypt\x00"), secret...))
+	sign, encrypt := derive(secret, "sign"), derive(secret, "encrypt")
 	codecs := map[string]*securecookie.SecureCookie{}
 	for name, ttl := range cookieTTL {
-		codecs[name] = securecookie.New(sign[:], encrypt[:]).MaxAge(int(ttl.Seconds()))
+		codecs[name] = securecookie.New(sign, encrypt).MaxAge(int(ttl.Seconds()))
 	}
 	return &cookies{codecs: codecs, alwaysSecure: alwaysSecure}
 }

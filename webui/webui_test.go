@@ -78,7 +78,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, Audience: kubeauth.DefaultAudience,
-		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 1 << 20, RequestTimeout: 30 * time.Second,
+		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 64 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
 			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2}})
 	if err != nil {
@@ -208,11 +208,17 @@ func signUp(t *testing.T, ctx context.Context) {
 // submits it.
 func addConnection(t *testing.T, ctx context.Context, name string, sshd *testsshd.Server, password string) {
 	t.Helper()
+	addConnectionAt(t, ctx, name, sshd.Host, sshd.Port, sshd, password)
+}
+
+// addConnectionAt is addConnection to sshd through host:port (a proxy).
+func addConnectionAt(t *testing.T, ctx context.Context, name, host string, port int32, sshd *testsshd.Server, password string) {
+	t.Helper()
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(uiURL+"/connections/new"),
 		chromedp.SendKeys(chromedp.ID("name"), name),
-		chromedp.SendKeys(chromedp.ID("host"), sshd.Host),
-		chromedp.SetValue(chromedp.ID("port"), fmt.Sprint(sshd.Port)),
+		chromedp.SendKeys(chromedp.ID("host"), host),
+		chromedp.SetValue(chromedp.ID("port"), fmt.Sprint(port)),
 		chromedp.SendKeys(chromedp.ID("username"), testsshd.User),
 		chromedp.SendKeys(chromedp.ID("password"), password),
 		chromedp.SendKeys(chromedp.ID("rootPath"), sshd.Dir),

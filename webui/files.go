@@ -1,0 +1,361 @@
+package webui
+
+// The file browser: a connection's folders, paged and sorted by name,
+// with a breadcrumb; new folders, renames, deletions after a
+// confirmation, downloads, text and images shown in place, and uploads by
+// choice or drag and drop, resumable (tus, through uploadProxy). Every
+// page and every byte goes through the gateway as the account (its
+// file browser key, fileskey.go): the connection's root and its checks
+// hold exactly as through the API, and files stream, never held whole.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// pageSize is how many entries a folder's page shows.
+const pageSize = 100
+
+// gatewayFailure is what the gateway said went wrong: the SFTP server's
+// refusal (in a 200) or its own error.
+type gatewayFailure struct {
+	Status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (f *gatewayFailure) Error() string { return f.Message }
+
+// call runs command on connection c as the account, with a JSON body,
+// and decodes its result into out.
+func (u *ui) call(ctx context.Context, c *v1alpha1.SftpConnection, command string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	resp, err := u.gatewayRequest(ctx, c, command, bytes.NewReader(b), "")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var envelope map[string]json.RawMessage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&envelope); err != nil {
+		return fmt.Errorf("the gateway's answer to %s: %w", command, err)
+	}
+	if raw, ok := envelope["error"]; ok {
+		f := &gatewayFailure{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, f)
+		return f
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(envelope[command], out)
+}
+
+// gatewayRequest sends command to the gateway as the account; accept,
+// when set, asks for the file's bytes.
+func (u *ui) gatewayRequest(ctx context.Context, c *v1alpha1.SftpConnection, command string, body io.Reader, accept string) (*http.Response, error) {
+	token, err := u.filesKey(ctx, c.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	slug := u.view(c).Slug
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.tryURL+"/"+url.PathEscape(slug)+"/"+command, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	return u.filesClient.Do(req)
+}
+
+// entry is one row of a folder's page.
+type entry struct {
+	Name     string    `json:"name"`
+	Path     string    `json:"path"`
+	Type     string    `json:"type"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+	// Viewable says it is shown in place (text or an image).
+	Viewable bool `json:"-"`
+}
+
+// crumb is one step of a breadcrumb.
+type crumb struct{ Name, Path string }
+
+// filesPage is the data of a folder's page.
+type filesPage struct {
+	Conn    connView
+	Dir     string
+	Crumbs  []crumb
+	Entries []entry
+	// Next is the name the next page starts after; "" on the last.
+	Next, Parent string
+	Failure      string
+}
+
+// folder lists a folder: a page of it, after a name.
+func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	dir := browsePath(r.URL.Query().Get("path"))
+	var listing struct {
+		Entries []entry `json:"entries"`
+		Next    string  `json:"next"`
+	}
+	req := map[string]any{"path": dir, "limit": pageSize}
+	if after := r.URL.Query().Get("after"); after != "" {
+		req["after"] = after
+	}
+	data := filesPage{Conn: u.view(c), Dir: dir, Crumbs: crumbs(dir)}
+	if dir != "/" {
+		data.Parent = path.Dir(dir)
+	}
+	err := u.call(r.Context(), c, "list", req, &listing)
+	if failure, ok := errors.AsType[*gatewayFailure](err); ok {
+		data.Failure = failure.Message
+	} else if err != nil {
+		return err
+	}
+	for i := range listing.Entries {
+		e := &listing.Entries[i]
+		e.Viewable = e.Type == "file" && (imageType(e.Name) != "" || e.Size <= maxView)
+	}
+	data.Entries, data.Next = listing.Entries, listing.Next
+	u.render(w, r, http.StatusOK, "files", page{Title: c.Name + ": " + dir, Data: data})
+	return nil
+}
+
+// browsePath is p as an absolute, clean path within the connection.
+func browsePath(p string) string { return path.Clean("/" + p) }
+
+func crumbs(dir string) []crumb {
+	out := []crumb{{Name: "root", Path: "/"}}
+	at := "/"
+	for part := range strings.SplitSeq(strings.Trim(dir, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		at = path.Join(at, part)
+		out = append(out, crumb{Name: part, Path: at})
+	}
+	return out
+}
+
+// maxView is the most of a text file shown in place.
+const maxView = 256 << 10
+
+// imageType is the type of an image shown in place, by its name; "" for
+// none. SVG is not one: it can carry script.
+func imageType(name string) string {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".webp":
+		return "image/webp"
+	}
+	return ""
+}
+
+// viewPage is the data of a file shown in place.
+type viewPage struct {
+	Conn         connView
+	Path, Dir    string
+	Crumbs       []crumb
+	Image        bool
+	Text         string
+	Truncated    bool
+	Failure      string
+	DownloadPath string
+}
+
+// showFile shows a text file's start, or an image, in place.
+func (u *ui) showFile(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	p := browsePath(r.URL.Query().Get("path"))
+	data := viewPage{Conn: u.view(c), Path: p, Dir: path.Dir(p), Crumbs: crumbs(p), Image: imageType(p) != ""}
+	if !data.Image {
+		var read struct {
+			Content string `json:"content"`
+			Size    int64  `json:"size"`
+		}
+		err := u.call(r.Context(), c, "read", map[string]any{"path": p, "length": maxView}, &read)
+		switch failure, ok := errors.AsType[*gatewayFailure](err); {
+		case ok && failure.Code == "not_text":
+			data.Failure = "This file is not text: download it instead."
+		case ok:
+			data.Failure = failure.Message
+		case err != nil:
+			return err
+		}
+		data.Text, data.Truncated = read.Content, read.Size > maxView
+	}
+	u.render(w, r, http.StatusOK, "file_view", page{Title: path.Base(p), Data: data})
+	return nil
+}
+
+// download sends a file's bytes as they come from the gateway: as an
+// attachment, or (raw=1, an image the view page shows) inline, in a
+// sandbox. Nothing is held whole.
+func (u *ui) download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	p := browsePath(r.URL.Query().Get("path"))
+	inline := r.URL.Query().Get("inline") == "1"
+	if inline && imageType(p) == "" {
+		return errNotFound
+	}
+	body, err := json.Marshal(map[string]string{"path": p})
+	if err != nil {
+		return err
+	}
+	resp, err := u.gatewayRequest(r.Context(), c, "read", bytes.NewReader(body), "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/octet-stream") {
+		var envelope struct {
+			Error gatewayFailure `json:"error"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&envelope)
+		return &personError{cmpMessage(envelope.Error.Message, "the file cannot be read")}
+	}
+	h := w.Header()
+	h.Set("Content-Length", resp.Header.Get("Content-Length"))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if inline {
+		h.Set("Content-Type", imageType(p))
+		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+		h.Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": path.Base(p)}))
+	} else {
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, resp.Body)
+	return nil
+}
+
+func cmpMessage(m, otherwise string) string {
+	if m == "" {
+		return otherwise
+	}
+	return m
+}
+
+// filesAt is the folder page of dir.
+func filesAt(c *v1alpha1.SftpConnection, dir string) string {
+	return "/connections/" + c.Name + "/files?path=" + url.QueryEscape(dir)
+}
+
+// newFolder makes a folder in the folder shown.
+func (u *ui) newFolder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	dir := browsePath(r.PostFormValue("dir"))
+	name, err := entryName(r.PostFormValue("name"))
+	if err != nil {
+		return err
+	}
+	if err := u.change(r, c, "mkdir", map[string]any{"path": path.Join(dir, name)}); err != nil {
+		return err
+	}
+	http.Redirect(w, r, filesAt(c, dir), http.StatusSeeOther)
+	return nil
+}
+
+// rename gives an entry a new name in its folder.
+func (u *ui) rename(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	p := browsePath(r.PostFormValue("path"))
+	name, err := entryName(r.PostFormValue("name"))
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return &personError{"the root cannot be renamed"}
+	}
+	if err := u.change(r, c, "rename", map[string]any{"from": p, "to": path.Join(path.Dir(p), name)}); err != nil {
+		return err
+	}
+	http.Redirect(w, r, filesAt(c, path.Dir(p)), http.StatusSeeOther)
+	return nil
+}
+
+// deletePage is the data of the page that confirms a deletion.
+type deletePage struct {
+	Conn        connView
+	Path, Dir   string
+	IsDirectory bool
+}
+
+// confirmDelete asks before a file or a folder, with all it holds, is
+// deleted.
+func (u *ui) confirmDelete(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	p := browsePath(r.URL.Query().Get("path"))
+	if p == "/" {
+		return &personError{"the root cannot be deleted"}
+	}
+	var st entry
+	if err := u.change(r, c, "stat", map[string]any{"path": p, "followSymlinks": false}, &st); err != nil {
+		return err
+	}
+	u.render(w, r, http.StatusOK, "file_delete", page{Title: "Delete " + path.Base(p),
+		Data: deletePage{Conn: u.view(c), Path: p, Dir: path.Dir(p), IsDirectory: st.Type == "directory"}})
+	return nil
+}
+
+// deleteEntry deletes a file, or a folder and all it holds.
+func (u *ui) deleteEntry(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	p := browsePath(r.PostFormValue("path"))
+	if p == "/" {
+		return &personError{"the root cannot be deleted"}
+	}
+	var err error
+	if r.PostFormValue("directory") == "true" {
+		err = u.change(r, c, "rmdir", map[string]any{"path": p, "recursive": true})
+	} else {
+		err = u.change(r, c, "unlink", map[string]any{"path": p})
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, filesAt(c, path.Dir(p)), http.StatusSeeOther)
+	return nil
+}
+
+// change runs a command whose failure the person should read.
+func (u *ui) change(r *http.Request, c *v1alpha1.SftpConnection, command string, body any, out ...any) error {
+	var result any
+	if len(out) > 0 {
+		result = out[0]
+	}
+	err := u.call(r.Context(), c, command, body, result)
+	if failure, ok := errors.AsType[*gatewayFailure](err); ok {
+		return &personError{failure.Message}
+	}
+	return err
+}
+
+// entryName checks a new name for an entry: one name, no path.
+func entryName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > 255 {
+		return "", &personError{"give a name of up to 255 characters, without /"}
+	}
+	return name, nil
+}

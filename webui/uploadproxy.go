@@ -1,0 +1,67 @@
+package webui
+
+// Uploads from the file browser: the browser speaks tus to the UI's own
+// origin, /connections/<name>/uploads/, and the UI forwards each request,
+// streaming, to the gateway's uploads endpoint of that connection as the
+// account (its file browser key). The browser never holds a credential
+// but its session cookie; the UI never holds a file.
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+)
+
+// tusHeaders are the request headers a tus client sends that go on to
+// the gateway; nothing else does (no cookie).
+var tusHeaders = []string{"Tus-Resumable", "Upload-Length", "Upload-Offset", "Upload-Metadata", "Upload-Checksum",
+	"Content-Type", "Content-Length", "X-HTTP-Method-Override"}
+
+// uploadProxy forwards a tus request for connection c.
+func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	token, err := u.filesKey(r.Context(), c.Namespace)
+	if err != nil {
+		return err
+	}
+	target, err := url.Parse(u.tryURL)
+	if err != nil {
+		return err
+	}
+	// The gateway's path of this connection's uploads, and the UI's.
+	gatewayUploads := strings.TrimSuffix(target.Path, "/") + "/" + url.PathEscape(u.view(c).Slug) + "/uploads/"
+	uiUploads := "/connections/" + c.Name + "/uploads/"
+	id := chi.URLParam(r, "*")
+	if strings.Contains(id, "/") {
+		return errNotFound
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = &url.URL{Scheme: target.Scheme, Host: target.Host, Path: gatewayUploads + id}
+			pr.Out.Host = target.Host
+			pr.Out.Header = http.Header{}
+			for _, name := range tusHeaders {
+				if v := pr.In.Header.Values(name); len(v) > 0 {
+					pr.Out.Header[name] = v
+				}
+			}
+			pr.Out.Header.Set("Authorization", "Bearer "+token)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if loc := resp.Header.Get("Location"); loc != "" {
+				resp.Header.Set("Location", uiUploads+strings.TrimPrefix(loc, gatewayUploads))
+			}
+			return nil
+		},
+		Transport: u.filesClient.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			u.serverError(w, r, err)
+		},
+	}
+	proxy.ServeHTTP(w, r)
+	return nil
+}
