@@ -18,6 +18,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
 // uploadsCommand names resumable uploads in metrics and logs.
@@ -28,6 +29,7 @@ func (h *handler) serveUploads(w http.ResponseWriter, r *http.Request) {
 	ww, rec, end := h.observe(w, r, slug, uploadsCommand)
 	defer end()
 	rec.command = uploadsCommand
+	ww.Header().Set("Tus-Resumable", "1.0.0") // on every answer, as tus asks
 	if r.Method == http.MethodOptions {
 		h.uploads.Options(ww, r) // discovery needs no credentials
 		return
@@ -80,11 +82,17 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 // server's refusal (with the status it means, since tus has no envelope),
 // or as for a command.
 func (h *handler) uploadError(err error) error {
+	if answered, ok := errors.AsType[*answer.Error](err); ok {
+		return answered
+	}
 	if answered := uploads.Answer(err); answered != nil {
 		return answered
 	}
 	if failure, ok := errors.AsType[*commands.Failure](err); ok {
 		return answer.Refused(failure)
+	}
+	if _, ok := errors.AsType[*uploadrecord.APIError](err); ok {
+		return answer.RecordsUnavailable(err)
 	}
 	return h.runError(err)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -339,8 +340,98 @@ func TestUploadsBounds(t *testing.T) {
 
 	resp, raw = tusRequest(t, http.MethodOptions, baseURL+"/"+f.slug+"/uploads/", "", nil)
 	h := resp.header
-	if resp.status != http.StatusOK || h.Get("Tus-Version") != "1.0.0" || h.Get("Tus-Checksum-Algorithm") != "sha256" ||
+	if resp.status != http.StatusOK || h.Get("Tus-Version") != "1.0.0" || h.Get("Tus-Checksum-Algorithm") != "sha256,sha1" ||
 		h.Get("Tus-Max-Size") != strconv.Itoa(maxUpload) || h.Get("Tus-Extension") != "creation,creation-with-upload,termination,expiration,checksum" {
 		t.Errorf("OPTIONS: %d %v %s", resp.status, h, raw)
+	}
+}
+
+// slowBody gives n zero bytes a part at a time, a pause between parts.
+type slowBody struct {
+	n     int
+	pause time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.pause)
+	p = p[:min(len(p), b.n, 64<<10)]
+	clear(p)
+	b.n -= len(p)
+	return len(p), nil
+}
+
+// TestUploadOneWriterAtATime: while one replica writes to an upload,
+// another's request for it waits, and then finds where the first left
+// it; the file is what the first sent.
+func TestUploadOneWriterAtATime(t *testing.T) {
+	f := newFixture(t)
+	other := startReplica(t, gateway.Options{})
+	const size = 1 << 20
+	url := createUpload(t, baseURL, f.slug, f.token, "one.bin", size)
+	first := make(chan *tusAnswer, 1)
+	go func() {
+		resp, _ := tusRequest(t, http.MethodPatch, url, f.token, &slowBody{n: size, pause: 30 * time.Millisecond}, "Upload-Offset", "0")
+		first <- resp
+	}()
+	// The first holds the upload once it has begun writing.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, _ := offsetOf(t, other+strings.TrimPrefix(url, baseURL), f.token); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first part does not arrive")
+		}
+	}
+	second, raw := tusRequest(t, http.MethodPatch, other+strings.TrimPrefix(url, baseURL), f.token, strings.NewReader(strings.Repeat("x", size)), "Upload-Offset", "0")
+	done := <-first
+	if done == nil || done.status != http.StatusNoContent {
+		t.Fatalf("the first writer: %v", done)
+	}
+	if second == nil || second.status != http.StatusConflict || !strings.Contains(string(raw), "mismatched_offset") {
+		t.Errorf("the second writer, which waited: %v %s, want 409 mismatched_offset", second, raw)
+	}
+	got, err := os.ReadFile(filepath.Join(f.sshd.Dir, "one.bin"))
+	if err != nil || !bytes.Equal(got, make([]byte, size)) {
+		t.Errorf("the file is not the first writer's bytes (%d bytes, %v)", len(got), err)
+	}
+}
+
+// TestUploadProtocolAnswers: methods an URL does not have, a sha1
+// checksum, and the tus headers on every answer.
+func TestUploadProtocolAnswers(t *testing.T) {
+	f := newFixture(t)
+	url := createUpload(t, baseURL, f.slug, f.token, "sums.bin", 6)
+	for _, c := range []struct{ method, url, allow string }{
+		{http.MethodGet, url, "OPTIONS, HEAD, PATCH, DELETE"},
+		{http.MethodPost, url, "OPTIONS, HEAD, PATCH, DELETE"},
+		{http.MethodPatch, baseURL + "/" + f.slug + "/uploads/", "OPTIONS, POST"},
+	} {
+		resp, raw := tusRequest(t, c.method, c.url, f.token, nil)
+		if resp == nil || resp.status != http.StatusMethodNotAllowed || resp.header.Get("Allow") != c.allow || !strings.Contains(string(raw), "method_not_allowed") {
+			t.Errorf("%s %s: %v %s, want 405 with Allow: %s", c.method, c.url, resp, raw, c.allow)
+		}
+	}
+	sum := sha1.Sum([]byte("abc"))
+	resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("abc"), "Upload-Offset", "0",
+		"Upload-Checksum", "sha1 "+base64.StdEncoding.EncodeToString(sum[:]))
+	if resp == nil || resp.status != http.StatusNoContent {
+		t.Errorf("a part with its sha1: %v %s", resp, raw)
+	}
+	resp, raw = tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("def"), "Upload-Offset", "3",
+		"Upload-Checksum", "sha1 "+base64.StdEncoding.EncodeToString(sum[:]))
+	if resp == nil || resp.status != 460 || !strings.Contains(string(raw), "checksum_mismatch") {
+		t.Errorf("a part with another's sha1: %v %s", resp, raw)
+	}
+	for _, token := range []string{f.token, "sgk_nobody"} {
+		resp, _ := tusRequest(t, http.MethodHead, url, token, nil)
+		if resp == nil || resp.header.Get("Tus-Resumable") != "1.0.0" {
+			t.Errorf("HEAD with %.8s...: %v without Tus-Resumable", token, resp)
+		}
+	}
+	if n, _ := offsetOf(t, url, f.token); n != 3 {
+		t.Errorf("the upload is at %d, want 3: the refused part was not kept", n)
 	}
 }

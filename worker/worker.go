@@ -193,7 +193,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "upload",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
 		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
-		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval),
+		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
 	}); err != nil {
 		return nil, err
 	}

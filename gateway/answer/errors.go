@@ -198,6 +198,25 @@ func MismatchedOffset(message string) *Error {
 	return &Error{Status: http.StatusConflict, Code: "mismatched_offset", Message: message}
 }
 
+// UploadBusy answers a request for an upload that another request, on
+// another replica, kept writing to for as long as this one could wait.
+func UploadBusy() *Error {
+	return &Error{Status: http.StatusLocked, Code: "upload_locked", RetryAfter: time.Second,
+		Message: "another request is writing to this upload; retry when it has ended (HEAD says where it got)"}
+}
+
+// UploadExpired answers an upload past its expiry.
+func UploadExpired() *Error {
+	return &Error{Status: http.StatusNotFound, Code: "upload_not_found", Message: "this upload expired; what it sent is being removed"}
+}
+
+// RecordsUnavailable answers when the Kubernetes API server, which keeps
+// uploads' records, did not answer.
+func RecordsUnavailable(cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "records_unavailable", RetryAfter: time.Second, Cause: cause,
+		Message: "the Kubernetes API server, which keeps the uploads' records, did not answer; retry shortly"}
+}
+
 // UploadMethodNotAllowed answers a method the tus endpoint does not have
 // at the URL; allow lists those it has.
 func UploadMethodNotAllowed(allow string) *Error {

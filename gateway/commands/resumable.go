@@ -8,13 +8,17 @@ package commands
 
 import (
 	"bytes"
+	"crypto/sha1" //nolint:gosec // see Checksum
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"net/url"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/pkg/sftp"
 
@@ -94,6 +98,10 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 		return Resumable{}, err
 	}
 	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if SessionFailed(err) {
+		// The server may have made it before the answer was lost.
+		fs.undo(removeNew(u.Partial, 0), err)
+	}
 	if err != nil {
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
@@ -105,25 +113,64 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 }
 
 // ResumableOffset is how far a resumable upload got: its partial file's
-// size. A partial file that is gone is os.ErrNotExist.
-func (fs *FS) ResumableOffset(u Resumable) (int64, error) {
+// size. A partial file that is gone is os.ErrNotExist; then done says
+// whether its target has the upload's size (the rename went through but
+// its answer was lost).
+func (fs *FS) ResumableOffset(u Resumable, size int64) (offset int64, done bool, err error) {
 	fi, err := fs.Client.Lstat(u.Partial)
-	if err != nil {
-		return 0, err
+	if errors.Is(err, os.ErrNotExist) {
+		target, statErr := fs.Client.Stat(u.Target)
+		return 0, statErr == nil && target.Mode().IsRegular() && target.Size() == size, err
 	}
-	return fi.Size(), nil
+	if err != nil {
+		return 0, false, serverFailure(err, fs.Rel(u.Target))
+	}
+	return fi.Size(), false, nil
 }
 
 // ErrOffsetMoved is a write at an offset that is no longer the partial
 // file's end: another request wrote to the upload meanwhile.
 var ErrOffsetMoved = errors.New("the upload's offset moved while this request ran; ask for it again (HEAD)")
 
+// Checksum is the sum a part must have: sha256 or sha1.
+type Checksum struct {
+	Algorithm string
+	Sum       []byte
+}
+
+// ParseChecksum reads Upload-Checksum: "sha256 <base64 of the sum>", or
+// sha1 (which tus asks every server to take). None is nil.
+func ParseChecksum(header string) (*Checksum, error) {
+	if header == "" {
+		return nil, nil
+	}
+	algorithm, value, _ := strings.Cut(header, " ")
+	c := &Checksum{Algorithm: strings.ToLower(algorithm)}
+	size := map[string]int{"sha256": sha256.Size, "sha1": sha1.Size}[c.Algorithm]
+	if size == 0 {
+		return nil, &BadRequest{Field: "Upload-Checksum", Message: fmt.Sprintf("the algorithm %q is not supported; send sha256 (or sha1)", algorithm)}
+	}
+	var err error
+	c.Sum, err = base64.StdEncoding.DecodeString(strings.TrimSpace(value))
+	if err != nil || len(c.Sum) != size {
+		return nil, &BadRequest{Field: "Upload-Checksum", Message: fmt.Sprintf("must be %s and the base64 of the part's %d-byte sum", c.Algorithm, size)}
+	}
+	return c, nil
+}
+
+func (c *Checksum) hash() hash.Hash {
+	if c.Algorithm == "sha1" {
+		return sha1.New() //nolint:gosec // tus's checksum extension requires it; it detects corruption, not forgery
+	}
+	return sha256.New()
+}
+
 // ChecksumMismatch is a part whose bytes do not have the checksum the
 // client sent; none of them was kept.
 type ChecksumMismatch struct{}
 
 func (ChecksumMismatch) Error() string {
-	return "the part's SHA-256 is not the Upload-Checksum sent; nothing of it was kept"
+	return "the part's checksum is not the Upload-Checksum sent; nothing of it was kept"
 }
 
 // WriteResumable writes body to the partial file at offset, its end, and
@@ -132,7 +179,7 @@ func (ChecksumMismatch) Error() string {
 // SHA-256), the part is kept only when it arrived whole with that sum,
 // and otherwise cut off again. Bytes a broken session may have written
 // past what is kept are cut off by its next session.
-func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum []byte) (int64, error) {
+func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum *Checksum) (int64, error) {
 	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY)
 	if err != nil {
 		return 0, serverFailure(err, fs.Rel(u.Target))
@@ -148,11 +195,11 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 	}
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		_ = f.Close()
-		return 0, err
+		return 0, serverFailure(err, fs.Rel(u.Target))
 	}
 	var sum hash.Hash
 	if checksum != nil {
-		sum = sha256.New()
+		sum = checksum.hash()
 		body = io.TeeReader(body, sum)
 	}
 	client := &clientBody{r: fs.Pace.Reader(body, 0)}
@@ -167,7 +214,7 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 	if seekErr != nil {
 		keep = 0
 	}
-	if checksum != nil && (err != nil || !bytes.Equal(sum.Sum(nil), checksum)) {
+	if checksum != nil && (err != nil || !bytes.Equal(sum.Sum(nil), checksum.Sum)) {
 		keep = 0
 		if err == nil {
 			err = ChecksumMismatch{}
@@ -222,10 +269,10 @@ func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
 func (fs *FS) AbandonResumable(u Resumable) (removed int64, err error) {
 	fi, err := fs.Client.Lstat(u.Partial)
 	if err != nil {
-		return 0, ignoreMissing(err)
+		return 0, serverFailure(ignoreMissing(err), fs.Rel(u.Target))
 	}
 	if !fi.Mode().IsRegular() {
 		return 0, nil
 	}
-	return fi.Size(), ignoreMissing(fs.Client.Remove(u.Partial))
+	return fi.Size(), serverFailure(ignoreMissing(fs.Client.Remove(u.Partial)), fs.Rel(u.Target))
 }

@@ -52,12 +52,8 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	if metadataSize(info.MetaData) > MaxMetadataBytes {
 		return nil, req.fail(errMetadataTooLarge)
 	}
-	n, err := s.records.Count(ctx, req.Conn.Namespace)
-	if err != nil {
+	if err := s.room(ctx, req, 0); err != nil {
 		return nil, req.fail(err)
-	}
-	if n >= s.limits.MaxPerNamespace {
-		return nil, req.fail(&TooManyError{Limit: s.limits.MaxPerNamespace})
 	}
 	now := s.now()
 	rec := &uploadrecord.Record{
@@ -68,13 +64,20 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	err = req.do(ctx, false, func(fs *commands.FS) error {
 		_, err := fs.StartResumable(spec, seed(rec.ID), func(u commands.Resumable) error {
 			rec.Target, rec.Partial = u.Target, u.Partial
-			return s.records.Create(ctx, rec)
+			if err := s.records.Create(ctx, rec); err != nil {
+				return err
+			}
+			// Others made at the same moment, on other replicas, count:
+			// the last past the bound gives way.
+			return s.room(ctx, req, 1)
 		})
 		return err
 	})
 	if err != nil {
-		if rec.Partial != "" {
-			// Made, but the partial file was not: nothing to continue.
+		// Made, but the partial file was not: nothing to continue. Unless
+		// the session broke, when it may have been made: the worker
+		// removes it with its record, on expiry.
+		if rec.Partial != "" && !commands.SessionFailed(err) {
 			_ = s.records.Delete(context.WithoutCancel(ctx), rec)
 		}
 		return nil, req.fail(err)
@@ -83,22 +86,51 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	return &upload{s: s, req: req, rec: rec, fresh: true}, nil
 }
 
+// room refuses a new upload when the namespace's, counting mine of them,
+// would pass the bound.
+func (s *store) room(ctx context.Context, req *Request, mine int) error {
+	n, err := s.records.Count(ctx, req.Conn.Namespace)
+	if err != nil {
+		return err
+	}
+	if n-mine >= s.limits.MaxPerNamespace {
+		return &TooManyError{Limit: s.limits.MaxPerNamespace}
+	}
+	return nil
+}
+
 // seed names an upload's partial file (tempname.For).
 func seed(id string) string { return "upload/" + id }
 
 func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error) {
 	req := requestOf(ctx)
-	rec, err := s.records.Get(ctx, id)
-	if err == nil && (rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID) {
-		// Another caller's upload looks as none: its id says nothing.
-		err = uploadrecord.ErrNotFound
-	}
+	// Read again, now that this request holds it.
+	rec, err := s.find(ctx, req, id)
 	if err != nil {
 		return nil, req.fail(err)
 	}
-	req.expires = rec.Expires
 	return &upload{s: s, req: req, rec: rec}, nil
 }
+
+// find reads the record of the upload id for req's caller: another
+// caller's, or one that expired, is none.
+func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecord.Record, error) {
+	rec, err := s.records.Get(ctx, id)
+	switch {
+	case err != nil:
+		return nil, err
+	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
+		// Another caller's upload looks as none: its id says nothing.
+		return nil, uploadrecord.ErrNotFound
+	case rec.Finished == nil && !s.now().Before(rec.Expires):
+		return nil, errExpired
+	}
+	req.expires = rec.Expires
+	return rec, nil
+}
+
+// errExpired is an upload past its expiry, which the worker is to remove.
+var errExpired = errors.New("the upload expired")
 
 func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUpload { return u.(*upload) }
 
@@ -114,12 +146,18 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 		info.Offset = u.rec.Size
 		return info, nil
 	}
+	var done bool
 	err := u.req.do(ctx, false, func(fs *commands.FS) error {
 		var err error
-		info.Offset, err = fs.ResumableOffset(u.resumable())
+		info.Offset, done, err = fs.ResumableOffset(u.resumable(), u.rec.Size)
 		return err
 	})
-	if errors.Is(err, os.ErrNotExist) {
+	switch {
+	case done:
+		// Put in place by a request whose answer, or record, was lost.
+		info.Offset = u.rec.Size
+		err = u.s.records.Finish(context.WithoutCancel(ctx), u.rec, u.s.now().UTC().Truncate(time.Second))
+	case errors.Is(err, os.ErrNotExist):
 		err = uploadrecord.ErrNotFound // removed on the server: gone
 	}
 	if err != nil {

@@ -15,8 +15,6 @@ package uploads
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -75,12 +73,14 @@ type Request struct {
 	// Location headers name an upload below.
 	Collection string
 
-	// Checksum is the SHA-256 the part sent must have (Upload-Checksum).
-	Checksum []byte
+	// Checksum is the sum the part sent must have (Upload-Checksum).
+	Checksum *commands.Checksum
 	// failed is why the request failed, for the answer.
 	failed error
 	// expires is the upload's expiry, for Upload-Expires.
 	expires time.Time
+	// record is the upload's, read before tusd ran.
+	record *uploadrecord.Record
 }
 
 type requestKey struct{}
@@ -96,7 +96,8 @@ func (req *Request) fail(err error) error {
 
 // Endpoint serves the tus protocol.
 type Endpoint struct {
-	tus *handler.UnroutedHandler
+	tus   *handler.UnroutedHandler
+	store *store
 	// answer turns an error of the store into the API error it answers.
 	answer func(error) error
 }
@@ -108,9 +109,7 @@ func New(records *uploadrecord.Store, limits Limits, answerError func(error) err
 	s := &store{records: records, limits: limits, now: time.Now}
 	composer.UseCore(s)
 	composer.UseTerminater(s)
-	// One request at a time per upload on a replica: a new one asks the
-	// one before to stop (a client retrying a part it thinks lost).
-	memorylocker.New().UseIn(composer)
+	composer.UseLocker(&locker{records: records, memory: memorylocker.New()})
 	tus, err := handler.NewUnroutedHandler(handler.Config{
 		StoreComposer:        composer,
 		MaxSize:              limits.MaxSize,
@@ -126,7 +125,7 @@ func New(records *uploadrecord.Store, limits Limits, answerError func(error) err
 	if err != nil {
 		return nil, err
 	}
-	return &Endpoint{tus: tus, answer: answerError}, nil
+	return &Endpoint{tus: tus, store: s, answer: answerError}, nil
 }
 
 // Options answers OPTIONS, tus's discovery, which needs no credentials.
@@ -138,12 +137,22 @@ func (e *Endpoint) Options(w http.ResponseWriter, r *http.Request) {
 // the collection: a new upload).
 func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
 	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
-		sum, err := checksum(r.Header.Get("Upload-Checksum"))
+		sum, err := commands.ParseChecksum(r.Header.Get("Upload-Checksum"))
 		if err != nil {
-			answer.Err(w, r, err)
+			answer.Err(w, r, e.answer(err))
 			return
 		}
 		req.Checksum = sum
+	}
+	if id != "" {
+		// Whose it is, before tusd locks it: another caller's request
+		// must not even ask the owner's to stop.
+		rec, err := e.store.find(r.Context(), req, id)
+		if err != nil {
+			answer.Err(w, r, e.answer(err))
+			return
+		}
+		req.record = rec
 	}
 	e.serve(w, r, req, id)
 }
@@ -179,23 +188,6 @@ func allowed(id string) string {
 	return "OPTIONS, HEAD, PATCH, DELETE"
 }
 
-// checksum reads Upload-Checksum: "sha256 <base64 of the 32 bytes>".
-// None is nil.
-func checksum(header string) ([]byte, error) {
-	if header == "" {
-		return nil, nil
-	}
-	algorithm, value, _ := strings.Cut(header, " ")
-	if !strings.EqualFold(algorithm, "sha256") {
-		return nil, answer.InvalidRequest(fmt.Sprintf("the checksum algorithm %q is not supported; send sha256", algorithm), "Upload-Checksum")
-	}
-	sum, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value))
-	if err != nil || len(sum) != sha256.Size {
-		return nil, answer.InvalidRequest("Upload-Checksum must be sha256 and the base64 of the part's 32-byte SHA-256", "Upload-Checksum")
-	}
-	return sum, nil
-}
-
 // writer adds what tusd's handler does not say (the checksum and
 // expiration extensions, a Location that is a path) and answers every
 // error as the gateway answers them: {"error": {...}}.
@@ -214,20 +206,20 @@ func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *writer) WriteHeader(status int) {
 	h := w.Header()
+	if loc := h.Get("Location"); loc != "" {
+		// A path, which a client resolves against the URL it sent. Also
+		// on an error: an upload made whose first part failed goes on.
+		if u, err := url.Parse(loc); err == nil {
+			h.Set("Location", w.req.Collection+strings.TrimPrefix(u.Path, "/"))
+		}
+	}
 	if status >= http.StatusBadRequest {
 		w.status = status
 		return
 	}
 	if w.r.Method == http.MethodOptions {
 		h.Set("Tus-Extension", h.Get("Tus-Extension")+",expiration,checksum")
-		h.Set("Tus-Checksum-Algorithm", "sha256")
-	}
-	if loc := h.Get("Location"); loc != "" {
-		// A path, which a client resolves against the URL it sent
-		// (through an ingress, with its scheme and host).
-		if u, err := url.Parse(loc); err == nil {
-			h.Set("Location", w.req.Collection+strings.TrimPrefix(u.Path, "/"))
-		}
+		h.Set("Tus-Checksum-Algorithm", "sha256,sha1")
 	}
 	if !w.req.expires.IsZero() {
 		h.Set("Upload-Expires", w.req.expires.Format(http.TimeFormat))
@@ -268,8 +260,16 @@ func tusError(status int, body string) error {
 		code, message = "", http.StatusText(status)
 	}
 	code = strings.ToLower(strings.TrimPrefix(code, "ERR_"))
-	if code == "" {
+	switch code {
+	case "":
 		code = strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+	case "lock_timeout":
+		return answer.UploadBusy()
+	case "read_timeout", "connection_reset", "unexpected_eof", "upload_interrupted", "upload_stopped":
+		// The client's body: what reached the server is kept.
+		return answer.Protocol(http.StatusBadRequest, code, message)
+	case "internal_server_error":
+		return answer.Internal(errors.New(message))
 	}
 	return answer.Protocol(status, code, message)
 }
@@ -288,8 +288,12 @@ var errMetadataTooLarge = &commands.BadRequest{Field: "Upload-Metadata", Message
 func Answer(err error) *answer.Error {
 	var tooMany *TooManyError
 	switch {
+	case errors.As(err, new(*answer.Error)):
+		return nil // said already
 	case errors.Is(err, uploadrecord.ErrNotFound):
 		return answer.UploadNotFound()
+	case errors.Is(err, errExpired):
+		return answer.UploadExpired()
 	case errors.As(err, &tooMany):
 		return answer.TooManyUploads(tooMany.Error())
 	case errors.As(err, new(commands.ChecksumMismatch)):

@@ -63,13 +63,29 @@ type Record struct {
 	// its upload is complete.
 	Finished *time.Time `json:"finished,omitempty"`
 
-	uid             types.UID
-	resourceVersion string
+	uid types.UID
+	// holder holds the upload until heldUntil (Hold), as read.
+	holder    string
+	heldUntil time.Time
 }
 
 // NewID is a new upload id: 130 random bits, unguessable, in lower-case
 // base32 (a ConfigMap name's alphabet).
 func NewID() string { return strings.ToLower(rand.Text()) }
+
+// APIError is a failure of the Kubernetes API server's to keep records.
+type APIError struct{ Err error }
+
+func (e *APIError) Error() string { return "upload records: " + e.Err.Error() }
+func (e *APIError) Unwrap() error { return e.Err }
+
+// apiError marks err as the API server's; nil stays nil.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &APIError{Err: err}
+}
 
 // ErrNotFound is an id no record has.
 var ErrNotFound = errors.New("no such upload")
@@ -87,9 +103,9 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 		return err
 	}
 	if err := s.Client.Create(ctx, cm); err != nil {
-		return err
+		return apiError(err)
 	}
-	r.uid, r.resourceVersion = cm.UID, cm.ResourceVersion
+	r.uid = cm.UID
 	return nil
 }
 
@@ -104,7 +120,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return nil, apiError(err)
 	}
 	return decode(&cm)
 }
@@ -125,17 +141,95 @@ func validID(id string) bool {
 
 // Finish records that r's file is in place.
 func (s *Store) Finish(ctx context.Context, r *Record, at time.Time) error {
-	r.Finished = &at
-	cm, err := s.configMap(r)
+	return s.modify(ctx, r.ID, func(cm *corev1.ConfigMap) (bool, error) {
+		current, err := decode(cm)
+		if err != nil {
+			return false, err
+		}
+		current.Finished = &at
+		data, err := json.Marshal(current)
+		cm.Data[dataKey] = string(data)
+		r.Finished = &at
+		return true, err
+	})
+}
+
+// annotationHeld names who holds an upload, and until when: one request
+// at a time writes to it, whichever gateway replica it reaches.
+const annotationHeld = "sftpgate.dev/held-by"
+
+// ErrHeld is an upload another request holds.
+var ErrHeld = errors.New("another request is writing to this upload")
+
+// Hold takes the upload's hold for holder until until (or extends it),
+// unless another holder's has not lapsed: ErrHeld.
+func (s *Store) Hold(ctx context.Context, id, holder string, until time.Time) error {
+	return s.modify(ctx, id, func(cm *corev1.ConfigMap) (bool, error) {
+		if other, lapses := heldBy(cm); other != "" && other != holder && time.Now().Before(lapses) {
+			return false, ErrHeld
+		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[annotationHeld] = holder + " " + until.UTC().Format(time.RFC3339Nano)
+		return true, nil
+	})
+}
+
+// Release gives the upload's hold back, if holder still has it.
+func (s *Store) Release(ctx context.Context, id, holder string) error {
+	err := s.modify(ctx, id, func(cm *corev1.ConfigMap) (bool, error) {
+		if other, _ := heldBy(cm); other != holder {
+			return false, nil
+		}
+		delete(cm.Annotations, annotationHeld)
+		return true, nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Held says whether a holder's hold on r had not lapsed when it was read.
+func (r *Record) Held(now time.Time) bool { return r.holder != "" && now.Before(r.heldUntil) }
+
+func heldBy(cm *corev1.ConfigMap) (string, time.Time) {
+	holder, until, _ := strings.Cut(cm.Annotations[annotationHeld], " ")
+	t, err := time.Parse(time.RFC3339Nano, until)
 	if err != nil {
-		return err
+		return "", time.Time{}
 	}
-	cm.UID, cm.ResourceVersion = r.uid, r.resourceVersion
-	if err := s.Client.Update(ctx, cm); err != nil {
-		return err
+	return holder, t
+}
+
+// modify changes id's ConfigMap with change (which says whether it
+// changed anything), again on a conflict with another writer.
+func (s *Store) modify(ctx context.Context, id string, change func(*corev1.ConfigMap) (bool, error)) error {
+	if !validID(id) {
+		return ErrNotFound
 	}
-	r.resourceVersion = cm.ResourceVersion
-	return nil
+	for {
+		var cm corev1.ConfigMap
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: namePrefix + id}, &cm)
+		if apierrors.IsNotFound(err) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return apiError(err)
+		}
+		changed, err := change(&cm)
+		if err != nil || !changed {
+			return err
+		}
+		err = s.Client.Update(ctx, &cm)
+		if !apierrors.IsConflict(err) {
+			if apierrors.IsNotFound(err) {
+				return ErrNotFound
+			}
+			return apiError(err)
+		}
+	}
 }
 
 // Delete removes r's record, unless it was made again meanwhile; one
@@ -143,7 +237,7 @@ func (s *Store) Finish(ctx context.Context, r *Record, at time.Time) error {
 func (s *Store) Delete(ctx context.Context, r *Record) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: namePrefix + r.ID}}
 	err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &r.uid})
-	return client.IgnoreNotFound(err)
+	return apiError(client.IgnoreNotFound(err))
 }
 
 // Count is how many uploads of namespace's connections have a record.
@@ -151,7 +245,7 @@ func (s *Store) Count(ctx context.Context, namespace string) (int, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelNamespace: namespace}); err != nil {
-		return 0, err
+		return 0, apiError(err)
 	}
 	return len(list.Items), nil
 }
@@ -161,7 +255,7 @@ func (s *Store) Count(ctx context.Context, namespace string) (int, error) {
 func (s *Store) List(ctx context.Context) ([]*Record, error) {
 	var list corev1.ConfigMapList
 	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{LabelUpload}); err != nil {
-		return nil, err
+		return nil, apiError(err)
 	}
 	records := make([]*Record, 0, len(list.Items))
 	for i := range list.Items {
@@ -198,6 +292,7 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 	if namePrefix+r.ID != cm.Name {
 		return nil, fmt.Errorf("upload record %s names another id", cm.Name)
 	}
-	r.uid, r.resourceVersion = cm.UID, cm.ResourceVersion
+	r.uid = cm.UID
+	r.holder, r.heldUntil = heldBy(cm)
 	return &r, nil
 }

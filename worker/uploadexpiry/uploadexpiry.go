@@ -28,8 +28,13 @@ import (
 // item is the shard's one item: whoever holds it sweeps.
 const item = "expiry"
 
-// DefaultInterval is how often the holder looks for expired uploads.
-const DefaultInterval = time.Minute
+// DefaultInterval is how often the holder looks for expired uploads, and
+// DefaultGrace how long past its expiry an upload is left (longer than a
+// part may take: the gateway's request timeout and a minute).
+const (
+	DefaultInterval = time.Minute
+	DefaultGrace    = 10 * time.Minute
+)
 
 // Sweeper removes expired uploads; run it with the worker's manager.
 type Sweeper struct {
@@ -47,6 +52,10 @@ type Sweeper struct {
 	// SyncInterval is how often the replica renews its share; Interval
 	// how often the holder sweeps.
 	SyncInterval, Interval time.Duration
+	// Grace is how long past its expiry an upload is left: the gateway
+	// refuses it from its expiry, and a part sent just before may take a
+	// request's time (nil Shard: none, for tests).
+	Grace time.Duration
 	// Now is the time; nil is time.Now.
 	Now func() time.Time
 }
@@ -95,16 +104,22 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
+	// A connection whose server failed is tried again next sweep, not
+	// once per upload now.
+	failed := map[string]bool{}
 	for _, r := range records {
-		if ctx.Err() != nil {
+		// A sweep that outlasts this replica's hold stops: another has it.
+		if ctx.Err() != nil || (s.Shard != nil && !s.Shard.Holds(item)) {
 			return
 		}
-		if now.Before(r.Expires) {
+		conn := r.Namespace + "/" + r.Connection
+		if now.Before(r.Expires.Add(s.Grace)) || r.Held(now) || failed[conn] {
 			continue
 		}
 		what, err := s.remove(ctx, r)
 		if err != nil {
 			// Kept, for the next sweep: the server may answer then.
+			failed[conn] = true
 			slog.Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
 			continue
 		}

@@ -1,0 +1,99 @@
+package uploads
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/tus/tusd/v2/pkg/handler"
+	"github.com/tus/tusd/v2/pkg/memorylocker"
+
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+)
+
+// One request at a time writes to an upload, whichever replica it
+// reaches: on a replica, tusd's memory locker (a new request asks the one
+// before to stop, as a client retrying a part it thinks lost wants);
+// across replicas, a hold written on the upload's record, renewed while
+// the request runs and lapsing if its replica dies. A request that finds
+// another replica's hold waits for it, up to tusd's lock timeout.
+
+// Hold timing: how long a hold lasts unless renewed, and how often it is.
+const (
+	holdFor    = 30 * time.Second
+	holdRenew  = holdFor / 3
+	holdRetry  = 200 * time.Millisecond
+	holderSize = 16
+)
+
+type locker struct {
+	records *uploadrecord.Store
+	memory  *memorylocker.MemoryLocker
+}
+
+func (l *locker) NewLock(id string) (handler.Lock, error) {
+	m, err := l.memory.NewLock(id)
+	if err != nil {
+		return nil, err
+	}
+	return &lock{records: l.records, id: id, memory: m, holder: rand.Text()[:holderSize]}, nil
+}
+
+type lock struct {
+	records *uploadrecord.Store
+	id      string
+	memory  handler.Lock
+	holder  string
+	stop    context.CancelFunc
+	renewed sync.WaitGroup
+}
+
+func (k *lock) Lock(ctx context.Context, requestRelease func()) error {
+	if err := k.memory.Lock(ctx, requestRelease); err != nil {
+		return err
+	}
+	for {
+		err := k.records.Hold(ctx, k.id, k.holder, time.Now().Add(holdFor))
+		if err == nil || errors.Is(err, uploadrecord.ErrNotFound) {
+			break // none: GetUpload says so
+		}
+		if !errors.Is(err, uploadrecord.ErrHeld) {
+			_ = k.memory.Unlock()
+			return requestOf(ctx).fail(err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = k.memory.Unlock()
+			return handler.ErrLockTimeout
+		case <-time.After(holdRetry):
+		}
+	}
+	renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	k.stop = stop
+	k.renewed.Go(func() {
+		tick := time.NewTicker(holdRenew)
+		defer tick.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-tick.C:
+				_ = k.records.Hold(renewCtx, k.id, k.holder, time.Now().Add(holdFor))
+			}
+		}
+	})
+	return nil
+}
+
+func (k *lock) Unlock() error {
+	if k.stop != nil {
+		k.stop()
+		k.renewed.Wait()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := k.records.Release(ctx, k.id, k.holder)
+	return errors.Join(err, k.memory.Unlock())
+}
