@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -92,6 +94,33 @@ func newTenant(t *testing.T, name string) *tenant {
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(tn.token)}}}))
 	tn.writes(t, "setup")
 	return tn
+}
+
+// tusAnswer is the status and headers of an answer to a tus request.
+type tusAnswer struct {
+	status int
+	header http.Header
+}
+
+// tusAs sends a tus request with token and body (none when empty);
+// headers are name, value pairs.
+func tusAs(t *testing.T, method, url, token, body string, headers ...string) tusAnswer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/offset+octet-stream")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return tusAnswer{status: resp.StatusCode, header: resp.Header}
 }
 
 func mustToken() string {
@@ -431,15 +460,78 @@ func TestIsolation(t *testing.T) {
 			refusedReason(t, claim, v1alpha1.ReasonSlugConflict)
 		}},
 		{"the victim's connection pages", func(t *testing.T) {
-			for _, path := range []string{"", "/status", "/edit", "/delete"} {
+			for _, path := range []string{"", "/status", "/edit", "/delete", "/files?path=/", "/files/view?path=/arrivals",
+				"/files/download?path=/arrivals/file-1.csv", "/files/delete?path=/arrivals"} {
 				if status, _ := attacker.ui.get(t, "/connections/"+victim.uiConn+path); status != http.StatusNotFound {
 					t.Errorf("GET %s: %d, want 404", path, status)
 				}
 			}
-			for _, path := range []string{"/edit", "/delete", "/try"} {
-				if status, _ := attacker.ui.form(t, "/connections/"+victim.uiConn+path, url.Values{"host": {attacker.sshd.Host}}); status != http.StatusNotFound {
+			for _, path := range []string{"/edit", "/delete", "/try", "/files/mkdir", "/files/rename", "/files/delete"} {
+				if status, _ := attacker.ui.form(t, "/connections/"+victim.uiConn+path, url.Values{"host": {attacker.sshd.Host},
+					"dir": {"/"}, "name": {"planted"}, "path": {"/arrivals"}}); status != http.StatusNotFound {
 					t.Errorf("POST %s: %d, want 404", path, status)
 				}
+			}
+		}},
+		{"the victim's resumable upload, through the attacker's key, connection and web UI", func(t *testing.T) {
+			up := tusAs(t, http.MethodPost, gatewayURL+"/"+victim.slug+"/uploads/", victim.token, "", "Upload-Length", "10",
+				"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/upload.bin")))
+			if up.status != http.StatusCreated {
+				t.Fatalf("the victim begins an upload: %d", up.status)
+			}
+			id := path.Base(up.header.Get("Location"))
+			if got := tusAs(t, http.MethodPatch, gatewayURL+up.header.Get("Location"), victim.token, "hello", "Upload-Offset", "0"); got.status != http.StatusNoContent {
+				t.Fatalf("the victim's first part: %d", got.status)
+			}
+			for _, c := range []struct{ what, url string }{
+				{"at the victim's slug", gatewayURL + "/" + victim.slug + "/uploads/" + id},
+				{"at the attacker's slug", gatewayURL + "/" + attacker.slug + "/uploads/" + id},
+			} {
+				for _, method := range []string{http.MethodHead, http.MethodPatch, http.MethodDelete} {
+					if got := tusAs(t, method, c.url, attacker.token, "evil!", "Upload-Offset", "5"); got.status != http.StatusNotFound {
+						t.Errorf("the attacker's key %s, %s: %d, want 404", c.what, method, got.status)
+					}
+				}
+			}
+			// The attacker's web UI, with its own connection and the victim's id.
+			for _, method := range []string{http.MethodHead, http.MethodPatch, http.MethodDelete} {
+				req, err := http.NewRequest(method, uiURL+"/connections/"+attacker.uiConn+"/uploads/"+id, strings.NewReader("evil!"))
+				must(t, err)
+				req.Header.Set("Tus-Resumable", "1.0.0")
+				req.Header.Set("Upload-Offset", "5")
+				req.Header.Set("Content-Type", "application/offset+octet-stream")
+				req.Header.Set("Origin", uiURL)
+				req.Header.Set("Sec-Fetch-Site", "same-origin")
+				if status, _ := attacker.ui.do(t, req); status != http.StatusNotFound {
+					t.Errorf("the attacker's web UI, %s: %d, want 404", method, status)
+				}
+			}
+			head := tusAs(t, http.MethodHead, gatewayURL+up.header.Get("Location"), victim.token, "")
+			if head.header.Get("Upload-Offset") != "5" {
+				t.Errorf("the victim's upload is at %q, want 5", head.header.Get("Upload-Offset"))
+			}
+			if got := tusAs(t, http.MethodPatch, gatewayURL+up.header.Get("Location"), victim.token, "world", "Upload-Offset", "5"); got.status != http.StatusNoContent {
+				t.Fatalf("the victim's last part: %d", got.status)
+			}
+			if b, err := os.ReadFile(filepath.Join(victim.sshd.Dir, "upload.bin")); err != nil || string(b) != "helloworld" {
+				t.Errorf("the victim's file holds %q (%v)", b, err)
+			}
+		}},
+		{"more uploads than the attacker's namespace may have", func(t *testing.T) {
+			begin := func(tn *tenant, name string) int {
+				return tusAs(t, http.MethodPost, gatewayURL+"/"+tn.slug+"/uploads/", tn.token, "", "Upload-Length", "10",
+					"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/"+name))).status
+			}
+			for i := range maxUploadsPerNamespace {
+				if status := begin(attacker, fmt.Sprintf("hoard-%d", i)); status != http.StatusCreated {
+					t.Fatalf("the attacker's upload %d: %d", i, status)
+				}
+			}
+			if status := begin(attacker, "one-more"); status != http.StatusTooManyRequests {
+				t.Errorf("the attacker's upload past its namespace's bound: %d, want 429", status)
+			}
+			if status := begin(victim, "mine"); status != http.StatusCreated {
+				t.Errorf("the victim's upload while the attacker's namespace is full: %d, want 201", status)
 			}
 		}},
 		{"the victim's connections and transfers, through the attacker's web UI", func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
+	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsink"
@@ -39,6 +40,7 @@ import (
 // fill them.
 const (
 	maxRequestsPerNamespace  = 4
+	maxUploadsPerNamespace   = 5
 	maxWatchesPerNamespace   = 3
 	maxTransfersPerNamespace = 2
 )
@@ -80,7 +82,8 @@ func run(m *testing.M) int {
 	gw, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, Audience: kubeauth.DefaultAudience,
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 64 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
-			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2}})
+			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2},
+		Uploads: uploads.Limits{MaxPerNamespace: maxUploadsPerNamespace}})
 	if err != nil {
 		return fail(err)
 	}
