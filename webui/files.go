@@ -249,6 +249,7 @@ func (u *ui) download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpCo
 		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
 	}
 	w.WriteHeader(http.StatusOK)
+	w, _ = streaming(w, r)
 	_, _ = io.Copy(w, resp.Body)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,33 @@ func TestFileBrowser(t *testing.T) {
 		t.Errorf("the file browser is wider than a phone (%v)", err)
 	}
 	screenshot(t, ctx, "file-browser-phone")
+
+	// A file dropped on the folder uploads too.
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`{
+		const drop = new DataTransfer();
+		drop.items.add(new File(["dropped in"], "dropped.txt", { type: "text/plain" }));
+		document.getElementById("files").dispatchEvent(new DragEvent("drop", { dataTransfer: drop, bubbles: true, cancelable: true }));
+	}`)))
+	waitFor(t, ctx, `!!document.querySelector("#uploads li.done")`, "the dropped file's upload to end")
+	if b, err := os.ReadFile(filepath.Join(sshd.Dir, "docs", "dropped.txt")); err != nil || string(b) != "dropped in" {
+		t.Errorf("the dropped file holds %q (%v)", b, err)
+	}
+
+	// Logging out ends the browser's access at once: its downloads and
+	// uploads lead to the log-in page.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(folder), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="big.bin"]`))))
+	download, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-name="big.bin"] a[download]').href`))
+	must(t, err)
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.ID("password"))))
+	for _, probe := range []string{
+		`fetch(` + strconv.Quote(download) + `).then(r => r.url)`,
+		`fetch("/connections/shelf/uploads/", { method: "POST", headers: { "Tus-Resumable": "1.0.0", "Upload-Length": "1" } }).then(r => r.url)`,
+	} {
+		landed, err := chromedp.Run(ctx, chromedp.Evaluate[string](probe, chromedp.EvalAwaitPromise))
+		if err != nil || !strings.HasSuffix(landed, "/login") {
+			t.Errorf("after logging out, %s lands on %q (%v), want the log-in page", probe, landed, err)
+		}
+	}
 }
 
 // waitFor waits until the page's expression is true, for up to a minute.

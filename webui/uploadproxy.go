@@ -62,6 +62,6 @@ func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 			u.serverError(w, r, err)
 		},
 	}
-	proxy.ServeHTTP(w, r)
+	proxy.ServeHTTP(streaming(w, r))
 	return nil
 }
