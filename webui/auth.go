@@ -113,6 +113,7 @@ func (u *ui) signUp(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	u.makeFilesKey(r.Context(), acct.Namespace)
 	return u.startSession(w, r, acct, "/connections/new")
 }
 
@@ -147,10 +148,12 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	// Accounts made before quotas, or under other limits, get today's.
+	// Accounts made before quotas, or under other limits, get today's,
+	// and the file browser's key its place.
 	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
 		slog.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
 	}
+	u.makeFilesKey(r.Context(), acct.Namespace)
 	return u.startSession(w, r, acct, "/connections")
 }
 

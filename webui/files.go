@@ -92,8 +92,6 @@ type entry struct {
 	Type     string    `json:"type"`
 	Size     int64     `json:"size"`
 	Modified time.Time `json:"modified"`
-	// Viewable says it is shown in place (text or an image).
-	Viewable bool `json:"-"`
 }
 
 // crumb is one step of a breadcrumb.
@@ -101,10 +99,13 @@ type crumb struct{ Name, Path string }
 
 // filesPage is the data of a folder's page.
 type filesPage struct {
-	Conn    connView
-	Dir     string
-	Crumbs  []crumb
-	Entries []entry
+	Conn connView
+	// Namespace is the account's: the browser keeps unfinished uploads
+	// under it, apart from another account's on the same browser.
+	Namespace string
+	Dir       string
+	Crumbs    []crumb
+	Entries   []entry
 	// Next is the name the next page starts after; "" on the last.
 	Next, Parent string
 	Failure      string
@@ -121,7 +122,7 @@ func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConn
 	if after := r.URL.Query().Get("after"); after != "" {
 		req["after"] = after
 	}
-	data := filesPage{Conn: u.view(c), Dir: dir, Crumbs: crumbs(dir)}
+	data := filesPage{Conn: u.view(c), Namespace: c.Namespace, Dir: dir, Crumbs: crumbs(dir)}
 	if dir != "/" {
 		data.Parent = path.Dir(dir)
 	}
@@ -130,10 +131,6 @@ func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConn
 		data.Failure = failure.Message
 	} else if err != nil {
 		return err
-	}
-	for i := range listing.Entries {
-		e := &listing.Entries[i]
-		e.Viewable = e.Type == "file" && (imageType(e.Name) != "" || e.Size <= maxView)
 	}
 	data.Entries, data.Next = listing.Entries, listing.Next
 	u.render(w, r, http.StatusOK, "files", page{Title: c.Name + ": " + dir, Data: data})

@@ -15,9 +15,12 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,38 +60,73 @@ const keyWait = 10 * time.Second
 // errFilesKey is a file browser key that did not become ready.
 var errFilesKey = errors.New("the file browser's API key is not ready")
 
-// filesKey makes sure namespace has the file browser's key, with the
-// token's hash, and returns the token once the key is issued.
-func (u *ui) filesKey(ctx context.Context, namespace string) (string, error) {
+// filesKeySpec is the spec of the file browser's key with the token's hash.
+func filesKeySpec(hash, keyID string) v1alpha1.ApiKeySpec {
+	return v1alpha1.ApiKeySpec{Commands: filesCommands, Token: v1alpha1.TokenSource{SHA256: hash, KeyID: keyID}}
+}
+
+// makeFilesKey makes the account's file browser key at sign-up and log-in,
+// so that it holds its place in the account's key quota (one more than
+// the account's keys); a failure is tried again when the browser is used.
+func (u *ui) makeFilesKey(ctx context.Context, namespace string) {
+	if _, err := u.ensureFilesKey(ctx, namespace); err != nil {
+		slog.Warn("making the file browser's key", "namespace", namespace, "error", err)
+	}
+}
+
+// ensureFilesKey makes namespace's file browser key, or makes it the UI's
+// own again (made with another secret, or changed by hand), and returns it.
+func (u *ui) ensureFilesKey(ctx context.Context, namespace string) (*v1alpha1.ApiKey, error) {
 	token, keyID := u.filesToken(namespace)
-	hash := apitoken.Hash(token)
-	key := &v1alpha1.ApiKey{}
-	err := u.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: filesKeyName}, key)
-	switch {
-	case apierrors.IsNotFound(err):
-		key = &v1alpha1.ApiKey{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: filesKeyName, Labels: map[string]string{LabelFilesKey: "true"}},
-			Spec: v1alpha1.ApiKeySpec{Commands: filesCommands,
-				Token: v1alpha1.TokenSource{SHA256: hash, KeyID: keyID}},
+	want := filesKeySpec(apitoken.Hash(token), keyID)
+	for {
+		key := &v1alpha1.ApiKey{}
+		err := u.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: filesKeyName}, key)
+		switch {
+		case apierrors.IsNotFound(err):
+			key = &v1alpha1.ApiKey{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: filesKeyName, Labels: map[string]string{LabelFilesKey: "true"}},
+				Spec:       want,
+			}
+			err = u.client.Create(ctx, key)
+		case err == nil && !equality.Semantic.DeepEqual(key.Spec, want):
+			key.Spec = want
+			err = u.client.Update(ctx, key)
 		}
-		err = u.client.Create(ctx, key)
-	case err == nil && (key.Spec.Token.SHA256 != hash || key.Spec.Disabled || key.Spec.ExpiresAt != nil):
-		// Made with another secret (--session-key-file changed), or
-		// changed by hand: the UI's own again.
-		key.Spec = v1alpha1.ApiKeySpec{Commands: filesCommands, Token: v1alpha1.TokenSource{SHA256: hash, KeyID: keyID}}
-		err = u.client.Update(ctx, key)
+		// Another replica or tab made or changed it meanwhile: look again.
+		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+			return key, err
+		}
+	}
+}
+
+// filesKey returns namespace's file browser token once its key is issued.
+// A key found issued is trusted for a minute before it is looked at again.
+func (u *ui) filesKey(ctx context.Context, namespace string) (string, error) {
+	token, _ := u.filesToken(namespace)
+	hash := apitoken.Hash(token)
+	if u.filesKeys.fresh(namespace, hash) {
+		return token, nil
+	}
+	key, err := u.ensureFilesKey(ctx, namespace)
+	for deadline := time.Now().Add(keyWait); err == nil && !issued(key, hash); {
+		if time.Now().After(deadline) {
+			return "", errFilesKey
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		err = u.client.Get(ctx, client.ObjectKeyFromObject(key), key)
+	}
+	if apierrors.IsForbidden(err) {
+		return "", &personError{"the file browser needs one of your account's API key places: revoke a key, then try again"}
 	}
 	if err != nil {
 		return "", err
 	}
-	for deadline := time.Now().Add(keyWait); !issued(key, hash); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return "", errFilesKey
-		}
-		if err := u.client.Get(ctx, client.ObjectKeyFromObject(key), key); err != nil {
-			return "", err
-		}
-	}
+	u.filesKeys.issued(namespace, hash)
 	return token, nil
 }
 
@@ -96,4 +134,39 @@ func (u *ui) filesKey(ctx context.Context, namespace string) (string, error) {
 func issued(key *v1alpha1.ApiKey, hash string) bool {
 	ready := meta.FindStatusCondition(key.Status.Conditions, v1alpha1.ConditionReady)
 	return key.Status.TokenSHA256 == hash && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == key.Generation
+}
+
+// issuedKeys remembers, per namespace, the hash of the file browser key
+// found issued and when: a part of an upload need not ask the API server.
+type issuedKeys struct {
+	mu   sync.Mutex
+	seen map[string]issuedKey
+}
+
+type issuedKey struct {
+	hash string
+	at   time.Time
+}
+
+// keyTrust is how long a key found issued is trusted; maxIssuedKeys bounds
+// the namespaces remembered (past it, all are forgotten).
+const (
+	keyTrust      = time.Minute
+	maxIssuedKeys = 10000
+)
+
+func (k *issuedKeys) fresh(namespace, hash string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	seen, ok := k.seen[namespace]
+	return ok && seen.hash == hash && time.Since(seen.at) < keyTrust
+}
+
+func (k *issuedKeys) issued(namespace, hash string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seen == nil || len(k.seen) >= maxIssuedKeys {
+		k.seen = map[string]issuedKey{}
+	}
+	k.seen[namespace] = issuedKey{hash: hash, at: time.Now()}
 }

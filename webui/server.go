@@ -131,8 +131,10 @@ type ui struct {
 	// filesClient carries the file browser's requests to the gateway,
 	// which may stream for as long as a file takes.
 	filesClient *http.Client
-	// filesSecret derives the file browser's keys (fileskey.go).
+	// filesSecret derives the file browser's keys (fileskey.go), and
+	// filesKeys remembers those found issued.
 	filesSecret []byte
+	filesKeys   issuedKeys
 }
 
 // New builds the web UI on a client of the cluster.

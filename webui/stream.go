@@ -25,7 +25,9 @@ func (m movingReader) Read(p []byte) (int, error) {
 	return m.ReadCloser.Read(p)
 }
 
-// movingWriter extends the write deadline at each write.
+// movingWriter extends the write deadline at each write, and the read
+// deadline too: net/http's background read of an idle request's
+// connection would end the request at the read deadline.
 type movingWriter struct {
 	http.ResponseWriter
 	rc *http.ResponseController
@@ -33,6 +35,7 @@ type movingWriter struct {
 
 func (m movingWriter) Write(p []byte) (int, error) {
 	_ = m.rc.SetWriteDeadline(time.Now().Add(streamIdle))
+	_ = m.rc.SetReadDeadline(time.Now().Add(streamIdle))
 	return m.ResponseWriter.Write(p)
 }
 

@@ -7,6 +7,8 @@ package webui
 // but its session cookie; the UI never holds a file.
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -16,6 +18,10 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
+
+// statusClientGone is logged, as nginx's 499, for a request whose client
+// went away.
+const statusClientGone = 499
 
 // tusHeaders are the request headers a tus client sends that go on to
 // the gateway; nothing else does (no cookie).
@@ -59,6 +65,10 @@ func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 		},
 		Transport: u.filesClient.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				w.WriteHeader(statusClientGone) // the browser went away: nothing to say, or log
+				return
+			}
 			u.serverError(w, r, err)
 		},
 	}

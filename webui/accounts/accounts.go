@@ -77,10 +77,11 @@ type Quota struct {
 func (q Quota) hard() corev1.ResourceList {
 	return corev1.ResourceList{
 		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
-		"count/apikeys.sftpgate.dev":         *resource.NewQuantity(int64(q.Keys), resource.DecimalSI),
-		"count/secrets":                      *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
-		"count/sftpwatches.sftpgate.dev":     *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
-		"count/transfers.sftpgate.dev":       *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
+		// One more for the file browser's own key (webui/fileskey.go).
+		"count/apikeys.sftpgate.dev":     *resource.NewQuantity(int64(q.Keys)+1, resource.DecimalSI),
+		"count/secrets":                  *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
+		"count/sftpwatches.sftpgate.dev": *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
+		"count/transfers.sftpgate.dev":   *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
 	}
 }
 

@@ -64,6 +64,21 @@
     };
   }
 
+  // failure is an answer's reason, and whether a retry would get it again:
+  // only an offset that moved, a held upload, a busy gateway or a broken
+  // link are worth another try.
+  function failure(status, body, retryAfter) {
+    let message = `the server answered ${status}`;
+    let code = "";
+    try {
+      ({ message, code } = JSON.parse(body).error);
+    } catch (_) { /* not the gateway's answer */ }
+    const err = new Error(message);
+    err.final = status >= 400 && status < 500 && code !== "mismatched_offset" && ![423, 429].includes(status);
+    err.wait = Number(retryAfter) * 1000 || 0;
+    return err;
+  }
+
   // patch sends the part of file at offset; it resolves to the new offset.
   function patch(url, file, offset, onProgress) {
     return new Promise((resolve, reject) => {
@@ -74,23 +89,27 @@
       xhr.setRequestHeader("Content-Type", "application/offset+octet-stream");
       xhr.upload.onprogress = (e) => onProgress(offset + e.loaded);
       xhr.onload = () => {
-        if (xhr.status === 204) {
+        if (xhr.status === 204 && xhr.getResponseHeader("Upload-Offset") !== null) {
           resolve(Number(xhr.getResponseHeader("Upload-Offset")));
           return;
         }
-        let message = `the server answered ${xhr.status}`;
-        try {
-          message = JSON.parse(xhr.responseText).error.message;
-        } catch (_) { /* not the gateway's answer */ }
-        const err = new Error(message);
-        // A refusal that a retry would get again.
-        err.final = xhr.status >= 400 && xhr.status < 500 && ![409, 423, 429].includes(xhr.status);
-        reject(err);
+        if (xhr.responseURL.endsWith("/login")) {
+          const err = new Error("you were logged out: log in again");
+          err.final = true;
+          reject(err);
+          return;
+        }
+        reject(failure(xhr.status, xhr.responseText, xhr.getResponseHeader("Retry-After")));
       };
       xhr.onerror = () => reject(new Error("the connection broke"));
       xhr.send(file.slice(offset, Math.min(offset + PART, file.size)));
     });
   }
+
+  // Retries back off up to half a minute, for as long as this many tries.
+  const TRIES = 20;
+  const backoff = (tries, err) => Math.max(err.wait || 0, Math.min(30000, 500 * 2 ** tries));
+  const online = () => (navigator.onLine ? Promise.resolve() : new Promise((r) => addEventListener("online", r, { once: true })));
 
   async function upload(file) {
     const line = row(file.name);
@@ -118,10 +137,21 @@
           offset = await patch(url, file, offset, (sent) => line.progress(sent, file.size));
           tries = 0;
         } catch (err) {
-          if (err.final || ++tries > 5) throw err;
-          await sleep(1000 * tries);
-          offset = await offsetOf(url);
-          if (offset === null) throw new Error("the upload expired: choose the file again");
+          if (err.final || ++tries > TRIES) {
+            if (err.final) localStorage.removeItem(key);
+            throw err;
+          }
+          line.note(`${err.message}; trying again`);
+          await sleep(backoff(tries, err));
+          await online();
+          // Where the server's copy ends: asked again on the next turn if
+          // this fails too.
+          const at = await offsetOf(url).catch(() => offset);
+          if (at === null) {
+            localStorage.removeItem(key);
+            throw new Error("the upload is gone (it expired or was ended): choose the file again");
+          }
+          offset = at;
         }
       }
       localStorage.removeItem(key);
@@ -158,6 +188,15 @@
     if (parts[0] !== "sftpgate-upload" || parts[1] !== conn) continue;
     const path = parts.slice(4).join("|");
     if (path.slice(0, path.lastIndexOf("/")) !== (dir === "/" ? "" : dir)) continue;
-    row(path.slice(path.lastIndexOf("/") + 1)).note("unfinished: choose the file again to go on");
+    const key = localStorage.key(i);
+    const url = localStorage.getItem(key);
+    const line = row(path.slice(path.lastIndexOf("/") + 1));
+    line.note("unfinished: choose the file again to go on");
+    offsetOf(url).then((at) => {
+      if (at === null) {
+        localStorage.removeItem(key);
+        line.fail("expired");
+      }
+    }, () => {});
   }
 })();
