@@ -235,7 +235,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Uploads.Expiry, "upload-expiry", o.Uploads.Expiry,
 		"How long after its creation a resumable upload may go on; then the worker removes what it sent.")
 	fs.IntVar(&o.Uploads.MaxPerNamespace, "max-uploads-per-namespace", o.Uploads.MaxPerNamespace,
-		"Resumable uploads the connections of one namespace may have under way (finished ones count until they expire).")
+		"Resumable uploads the connections of one namespace may have under way.")
 	quantity(fs, &o.Directories.MaxBytes, "max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole "+
 		"(see --max-directory-entries), as a quantity (32Mi) or in bytes (default 32Mi).")
 }

@@ -194,8 +194,8 @@ func TestUploadGoesOnThroughAnotherReplica(t *testing.T) {
 	if left := temporaryFiles(t, sshd.Dir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-	if n, _ := offsetOf(t, url, f.token); n != len(data) {
-		t.Errorf("a finished upload's offset is %d, want its length", n)
+	if _, status := offsetOf(t, url, f.token); status != http.StatusNotFound {
+		t.Errorf("a finished upload answers %d, want 404: it is done", status)
 	}
 }
 
@@ -369,23 +369,25 @@ func (b *slowBody) Read(p []byte) (int, error) {
 func TestUploadOneWriterAtATime(t *testing.T) {
 	f := newFixture(t)
 	other := startReplica(t, gateway.Options{})
-	const size = 1 << 20
-	url := createUpload(t, baseURL, f.slug, f.token, "one.bin", size)
+	const part = 1 << 20
+	url := createUpload(t, baseURL, f.slug, f.token, "one.bin", 2*part)
 	first := make(chan *tusAnswer, 1)
 	go func() {
-		resp, _ := tusRequest(t, http.MethodPatch, url, f.token, &slowBody{n: size, pause: 30 * time.Millisecond}, "Upload-Offset", "0")
+		resp, _ := tusRequest(t, http.MethodPatch, url, f.token, &slowBody{n: part, pause: 30 * time.Millisecond}, "Upload-Offset", "0")
 		first <- resp
 	}()
-	// The first holds the upload once it has begun writing.
+	// The first holds the upload once its bytes arrive on the server.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if n, _ := offsetOf(t, other+strings.TrimPrefix(url, baseURL), f.token); n > 0 {
-			break
+		if partial := temporaryFiles(t, f.sshd.Dir); len(partial) == 1 {
+			if fi, err := os.Stat(filepath.Join(f.sshd.Dir, partial[0])); err == nil && fi.Size() > 0 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the first part does not arrive")
 		}
 	}
-	second, raw := tusRequest(t, http.MethodPatch, other+strings.TrimPrefix(url, baseURL), f.token, strings.NewReader(strings.Repeat("x", size)), "Upload-Offset", "0")
+	second, raw := tusRequest(t, http.MethodPatch, other+strings.TrimPrefix(url, baseURL), f.token, strings.NewReader(strings.Repeat("x", part)), "Upload-Offset", "0")
 	done := <-first
 	if done == nil || done.status != http.StatusNoContent {
 		t.Fatalf("the first writer: %v", done)
@@ -393,8 +395,12 @@ func TestUploadOneWriterAtATime(t *testing.T) {
 	if second == nil || second.status != http.StatusConflict || !strings.Contains(string(raw), "mismatched_offset") {
 		t.Errorf("the second writer, which waited: %v %s, want 409 mismatched_offset", second, raw)
 	}
+	resp, raw := tusRequest(t, http.MethodPatch, url, f.token, bytes.NewReader(make([]byte, part)), "Upload-Offset", strconv.Itoa(part))
+	if resp == nil || resp.status != http.StatusNoContent {
+		t.Fatalf("the last part: %v %s", resp, raw)
+	}
 	got, err := os.ReadFile(filepath.Join(f.sshd.Dir, "one.bin"))
-	if err != nil || !bytes.Equal(got, make([]byte, size)) {
+	if err != nil || !bytes.Equal(got, make([]byte, 2*part)) {
 		t.Errorf("the file is not the first writer's bytes (%d bytes, %v)", len(got), err)
 	}
 }

@@ -35,8 +35,9 @@ type upload struct {
 	s   *store
 	req *Request
 	rec *uploadrecord.Record
-	// fresh says the upload was just made: its offset is 0.
-	fresh bool
+	// fresh says the upload was just made: its offset is 0; finished,
+	// that this request put its file in place.
+	fresh, finished bool
 }
 
 func (u *upload) resumable() commands.Resumable {
@@ -122,7 +123,7 @@ func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecor
 	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
 		// Another caller's upload looks as none: its id says nothing.
 		return nil, uploadrecord.ErrNotFound
-	case rec.Finished == nil && !s.now().Before(rec.Expires):
+	case !s.now().Before(rec.Expires):
 		return nil, errExpired
 	}
 	req.expires = rec.Expires
@@ -139,11 +140,7 @@ func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUploa
 // request that sent the last byte failed to) is finished now.
 func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	info := handler.FileInfo{ID: u.rec.ID, Size: u.rec.Size, MetaData: u.rec.Metadata}
-	switch {
-	case u.fresh:
-		return info, nil
-	case u.rec.Finished != nil:
-		info.Offset = u.rec.Size
+	if u.fresh {
 		return info, nil
 	}
 	var done bool
@@ -154,9 +151,11 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	})
 	switch {
 	case done:
-		// Put in place by a request whose answer, or record, was lost.
+		// Put in place by a request whose answer, or record's removal,
+		// was lost: this answer says so, once.
 		info.Offset = u.rec.Size
-		err = u.s.records.Finish(context.WithoutCancel(ctx), u.rec, u.s.now().UTC().Truncate(time.Second))
+		u.finished = true
+		err = u.s.records.Delete(context.WithoutCancel(ctx), u.rec)
 	case errors.Is(err, os.ErrNotExist):
 		err = uploadrecord.ErrNotFound // removed on the server: gone
 	}
@@ -188,11 +187,13 @@ func (u *upload) WriteChunk(ctx context.Context, offset int64, src io.Reader) (i
 	return n, nil
 }
 
-// FinishUpload puts the complete file in place and records it. Refused
-// because a file is now where overwrite said none may be, the upload ends
-// there: its bytes are removed with its record.
+// FinishUpload puts the complete file in place and removes the record:
+// the upload is done, and no longer counts. (Should the removal fail, the
+// next request for it finds the file in place and removes it then.)
+// Refused because a file is now where overwrite said none may be, the
+// upload ends there: its bytes are removed with its record.
 func (u *upload) FinishUpload(ctx context.Context) error {
-	if u.rec.Finished != nil {
+	if u.finished {
 		return nil
 	}
 	err := u.req.do(ctx, false, func(fs *commands.FS) error {
@@ -201,12 +202,11 @@ func (u *upload) FinishUpload(ctx context.Context) error {
 	if failure, ok := errors.AsType[*commands.Failure](err); ok && failure.Code == "already_exists" {
 		_ = u.Terminate(context.WithoutCancel(ctx))
 	}
-	if err == nil {
-		err = u.s.records.Finish(context.WithoutCancel(ctx), u.rec, u.s.now().UTC().Truncate(time.Second))
-	}
 	if err != nil {
 		return u.req.fail(err)
 	}
+	u.finished = true
+	_ = u.s.records.Delete(context.WithoutCancel(ctx), u.rec)
 	return nil
 }
 

@@ -41,7 +41,7 @@ type Limits struct {
 	// worker removes its bytes.
 	Expiry time.Duration
 	// MaxPerNamespace bounds the uploads of one namespace's connections
-	// that are under way (or finished and not yet expired).
+	// that are under way.
 	MaxPerNamespace int
 	// MaxSize is the largest upload (Upload-Length).
 	MaxSize int64
@@ -79,8 +79,6 @@ type Request struct {
 	failed error
 	// expires is the upload's expiry, for Upload-Expires.
 	expires time.Time
-	// record is the upload's, read before tusd ran.
-	record *uploadrecord.Record
 }
 
 type requestKey struct{}
@@ -147,12 +145,10 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 	if id != "" {
 		// Whose it is, before tusd locks it: another caller's request
 		// must not even ask the owner's to stop.
-		rec, err := e.store.find(r.Context(), req, id)
-		if err != nil {
+		if _, err := e.store.find(r.Context(), req, id); err != nil {
 			answer.Err(w, r, e.answer(err))
 			return
 		}
-		req.record = rec
 	}
 	e.serve(w, r, req, id)
 }

@@ -48,7 +48,7 @@ var uploadRows = []row{
 		create("$d/a", 11, "", "ok"), only(tempFile, "a"),
 		patch(0, "hello ", "good", "ok", 6), head("ok", 6), file("a", "alpha"),
 		patch(6, "world", "good", "ok", 11), file("a", "hello world"), only("a"),
-		ok("stat", `{"path": "$d/a"}`, `{"mode": "0640"}`), head("ok", 11),
+		ok("stat", `{"path": "$d/a"}`, `{"mode": "0640"}`), head("404 upload_not_found", -1),
 	}},
 	{"uploads", "whole with its creation, with parents", []step{
 		{command: "uploads", want: "ok", tus: &tusCall{method: http.MethodPost, path: "$d/x/y", length: 3, body: "new", meta: "createParents " + b64("true"), wantOffset: 3}},

@@ -58,10 +58,6 @@ type Record struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	Created   time.Time         `json:"created"`
 	Expires   time.Time         `json:"expires"`
-	// Finished is when its file was put in place; the record stays until
-	// it expires, so that a client that lost the last answer learns that
-	// its upload is complete.
-	Finished *time.Time `json:"finished,omitempty"`
 
 	uid types.UID
 	// holder holds the upload until heldUntil (Hold), as read.
@@ -137,21 +133,6 @@ func validID(id string) bool {
 		}
 	}
 	return true
-}
-
-// Finish records that r's file is in place.
-func (s *Store) Finish(ctx context.Context, r *Record, at time.Time) error {
-	return s.modify(ctx, r.ID, func(cm *corev1.ConfigMap) (bool, error) {
-		current, err := decode(cm)
-		if err != nil {
-			return false, err
-		}
-		current.Finished = &at
-		data, err := json.Marshal(current)
-		cm.Data[dataKey] = string(data)
-		r.Finished = &at
-		return true, err
-	})
 }
 
 // annotationHeld names who holds an upload, and until when: one request

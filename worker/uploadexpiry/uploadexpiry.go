@@ -45,7 +45,7 @@ type Sweeper struct {
 	Shard       *shard.Shard
 	// Removed counts expired uploads removed, by what was removed:
 	// partial (its partial file and record), record (its record alone:
-	// the upload had finished, or its connection is gone).
+	// its partial file or its connection was gone).
 	Removed *prometheus.CounterVec
 	// RemovedBytes counts the bytes of the partial files removed.
 	RemovedBytes prometheus.Counter
@@ -134,7 +134,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 // remove removes r's partial file, if it has one that is still there, and
 // says what it removed.
 func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, error) {
-	if r.Finished != nil || r.Partial == "" || !tempname.Is(path.Base(r.Partial)) {
+	if r.Partial == "" || !tempname.Is(path.Base(r.Partial)) {
 		return "record", nil
 	}
 	var conn v1alpha1.SftpConnection
@@ -150,6 +150,7 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, e
 		return "", err
 	}
 	var size int64
+	removed := false
 	err = p.Do(ctx, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(sess *sftpdial.Session) error {
 		fi, err := sess.SFTP.Lstat(r.Partial)
 		switch {
@@ -163,11 +164,11 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, e
 		if err := sess.SFTP.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		size = fi.Size()
+		size, removed = fi.Size(), true
 		return nil
 	})
-	if err != nil {
-		return "", err
+	if err != nil || !removed {
+		return "record", err
 	}
 	s.RemovedBytes.Add(float64(size))
 	return "partial", nil
