@@ -260,13 +260,15 @@ func waitForKey(t testing.TB, slug, token string) {
 // partial file and its record, and counted.
 func TestUploadsExpire(t *testing.T) {
 	f := newFixture(t)
-	short := startReplica(t, gateway.Options{Uploads: uploads.Limits{Expiry: time.Second}})
+	short := startReplica(t, gateway.Options{Uploads: uploads.Limits{Expiry: 2 * time.Second}})
 	url := createUpload(t, short, f.slug, f.token, "left.bin", 10)
 	if resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("half"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
 		t.Fatalf("a part: %v %s", resp, raw)
 	}
-	if resp, _ := tusRequest(t, http.MethodHead, url, f.token, nil); resp.header.Get("Upload-Expires") == "" {
-		t.Error("no Upload-Expires")
+	head, _ := tusRequest(t, http.MethodHead, url, f.token, nil)
+	expires, err := http.ParseTime(head.header.Get("Upload-Expires"))
+	if err != nil {
+		t.Fatalf("Upload-Expires: %v", err)
 	}
 	done := createUpload(t, short, f.slug, f.token, "done.bin", 2)
 	if resp, raw := tusRequest(t, http.MethodPatch, done, f.token, strings.NewReader("ok"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
@@ -285,7 +287,7 @@ func TestUploadsExpire(t *testing.T) {
 		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
 		Removed: removed, RemovedBytes: bytesRemoved,
 	}
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2 * time.Second)))
+	time.Sleep(time.Until(expires) + 10*time.Millisecond)
 	sweeper.Sweep(context.Background())
 	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 0 {
 		t.Errorf("partial files left after expiry: %v", left)

@@ -60,7 +60,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	rec := &uploadrecord.Record{
 		ID: uploadrecord.NewID(), Namespace: req.Conn.Namespace, Connection: req.Conn.Name, ConnectionUID: req.Conn.UID,
 		Owner: req.Owner, Root: req.Env.Root, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData,
-		Created: now.UTC().Truncate(time.Second), Expires: now.Add(s.limits.Expiry).UTC().Truncate(time.Second),
+		Created: now.UTC().Truncate(time.Second), Expires: ceilSecond(now.Add(s.limits.Expiry)),
 	}
 	err = req.do(ctx, false, func(fs *commands.FS) error {
 		_, err := fs.StartResumable(spec, seed(rec.ID), func(u commands.Resumable) error {
@@ -85,6 +85,15 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	}
 	req.expires = rec.Expires
 	return &upload{s: s, req: req, rec: rec, fresh: true}, nil
+}
+
+// ceilSecond is t rounded up to a whole second, as Upload-Expires says
+// it: an upload never expires before it says.
+func ceilSecond(t time.Time) time.Time {
+	if down := t.UTC().Truncate(time.Second); down.Before(t) {
+		return down.Add(time.Second)
+	}
+	return t.UTC()
 }
 
 // room refuses a new upload when the namespace's, counting mine of them,
