@@ -5,14 +5,11 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
@@ -24,16 +21,7 @@ import (
 func TestCappedDirectoriesAnswerTooLarge(t *testing.T) {
 	sshd := testsshd.StartWith(t, "MaxSessions 1")
 	f := serve(t, newConnectionTo(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, "", sshd.Dir), sshd)
-	gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, IdleTimeout: time.Minute,
-		Limits:      gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
-		Directories: sftpdir.Limits{MaxEntries: 20}})
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	must(t, gw.Start(ctx))
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	url := srv.URL + "/" + f.slug
+	url := startReplica(t, gateway.Options{Directories: sftpdir.Limits{MaxEntries: 20}}) + "/" + f.slug
 
 	for _, dir := range []string{"small", "tree", "tree/a", "tree/big"} {
 		must(t, os.Mkdir(filepath.Join(sshd.Dir, dir), 0o755))
@@ -61,7 +49,7 @@ func TestCappedDirectoriesAnswerTooLarge(t *testing.T) {
 		{"list", `{"path": "tree/big"}`, "/tree/big"},
 		{"rmdir", `{"path": "tree", "recursive": true}`, "/tree/big"},
 	} {
-		status, _, out := post(t, ctx, url, f.token, tc.command, tc.body)
+		status, _, out := post(t, context.Background(), url, f.token, tc.command, tc.body)
 		e, _ := out["error"].(map[string]any)
 		result, named := out[tc.command]
 		sftpStatus, hasStatus := e["sftpStatus"]
@@ -73,7 +61,7 @@ func TestCappedDirectoriesAnswerTooLarge(t *testing.T) {
 	if after := count(); after != before {
 		t.Errorf("the tree after a refused rmdir: %d names, had %d", after, before)
 	}
-	status, _, out := post(t, ctx, url, f.token, "list", `{"path": "small"}`)
+	status, _, out := post(t, context.Background(), url, f.token, "list", `{"path": "small"}`)
 	if list, _ := out["list"].(map[string]any); status != http.StatusOK || len(list["entries"].([]any)) != 2 { //nolint:forcetypeassert // list's answer
 		t.Errorf("list after the refusals: %d %v", status, out)
 	}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -884,26 +885,38 @@ func TestFurtherCommandsAgainstOpenSSH(t *testing.T) {
 	f.rejected(t, "hash", `{"path": "c.txt", "algorithm": "crc32"}`, http.StatusBadRequest, "invalid_request")
 }
 
-// TestRateLimitPerKey runs a gateway whose keys may send two requests at
-// once and then one every ten minutes: however slow the first two, the
-// third is refused.
-func TestRateLimitPerKey(t *testing.T) {
-	f := newFixture(t)
-	gw, err := gateway.New(restConfig, gateway.Options{
-		BasePath: "/", DeniedNetworks: "link-local,metadata", IdleTimeout: time.Minute,
-		Limits: gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second, RatePerKey: 1.0 / 600, RateBurst: 2},
-	})
+// startReplica starts another gateway replica on the same cluster with
+// opts (the tests' limits when zero) and returns its URL.
+func startReplica(t testing.TB, opts gateway.Options) string {
+	t.Helper()
+	opts.DeniedNetworks = cmp.Or(opts.DeniedNetworks, testcluster.LoopbackNetworks)
+	if opts.Limits.MaxUploadBytes == 0 {
+		opts.Limits = gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}
+	}
+	gw, err := gateway.New(restConfig, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	must(t, gw.Start(ctx))
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestRateLimitPerKey runs a gateway whose keys may send two requests at
+// once and then one every ten minutes: however slow the first two, the
+// third is refused.
+func TestRateLimitPerKey(t *testing.T) {
+	f := newFixture(t)
+	base := startReplica(t, gateway.Options{
+		DeniedNetworks: "link-local,metadata",
+		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second, RatePerKey: 1.0 / 600, RateBurst: 2},
+	})
 
 	statuses := make([]int, 3)
 	var retryAfter string
 	for i := range statuses {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/"+f.slug+"/ping", nil)
+		req, err := http.NewRequest(http.MethodPost, base+"/"+f.slug+"/ping", nil)
 		must(t, err)
 		req.Header.Set("Authorization", "Bearer "+f.token)
 		status, header, _ := send(t, req, "")

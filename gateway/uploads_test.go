@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,24 +92,6 @@ func offsetOf(t testing.TB, url, token string) (int, int) {
 	}
 	n, _ := strconv.Atoi(resp.header.Get("Upload-Offset"))
 	return n, resp.status
-}
-
-// startReplica starts another gateway replica on the same cluster with
-// opts (the tests' limits when zero) and returns its URL.
-func startReplica(t testing.TB, opts gateway.Options) string {
-	t.Helper()
-	opts.DeniedNetworks = testcluster.LoopbackNetworks
-	if opts.Limits.MaxUploadBytes == 0 {
-		opts.Limits = gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}
-	}
-	gw, err := gateway.New(restConfig, opts)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	must(t, gw.Start(ctx))
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
 }
 
 // cutBody gives data, then fails: a client whose link broke.

@@ -470,33 +470,26 @@ func run(t *testing.T, target Target, d string, s step) {
 	if s.download {
 		req.Header.Set("Accept", "application/octet-stream")
 	}
-	resp, err := client.Do(req)
-	must(t, err)
-	raw, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	must(t, err)
-	if target.Check != nil {
-		target.Check(t, req, body, resp, raw)
-	}
+	got, _, raw := exchange(t, target, req, body)
 	what := fmt.Sprintf("%s %s", s.command, body+query)
 	if len(what) > 200 {
 		what = what[:200] + "..."
 	}
 	if s.download && s.want == "ok" {
-		if resp.StatusCode != http.StatusOK || string(raw) != s.result {
-			t.Errorf("%s: %d %q, want the bytes %q", what, resp.StatusCode, raw, s.result)
+		if got != http.StatusOK || string(raw) != s.result {
+			t.Errorf("%s: %d %q, want the bytes %q", what, got, raw, s.result)
 		}
 		return
 	}
 	var answer map[string]any
 	if err := json.Unmarshal(raw, &answer); err != nil {
-		t.Fatalf("%s: %d, not JSON: %q", what, resp.StatusCode, raw)
+		t.Fatalf("%s: %d, not JSON: %q", what, got, raw)
 	}
 	errObj, _ := answer["error"].(map[string]any)
 	switch status, code, isHTTP := strings.Cut(s.want, " "); {
 	case s.want == "ok":
-		if resp.StatusCode != http.StatusOK || errObj != nil {
-			t.Fatalf("%s: %d %s, want success", what, resp.StatusCode, raw)
+		if got != http.StatusOK || errObj != nil {
+			t.Fatalf("%s: %d %s, want success", what, got, raw)
 		}
 		if s.result != "" {
 			var want any
@@ -506,14 +499,29 @@ func run(t *testing.T, target Target, d string, s step) {
 			}
 		}
 	case isHTTP:
-		if fmt.Sprint(resp.StatusCode) != status || errObj == nil || errObj["code"] != code {
-			t.Errorf("%s: %d %s, want %s", what, resp.StatusCode, raw, s.want)
+		if fmt.Sprint(got) != status || errObj == nil || errObj["code"] != code {
+			t.Errorf("%s: %d %s, want %s", what, got, raw, s.want)
 		}
 	default:
-		if resp.StatusCode != http.StatusOK || errObj == nil || errObj["code"] != s.want || answer[s.command] != nil {
-			t.Errorf("%s: %d %s, want the server's refusal %s", what, resp.StatusCode, raw, s.want)
+		if got != http.StatusOK || errObj == nil || errObj["code"] != s.want || answer[s.command] != nil {
+			t.Errorf("%s: %d %s, want the server's refusal %s", what, got, raw, s.want)
 		}
 	}
+}
+
+// exchange sends req, whose body is body, reads the answer, has the
+// target check it, and returns its status, headers and body.
+func exchange(t *testing.T, target Target, req *http.Request, body string) (int, http.Header, []byte) {
+	t.Helper()
+	resp, err := client.Do(req)
+	must(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	must(t, err)
+	if target.Check != nil {
+		target.Check(t, req, body, resp, raw)
+	}
+	return resp.StatusCode, resp.Header, raw
 }
 
 // match compares got with want: objects on want's fields, arrays element

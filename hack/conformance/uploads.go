@@ -130,32 +130,25 @@ func runTus(t *testing.T, target Target, d string, s step, location *string) {
 		sum := sha256.Sum256([]byte("not " + c.body))
 		req.Header.Set("Upload-Checksum", "sha256 "+base64.StdEncoding.EncodeToString(sum[:]))
 	}
-	resp, err := client.Do(req)
-	must(t, err)
-	raw, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	must(t, err)
-	if target.Check != nil {
-		target.Check(t, req, c.body, resp, raw)
-	}
+	got, header, raw := exchange(t, target, req, c.body)
 	what := fmt.Sprintf("%s %s %s", c.method, expand(c.path), c.body)
 	if status, code, isHTTP := strings.Cut(s.want, " "); isHTTP {
-		if fmt.Sprint(resp.StatusCode) != status || (c.method != http.MethodHead && !strings.Contains(string(raw), `"code":"`+code+`"`)) {
-			t.Errorf("%s: %d %s, want %s", what, resp.StatusCode, raw, s.want)
+		if fmt.Sprint(got) != status || (c.method != http.MethodHead && !strings.Contains(string(raw), `"code":"`+code+`"`)) {
+			t.Errorf("%s: %d %s, want %s", what, got, raw, s.want)
 		}
 		return
 	}
-	if resp.StatusCode/100 != 2 || resp.Header.Get("Tus-Resumable") != "1.0.0" {
-		t.Fatalf("%s: %d %s, want success", what, resp.StatusCode, raw)
+	if got/100 != 2 || header.Get("Tus-Resumable") != "1.0.0" {
+		t.Fatalf("%s: %d %s, want success", what, got, raw)
 	}
 	if c.method == http.MethodPost {
-		*location = resp.Request.URL.ResolveReference(mustParse(t, resp.Header.Get("Location"))).String()
-		if resp.Header.Get("Upload-Expires") == "" {
+		*location = req.URL.ResolveReference(mustParse(t, header.Get("Location"))).String()
+		if header.Get("Upload-Expires") == "" {
 			t.Errorf("%s: no Upload-Expires", what)
 		}
 	}
-	if got := resp.Header.Get("Upload-Offset"); c.wantOffset >= 0 && got != strconv.Itoa(c.wantOffset) {
-		t.Errorf("%s: Upload-Offset %q, want %d", what, got, c.wantOffset)
+	if offset := header.Get("Upload-Offset"); c.wantOffset >= 0 && offset != strconv.Itoa(c.wantOffset) {
+		t.Errorf("%s: Upload-Offset %q, want %d", what, offset, c.wantOffset)
 	}
 }
 
