@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,27 @@ func TestQuickstart(t *testing.T) {
 	}
 	if status, _ = call(t, env, "ping", `{}`, "sgk_wrong"); status != http.StatusUnauthorized {
 		t.Errorf("a wrong key: %d", status)
+	}
+
+	// The tour's web UI: the demo account's file browser shows the file.
+	jar, err := cookiejar.New(nil)
+	must(t, err)
+	browser := &http.Client{Jar: jar, Timeout: time.Minute}
+	login, err := http.NewRequest(http.MethodPost, env["WEBUI_URL"]+"/login",
+		strings.NewReader(url.Values{"email": {env["DEMO_EMAIL"]}, "password": {env["DEMO_PASSWORD"]}}.Encode()))
+	must(t, err)
+	login.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	login.Header.Set("Origin", env["WEBUI_URL"])
+	resp, err := browser.Do(login)
+	must(t, err)
+	_ = resp.Body.Close()
+	resp, err = browser.Get(env["WEBUI_URL"] + "/connections/demo/files?path=/")
+	must(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	must(t, err)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `data-name="hello.txt"`) {
+		t.Errorf("the demo's file browser: %d, without hello.txt", resp.StatusCode)
 	}
 
 	// The printed file dropped into the watched folder: its event prints.
