@@ -6,11 +6,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/teststatus"
 )
 
 // want is what a status function must compute: Ready's status and reason,
@@ -45,23 +44,9 @@ func check(t *testing.T, obj statusObject, w want) {
 			t.Errorf("%s is for generation %d, not %d", c.Type, c.ObservedGeneration, obj.GetGeneration())
 		}
 	}
-	if got := kstatus(t, obj); got != w.kstatus {
+	if got := teststatus.KStatus(t, obj); got != w.kstatus {
 		t.Errorf("kstatus: %s, want %s", got, w.kstatus)
 	}
-}
-
-// kstatus computes obj's status as kstatus's own code does.
-func kstatus(t *testing.T, obj runtime.Object) status.Status {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := status.Compute(&unstructured.Unstructured{Object: content})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Status
 }
 
 func TestConnectionStatus(t *testing.T) {
@@ -132,7 +117,7 @@ func TestStatusOfAnUnseenGeneration(t *testing.T) {
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
 	setConnectionStatus(conn, connectionFacts{test: &testOutcome{passed: true, reason: v1alpha1.ReasonConnected}})
 	conn.Generation = 2
-	if got := kstatus(t, conn); got != status.InProgressStatus {
+	if got := teststatus.KStatus(t, conn); got != status.InProgressStatus {
 		t.Errorf("kstatus: %s, want InProgress", got)
 	}
 }

@@ -223,13 +223,12 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	if err != nil {
 		return nil, false, err
 	}
-	// A stream may take as long as the request may, and a minute more, so
-	// that a slow client's own timeout (which fails only its request) ends
-	// it first: this one closes the session, for a server that hangs.
+	// A stream's own bound (streamTimeout) closes its session, for a
+	// server that hangs.
 	stream := req.form == upload || req.form == download || req.cmd.Streams
 	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
 	if stream {
-		timeout = h.limits.RequestTimeout + time.Minute
+		timeout = h.streamTimeout()
 	}
 	op := pool.Op{Idempotent: req.cmd.Idempotent && req.form == jsonForm, Stream: stream, Timeout: timeout}
 	env := req.env(p)
@@ -255,6 +254,11 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	})
 	return result, streamed, err
 }
+
+// streamTimeout bounds a stream's operation: as long as the request may
+// take, and a minute more, so that a slow client's own timeout (which
+// fails only its request) ends it first.
+func (h *handler) streamTimeout() time.Duration { return h.limits.RequestTimeout + time.Minute }
 
 // answer sends the command's envelope: its result, or the failure the
 // SFTP server answered; any other error answers the request instead.

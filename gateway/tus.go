@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -71,7 +70,7 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 	h.uploads.Serve(w, r, &uploads.Request{
 		Conn: req.conn, Owner: req.who.uid, Pool: p, Env: req.env(p),
 		OpTimeout:     req.conn.Spec.Limits.OperationTimeoutOrDefault(),
-		StreamTimeout: h.limits.RequestTimeout + time.Minute,
+		StreamTimeout: h.streamTimeout(),
 		ReadAhead:     func(body io.Reader) (io.Reader, func(bool)) { return readAhead(w, r, body) },
 		Collection:    collection,
 	}, id)

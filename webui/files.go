@@ -10,6 +10,7 @@ package webui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,7 +232,7 @@ func (u *ui) download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpCo
 			Error gatewayFailure `json:"error"`
 		}
 		_ = json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&envelope)
-		return &personError{cmpMessage(envelope.Error.Message, "the file cannot be read")}
+		return &personError{cmp.Or(envelope.Error.Message, "the file cannot be read")}
 	}
 	h := w.Header()
 	h.Set("Content-Length", resp.Header.Get("Content-Length"))
@@ -249,13 +250,6 @@ func (u *ui) download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpCo
 	w, _ = streaming(w, r)
 	_, _ = io.Copy(w, resp.Body)
 	return nil
-}
-
-func cmpMessage(m, otherwise string) string {
-	if m == "" {
-		return otherwise
-	}
-	return m
 }
 
 // filesAt is the folder page of dir.

@@ -40,7 +40,7 @@ func TestExpiredUploadsRemoved(t *testing.T) {
 			expires = time.Now().Add(-time.Hour)
 		}
 		r := &uploadrecord.Record{ID: id, Namespace: tn.ns, Connection: "box", ConnectionUID: conn.UID, Owner: "someone",
-			Target: filepath.Join(tn.sshd.Dir, "in", "file.bin"), Partial: partial, Root: tn.sshd.Dir, Size: 100,
+			Target: filepath.Join(tn.sshd.Dir, "in", "file.bin"), Partial: partial, Size: 100,
 			Created: time.Now().Add(-25 * time.Hour), Expires: expires}
 		must(t, records.Create(ctx, r))
 		return r, partial

@@ -168,20 +168,26 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 	start := fi.Size()
 	n, err := fillFile(f, mode, fill)
 	if err != nil {
-		most := start + max(n, size)
-		fs.undo(func(fs *FS) error {
-			fi, err := fs.Client.Stat(target)
-			if err != nil || fi.Size() <= start || fi.Size() > most {
-				return ignoreMissing(err) // nothing of this append's, or others' appends since
-			}
-			return fs.Client.Truncate(target, start)
-		}, err)
+		// Past most, others have appended since: theirs stays.
+		fs.undo(cutBack(target, start, start+max(n, size)), err)
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	if fi, err = fs.Client.Stat(target); err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return AppendResult{Path: fs.Rel(target), Size: fi.Size()}, nil
+}
+
+// cutBack cuts the file at p back to size, when it is larger, and no
+// larger than most: what a failed write added, and nothing since.
+func cutBack(p string, size, most int64) Undo {
+	return func(fs *FS) error {
+		fi, err := fs.Client.Stat(p)
+		if err != nil || fi.Size() <= size || fi.Size() > most {
+			return ignoreMissing(err)
+		}
+		return fs.Client.Truncate(p, size)
+	}
 }
 
 // notAFile says so when a file operation met a directory: SFTP v3 servers

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"path"
@@ -221,7 +222,7 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 		}
 	}
 	if err != nil {
-		fs.undo(truncateTo(u.Partial, offset+keep), err)
+		fs.undo(cutBack(u.Partial, offset+keep, math.MaxInt64), err)
 	}
 	if client.err != nil {
 		return keep, &BodyError{Err: client.err}
@@ -230,17 +231,6 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 		err = serverFailure(err, fs.Rel(u.Target))
 	}
 	return keep, err
-}
-
-// truncateTo cuts a partial file back to size, when it is larger.
-func truncateTo(partial string, size int64) Undo {
-	return func(fs *FS) error {
-		fi, err := fs.Client.Lstat(partial)
-		if err != nil || fi.Size() <= size {
-			return ignoreMissing(err)
-		}
-		return fs.Client.Truncate(partial, size)
-	}
 }
 
 // FinishResumable renames a complete upload's partial file over its

@@ -59,7 +59,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	now := s.now()
 	rec := &uploadrecord.Record{
 		ID: uploadrecord.NewID(), Namespace: req.Conn.Namespace, Connection: req.Conn.Name, ConnectionUID: req.Conn.UID,
-		Owner: req.Owner, Root: req.Env.Root, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData,
+		Owner: req.Owner, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData,
 		Created: now.UTC().Truncate(time.Second), Expires: ceilSecond(now.Add(s.limits.Expiry)),
 	}
 	err = req.do(ctx, false, func(fs *commands.FS) error {
@@ -114,29 +114,43 @@ func seed(id string) string { return "upload/" + id }
 
 func (s *store) GetUpload(ctx context.Context, id string) (handler.Upload, error) {
 	req := requestOf(ctx)
-	// Read again, now that this request holds it.
-	rec, err := s.find(ctx, req, id)
+	// What a record says never changes (holds are annotations), so the
+	// one the request was let in with serves; its expiry is checked again.
+	rec := req.record
+	var err error
+	if rec == nil || rec.ID != id {
+		rec, err = s.records.Get(ctx, id)
+	}
+	if err == nil {
+		err = s.check(req, rec)
+	}
 	if err != nil {
 		return nil, req.fail(err)
 	}
 	return &upload{s: s, req: req, rec: rec}, nil
 }
 
-// find reads the record of the upload id for req's caller: another
-// caller's, or one that expired, is none.
+// find reads the record of the upload id for req's caller.
 func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecord.Record, error) {
 	rec, err := s.records.Get(ctx, id)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
+	}
+	return rec, s.check(req, rec)
+}
+
+// check says whether rec is an upload of req's caller: another caller's,
+// or one that expired, is none.
+func (s *store) check(req *Request, rec *uploadrecord.Record) error {
+	switch {
 	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
 		// Another caller's upload looks as none: its id says nothing.
-		return nil, uploadrecord.ErrNotFound
+		return uploadrecord.ErrNotFound
 	case !s.now().Before(rec.Expires):
-		return nil, errExpired
+		return errExpired
 	}
 	req.expires = rec.Expires
-	return rec, nil
+	return nil
 }
 
 // errExpired is an upload past its expiry, which the worker is to remove.

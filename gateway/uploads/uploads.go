@@ -79,6 +79,8 @@ type Request struct {
 	failed error
 	// expires is the upload's expiry, for Upload-Expires.
 	expires time.Time
+	// record is the upload's, read when the request was let in.
+	record *uploadrecord.Record
 }
 
 type requestKey struct{}
@@ -145,10 +147,12 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 	if id != "" {
 		// Whose it is, before tusd locks it: another caller's request
 		// must not even ask the owner's to stop.
-		if _, err := e.store.find(r.Context(), req, id); err != nil {
+		rec, err := e.store.find(r.Context(), req, id)
+		if err != nil {
 			answer.Err(w, r, e.answer(err))
 			return
 		}
+		req.record = rec
 	}
 	e.serve(w, r, req, id)
 }
@@ -284,8 +288,6 @@ var errMetadataTooLarge = &commands.BadRequest{Field: "Upload-Metadata", Message
 func Answer(err error) *answer.Error {
 	var tooMany *TooManyError
 	switch {
-	case errors.As(err, new(*answer.Error)):
-		return nil // said already
 	case errors.Is(err, uploadrecord.ErrNotFound):
 		return answer.UploadNotFound()
 	case errors.Is(err, errExpired):

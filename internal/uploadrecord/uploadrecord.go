@@ -48,11 +48,8 @@ type Record struct {
 	Owner types.UID `json:"owner"`
 	// Target and Partial are server paths: the file it makes, and where
 	// its bytes gather meanwhile.
-	Target  string `json:"target"`
-	Partial string `json:"partial"`
-	// Root is the connection's root when it began, for the paths the
-	// worker names in its log.
-	Root      string            `json:"root"`
+	Target    string            `json:"target"`
+	Partial   string            `json:"partial"`
 	Size      int64             `json:"size"`
 	Overwrite bool              `json:"overwrite"`
 	Metadata  map[string]string `json:"metadata,omitempty"`

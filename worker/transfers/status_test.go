@@ -5,11 +5,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/teststatus"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
@@ -49,16 +48,8 @@ func TestTransferStatus(t *testing.T) {
 			if got := meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReconciling); got != tc.reconciling {
 				t.Errorf("Reconciling = %t, want %t", got, tc.reconciling)
 			}
-			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := status.Compute(&unstructured.Unstructured{Object: content})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Status != tc.kstatus {
-				t.Errorf("kstatus: %s, want %s", res.Status, tc.kstatus)
+			if got := teststatus.KStatus(t, tr); got != tc.kstatus {
+				t.Errorf("kstatus: %s, want %s", got, tc.kstatus)
 			}
 			if tc.facts.plan != nil && (tr.Status.Progress != "2/3 files, 70%" || tr.Status.Files.Done != 1 || tr.Status.Bytes.Total != 100) {
 				t.Errorf("counts: %q %+v %+v", tr.Status.Progress, tr.Status.Files, tr.Status.Bytes)

@@ -5,11 +5,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/teststatus"
 )
 
 // TestWatchStatus: each fact a poll records gives its reason, the first
@@ -66,16 +65,8 @@ func TestWatchStatus(t *testing.T) {
 			if w.Status.ObservedGeneration != 3 {
 				t.Errorf("observedGeneration = %d", w.Status.ObservedGeneration)
 			}
-			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := status.Compute(&unstructured.Unstructured{Object: content})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Status != tc.kstatus {
-				t.Errorf("kstatus: %s, want %s", res.Status, tc.kstatus)
+			if got := teststatus.KStatus(t, w); got != tc.kstatus {
+				t.Errorf("kstatus: %s, want %s", got, tc.kstatus)
 			}
 		})
 	}
