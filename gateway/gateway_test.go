@@ -889,11 +889,17 @@ func TestFurtherCommandsAgainstOpenSSH(t *testing.T) {
 // opts (the tests' limits when zero) and returns its URL.
 func startReplica(t testing.TB, opts gateway.Options) string {
 	t.Helper()
+	return startReplicaOn(t, restConfig, opts)
+}
+
+// startReplicaOn is startReplica talking to the API server through cfg.
+func startReplicaOn(t testing.TB, cfg *rest.Config, opts gateway.Options) string {
+	t.Helper()
 	opts.DeniedNetworks = cmp.Or(opts.DeniedNetworks, testcluster.LoopbackNetworks)
 	if opts.Limits.MaxUploadBytes == 0 {
 		opts.Limits = gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}
 	}
-	gw, err := gateway.New(restConfig, opts)
+	gw, err := gateway.New(cfg, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

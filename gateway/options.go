@@ -16,6 +16,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
 
 // Options configure the gateway; Run reads them from flags. A field left
@@ -51,6 +52,9 @@ type Options struct {
 	Namespace string
 	// Uploads bound resumable uploads; their largest is MaxUploadBytes.
 	Uploads uploads.Limits
+	// StateBudget bounds the bytes of upload records (with the worker's
+	// states) stored for each namespace, and for all.
+	StateBudget storedbytes.Limits
 }
 
 // Limits bound what one request may take.
@@ -115,7 +119,9 @@ func Defaults() Options {
 		Audience:              kubeauth.DefaultAudience,
 		AuthorizationCacheTTL: kubeauth.DefaultDecisionTTL,
 		Namespace:             cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
-		Uploads:               uploads.Limits{Expiry: uploads.DefaultExpiry, MaxPerNamespace: uploads.DefaultMaxPerNamespace},
+		Uploads: uploads.Limits{Expiry: uploads.DefaultExpiry, MaxPerNamespace: uploads.DefaultMaxPerNamespace,
+			WritesPerNamespace: uploads.DefaultWritesPerNamespace, WritesBurst: uploads.DefaultWritesBurst},
+		StateBudget: storedbytes.Limits{}.WithDefaults(),
 	}
 }
 
@@ -157,6 +163,11 @@ func (o Options) withDefaults() Options {
 	or(&o.Namespace, d.Namespace)
 	orDuration(&o.Uploads.Expiry, d.Uploads.Expiry)
 	orInt(&o.Uploads.MaxPerNamespace, d.Uploads.MaxPerNamespace)
+	if o.Uploads.WritesPerNamespace == 0 {
+		o.Uploads.WritesPerNamespace = d.Uploads.WritesPerNamespace
+	}
+	orInt(&o.Uploads.WritesBurst, d.Uploads.WritesBurst)
+	o.StateBudget = o.StateBudget.WithDefaults()
 	l, dl := &o.Limits, d.Limits
 	orInt64(&l.MaxBodyBytes, dl.MaxBodyBytes)
 	orInt64(&l.MaxUploadBytes, dl.MaxUploadBytes)
@@ -236,6 +247,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long after its creation a resumable upload may go on; then the worker removes what it sent.")
 	fs.IntVar(&o.Uploads.MaxPerNamespace, "max-uploads-per-namespace", o.Uploads.MaxPerNamespace,
 		"Resumable uploads the connections of one namespace may have under way.")
+	unlimited(fs, &o.Uploads.WritesPerNamespace, "upload-writes-per-namespace", parseFloat,
+		"Requests of resumable uploads that write their records (all but HEAD and OPTIONS) one namespace may send to one replica per second; 0 is no limit.")
+	fs.IntVar(&o.Uploads.WritesBurst, "upload-writes-burst", o.Uploads.WritesBurst, "Burst of --upload-writes-per-namespace.")
+	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	quantity(fs, &o.Directories.MaxBytes, "max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole "+
 		"(see --max-directory-entries), as a quantity (32Mi) or in bytes (default 32Mi).")
 }

@@ -28,3 +28,8 @@ package gateway
 // (package uploadrecord), which the worker removes once they expire.
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=system
+
+// Namespaces' labels (their metadata alone, in its cache) say which are
+// web UI accounts', held to smaller budgets (package tenants).
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

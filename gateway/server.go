@@ -44,6 +44,8 @@ import (
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -142,7 +144,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 	}
-	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}
+	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
+		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
 	limits := opts.Uploads
 	limits.MaxSize = opts.Limits.MaxUploadBytes
 	if h.uploads, err = uploads.New(records, limits, h.uploadError); err != nil {

@@ -270,6 +270,7 @@ func TestUploadsExpire(t *testing.T) {
 	}
 	time.Sleep(time.Until(expires) + 10*time.Millisecond)
 	sweeper.Sweep(context.Background())
+	sweeper.Wait()
 	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 0 {
 		t.Errorf("partial files left after expiry: %v", left)
 	}

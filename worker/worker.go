@@ -36,6 +36,8 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -64,6 +66,12 @@ type Options struct {
 	// UploadSweepInterval is how often expired resumable uploads are
 	// looked for (their expiry is the gateway's --upload-expiry).
 	UploadSweepInterval time.Duration
+	// Expiry bounds the removal of expired uploads.
+	Expiry uploadexpiry.Limits
+	// StateBudget bounds the bytes of states stored for each namespace
+	// (with the gateway's upload records), and for all; zero limits are
+	// the defaults.
+	StateBudget storedbytes.Limits
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
@@ -109,6 +117,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
 	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", uploadexpiry.DefaultInterval,
 		"How often expired resumable uploads are looked for and removed (they expire after the gateway's --upload-expiry).")
+	e := uploadexpiry.DefaultLimits()
+	o.Expiry = e
+	fs.IntVar(&o.Expiry.Connections, "expiry-connections", e.Connections,
+		"Connections whose expired uploads are removed at once on this replica (each connection's one after another).")
+	fs.IntVar(&o.Expiry.ConnectionsPerNamespace, "expiry-connections-per-namespace", e.ConnectionsPerNamespace,
+		"Of those, the most of one namespace's connections.")
+	fs.DurationVar(&o.Expiry.Timeout, "expiry-timeout", e.Timeout,
+		"Longest the removal of one expired upload may take (dial included), whatever the connection's own timeouts say.")
+	o.StateBudget = storedbytes.Limits{}.WithDefaults()
+	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 }
@@ -156,6 +174,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(),
+		Tenants: tenants.Kinds{Reader: mgr.GetCache()}}
 	m := metrics.New()
 	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 		Dials: m.Dials, Component: "worker"}
@@ -171,7 +191,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		Recorder: mgr.GetEventRecorder("sftpgate-worker"),
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
-		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch"},
+		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch", Budget: budget},
 		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
 	}
 	if err := mgr.Add(r); err != nil {
@@ -182,7 +202,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		Recorder: r.Recorder,
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "transfer",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
-		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer"},
+		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer", Budget: budget},
 		SyncInterval: r.SyncInterval,
 	}
 	if err := mgr.Add(tr); err != nil {
@@ -194,6 +214,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
 		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
+		Limits: opts.Expiry.WithDefaults(),
 	}); err != nil {
 		return nil, err
 	}

@@ -539,7 +539,7 @@ func TestWhatDeletedWatchesLeaveIsSwept(t *testing.T) {
 	ns := workerNamespace(t)
 	states := &statestore.Store{Client: k8s, Namespace: ns, Kind: "sftpwatch"}
 	var v statestore.Version
-	must(t, states.Save(ctx, "gone-watch", []byte("what it had seen"), &v))
+	must(t, states.Save(ctx, "gone-watch", "default", []byte("what it had seen"), &v))
 	dead := &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns, Kind: "sftpwatch", Identity: "dead-replica",
 		LeaseDuration: time.Second, Clock: clocktesting.NewFakeClock(time.Now().Add(-time.Hour))}
 	if _, _, err := dead.Sync(ctx, []string{"gone-watch"}); err != nil {

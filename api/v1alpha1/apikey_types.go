@@ -64,6 +64,11 @@ const SecretKeyToken = "token"
 // that whoever may create ApiKeys cannot have other Secrets hashed.
 const LabelApiKeyToken = "sftpgate.dev/api-key-token" //nolint:gosec // a label name, not a credential
 
+// LabelAccount marks the namespace of a web UI account (its value names
+// the account): a stranger who signed up, held to the smaller budgets and
+// the stricter dial policy that docs/tenancy.md lists.
+const LabelAccount = "sftpgate.dev/account"
+
 // Labels on the Secrets the controller generates.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"

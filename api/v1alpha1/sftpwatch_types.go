@@ -82,6 +82,11 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonOverQuota: the namespace has more watches than it may.
 	ReasonOverQuota = "OverQuota"
+	// ReasonStateBudgetExceeded (watches and transfers): what sftpgate
+	// stores for the namespace is at its budget, so the state or plan
+	// cannot be stored; the watch waits (it polls no more), the transfer
+	// copies nothing until there is room.
+	ReasonStateBudgetExceeded = "StateBudgetExceeded"
 )
 
 // ConnectionReference names an SftpConnection of the same namespace.

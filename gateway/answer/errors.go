@@ -184,6 +184,19 @@ func TooManyUploads(message string) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Code: "too_many_uploads", Message: message}
 }
 
+// StateBudgetExceeded answers a new upload whose record would take its
+// namespace past what sftpgate may store for it; message says how far.
+func StateBudgetExceeded(message string) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "state_budget_exceeded", Message: message}
+}
+
+// UploadWritesLimited answers an upload request over its namespace's rate
+// of writes to upload records.
+func UploadWritesLimited(retryAfter time.Duration) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited", RetryAfter: retryAfter,
+		Message: "this namespace's uploads are over their rate of changes on this gateway replica; retry after the time in Retry-After"}
+}
+
 // StatusChecksumMismatch is tus's status for a part whose checksum did not
 // match.
 const StatusChecksumMismatch = 460
@@ -208,6 +221,13 @@ func UploadBusy() *Error {
 // UploadExpired answers an upload past its expiry.
 func UploadExpired() *Error {
 	return &Error{Status: http.StatusNotFound, Code: "upload_not_found", Message: "this upload expired; what it sent is being removed"}
+}
+
+// UploadRootChanged answers an upload begun under another root of its
+// connection: it is over, and nothing more is written where it led.
+func UploadRootChanged() *Error {
+	return &Error{Status: http.StatusNotFound, Code: "upload_not_found",
+		Message: "this upload was begun under another root directory of the connection and has ended; begin it again"}
 }
 
 // RecordsUnavailable answers when the Kubernetes API server, which keeps

@@ -55,11 +55,11 @@ func (fs *FS) confined() bool {
 }
 
 // inScope reports whether server path p is in the request's scope.
-func (fs *FS) inScope(p string) bool {
-	if len(fs.Scope) == 0 {
+func (e *Env) inScope(p string) bool {
+	if len(e.Scope) == 0 {
 		return true
 	}
-	for _, s := range fs.Scope {
+	for _, s := range e.Scope {
 		if within(s, p) {
 			return true
 		}
@@ -69,15 +69,20 @@ func (fs *FS) inScope(p string) bool {
 
 // inside checks a path the server resolved: inside the root and the
 // request's scope.
-func (fs *FS) inside(real string) error {
+func (e *Env) inside(real string) error {
 	switch {
-	case !within(fs.Root, real):
+	case !within(e.Root, real):
 		return ErrOutsideRoot
-	case !fs.inScope(real):
+	case !e.inScope(real):
 		return ErrPathNotAllowed
 	}
 	return nil
 }
+
+// Allows checks again, asking no server, a path an earlier request
+// resolved (a resumable upload's target): still inside the root and the
+// request's scope, which may have narrowed since.
+func (e *Env) Allows(resolved string) error { return e.inside(resolved) }
 
 // ErrPathNotAllowed is a path outside the request's scope.
 var ErrPathNotAllowed = &PathNotAllowed{Field: "path"}

@@ -18,7 +18,8 @@ import (
 // before to stop, as a client retrying a part it thinks lost wants);
 // across replicas, a hold written on the upload's record, renewed while
 // the request runs and lapsing if its replica dies. A request that finds
-// another replica's hold waits for it, up to tusd's lock timeout.
+// another replica's hold waits for it, up to tusd's lock timeout. A HEAD,
+// which changes nothing, takes no hold and makes no write.
 
 // Hold timing: how long a hold lasts unless renewed, and how often it is.
 const (
@@ -54,18 +55,32 @@ func (k *lock) Lock(ctx context.Context, requestRelease func()) error {
 	if err := k.memory.Lock(ctx, requestRelease); err != nil {
 		return err
 	}
+	if req := requestOf(ctx); req.readOnly {
+		// A HEAD writes nothing to the record, unless it finds the upload
+		// complete and puts its file in place: it holds the upload then.
+		req.holdNow = k.hold
+		return nil
+	}
+	if err := k.hold(ctx); err != nil {
+		_ = k.memory.Unlock()
+		return err
+	}
+	return nil
+}
+
+// hold takes the upload's hold across replicas, waiting while another
+// request has it, and renews it until Unlock.
+func (k *lock) hold(ctx context.Context) error {
 	for {
 		err := k.records.Hold(ctx, k.id, k.holder, time.Now().Add(holdFor))
 		if err == nil || errors.Is(err, uploadrecord.ErrNotFound) {
 			break // none: GetUpload says so
 		}
 		if !errors.Is(err, uploadrecord.ErrHeld) {
-			_ = k.memory.Unlock()
 			return requestOf(ctx).fail(err)
 		}
 		select {
 		case <-ctx.Done():
-			_ = k.memory.Unlock()
 			return handler.ErrLockTimeout
 		case <-time.After(holdRetry):
 		}
@@ -88,10 +103,11 @@ func (k *lock) Lock(ctx context.Context, requestRelease func()) error {
 }
 
 func (k *lock) Unlock() error {
-	if k.stop != nil {
-		k.stop()
-		k.renewed.Wait()
+	if k.stop == nil {
+		return k.memory.Unlock() // held on this replica alone
 	}
+	k.stop()
+	k.renewed.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := k.records.Release(ctx, k.id, k.holder)

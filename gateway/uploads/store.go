@@ -50,7 +50,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	if err != nil {
 		return nil, req.fail(err)
 	}
-	if metadataSize(info.MetaData) > MaxMetadataBytes {
+	if uploadrecord.MetadataSize(info.MetaData) > MaxMetadataBytes {
 		return nil, req.fail(errMetadataTooLarge)
 	}
 	if err := s.room(ctx, req, 0); err != nil {
@@ -59,7 +59,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	now := s.now()
 	rec := &uploadrecord.Record{
 		ID: uploadrecord.NewID(), Namespace: req.Conn.Namespace, Connection: req.Conn.Name, ConnectionUID: req.Conn.UID,
-		Owner: req.Owner, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData,
+		Owner: req.Owner, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData, Root: req.Env.Root,
 		Created: now.UTC().Truncate(time.Second), Expires: ceilSecond(now.Add(s.limits.Expiry)),
 	}
 	err = req.do(ctx, false, func(fs *commands.FS) error {
@@ -99,7 +99,7 @@ func ceilSecond(t time.Time) time.Time {
 // room refuses a new upload when the namespace's, counting mine of them,
 // would pass the bound.
 func (s *store) room(ctx context.Context, req *Request, mine int) error {
-	n, err := s.records.Count(ctx, req.Conn.Namespace)
+	n, err := s.records.Count(ctx, req.Conn.Namespace, s.now())
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,9 @@ func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecor
 }
 
 // check says whether rec is an upload of req's caller: another caller's,
-// or one that expired, is none.
+// one that expired or one begun under another root is none; one whose
+// target the caller's key may no longer write is refused
+// (commands.ErrPathNotAllowed). Every request of an upload is checked.
 func (s *store) check(req *Request, rec *uploadrecord.Record) error {
 	switch {
 	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
@@ -148,13 +150,22 @@ func (s *store) check(req *Request, rec *uploadrecord.Record) error {
 		return uploadrecord.ErrNotFound
 	case !s.now().Before(rec.Expires):
 		return errExpired
+	case rec.Root != req.Env.Root && rec.Root != "" || errors.Is(req.Env.Allows(rec.Target), commands.ErrOutsideRoot):
+		return errRootChanged
+	}
+	if err := req.Env.Allows(rec.Target); err != nil {
+		return err
 	}
 	req.expires = rec.Expires
 	return nil
 }
 
-// errExpired is an upload past its expiry, which the worker is to remove.
-var errExpired = errors.New("the upload expired")
+// errExpired is an upload past its expiry, which the worker is to remove;
+// errRootChanged one begun under another root of its connection.
+var (
+	errExpired     = errors.New("the upload expired")
+	errRootChanged = errors.New("the upload was begun under another root")
+)
 
 func (s *store) AsTerminatableUpload(u handler.Upload) handler.TerminatableUpload { return u.(*upload) }
 
@@ -185,7 +196,12 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	if err != nil {
 		return info, u.req.fail(err)
 	}
-	if info.Offset == u.rec.Size {
+	if info.Offset == u.rec.Size && !u.finished {
+		// Putting the file in place is a write: a HEAD holds the upload
+		// for it.
+		if err := u.req.hold(ctx); err != nil {
+			return info, err
+		}
 		if err := u.FinishUpload(ctx); err != nil {
 			return info, err
 		}
@@ -268,14 +284,4 @@ func (req *Request) do(ctx context.Context, stream bool, fn func(fs *commands.FS
 		}
 		return err
 	})
-}
-
-// metadataSize is the bytes of an upload's metadata, as its record keeps
-// them.
-func metadataSize(meta map[string]string) int {
-	n := 0
-	for k, v := range meta {
-		n += len(k) + len(v)
-	}
-	return n
 }

@@ -32,6 +32,8 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -45,15 +47,24 @@ type Limits struct {
 	MaxPerNamespace int
 	// MaxSize is the largest upload (Upload-Length).
 	MaxSize int64
+	// WritesPerNamespace is how many requests per second that write
+	// upload records (every method but HEAD and OPTIONS) one namespace's
+	// uploads may send to one replica, with bursts of WritesBurst; 0 is no
+	// limit.
+	WritesPerNamespace float64
+	WritesBurst        int
 }
 
 // Defaults of the limits.
 const (
-	DefaultExpiry          = 24 * time.Hour
-	DefaultMaxPerNamespace = 1000
+	DefaultExpiry             = 24 * time.Hour
+	DefaultMaxPerNamespace    = 1000
+	DefaultWritesPerNamespace = 50
+	DefaultWritesBurst        = 100
 )
 
-// MaxMetadataBytes bounds an upload's metadata, which its record keeps.
+// MaxMetadataBytes bounds an upload's metadata as its record stores it
+// (escaped: a control byte takes six).
 const MaxMetadataBytes = 4 << 10
 
 // Request is what the gateway knows of a request it let in, for the
@@ -81,6 +92,21 @@ type Request struct {
 	expires time.Time
 	// record is the upload's, read when the request was let in.
 	record *uploadrecord.Record
+	// readOnly says the request changes nothing (HEAD): it takes the
+	// upload's hold only through holdNow, once it must write.
+	readOnly bool
+	holdNow  func(context.Context) error
+}
+
+// hold takes the upload's hold for a request that began without it; a
+// request that has it already does nothing.
+func (req *Request) hold(ctx context.Context) error {
+	if req.holdNow == nil {
+		return nil
+	}
+	take := req.holdNow
+	req.holdNow = nil
+	return take(ctx)
 }
 
 type requestKey struct{}
@@ -98,6 +124,9 @@ func (req *Request) fail(err error) error {
 type Endpoint struct {
 	tus   *handler.UnroutedHandler
 	store *store
+	// writes bounds the rate of requests that write records, per
+	// namespace.
+	writes *ratelimit.Keyed[string]
 	// answer turns an error of the store into the API error it answers.
 	answer func(error) error
 }
@@ -125,7 +154,8 @@ func New(records *uploadrecord.Store, limits Limits, answerError func(error) err
 	if err != nil {
 		return nil, err
 	}
-	return &Endpoint{tus: tus, store: s, answer: answerError}, nil
+	writes := ratelimit.New[string](limits.WritesPerNamespace, limits.WritesBurst)
+	return &Endpoint{tus: tus, store: s, writes: writes, answer: answerError}, nil
 }
 
 // Options answers OPTIONS, tus's discovery, which needs no credentials.
@@ -136,6 +166,11 @@ func (e *Endpoint) Options(w http.ResponseWriter, r *http.Request) {
 // Serve serves one request the gateway let in, for the upload id ("" for
 // the collection: a new upload).
 func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
+	req.readOnly = r.Method == http.MethodHead
+	if ok, delay := e.writes.Allow(req.Conn.Namespace); !req.readOnly && !ok {
+		answer.Err(w, r, answer.UploadWritesLimited(delay))
+		return
+	}
 	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
 		sum, err := commands.ParseChecksum(r.Header.Get("Upload-Checksum"))
 		if err != nil {
@@ -292,8 +327,12 @@ func Answer(err error) *answer.Error {
 		return answer.UploadNotFound()
 	case errors.Is(err, errExpired):
 		return answer.UploadExpired()
+	case errors.Is(err, errRootChanged):
+		return answer.UploadRootChanged()
 	case errors.As(err, &tooMany):
 		return answer.TooManyUploads(tooMany.Error())
+	case errors.As(err, new(*storedbytes.ExceededError)):
+		return answer.StateBudgetExceeded(err.Error())
 	case errors.As(err, new(commands.ChecksumMismatch)):
 		return answer.ChecksumMismatch(err.Error())
 	case errors.Is(err, commands.ErrOffsetMoved):

@@ -7,11 +7,14 @@
 package uploadrecord
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,13 +23,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
 
 // Labels of the records: every record has LabelUpload; LabelNamespace
-// names the namespace of its connection, to count a namespace's uploads.
+// names the namespace of its connection, to count a namespace's uploads,
+// and labelExpires when it expires (Unix seconds), so that an expired
+// upload stops counting at once, before the worker removes it.
 const (
 	LabelUpload    = "sftpgate.dev/upload"
 	LabelNamespace = "sftpgate.dev/upload-namespace"
+	labelExpires   = "sftpgate.dev/upload-expires"
 )
 
 // namePrefix starts a record's ConfigMap name; the id follows.
@@ -53,8 +61,11 @@ type Record struct {
 	Size      int64             `json:"size"`
 	Overwrite bool              `json:"overwrite"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
-	Created   time.Time         `json:"created"`
-	Expires   time.Time         `json:"expires"`
+	// Root is the connection's root when the upload began: under another
+	// root the upload is over (its target may now be outside).
+	Root    string    `json:"root,omitempty"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
 
 	uid types.UID
 	// holder holds the upload until heldUntil (Hold), as read.
@@ -87,19 +98,60 @@ var ErrNotFound = errors.New("no such upload")
 type Store struct {
 	Client    client.Client
 	Namespace string
+	// Budget admits each new record against its namespace's budget (nil:
+	// every one).
+	Budget *storedbytes.Budget
 }
 
-// Create stores a new record.
+// holdRoom is what a hold adds to a record (annotationHeld), counted from
+// its creation.
+const holdRoom = len(annotationHeld) + 64
+
+// Create stores a new record, if its namespace's budget has room for it:
+// else a *storedbytes.ExceededError.
 func (s *Store) Create(ctx context.Context, r *Record) error {
 	cm, err := s.configMap(r)
 	if err != nil {
 		return err
 	}
+	storedbytes.Mark(cm, r.Namespace)
+	size, _ := strconv.Atoi(cm.Annotations[storedbytes.AnnotationBytes])
+	cm.Annotations[storedbytes.AnnotationBytes] = strconv.Itoa(size + holdRoom)
+	done, err := s.Budget.Admit(ctx, r.Namespace, []*corev1.ConfigMap{cm}, nil)
+	if err != nil {
+		if _, ok := errors.AsType[*storedbytes.ExceededError](err); ok {
+			return err
+		}
+		return apiError(err)
+	}
+	defer done()
 	if err := s.Client.Create(ctx, cm); err != nil {
 		return apiError(err)
 	}
 	r.uid = cm.UID
 	return nil
+}
+
+// MetadataSize is the bytes meta takes in a record, as stored: a control
+// byte or an invalid UTF-8 byte, escaped, takes six.
+func MetadataSize(meta map[string]string) int {
+	data, err := encode(meta)
+	if err != nil {
+		return math.MaxInt
+	}
+	return len(data)
+}
+
+// encode is v's JSON as a record keeps it: not escaped for HTML, so that
+// a "<" takes one byte, not six.
+func encode(v any) ([]byte, error) {
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(data.Bytes(), []byte("\n")), nil
 }
 
 // Get reads the record of id, at the API server.
@@ -218,14 +270,22 @@ func (s *Store) Delete(ctx context.Context, r *Record) error {
 	return apiError(client.IgnoreNotFound(err))
 }
 
-// Count is how many uploads of namespace's connections have a record.
-func (s *Store) Count(ctx context.Context, namespace string) (int, error) {
+// Count is how many uploads of namespace's connections are under way at
+// now: those that expired no longer count.
+func (s *Store) Count(ctx context.Context, namespace string, now time.Time) (int, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelNamespace: namespace}); err != nil {
 		return 0, apiError(err)
 	}
-	return len(list.Items), nil
+	n := 0
+	for _, cm := range list.Items {
+		expires, err := strconv.ParseInt(cm.Labels[labelExpires], 10, 64)
+		if err != nil || now.Before(time.Unix(expires, 0)) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // List reads every record. One that does not decode comes with its id
@@ -248,7 +308,7 @@ func (s *Store) List(ctx context.Context) ([]*Record, error) {
 }
 
 func (s *Store) configMap(r *Record) (*corev1.ConfigMap, error) {
-	data, err := json.Marshal(r)
+	data, err := encode(r)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +316,8 @@ func (s *Store) configMap(r *Record) (*corev1.ConfigMap, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace,
 			Name:      namePrefix + r.ID,
-			Labels:    map[string]string{LabelUpload: "", LabelNamespace: r.Namespace},
+			Labels: map[string]string{LabelUpload: "", LabelNamespace: r.Namespace,
+				labelExpires: strconv.FormatInt(r.Expires.Unix(), 10)},
 		},
 		Data: map[string]string{dataKey: string(data)},
 	}, nil

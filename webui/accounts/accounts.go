@@ -26,13 +26,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
 // Labels and Secret keys of accounts.
 const (
 	// LabelAccount marks an account's Secret, and names the account on the
-	// namespace it owns.
-	LabelAccount = "sftpgate.dev/account"
+	// namespace it owns (where the gateway and worker read it: a stranger's).
+	LabelAccount = v1alpha1.LabelAccount
 	// SecretType is the type of account Secrets.
 	SecretType corev1.SecretType = "sftpgate.dev/account" //nolint:gosec // a type name, not a credential
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
 
 // The bounds of a state: PartSize is what one ConfigMap holds (the API
@@ -52,6 +53,9 @@ type Store struct {
 	Namespace string
 	// Kind names the items ("sftpwatch"); it starts the ConfigMaps' names.
 	Kind string
+	// Budget admits each state against the budget of the namespace it is
+	// stored for (nil: every one).
+	Budget *storedbytes.Budget
 }
 
 // Version is the stored state a replica last read or wrote: its next
@@ -92,33 +96,44 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, Version, error) {
 	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen}, nil
 }
 
-// Save writes blob as key's state, on v (what was last read or written,
-// which it updates), and removes the parts of older generations.
-func (s *Store) Save(ctx context.Context, key string, blob []byte, v *Version) error {
+// Save writes blob as key's state, stored for namespace tenant, on v
+// (what was last read or written, which it updates), and removes the
+// parts of older generations. A state past tenant's budget is refused
+// before anything is written: a *storedbytes.ExceededError.
+func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Version) error {
 	parts := (len(blob) + PartSize - 1) / PartSize
 	if parts > MaxParts {
 		return ErrTooLarge
 	}
 	parts = max(parts, 1)
 	gen := v.generation + 1
+	head := s.configMap(key, tenant, s.head(key), blob[:min(len(blob), PartSize)], map[string]string{
+		annotationGen: strconv.FormatInt(gen, 10), annotationParts: strconv.Itoa(parts)})
+	objs := []*corev1.ConfigMap{head}
 	for i := 1; i < parts; i++ {
-		cm := s.configMap(key, s.part(key, gen, i), blob[i*PartSize:min(len(blob), (i+1)*PartSize)])
-		if err := s.Client.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		objs = append(objs, s.configMap(key, tenant, s.part(key, gen, i), blob[i*PartSize:min(len(blob), (i+1)*PartSize)], nil))
+	}
+	// The new state replaces the whole of the old one.
+	done, err := s.Budget.Admit(ctx, tenant, objs, func(o metav1.Object) bool {
+		return o.GetLabels()[labelOf] == key && o.GetLabels()[labelKind] == s.Kind
+	})
+	if err != nil {
+		return err
+	}
+	defer done()
+	for _, cm := range objs[1:] {
+		if err := s.Client.Create(ctx, cm.DeepCopy()); apierrors.IsAlreadyExists(err) {
 			// Left by a write that failed before its head: replace it.
-			if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			if err := s.Client.Delete(ctx, cm.DeepCopy()); client.IgnoreNotFound(err) != nil {
 				return err
 			}
-			err = s.Client.Create(ctx, s.configMap(key, cm.Name, cm.BinaryData[keyPart]))
-			if err != nil {
+			if err := s.Client.Create(ctx, cm.DeepCopy()); err != nil {
 				return err
 			}
 		} else if err != nil {
 			return err
 		}
 	}
-	head := s.configMap(key, s.head(key), blob[:min(len(blob), PartSize)])
-	head.Annotations = map[string]string{annotationGen: strconv.FormatInt(gen, 10), annotationParts: strconv.Itoa(parts)}
-	var err error
 	if v.resourceVersion == "" {
 		err = s.Client.Create(ctx, head)
 	} else {
@@ -179,10 +194,12 @@ func (s *Store) sweep(ctx context.Context, key string, gen int64) error {
 	return nil
 }
 
-func (s *Store) configMap(key, name string, data []byte) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
+func (s *Store) configMap(key, tenant, name string, data []byte, annotations map[string]string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Annotations: annotations,
 			Labels: map[string]string{labelOf: key, labelKind: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
 		BinaryData: map[string][]byte{keyPart: data},
 	}
+	storedbytes.Mark(cm, tenant)
+	return cm
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 )
 
@@ -63,7 +64,7 @@ func TestStates(t *testing.T) {
 	for _, size := range []int{10, 3*statestore.PartSize - 5, 2 * statestore.PartSize, 100} {
 		blob := make([]byte, size)
 		_, _ = rand.Read(blob)
-		if err := s.Save(ctx, "w1", blob, &v); err != nil {
+		if err := s.Save(ctx, "w1", "tenant", blob, &v); err != nil {
 			t.Fatalf("%d bytes: %v", size, err)
 		}
 		got, loaded, err := s.Load(ctx, "w1")
@@ -75,24 +76,24 @@ func TestStates(t *testing.T) {
 		}
 	}
 	stale := v
-	if err := s.Save(ctx, "w1", []byte("mine"), &v); err != nil {
+	if err := s.Save(ctx, "w1", "tenant", []byte("mine"), &v); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Save(ctx, "w1", []byte("theirs"), &stale); !errors.Is(err, statestore.ErrConflict) {
+	if err := s.Save(ctx, "w1", "tenant", []byte("theirs"), &stale); !errors.Is(err, statestore.ErrConflict) {
 		t.Errorf("a write on a stale version: %v, want ErrConflict", err)
 	}
 	var fresh statestore.Version
-	if err := s.Save(ctx, "w1", []byte("a new replica's"), &fresh); !errors.Is(err, statestore.ErrConflict) {
+	if err := s.Save(ctx, "w1", "tenant", []byte("a new replica's"), &fresh); !errors.Is(err, statestore.ErrConflict) {
 		t.Errorf("a first write where one exists: %v, want ErrConflict", err)
 	}
-	if err := s.Save(ctx, "w1", make([]byte, statestore.MaxParts*statestore.PartSize+1), &v); !errors.Is(err, statestore.ErrTooLarge) {
+	if err := s.Save(ctx, "w1", "tenant", make([]byte, statestore.MaxParts*statestore.PartSize+1), &v); !errors.Is(err, statestore.ErrTooLarge) {
 		t.Errorf("an oversized state: %v, want ErrTooLarge", err)
 	}
 	if got, _, _ := s.Load(ctx, "w1"); string(got) != "mine" {
 		t.Errorf("after refused writes the state is %q", got)
 	}
 	var other statestore.Version
-	if err := s.Save(ctx, "w2", make([]byte, 2*statestore.PartSize), &other); err != nil {
+	if err := s.Save(ctx, "w2", "tenant", make([]byte, 2*statestore.PartSize), &other); err != nil {
 		t.Fatal(err)
 	}
 	if keys, err := s.Keys(ctx); err != nil || !slices.Equal(slices.Sorted(slices.Values(keys)), []string{"w1", "w2"}) {
@@ -104,4 +105,51 @@ func TestStates(t *testing.T) {
 	if err := s.Delete(ctx, "w1"); err != nil || parts() != 0 {
 		t.Errorf("delete: %v, %d ConfigMaps left", err, parts())
 	}
+}
+
+// TestStatesWithinBudget: a state that would take its namespace past its
+// budget is refused before anything is written, a state replacing its own
+// older one counts only the difference, and another namespace is not
+// held to the first one's budget.
+func TestStatesWithinBudget(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "state-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 3 * statestore.PartSize
+	budget := &storedbytes.Budget{Client: k8s, Namespace: ns.Name, Limits: storedbytes.Limits{PerNamespace: limit}}
+	s := &statestore.Store{Client: k8s, Namespace: ns.Name, Kind: "sftpwatch", Budget: budget}
+	stored := func(tenant string) int64 {
+		var list corev1.ConfigMapList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns.Name), client.MatchingLabels{storedbytes.LabelTenant: tenant}); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for i := range list.Items {
+			n += storedbytes.Size(&list.Items[i])
+		}
+		return n
+	}
+	var first, second, other statestore.Version
+	if err := s.Save(ctx, "w1", "tenant", make([]byte, 2*statestore.PartSize), &first); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Save(ctx, "w2", "tenant", make([]byte, 2*statestore.PartSize), &second)
+	if _, ok := errors.AsType[*storedbytes.ExceededError](err); !ok {
+		t.Fatalf("a second state past the budget: %v", err)
+	}
+	if blob, _, _ := s.Load(ctx, "w2"); blob != nil {
+		t.Error("the refused state was stored")
+	}
+	if n := stored("tenant"); n > limit {
+		t.Errorf("%d bytes stored for the tenant, past its budget of %d", n, limit)
+	}
+	if err := s.Save(ctx, "w1", "tenant", make([]byte, 5*statestore.PartSize/2), &first); err != nil {
+		t.Errorf("a state replacing its own, within the budget: %v", err)
+	}
+	if err := s.Save(ctx, "w3", "other", make([]byte, 2*statestore.PartSize), &other); err != nil {
+		t.Errorf("another namespace's state: %v", err)
+	}
+	t.Logf("at the bound: %d bytes stored for the namespace, budget %d", stored("tenant"), limit)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
@@ -56,6 +57,8 @@ type run struct {
 	cut      map[int]bool
 	retrying string
 	lastErr  string
+	// overBudget says why the plan was last refused, until it is stored.
+	overBudget string
 
 	lastSave, lastStatus time.Time
 	// rateBytes and rateAt are the bytes done at the last status write.
@@ -416,7 +419,7 @@ func sessionFailed(err error) bool {
 func (t *run) facts() facts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return facts{plan: t.plan, retrying: t.retrying, rate: t.rate}
+	return facts{plan: t.plan, retrying: t.retrying, overBudget: t.overBudget, rate: t.rate}
 }
 
 // save writes the plan when it changed, at most once per WriteEvery
@@ -432,7 +435,7 @@ func (t *run) save(ctx context.Context, now bool) {
 	version := t.version
 	t.mu.Unlock()
 	if err == nil {
-		err = t.r.States.Save(ctx, string(t.uid), blob, &version)
+		err = t.r.States.Save(ctx, string(t.uid), t.key.Namespace, blob, &version)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -441,11 +444,13 @@ func (t *run) save(ctx context.Context, now bool) {
 	case errors.Is(err, statestore.ErrConflict):
 		// Another replica took the transfer: what it holds is newer.
 		t.cancel()
+	case errors.As(err, new(*storedbytes.ExceededError)):
+		t.dirty, t.overBudget = true, err.Error()
 	case err != nil:
 		t.dirty = true
 		t.lastErr = "storing the transfer's plan: " + err.Error()
 	default:
-		t.lastSave = time.Now()
+		t.lastSave, t.overBudget = time.Now(), ""
 	}
 }
 

@@ -18,6 +18,9 @@ type facts struct {
 	connection string
 	// retrying says why files wait for their next try.
 	retrying string
+	// overBudget says why the plan could not be stored: the namespace's
+	// budget. No file is copied until it is.
+	overBudget string
 	// plan is the files and where each stands; nil before the listing.
 	plan *transfer.Plan
 	// outcome and message are the end, once every file ended (or the
@@ -49,6 +52,8 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 	case f.connection != "":
 		ready.Reason, ready.Message, stalled = v1alpha1.ReasonConnectionNotReady, f.connection, true
 		reconciling = false
+	case f.overBudget != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonStateBudgetExceeded, f.overBudget
 	case f.retrying != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonRetrying, f.retrying
 	case f.plan == nil:

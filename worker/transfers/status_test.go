@@ -27,6 +27,7 @@ func TestTransferStatus(t *testing.T) {
 	}{
 		{"listing", facts{}, metav1.ConditionFalse, v1alpha1.ReasonTransferring, false, true, status.InProgressStatus},
 		{"copying", facts{plan: plan}, metav1.ConditionFalse, v1alpha1.ReasonTransferring, false, true, status.InProgressStatus},
+		{"over budget", facts{overBudget: "x", retrying: "y"}, metav1.ConditionFalse, v1alpha1.ReasonStateBudgetExceeded, false, true, status.InProgressStatus},
 		{"retrying", facts{plan: plan, retrying: "x"}, metav1.ConditionFalse, v1alpha1.ReasonRetrying, false, true, status.InProgressStatus},
 		{"queued", facts{queued: "x", connection: "y"}, metav1.ConditionFalse, v1alpha1.ReasonQueued, false, true, status.InProgressStatus},
 		{"connection not ready", facts{connection: "x", retrying: "y"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, true, false, status.FailedStatus},

@@ -1,16 +1,22 @@
 // Package uploadexpiry removes the resumable uploads (tus) that expired:
 // their partial files on the SFTP servers, then their records (package
 // uploadrecord). One replica at a time does it: the one that holds the
-// shard's single item.
+// shard's single item. No tenant's server can hold it up for the others:
+// connections are swept at once, a few per namespace, each removal within
+// a time the worker sets (not the connection's own timeouts), and a
+// connection still being swept is skipped by the next sweep, not waited
+// for.
 package uploadexpiry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +42,29 @@ const (
 	DefaultGrace    = 10 * time.Minute
 )
 
+// Limits bound the removal of expired uploads on a replica.
+type Limits struct {
+	// Connections is how many connections' uploads are removed at once,
+	// ConnectionsPerNamespace how many of one namespace's.
+	Connections, ConnectionsPerNamespace int
+	// Timeout bounds the removal of one upload, the dial included.
+	Timeout time.Duration
+}
+
+// DefaultLimits are the limits when nothing says otherwise.
+func DefaultLimits() Limits {
+	return Limits{Connections: 8, ConnectionsPerNamespace: 2, Timeout: 30 * time.Second}
+}
+
+// WithDefaults is l with each zero limit its default.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	l.Connections = cmp.Or(l.Connections, d.Connections)
+	l.ConnectionsPerNamespace = cmp.Or(l.ConnectionsPerNamespace, d.ConnectionsPerNamespace)
+	l.Timeout = cmp.Or(l.Timeout, d.Timeout)
+	return l
+}
+
 // Sweeper removes expired uploads; run it with the worker's manager.
 type Sweeper struct {
 	Records *uploadrecord.Store
@@ -58,6 +87,15 @@ type Sweeper struct {
 	Grace time.Duration
 	// Now is the time; nil is time.Now.
 	Now func() time.Time
+	// Limits bound the sweeps (zero: WithDefaults).
+	Limits Limits
+
+	mu sync.Mutex
+	// busy are the connections being swept; perNamespace counts them by
+	// namespace.
+	busy         map[string]bool
+	perNamespace map[string]int
+	running      sync.WaitGroup
 }
 
 func (s *Sweeper) now() time.Time {
@@ -87,6 +125,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			s.Wait()
 			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			return s.Shard.Leave(leaveCtx)
@@ -95,7 +134,9 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	}
 }
 
-// Sweep removes every upload that expired, once.
+// Sweep starts removing every upload that expired, a goroutine per
+// connection within the limits, and returns; a connection still being
+// swept from before, or past the limits, waits for the next sweep.
 func (s *Sweeper) Sweep(ctx context.Context) {
 	defer recovery.Log("removing expired uploads")
 	records, err := s.Records.List(ctx)
@@ -104,24 +145,64 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
-	// A connection whose server failed is tried again next sweep, not
-	// once per upload now.
-	failed := map[string]bool{}
+	byConnection := map[string][]*uploadrecord.Record{}
+	var order []string
+	for _, r := range records {
+		if now.Before(r.Expires.Add(s.Grace)) || r.Held(now) {
+			continue
+		}
+		conn := r.Namespace + "/" + r.Connection
+		if byConnection[conn] == nil {
+			order = append(order, conn)
+		}
+		byConnection[conn] = append(byConnection[conn], r)
+	}
+	limits := s.Limits.WithDefaults()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy == nil {
+		s.busy, s.perNamespace = map[string]bool{}, map[string]int{}
+	}
+	for _, conn := range order {
+		ns := byConnection[conn][0].Namespace
+		if s.busy[conn] || len(s.busy) >= limits.Connections || s.perNamespace[ns] >= limits.ConnectionsPerNamespace {
+			continue
+		}
+		s.busy[conn] = true
+		s.perNamespace[ns]++
+		s.running.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.busy, conn)
+				if s.perNamespace[ns]--; s.perNamespace[ns] == 0 {
+					delete(s.perNamespace, ns)
+				}
+				s.mu.Unlock()
+			}()
+			s.sweepConnection(ctx, byConnection[conn], limits.Timeout)
+		})
+	}
+}
+
+// Wait waits for the sweeps under way.
+func (s *Sweeper) Wait() { s.running.Wait() }
+
+// sweepConnection removes the expired uploads of one connection, one
+// after another, each within timeout; at the first failure the rest wait
+// for the next sweep: the server may answer then.
+func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, timeout time.Duration) {
+	defer recovery.Log("removing a connection's expired uploads")
 	for _, r := range records {
 		// A sweep that outlasts this replica's hold stops: another has it.
 		if ctx.Err() != nil || (s.Shard != nil && !s.Shard.Holds(item)) {
 			return
 		}
-		conn := r.Namespace + "/" + r.Connection
-		if now.Before(r.Expires.Add(s.Grace)) || r.Held(now) || failed[conn] {
-			continue
-		}
-		what, err := s.remove(ctx, r)
+		removeCtx, cancel := context.WithTimeout(ctx, timeout)
+		what, err := s.remove(removeCtx, r, timeout)
+		cancel()
 		if err != nil {
-			// Kept, for the next sweep: the server may answer then.
-			failed[conn] = true
 			slog.Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
-			continue
+			return
 		}
 		if err := s.Records.Delete(ctx, r); err != nil {
 			slog.Error("removing an expired upload's record", "upload", r.ID, "error", err)
@@ -133,7 +214,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 
 // remove removes r's partial file, if it has one that is still there, and
 // says what it removed.
-func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, error) {
+func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout time.Duration) (string, error) {
 	if r.Partial == "" || !tempname.Is(path.Base(r.Partial)) {
 		return "record", nil
 	}
@@ -151,7 +232,8 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record) (string, e
 	}
 	var size int64
 	removed := false
-	err = p.Do(ctx, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(sess *sftpdial.Session) error {
+	op := pool.Op{Timeout: min(conn.Spec.Limits.OperationTimeoutOrDefault(), timeout)}
+	err = p.Do(ctx, op, func(sess *sftpdial.Session) error {
 		fi, err := sess.SFTP.Lstat(r.Partial)
 		switch {
 		case errors.Is(err, os.ErrNotExist):

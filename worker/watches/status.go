@@ -18,6 +18,9 @@ type facts struct {
 	// sink says why the sink has no address; sinkDenied that the dial
 	// policy refuses it.
 	sink, sinkDenied string
+	// overBudget says why the state could not be stored: the namespace's
+	// budget.
+	overBudget string
 	// pathMissing, tooLarge and pollFailed say why the last poll failed.
 	pathMissing, tooLarge, pollFailed string
 	// polled: the current spec has been polled.
@@ -46,6 +49,8 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 		ready.Reason, ready.Message = v1alpha1.ReasonSinkNotFound, f.sink
 	case f.tooLarge != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonDirectoryTooLarge, f.tooLarge
+	case f.overBudget != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonStateBudgetExceeded, f.overBudget
 	case f.pathMissing != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonPathNotFound, f.pathMissing
 	case f.pollFailed != "":

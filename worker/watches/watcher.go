@@ -27,6 +27,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -58,6 +59,8 @@ type watcher struct {
 	lastSave          time.Time
 	lastStatus        time.Time
 	lastErr           string
+	// overBudget says why the state was last refused, until it is stored.
+	overBudget string
 	// polled is what the last poll found wrong, for the generation it
 	// polled: it holds until the next poll.
 	polled struct {
@@ -147,7 +150,9 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		f.pollFailed = "reading the watch's stored state: " + err.Error()
 		return idle
 	}
-	if !now.Before(w.nextPoll) {
+	// A state the namespace's budget refused grows no more: no poll
+	// until it is stored.
+	if !now.Before(w.nextPoll) && w.overBudget == "" {
 		w.poll(ctx, &wt, &conn, set)
 		w.nextPoll = now.Add(set.interval)
 	}
@@ -158,6 +163,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
 	f.delivery, f.unreachable = w.failing, w.unreachable
 	w.save(ctx, false)
+	f.overBudget = w.overBudget
 	wait = time.Until(w.nextPoll)
 	if len(w.state.Outbox) > 0 && f.sinkDenied == "" {
 		wait = min(wait, time.Until(w.nextTry))
@@ -449,7 +455,7 @@ func (w *watcher) save(ctx context.Context, now bool) {
 	}
 	blob, err := w.state.Encode()
 	if err == nil {
-		err = w.r.States.Save(ctx, string(w.uid), blob, &w.version)
+		err = w.r.States.Save(ctx, string(w.uid), w.key.Namespace, blob, &w.version)
 	}
 	switch {
 	case errors.Is(err, statestore.ErrConflict):
@@ -458,11 +464,14 @@ func (w *watcher) save(ctx context.Context, now bool) {
 		return
 	case errors.Is(err, statestore.ErrTooLarge):
 		w.lastErr = "the watch's state is larger than it may be stored: " + err.Error()
+	case errors.As(err, new(*storedbytes.ExceededError)):
+		w.overBudget, w.lastSave = err.Error(), time.Now()
+		return
 	case err != nil:
 		w.lastErr = "storing the watch's state: " + err.Error()
 		return
 	}
-	w.dirty, w.lastSave = false, time.Now()
+	w.dirty, w.lastSave, w.overBudget = false, time.Now(), ""
 }
 
 // report writes the watch's status when it changed, at most once per

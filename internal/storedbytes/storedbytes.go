@@ -1,0 +1,247 @@
+// Package storedbytes keeps what sftpgate stores in its own namespace on
+// a tenant's behalf (upload records, watch states, transfer plans: every
+// ConfigMap labelled LabelTenant) within that tenant's budget, and all of
+// it within a total that leaves etcd room for the rest of the cluster.
+// Each write is admitted before it is made, never found too large after.
+//
+// Two replicas admitting writes of one namespace at the same moment may
+// each see the other's bytes missing: a namespace can pass its budget by
+// at most one write in flight per replica (each at most 1 MiB, the API
+// server's bound on an object). The total is read at most every
+// totalEvery, plus what this process admitted since.
+package storedbytes
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/internal/tenants"
+)
+
+// LabelTenant names the namespace an object is stored for; AnnotationBytes
+// the bytes it counts.
+const (
+	LabelTenant     = "sftpgate.dev/stored-for"
+	AnnotationBytes = "sftpgate.dev/stored-bytes"
+)
+
+// Limits are the budgets; 0 is no limit.
+type Limits struct {
+	// PerNamespace bounds what is stored for one namespace, PerAccount
+	// for a web UI account's (a stranger's).
+	PerNamespace, PerAccount int64
+	// Total bounds everything stored, every namespace's together.
+	Total int64
+}
+
+// Defaults of the limits: a watch of 100,000 files with long names
+// stores about 6.4 MB; etcd refuses every write of the cluster past its
+// quota (2 GiB unless raised).
+const (
+	DefaultPerNamespace = 64 << 20
+	DefaultPerAccount   = 16 << 20
+	DefaultTotal        = 1 << 30
+)
+
+// totalEvery is how long a reading of the total serves.
+const totalEvery = 10 * time.Second
+
+// Budget admits writes. A nil *Budget admits everything.
+type Budget struct {
+	// Client reads at the API server: what another replica stored a
+	// moment ago counts.
+	Client    client.Client
+	Namespace string
+	Limits    Limits
+	Tenants   tenants.Kinds
+
+	// locks serialise this process's admissions of one namespace, each
+	// held until its write is made.
+	locks [64]sync.Mutex
+	seed  maphash.Seed
+	once  sync.Once
+
+	mu       sync.Mutex
+	total    int64
+	totalAt  time.Time
+	admitted int64
+}
+
+// Size is the bytes cm takes: its name, labels, annotations and data.
+func Size(cm *corev1.ConfigMap) int64 {
+	n := len(cm.Name)
+	for k, v := range cm.Labels {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.Annotations {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// Mark labels cm as stored for tenant and notes its size; call it once
+// cm is otherwise complete.
+func Mark(cm *corev1.ConfigMap, tenant string) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Labels[LabelTenant] = tenant
+	cm.Annotations[AnnotationBytes] = "0000000000" // its own room
+	cm.Annotations[AnnotationBytes] = strconv.FormatInt(Size(cm), 10)
+}
+
+// bytesOf is what an object's annotation says it counts.
+func bytesOf(o metav1.Object) int64 {
+	n, _ := strconv.ParseInt(o.GetAnnotations()[AnnotationBytes], 10, 64)
+	return max(n, 0)
+}
+
+// ExceededError is a write refused: it would take Tenant past its budget
+// (or, Total, everything past the total).
+type ExceededError struct {
+	Tenant                string
+	Stored, Adding, Limit int64
+	Total                 bool
+}
+
+func (e *ExceededError) Error() string {
+	q := func(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+	if e.Total {
+		return fmt.Sprintf("sftpgate stores %s for all namespaces together; %s more would pass its total of %s: ask the operator", q(e.Stored), q(e.Adding), q(e.Limit))
+	}
+	return fmt.Sprintf("sftpgate stores %s for namespace %s (upload records, watch states, transfer plans); %s more would pass its budget of %s: finish or remove uploads, watches or transfers", q(e.Stored), e.Tenant, q(e.Adding), q(e.Limit))
+}
+
+// Admit says whether tenant may store objs (each Marked), in place of
+// those of its stored objects that replaced says they replace (nil:
+// none). Admitted, done must be called once the write is made or given
+// up; until then another admission of tenant's in this process waits.
+func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.ConfigMap, replaced func(metav1.Object) bool) (done func(), err error) {
+	if b == nil {
+		return func() {}, nil
+	}
+	var adding int64
+	for _, cm := range objs {
+		adding += bytesOf(cm)
+	}
+	lock := b.lock(tenant)
+	lock.Lock()
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels{LabelTenant: tenant}); err != nil {
+		lock.Unlock()
+		return nil, fmt.Errorf("counting what is stored for namespace %s: %w", tenant, err)
+	}
+	var stored, freed int64
+	for i := range list.Items {
+		n := bytesOf(&list.Items[i])
+		stored += n
+		if replaced != nil && replaced(&list.Items[i]) {
+			freed += n
+		}
+	}
+	limit := b.Limits.PerNamespace
+	if b.Tenants.IsAccount(ctx, tenant) {
+		limit = b.Limits.PerAccount
+	}
+	if limit > 0 && adding > freed && stored-freed+adding > limit {
+		lock.Unlock()
+		return nil, &ExceededError{Tenant: tenant, Stored: stored, Adding: adding - freed, Limit: limit}
+	}
+	if err := b.admitTotal(ctx, adding-freed); err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	return sync.OnceFunc(lock.Unlock), nil
+}
+
+// admitTotal admits delta more bytes in all.
+func (b *Budget) admitTotal(ctx context.Context, delta int64) error {
+	if b.Limits.Total <= 0 || delta <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if time.Since(b.totalAt) >= totalEvery {
+		var list metav1.PartialObjectMetadataList
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+		if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), client.HasLabels{LabelTenant}); err != nil {
+			return fmt.Errorf("counting what sftpgate stores: %w", err)
+		}
+		b.total, b.admitted, b.totalAt = 0, 0, time.Now()
+		for i := range list.Items {
+			b.total += bytesOf(&list.Items[i])
+		}
+	}
+	if b.total+b.admitted+delta > b.Limits.Total {
+		return &ExceededError{Stored: b.total + b.admitted, Adding: delta, Limit: b.Limits.Total, Total: true}
+	}
+	b.admitted += delta
+	return nil
+}
+
+func (b *Budget) lock(tenant string) *sync.Mutex {
+	b.once.Do(func() { b.seed = maphash.MakeSeed() })
+	return &b.locks[maphash.String(b.seed, tenant)%uint64(len(b.locks))]
+}
+
+// WithDefaults is l with each zero limit set to its default; a negative
+// one is no limit.
+func (l Limits) WithDefaults() Limits {
+	or := func(v *int64, def int64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	or(&l.PerNamespace, DefaultPerNamespace)
+	or(&l.PerAccount, DefaultPerAccount)
+	or(&l.Total, DefaultTotal)
+	return l
+}
+
+// RegisterFlags adds the budget's flags, which the gateway and the worker
+// both take (set them alike): each a quantity such as 64Mi, 0 for no
+// limit. l holds the defaults.
+func RegisterFlags(fs *flag.FlagSet, l *Limits) {
+	for _, f := range []struct {
+		p     *int64
+		name  string
+		usage string
+	}{
+		{&l.PerNamespace, "max-state-bytes-per-namespace", "Bytes sftpgate may store in its namespace for one namespace's upload records, watch states and transfer plans"},
+		{&l.PerAccount, "max-state-bytes-per-account", "The same for a web UI account's namespace"},
+		{&l.Total, "max-state-bytes-total", "Bytes sftpgate may store in its namespace for all namespaces together; keep it well below etcd's quota"},
+	} {
+		usage := fmt.Sprintf("%s, as a quantity; 0 is no limit (default %s).", f.usage, resource.NewQuantity(*f.p, resource.BinarySI))
+		fs.Func(f.name, usage, func(v string) error {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Value() < 0 {
+				return fmt.Errorf("want a quantity such as 64Mi, or 0, not %q", v)
+			}
+			*f.p = q.Value()
+			if *f.p == 0 {
+				*f.p = -1
+			}
+			return nil
+		})
+	}
+}
