@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
 // Options configure the controllers; RunManager reads them from flags.
@@ -39,6 +39,9 @@ type Options struct {
 	// not proven good.
 	NewOrFailingTestsPerMinute int
 	DeniedNetworks             string
+	// AccountDeniedNetworks is what web UI accounts' connections may not
+	// reach besides DeniedNetworks ("" is its default, "none" nothing).
+	AccountDeniedNetworks string
 	// Namespace is the manager's own, where it keeps slug reservations.
 	Namespace string
 	// SlugGracePeriod and TokenGracePeriod are how long a freed slug or
@@ -67,6 +70,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many tests of new, changed or failing connections one namespace runs per minute (and at once, after a quiet minute); retests of connections that passed are not counted. 0 is no limit.")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
+	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", sftpdial.DefaultAccountDeniedNetworks,
+		"Networks the connections of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
 	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
 		"The manager's namespace, where it keeps reservations of slugs and tokens (Leases); $POD_NAMESPACE by default.")
 	fs.DurationVar(&o.SlugGracePeriod, "slug-grace-period", 5*time.Minute,
@@ -78,9 +83,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // Setup adds the controllers to mgr: connection tests, API keys,
 // transfer schedules and finished transfers' expiry.
 func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
-	policy, err := sftpdial.ParsePolicy(o.DeniedNetworks)
+	policy, err := sftpdial.ParsePolicies(o.DeniedNetworks, cmp.Or(o.AccountDeniedNetworks, sftpdial.DefaultAccountDeniedNetworks))
 	if err != nil {
-		return fmt.Errorf("--denied-networks: %w", err)
+		return err
 	}
 	keys := o.ApiKeyReconciler(mgr)
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
@@ -91,7 +96,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		SecretMetadata:     mgr.GetCache(),
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
-		Dialer:             &sftpdial.Dialer{Policy: policy},
+		Dialer:             &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: mgr.GetCache()}},
 		TestInterval:       o.TestInterval,
 		MaxConcurrentTests: o.MaxConcurrentTests,
 		MaxTestBackoff:     o.MaxTestBackoff,

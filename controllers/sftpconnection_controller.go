@@ -71,6 +71,10 @@ type SftpConnectionReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Namespaces' labels say which are web UI accounts', whose connections the
+// stricter dial policy holds (package tenants).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
 // Reconcile tests one connection when something it depends on changed or
 // its test interval has passed, and records the outcome.
 func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -29,7 +29,10 @@ type Options struct {
 	MetricsAddr    string
 	BasePath       string
 	DeniedNetworks string
-	IdleTimeout    time.Duration
+	// AccountDeniedNetworks is what web UI accounts' connections may not
+	// reach besides DeniedNetworks ("none": nothing more).
+	AccountDeniedNetworks string
+	IdleTimeout           time.Duration
 	// LogFlushInterval is how long log lines may wait in a buffer before
 	// they are written; Unlimited writes each at once.
 	LogFlushInterval time.Duration
@@ -97,12 +100,13 @@ const Unlimited = -1
 // flags' defaults.
 func Defaults() Options {
 	return Options{
-		Addr:             ":8080",
-		MetricsAddr:      ":9090",
-		BasePath:         "/",
-		DeniedNetworks:   sftpdial.DefaultDeniedNetworks,
-		IdleTimeout:      5 * time.Minute,
-		LogFlushInterval: time.Second,
+		Addr:                  ":8080",
+		MetricsAddr:           ":9090",
+		BasePath:              "/",
+		DeniedNetworks:        sftpdial.DefaultDeniedNetworks,
+		AccountDeniedNetworks: sftpdial.DefaultAccountDeniedNetworks,
+		IdleTimeout:           5 * time.Minute,
+		LogFlushInterval:      time.Second,
 		Limits: Limits{
 			MaxBodyBytes:            32 << 20,
 			MaxUploadBytes:          64 << 30,
@@ -156,6 +160,7 @@ func (o Options) withDefaults() Options {
 	or(&o.MetricsAddr, d.MetricsAddr)
 	or(&o.BasePath, d.BasePath)
 	or(&o.DeniedNetworks, d.DeniedNetworks)
+	or(&o.AccountDeniedNetworks, d.AccountDeniedNetworks)
 	or(&o.Audience, d.Audience)
 	orDuration(&o.IdleTimeout, d.IdleTimeout)
 	orDuration(&o.LogFlushInterval, d.LogFlushInterval)
@@ -198,6 +203,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BasePath, "base-path", o.BasePath, "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", o.DeniedNetworks,
 		"Comma-separated networks SFTP connections may not reach (as for the manager).")
+	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", o.AccountDeniedNetworks,
+		"Networks the connections of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "Close SSH connections unused for this long.")
 	unlimited(fs, &o.LogFlushInterval, "log-flush-interval", time.ParseDuration,
 		"Write log lines in batches at least this often (and at exit); 0 writes each line at once.")

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -76,9 +75,9 @@ type Server struct {
 // returned server's cache with Start before serving.
 func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
-	policy, err := sftpdial.ParsePolicy(opts.DeniedNetworks)
+	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, opts.AccountDeniedNetworks)
 	if err != nil {
-		return nil, fmt.Errorf("--denied-networks: %w", err)
+		return nil, err
 	}
 	scheme := api.Scheme()
 	m := metrics.New()
@@ -119,7 +118,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
+		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: c}, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials},
 		metrics:  m,
 		document: document,

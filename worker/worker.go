@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -56,6 +55,10 @@ type Options struct {
 	// Identity names this replica in its Leases: its pod's name.
 	Identity       string
 	DeniedNetworks string
+	// AccountDeniedNetworks is what web UI accounts' connections and
+	// sinks may not reach besides DeniedNetworks ("" is its default,
+	// "none" nothing).
+	AccountDeniedNetworks string
 	// LeaseDuration is how long a replica's hold on a watch lasts without
 	// renewal: a dead replica's watches move within it.
 	LeaseDuration time.Duration
@@ -89,6 +92,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Identity, "identity", cmp.Or(os.Getenv("POD_NAME"), host), "This replica's name in its Leases (its pod's name).")
 	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
 		"Comma-separated networks that SFTP connections and event sinks may not reach (as for the manager and the gateway).")
+	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", sftpdial.DefaultAccountDeniedNetworks,
+		"Networks the connections and event sinks of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", shard.DefaultLeaseDuration,
 		"How long a replica's hold on a watch lasts without renewal: a dead replica's watches move to another within it.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
@@ -144,9 +149,9 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if opts.Identity == "" || opts.Namespace == "" {
 		return nil, errors.New("the worker needs --identity and --namespace")
 	}
-	policy, err := sftpdial.ParsePolicy(opts.DeniedNetworks)
+	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, cmp.Or(opts.AccountDeniedNetworks, sftpdial.DefaultAccountDeniedNetworks))
 	if err != nil {
-		return nil, fmt.Errorf("--denied-networks: %w", err)
+		return nil, err
 	}
 	sharded, err := labels.NewRequirement(shard.LabelShard, selection.Exists, nil)
 	if err != nil {
@@ -174,15 +179,15 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(),
-		Tenants: tenants.Kinds{Reader: mgr.GetCache()}}
+	kinds := tenants.Kinds{Reader: mgr.GetCache()}
+	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
-	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
+	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 		Dials: m.Dials, Component: "worker"}
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
-	sender, err := deliver.New(policy)
+	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
 	}

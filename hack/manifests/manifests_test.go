@@ -66,7 +66,9 @@ func TestPolicyParametersAreTheServiceAccounts(t *testing.T) {
 			accounts[d.Labels["app.kubernetes.io/component"]] = d.Namespace + "/" + d.Spec.Template.Spec.ServiceAccountName
 		}
 	}
-	want := map[string]string{"sftpgate-webui-bindings": accounts["webui"], "sftpgate-status-writers": accounts["manager"]}
+	want := map[string]string{"sftpgate-webui-bindings": accounts["webui"], "sftpgate-status-writers": accounts["manager"],
+		"sftpgate-system-objects-gateway": accounts["gateway"], "sftpgate-system-objects-worker": accounts["worker"],
+		"sftpgate-system-objects-manager": accounts["manager"]}
 	for _, u := range objects {
 		if u.GetKind() != "ValidatingAdmissionPolicyBinding" {
 			continue
@@ -172,6 +174,7 @@ var allowed = map[string][]string{
 		"* sftpgate.dev apikeys/status,sftpconnections/status,transferschedules/status get,patch,update",
 		"* sftpgate.dev transferschedules get,list,watch",
 		"* sftpgate.dev transfers create,delete,get,list,watch",
+		"* core namespaces get,list,watch",
 		"sftpgate-system coordination.k8s.io leases create,delete,get,list,patch,update,watch",
 		"sftpgate-system core events create,patch",
 	},
@@ -181,6 +184,7 @@ var allowed = map[string][]string{
 		"* core secrets get",
 		"* sftpgate.dev apikeys,sftpconnections get,list,watch",
 		"* sftpgate.dev apikeys/status patch",
+		"* core namespaces get,list,watch",
 		"sftpgate-system core configmaps create,delete,get,list,update",
 	},
 	"sftpgate-worker": {
@@ -191,6 +195,7 @@ var allowed = map[string][]string{
 		"* serving.knative.dev services get",
 		"* sftpgate.dev sftpconnections,sftpwatches,transfers get,list,watch",
 		"* sftpgate.dev sftpwatches/status,transfers/status patch",
+		"* core namespaces get,list,watch",
 		"sftpgate-system coordination.k8s.io leases create,delete,get,list,update,watch",
 		"sftpgate-system core configmaps create,delete,deletecollection,get,list,update",
 	},

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
 // Error is a failed dial or connection test. Reason is one of the Ready
@@ -41,10 +42,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // Target is everything needed to dial one SftpConnection, prepared once:
 // parsing (and decrypting) a private key is slow, dialling again is not.
 type Target struct {
-	addr    string
-	config  *ssh.ClientConfig
-	trust   *hostKeyTrust
-	timeout time.Duration
+	// namespace is the connection's: a web UI account's dials keep out of
+	// the accounts' networks.
+	namespace string
+	addr      string
+	config    *ssh.ClientConfig
+	trust     *hostKeyTrust
+	timeout   time.Duration
 }
 
 // TargetOption changes how a Target dials.
@@ -67,7 +71,8 @@ func NewTarget(conn *v1alpha1.SftpConnection, secret *corev1.Secret, opts ...Tar
 		return nil, err
 	}
 	t := &Target{
-		addr: Address(conn),
+		namespace: conn.Namespace,
+		addr:      Address(conn),
 		config: &ssh.ClientConfig{
 			User:              conn.Spec.Username,
 			Auth:              auth,
@@ -114,6 +119,9 @@ func (s *Session) Close() error {
 // Dialer dials Targets within a Policy.
 type Dialer struct {
 	Policy Policy
+	// Tenants says which namespaces are web UI accounts', whose dials the
+	// Policy's accounts list applies to as well.
+	Tenants tenants.Kinds
 	// Directories bounds the directories a session reads whole (where the
 	// server allows it one channel); zero fields take sftpdir's defaults.
 	Directories sftpdir.Limits
@@ -126,6 +134,9 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	own := time.Now().Add(t.timeout)
 	ctx, cancel := context.WithDeadline(parent, own)
 	defer cancel()
+	if d.Tenants.IsAccount(ctx, t.namespace) {
+		ctx = ForAccount(ctx)
+	}
 	addr := t.addr
 	nd := net.Dialer{ControlContext: d.Policy.Control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)

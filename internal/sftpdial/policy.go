@@ -16,6 +16,12 @@ import (
 // most SFTP servers live; add "private" to deny them too.
 const DefaultDeniedNetworks = "link-local,metadata,loopback,unspecified,multicast"
 
+// DefaultAccountDeniedNetworks is what the connections and sinks of web UI
+// accounts (strangers who signed up) may not reach besides
+// DefaultDeniedNetworks: private ranges, where the cluster's own services
+// and the operator's other servers live.
+const DefaultAccountDeniedNetworks = "private"
+
 // namedNetworks are the words a deny list may use instead of CIDRs.
 var namedNetworks = map[string][]string{
 	"link-local":  {"169.254.0.0/16", "fe80::/10"},
@@ -29,8 +35,46 @@ var namedNetworks = map[string][]string{
 // Policy says which networks a dial may not reach. It is checked on the
 // address actually dialled, after name resolution, so a host name that
 // resolves to a denied address (or is re-pointed there later) is refused.
+// A dial for a web UI account (its context marked ForAccount) is also
+// refused the networks of the policy's accounts list (WithAccounts).
 type Policy struct {
-	denied []deniedNetwork
+	denied   []deniedNetwork
+	accounts []deniedNetwork
+}
+
+type accountKey struct{}
+
+// ForAccount marks ctx as work for a web UI account's namespace: dials
+// under it keep out of the accounts' networks too.
+func ForAccount(ctx context.Context) context.Context {
+	return context.WithValue(ctx, accountKey{}, true)
+}
+
+// WithAccounts is p with list (as ParsePolicy reads it; "none" for no
+// more than p denies) denied to the dials of web UI accounts as well.
+func (p Policy) WithAccounts(list string) (Policy, error) {
+	if strings.TrimSpace(list) == "none" {
+		list = ""
+	}
+	accounts, err := ParsePolicy(list)
+	if err != nil {
+		return Policy{}, err
+	}
+	p.accounts = accounts.denied
+	return p, nil
+}
+
+// ParsePolicies reads the deny lists of the --denied-networks and
+// --account-denied-networks flags.
+func ParsePolicies(denied, accounts string) (Policy, error) {
+	p, err := ParsePolicy(denied)
+	if err != nil {
+		return Policy{}, fmt.Errorf("--denied-networks: %w", err)
+	}
+	if p, err = p.WithAccounts(accounts); err != nil {
+		return Policy{}, fmt.Errorf("--account-denied-networks: %w", err)
+	}
+	return p, nil
 }
 
 type deniedNetwork struct {
@@ -88,7 +132,21 @@ var (
 
 // Check returns a *DeniedError when addr, or an IPv4 address it carries
 // (IPv4-mapped or NAT64), lies in a denied network.
-func (p Policy) Check(addr netip.Addr) error {
+func (p Policy) Check(addr netip.Addr) error { return check(p.denied, addr) }
+
+// CheckFor is Check for a dial under ctx: a web UI account's (ForAccount)
+// is held to the accounts' networks too.
+func (p Policy) CheckFor(ctx context.Context, addr netip.Addr) error {
+	if err := p.Check(addr); err != nil {
+		return err
+	}
+	if account, _ := ctx.Value(accountKey{}).(bool); account {
+		return check(p.accounts, addr)
+	}
+	return nil
+}
+
+func check(denied []deniedNetwork, addr netip.Addr) error {
 	addr = addr.WithZone("").Unmap()
 	candidates := []netip.Addr{addr}
 	b := addr.As16()
@@ -103,7 +161,7 @@ func (p Policy) Check(addr netip.Addr) error {
 		}
 	}
 	for _, a := range candidates {
-		for _, d := range p.denied {
+		for _, d := range denied {
 			if d.prefix.Contains(a) {
 				return &DeniedError{Addr: addr, Network: d.name}
 			}
@@ -116,12 +174,12 @@ func (p Policy) Check(addr netip.Addr) error {
 // runs after name resolution, on the address about to be dialled, the one
 // place a DNS answer cannot slip past it. Every dial of sftpgate's to a
 // place a tenant chose (an SFTP server, an event sink) goes through it.
-func (p Policy) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
+func (p Policy) Control(ctx context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return err
 	}
-	return p.Check(ap.Addr())
+	return p.CheckFor(ctx, ap.Addr())
 }
 
 // DeniedError is a dial refused by the Policy.

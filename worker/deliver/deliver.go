@@ -26,15 +26,18 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
 // Sender sends events.
 type Sender struct {
-	client cloudevents.Client
+	client  cloudevents.Client
+	tenants tenants.Kinds
 }
 
-// New returns a sender whose dials follow policy.
-func New(policy sftpdial.Policy) (*Sender, error) {
+// New returns a sender whose dials follow policy, for web UI accounts (as
+// tenants says which namespaces are theirs) its accounts' list too.
+func New(policy sftpdial.Policy, tenants tenants.Kinds) (*Sender, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: policy.Control}
 	transport := &http.Transport{
 		DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
@@ -53,7 +56,7 @@ func New(policy sftpdial.Policy) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sender{client: c}, nil
+	return &Sender{client: c, tenants: tenants}, nil
 }
 
 // Outcome is what one try of a delivery came to.
@@ -98,11 +101,14 @@ func (s Signing) Sign(id string, t time.Time, body []byte) http.Header {
 	return h
 }
 
-// Send tries once to deliver e to target, within timeout, signed with
-// signing when it is set.
-func (s *Sender) Send(ctx context.Context, target string, e cloudevents.Event, timeout time.Duration, signing Signing) Outcome {
+// Send tries once to deliver e, an event of namespace's, to target,
+// within timeout, signed with signing when it is set.
+func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudevents.Event, timeout time.Duration, signing Signing) Outcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if s.tenants.IsAccount(ctx, namespace) {
+		ctx = sftpdial.ForAccount(ctx)
+	}
 	ctx = cloudevents.ContextWithTarget(ctx, target)
 	if signing != nil {
 		ctx = cehttp.WithCustomHeader(ctx, signing.Sign(e.ID(), time.Now(), e.Data()))

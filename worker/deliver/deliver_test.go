@@ -15,6 +15,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
 func event(id string) cloudevents.Event {
@@ -29,7 +30,7 @@ func event(id string) cloudevents.Event {
 
 func TestSend(t *testing.T) {
 	r := testsink.Start(t)
-	s, err := New(sftpdial.Policy{})
+	s, err := New(sftpdial.Policy{}, tenants.Kinds{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestSend(t *testing.T) {
 	}
 	var out Outcome
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out = s.Send(ctx, r.URL, event("id-1"), 5*time.Second, signing); out.Delivered {
+		if out = s.Send(ctx, "default", r.URL, event("id-1"), 5*time.Second, signing); out.Delivered {
 			break
 		}
 	}
@@ -60,7 +61,7 @@ func TestSend(t *testing.T) {
 
 	for status, retry := range map[int]bool{500: true, 503: true, 429: true, 408: true, 400: false, 404: false} {
 		r.SetAnswer(status)
-		if out := s.Send(ctx, r.URL, event("id-2"), 5*time.Second, nil); out.Delivered || out.Retry != retry || out.Status != status {
+		if out := s.Send(ctx, "default", r.URL, event("id-2"), 5*time.Second, nil); out.Delivered || out.Retry != retry || out.Status != status {
 			t.Errorf("answered %d: %+v, want retry %v", status, out, retry)
 		}
 	}
@@ -69,12 +70,12 @@ func TestSend(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := "http://" + l.Addr().String()
 	_ = l.Close()
-	if out := s.Send(ctx, gone, event("id-3"), time.Second, nil); !out.Retry || out.Denied {
+	if out := s.Send(ctx, "default", gone, event("id-3"), time.Second, nil); !out.Retry || out.Denied {
 		t.Errorf("a sink that is down: %+v", out)
 	}
 	policy, _ := sftpdial.ParsePolicy("loopback")
-	strict, _ := New(policy)
-	if out := strict.Send(ctx, r.URL, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
+	strict, _ := New(policy, tenants.Kinds{})
+	if out := strict.Send(ctx, "default", r.URL, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
 		t.Errorf("a sink the policy refuses: %+v", out)
 	}
 }

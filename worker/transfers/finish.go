@@ -114,7 +114,7 @@ func (t *run) notify(ctx context.Context, tr *v1alpha1.Transfer, f facts, sink v
 			case <-time.After(deliver.Backoff(set.Policy, set.Delay, try)):
 			}
 		}
-		out = t.r.Sender.Send(ctx, uri, e, set.Timeout, set.Signing)
+		out = t.r.Sender.Send(ctx, t.key.Namespace, uri, e, set.Timeout, set.Signing)
 		if out.Delivered {
 			t.r.Metrics.Events.WithLabelValues("delivered").Inc()
 			return true, uri, nil
@@ -126,7 +126,7 @@ func (t *run) notify(ctx context.Context, tr *v1alpha1.Transfer, f facts, sink v
 	}
 	if dls := tr.Spec.Delivery.DeadLetterSink; dls != nil {
 		if dl, err := deliver.Resolve(ctx, t.r.Client, tr.Namespace, *dls); err == nil {
-			if t.r.Sender.Send(ctx, dl, e, set.Timeout, set.Signing).Delivered {
+			if t.r.Sender.Send(ctx, t.key.Namespace, dl, e, set.Timeout, set.Signing).Delivered {
 				t.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
 				return false, uri, fmt.Errorf("the sink failed every try; the event went to the dead-letter sink")
 			}

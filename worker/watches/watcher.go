@@ -352,7 +352,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 			slog.Error("making an event", "error", err)
 			return
 		}
-		out := w.r.Sender.Send(ctx, sink, ce, set.delivery.Timeout, set.delivery.Signing)
+		out := w.r.Sender.Send(ctx, w.key.Namespace, sink, ce, set.delivery.Timeout, set.delivery.Signing)
 		if out.Delivered {
 			w.r.Metrics.Events.WithLabelValues("delivered").Inc()
 			w.r.Metrics.DeliveryLatency.Observe(time.Since(head.Observed).Seconds())
@@ -373,7 +373,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		exhausted := !out.Retry || head.Attempts > set.delivery.Retry
 		switch {
 		case exhausted && deadLetter != "":
-			if dl := w.r.Sender.Send(ctx, deadLetter, ce, set.delivery.Timeout, set.delivery.Signing); dl.Delivered {
+			if dl := w.r.Sender.Send(ctx, w.key.Namespace, deadLetter, ce, set.delivery.Timeout, set.delivery.Signing); dl.Delivered {
 				w.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
 				w.state.DeadLettered++
 				w.finish(ctx, wt, conn, *head, false)

@@ -1,0 +1,109 @@
+package manifests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
+)
+
+// TestComponentsTouchOnlyTheirOwnObjects: in sftpgate's namespace, which
+// the components share, each may write only its own ConfigMaps and
+// Leases (the system-objects policy), though RBAC lets it write any: the
+// gateway its upload records, the worker its states and Leases (and
+// remove expired upload records), the manager its leader election and
+// reservations.
+func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
+	env, admin, err := testcluster.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	ctx := context.Background()
+	kinds := map[string]bool{"Namespace": true, "ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true,
+		"ClusterRoleBinding": true, "ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+	for _, u := range render(t) {
+		if !kinds[u.GetKind()] {
+			continue
+		}
+		u.SetManagedFields(nil)
+		if err := admin.Patch(ctx, u, client.Apply, client.FieldOwner("sftpgate-test"), client.ForceOwnership); err != nil { //nolint:staticcheck // client.Apply with unstructured objects
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	const ns = "sftpgate-system"
+	as := func(component string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":sftpgate-" + component}
+		c, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	configMap := func(name string) client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	lease := func(name string) client.Object {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	// Objects another component made, for deletes and updates.
+	for _, o := range []client.Object{configMap("sftpwatch-victim"), configMap("sftpgate-upload-victim"), lease("manager.sftpgate.dev")} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gateway, worker, manager := as("gateway"), as("worker"), as("manager")
+	denied := func(err error) bool { return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "another component's") }
+
+	// The policy takes effect a moment after it is made.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := gateway.Create(ctx, configMap("sftpwatch-probe"))
+		if denied(err) {
+			break
+		}
+		if err == nil {
+			_ = admin.Delete(ctx, configMap("sftpwatch-probe"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway may still write the worker's ConfigMaps: %v", err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		do      func() error
+		allowed bool
+	}{
+		{"the gateway makes an upload record", func() error { return gateway.Create(ctx, configMap("sftpgate-upload-mine")) }, true},
+		{"the gateway makes a watch state", func() error { return gateway.Create(ctx, configMap("sftpwatch-forged")) }, false},
+		{"the gateway removes a watch state", func() error { return gateway.Delete(ctx, configMap("sftpwatch-victim")) }, false},
+		{"the gateway removes the manager's Lease", func() error { return gateway.Delete(ctx, lease("manager.sftpgate.dev")) }, false},
+		{"the worker makes a transfer plan", func() error { return worker.Create(ctx, configMap("transfer-mine")) }, true},
+		{"the worker makes a watch's Lease", func() error { return worker.Create(ctx, lease("sftpwatch-mine")) }, true},
+		{"the worker makes an upload record", func() error { return worker.Create(ctx, configMap("sftpgate-upload-forged")) }, false},
+		{"the worker removes the manager's Lease", func() error { return worker.Delete(ctx, lease("manager.sftpgate.dev")) }, false},
+		{"the worker takes a slug's reservation", func() error { return worker.Create(ctx, lease("slug-stolen")) }, false},
+		{"the worker removes an expired upload record", func() error { return worker.Delete(ctx, configMap("sftpgate-upload-victim")) }, true},
+		{"the manager reserves a slug", func() error { return manager.Create(ctx, lease("slug-mine")) }, true},
+		{"the manager removes a watch's Lease", func() error { return manager.Delete(ctx, lease("sftpwatch-mine")) }, false},
+		{"the manager makes a watch's Lease", func() error { return manager.Create(ctx, lease("sftpwatch-forged")) }, false},
+	} {
+		err := tc.do()
+		switch {
+		case tc.allowed && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case !tc.allowed && !denied(err):
+			t.Errorf("%s: %v, want the policy's refusal", tc.name, err)
+		}
+	}
+}
