@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -202,12 +203,22 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	scoped := scopedKey(t, f)
-	must(t, os.MkdirAll(filepath.Join(f.sshd.Dir, conformance.ScopedPath), 0o755))
-	scopedURL := createUpload(t, baseURL, f.slug, scoped, conformance.ScopedPath+"/narrowed.bin", 4)
+	f.ok(t, "mkdir", `{"path": "`+conformance.ScopedPath+`"}`)
+	f.ok(t, "mkdir", `{"path": "narrower"}`)
+	scopedURL := createUpload(t, baseURL, f.slug, scoped, path.Join(conformance.ScopedPath, "narrowed.bin"), 4)
 	var key v1alpha1.ApiKey
 	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "scoped"}, &key))
 	key.Spec.Paths = []string{"/elsewhere/"}
 	must(t, k8s.Update(ctx, &key))
+	// Once the gateway knows the key's new paths...
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if status, _, _ := post(t, ctx, baseURL+"/"+f.slug, scoped, "exists", `{"path": "`+conformance.ScopedPath+`"}`); status == http.StatusForbidden {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway does not take the key's new paths")
+		}
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		resp, raw := tusRequest(t, http.MethodPatch, scopedURL, scoped, strings.NewReader("data"), "Upload-Offset", "0")
 		if resp != nil && resp.status == http.StatusForbidden && strings.Contains(string(raw), "path_not_allowed") {
@@ -222,11 +233,19 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 	}
 
 	url := createUpload(t, baseURL, f.slug, f.token, "rooted.bin", 4)
-	must(t, os.MkdirAll(filepath.Join(f.sshd.Dir, "narrower"), 0o755))
 	var conn v1alpha1.SftpConnection
 	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "box"}, &conn))
 	conn.Spec.RootPath = filepath.Join(f.sshd.Dir, "narrower")
 	must(t, k8s.Update(ctx, &conn))
+	// Once the gateway serves the new root (where there is no narrower/)...
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if status, out := f.call(t, "exists", `{"path": "/narrower"}`); status == http.StatusOK && out["exists"] == false {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway does not serve the new root")
+		}
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("data"), "Upload-Offset", "0")
 		if resp != nil && resp.status == http.StatusNotFound && strings.Contains(string(raw), "root directory") {

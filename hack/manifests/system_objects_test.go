@@ -87,7 +87,6 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		{"the gateway makes an upload record", func() error { return gateway.Create(ctx, configMap("sftpgate-upload-mine")) }, true},
 		{"the gateway makes a watch state", func() error { return gateway.Create(ctx, configMap("sftpwatch-forged")) }, false},
 		{"the gateway removes a watch state", func() error { return gateway.Delete(ctx, configMap("sftpwatch-victim")) }, false},
-		{"the gateway removes the manager's Lease", func() error { return gateway.Delete(ctx, lease("manager.sftpgate.dev")) }, false},
 		{"the worker makes a transfer plan", func() error { return worker.Create(ctx, configMap("transfer-mine")) }, true},
 		{"the worker makes a watch's Lease", func() error { return worker.Create(ctx, lease("sftpwatch-mine")) }, true},
 		{"the worker makes an upload record", func() error { return worker.Create(ctx, configMap("sftpgate-upload-forged")) }, false},

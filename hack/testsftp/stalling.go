@@ -1,15 +1,18 @@
 package testsftp
 
 import (
+	"path"
 	"testing"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // Stalling starts a server that logs in and answers a connection test,
-// but never answers an Lstat: a server that holds whoever looks at a file
-// on it (the worker removing an expired upload's partial file) until the
-// test ends.
+// but never answers a stat of one of sftpgate's temporary files: a server
+// that holds whoever looks at one (the worker removing an expired
+// upload's partial file) until the test ends.
 func Stalling(t testing.TB) *Server {
 	t.Helper()
 	released := make(chan struct{})
@@ -26,7 +29,8 @@ type stallingLister struct {
 }
 
 func (h stallingLister) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
-	if r.Method == "Lstat" {
+	// pkg/sftp asks a lister without Lstat of its own for a Stat.
+	if (r.Method == "Stat" || r.Method == "Lstat") && tempname.Is(path.Base(r.Filepath)) {
 		<-h.released
 	}
 	return h.FileLister.Filelist(r)
