@@ -36,6 +36,9 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
 // tenant is one of two who do not trust each other: a web UI account,
@@ -517,6 +520,133 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("the victim's file holds %q (%v)", b, err)
 			}
 		}},
+		{"the API server, flooded by the attacker's HEADs of its own upload", func(t *testing.T) {
+			up := tusAs(t, http.MethodPost, gatewayURL+"/"+attacker.slug+"/uploads/", attacker.token, "", "Upload-Length", "10",
+				"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/flood.bin")))
+			if up.status != http.StatusCreated {
+				t.Fatalf("the attacker begins an upload: %d", up.status)
+			}
+			flooded := gatewayURL + up.header.Get("Location")
+			record := func() string {
+				var list corev1.ConfigMapList
+				must(t, k8s.List(ctx, &list, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
+				if len(list.Items) != 1 {
+					t.Fatalf("%d records of the attacker's uploads, want 1", len(list.Items))
+				}
+				return list.Items[0].ResourceVersion
+			}
+			before := record()
+			heads := make(chan int, 200)
+			go func() {
+				defer close(heads)
+				for range 200 {
+					req, _ := http.NewRequest(http.MethodHead, flooded, nil)
+					req.Header.Set("Authorization", "Bearer "+attacker.token)
+					req.Header.Set("Tus-Resumable", "1.0.0")
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						_ = resp.Body.Close()
+						heads <- resp.StatusCode
+					}
+				}
+			}()
+			// Meanwhile the victim's upload goes on.
+			mine := tusAs(t, http.MethodPost, gatewayURL+"/"+victim.slug+"/uploads/", victim.token, "", "Upload-Length", "5",
+				"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/during-flood.bin")))
+			if mine.status != http.StatusCreated {
+				t.Fatalf("the victim begins an upload during the flood: %d", mine.status)
+			}
+			if got := tusAs(t, http.MethodPatch, gatewayURL+mine.header.Get("Location"), victim.token, "whole", "Upload-Offset", "0"); got.status != http.StatusNoContent {
+				t.Errorf("the victim's part during the flood: %d", got.status)
+			}
+			answered := 0
+			for status := range heads {
+				if status == http.StatusOK {
+					answered++
+				}
+			}
+			if after := record(); after != before || answered < 190 {
+				t.Errorf("%d of 200 HEADs answered, and the record went from version %s to %s: a HEAD writes nothing", answered, before, after)
+			}
+			if got := tusAs(t, http.MethodDelete, flooded, attacker.token, ""); got.status != http.StatusNoContent {
+				t.Errorf("the attacker ends its upload: %d", got.status)
+			}
+		}},
+		{"sftpgate's storage in etcd, filled by the attacker's uploads and watch", func(t *testing.T) {
+			// A fresh account: its budget all its own.
+			hoarder := newTenant(t, "hoarder")
+			note := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 4000)))
+			made := 0
+			for ; made < maxUploadsPerNamespace; made++ {
+				up := tusAs(t, http.MethodPost, gatewayURL+"/"+hoarder.slug+"/uploads/", hoarder.token, "", "Upload-Length", "1",
+					"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "/h-%d", made))+",note "+note)
+				if up.status == http.StatusCreated {
+					continue
+				}
+				if up.status != http.StatusTooManyRequests {
+					t.Fatalf("the attacker's upload %d: %d", made, up.status)
+				}
+				break
+			}
+			if made == maxUploadsPerNamespace {
+				t.Errorf("%d uploads with large metadata fit in a budget of %d bytes", made, statePerAccount)
+			}
+			if n := storedFor(t, hoarder.ns); n > statePerAccount {
+				t.Errorf("%d bytes stored for the attacker, past its budget of %d", n, statePerAccount)
+			}
+			hoarder.watchedFolder(t, "heap")
+			for i := range 300 {
+				name := fmt.Sprintf("%03d-%s", i, strings.Repeat(strconv.Itoa(i), 30))
+				must(t, os.WriteFile(filepath.Join(hoarder.sshd.Dir, "heap", name), nil, 0o644))
+			}
+			heap := hoarder.watch(t, "heap", "/heap", v1alpha1.Destination{URI: "http://127.0.0.1:9"})
+			refusedReason(t, heap, v1alpha1.ReasonStateBudgetExceeded)
+			if n := storedFor(t, hoarder.ns); n > statePerAccount {
+				t.Errorf("%d bytes stored for the attacker, past its budget of %d", n, statePerAccount)
+			}
+			t.Logf("at the bound, %d bytes stored for the attacker's namespace (budget %d)", storedFor(t, hoarder.ns), statePerAccount)
+			mine := tusAs(t, http.MethodPost, gatewayURL+"/"+victim.slug+"/uploads/", victim.token, "", "Upload-Length", "5",
+				"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/while-full.bin"))+",note "+note)
+			if mine.status != http.StatusCreated {
+				t.Fatalf("the victim's upload while the attacker's namespace is at its budget: %d", mine.status)
+			}
+			_ = tusAs(t, http.MethodDelete, gatewayURL+mine.header.Get("Location"), victim.token, "")
+			victimEventArrives(t, "while the attacker's namespace is at its budget")
+		}},
+		{"the removal of expired uploads, held by the attacker's server that never answers", func(t *testing.T) {
+			stalling := testsftp.Stalling(t)
+			conn := attacker.tarpitConnection(t, stalling, "stalling")
+			records := &uploadrecord.Store{Client: k8s, Namespace: uiNamespace}
+			past := time.Now().Add(-time.Hour)
+			for i := range 20 {
+				must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: attacker.ns, Connection: conn.Name,
+					ConnectionUID: conn.UID, Target: fmt.Sprintf("/f-%d", i), Partial: tempname.For("/", fmt.Sprintf("upload/%d", i)),
+					Size: 1, Created: past, Expires: past}))
+			}
+			t.Cleanup(func() {
+				_ = k8s.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns})
+			})
+			var reports v1alpha1.SftpConnection
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "reports"}, &reports))
+			partial := tempname.For(victim.sshd.Dir, "upload/expired")
+			must(t, os.WriteFile(partial, []byte("abandoned"), 0o644))
+			must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: victim.ns, Connection: "reports",
+				ConnectionUID: reports.UID, Target: filepath.Join(victim.sshd.Dir, "expired.bin"), Partial: partial, Size: 20, Created: past, Expires: past}))
+			start := time.Now()
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+				if _, err := os.Stat(partial); os.IsNotExist(err) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the victim's expired upload was not removed while the attacker's server held its own")
+				}
+			}
+			t.Logf("the victim's expired upload went %v after it was due, the attacker's 20 held by its server", time.Since(start).Round(time.Millisecond))
+			var left corev1.ConfigMapList
+			must(t, k8s.List(ctx, &left, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
+			if len(left.Items) != 20 {
+				t.Errorf("%d of the attacker's 20 expired uploads left: its server answers no stat, so none could go", len(left.Items))
+			}
+		}},
 		{"more uploads than the attacker's namespace may have", func(t *testing.T) {
 			begin := func(tn *tenant, name string) int {
 				return tusAs(t, http.MethodPost, gatewayURL+"/"+tn.slug+"/uploads/", tn.token, "", "Upload-Length", "10",
@@ -774,6 +904,19 @@ func TestIsolation(t *testing.T) {
 	if meta.IsStatusConditionTrue(key.Status.Conditions, v1alpha1.ConditionReady) {
 		t.Error("the attacker's copy of the victim's hash is Ready")
 	}
+}
+
+// storedFor is the bytes sftpgate stores for namespace, as its budget
+// counts them.
+func storedFor(t *testing.T, namespace string) int64 {
+	t.Helper()
+	var list corev1.ConfigMapList
+	must(t, k8s.List(context.Background(), &list, client.InNamespace(uiNamespace), client.MatchingLabels{storedbytes.LabelTenant: namespace}))
+	var n int64
+	for i := range list.Items {
+		n += storedbytes.Size(&list.Items[i])
+	}
+	return n
 }
 
 // gatewayMetric reads a metric of the test gateway's without labels.

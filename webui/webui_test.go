@@ -29,6 +29,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/testhttp"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/transfers"
@@ -43,6 +44,9 @@ const (
 	maxUploadsPerNamespace   = 5
 	maxWatchesPerNamespace   = 3
 	maxTransfersPerNamespace = 2
+	// statePerAccount is what sftpgate may store for an account (gateway
+	// and worker): a few uploads with large metadata fill it.
+	statePerAccount = 16 << 10
 )
 
 var (
@@ -83,7 +87,7 @@ func run(m *testing.M) int {
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 64 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
 			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2},
-		Uploads: uploads.Limits{MaxPerNamespace: maxUploadsPerNamespace}})
+		Uploads: uploads.Limits{MaxPerNamespace: maxUploadsPerNamespace}, StateBudget: storedbytes.Limits{PerAccount: statePerAccount}})
 	if err != nil {
 		return fail(err)
 	}
@@ -136,9 +140,10 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	w, err := worker.New(workerConfig, worker.Options{Namespace: uiNamespace, Identity: "worker-0", DeniedNetworks: testcluster.LoopbackNetworks,
-		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0",
-		Limits:    watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace},
-		Transfers: transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2}})
+		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0", UploadSweepInterval: 500 * time.Millisecond,
+		StateBudget: storedbytes.Limits{PerAccount: statePerAccount},
+		Limits:      watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace},
+		Transfers:   transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2}})
 	if err != nil {
 		return fail(err)
 	}

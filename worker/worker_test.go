@@ -529,6 +529,46 @@ func TestWatchLargeFolder(t *testing.T) {
 	}
 }
 
+// TestWatchesWaitForRoomOnTheReplica: past the files a replica may
+// track (its memory's bound), a watch that would track more waits
+// (ReplicaAtCapacity) instead of growing the process, while the watch
+// already held goes on reporting; once room is made, it runs. Not
+// parallel: its replica is the only one.
+func TestWatchesWaitForRoomOnTheReplica(t *testing.T) {
+	ctx := context.Background()
+	victim, attacker := newTenant(t), newTenant(t)
+	for i := range 5 {
+		victim.put(t, fmt.Sprintf("in/v-%d", i), "v")
+	}
+	for i := range 10 {
+		attacker.put(t, fmt.Sprintf("in/a-%d", i), "a")
+	}
+	const ns = "sftpgate-held-files-test"
+	must(t, testcluster.EnsureNamespace(ctx, restConfig, ns))
+	stop := runWorker(t, "capped", func(o *worker.Options) { o.Namespace, o.Limits.MaxHeldFiles = ns, 12 })
+	defer stop()
+	r := testsink.Start(t)
+	reason := func(w *v1alpha1.SftpWatch) string {
+		var got v1alpha1.SftpWatch
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
+		if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	mine := victim.watch(t, "mine", r.URL)
+	eventually(t, "the victim's watch runs", func() bool { return reason(mine) == v1alpha1.ReasonWatching })
+	theirs := attacker.watch(t, "theirs", r.URL)
+	eventually(t, "the attacker's watch waits for room", func() bool { return reason(theirs) == v1alpha1.ReasonReplicaAtCapacity })
+	victim.put(t, "in/new.csv", "meanwhile")
+	eventually(t, "the victim's new file is reported", func() bool {
+		return slices.Contains(r.Subjects(), "dev.sftpgate.file.created /in/new.csv")
+	})
+	must(t, k8s.Delete(ctx, mine))
+	eventually(t, "the attacker's watch runs once there is room", func() bool { return reason(theirs) == v1alpha1.ReasonWatching })
+	must(t, k8s.Delete(ctx, theirs))
+}
+
 // TestWhatDeletedWatchesLeaveIsSwept: a state and a Lease left by a watch
 // deleted while no live replica held it (one that died holding it) are
 // removed by a sweep; a live replica's are not.

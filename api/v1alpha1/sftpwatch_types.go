@@ -87,6 +87,10 @@ const (
 	// cannot be stored; the watch waits (it polls no more), the transfer
 	// copies nothing until there is room.
 	ReasonStateBudgetExceeded = "StateBudgetExceeded"
+	// ReasonReplicaAtCapacity: the worker replica holding the watch tracks
+	// as many files as it may (its memory's bound); the watch waits for
+	// room, polling no more meanwhile.
+	ReasonReplicaAtCapacity = "ReplicaAtCapacity"
 )
 
 // ConnectionReference names an SftpConnection of the same namespace.

@@ -64,7 +64,9 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		}
 	}
 	gateway, worker, manager := as("gateway"), as("worker"), as("manager")
-	denied := func(err error) bool { return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "another component's") }
+	denied := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "another component's")
+	}
 
 	// The policy takes effect a moment after it is made.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {

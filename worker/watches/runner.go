@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,12 +54,16 @@ type Limits struct {
 	// WriteEvery is the least time between two writes of a watch's state,
 	// and of its status: each is written when it changed, no more often.
 	WriteEvery time.Duration
+	// MaxHeldFiles is the most files the replica's watches track
+	// together, which their memory follows: past it, a watch that would
+	// track more waits (ReplicaAtCapacity) until others shrink or move.
+	MaxHeldFiles int
 }
 
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
-		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second}
+		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second, MaxHeldFiles: 1_000_000}
 }
 
 // Runner runs the watches this replica holds. Start it as a manager's
@@ -85,6 +90,29 @@ type Runner struct {
 	polls   chan struct{}
 	pollsOf *ratelimit.InFlight[string]
 	events  *ratelimit.Keyed[string]
+	// held counts the files the watchers track (Limits.MaxHeldFiles).
+	held heldFiles
+}
+
+// heldFiles counts the files a replica's watches track.
+type heldFiles struct {
+	mu    sync.Mutex
+	n     int
+	limit int
+}
+
+// resize changes a watch's count from *mine to n, unless that takes the
+// replica past its limit: then it keeps *mine and says false. Shrinking
+// always succeeds.
+func (h *heldFiles) resize(mine *int, n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n > *mine && h.n-*mine+n > h.limit {
+		return false
+	}
+	h.n += n - *mine
+	*mine = n
+	return true
 }
 
 func (r *Runner) init() {
@@ -95,6 +123,8 @@ func (r *Runner) init() {
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
 	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)
+	l.MaxHeldFiles = cmp.Or(l.MaxHeldFiles, d.MaxHeldFiles)
+	r.held.limit = l.MaxHeldFiles
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
 	r.polls = make(chan struct{}, l.Polls)

@@ -19,8 +19,8 @@ type facts struct {
 	// policy refuses it.
 	sink, sinkDenied string
 	// overBudget says why the state could not be stored: the namespace's
-	// budget.
-	overBudget string
+	// budget. atCapacity says the replica tracks as many files as it may.
+	overBudget, atCapacity string
 	// pathMissing, tooLarge and pollFailed say why the last poll failed.
 	pathMissing, tooLarge, pollFailed string
 	// polled: the current spec has been polled.
@@ -51,6 +51,8 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 		ready.Reason, ready.Message = v1alpha1.ReasonDirectoryTooLarge, f.tooLarge
 	case f.overBudget != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonStateBudgetExceeded, f.overBudget
+	case f.atCapacity != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonReplicaAtCapacity, f.atCapacity
 	case f.pathMissing != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonPathNotFound, f.pathMissing
 	case f.pollFailed != "":

@@ -34,6 +34,7 @@ func TestWatchStatus(t *testing.T) {
 		{"sink not found", with(func(f *facts) { f.sink = "x"; f.pathMissing = "y" }), metav1.ConditionFalse, v1alpha1.ReasonSinkNotFound, false, status.InProgressStatus},
 		{"too large", with(func(f *facts) { f.tooLarge = "x"; f.delivery = "y" }), metav1.ConditionFalse, v1alpha1.ReasonDirectoryTooLarge, false, status.InProgressStatus},
 		{"over budget", with(func(f *facts) { f.overBudget = "x"; f.pathMissing = "y" }), metav1.ConditionFalse, v1alpha1.ReasonStateBudgetExceeded, false, status.InProgressStatus},
+		{"at capacity", with(func(f *facts) { f.atCapacity = "x"; f.pathMissing = "y" }), metav1.ConditionFalse, v1alpha1.ReasonReplicaAtCapacity, false, status.InProgressStatus},
 		{"path missing", with(func(f *facts) { f.pathMissing = "x" }), metav1.ConditionFalse, v1alpha1.ReasonPathNotFound, false, status.InProgressStatus},
 		{"poll failed", with(func(f *facts) { f.pollFailed = "x" }), metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
 		{"first poll failed", facts{pollFailed: "x"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},

@@ -61,6 +61,10 @@ type watcher struct {
 	lastErr           string
 	// overBudget says why the state was last refused, until it is stored.
 	overBudget string
+	// tracked is the files this watch counts in the replica's held files;
+	// atCapacity says why it waits for room there.
+	tracked    int
+	atCapacity string
 	// polled is what the last poll found wrong, for the generation it
 	// polled: it holds until the next poll.
 	polled struct {
@@ -93,6 +97,7 @@ func (w *watcher) run(ctx context.Context) {
 			// What it holds is written before it goes, for the replica
 			// that takes the watch next.
 			w.save(context.WithoutCancel(ctx), true)
+			w.r.held.resize(&w.tracked, 0)
 			return
 		case <-w.wake:
 		case <-timer.C:
@@ -146,7 +151,10 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		}
 	}
 	w.deadLetterURI = deadLetter
-	if err := w.load(ctx, &wt, &conn, set); err != nil {
+	if err := w.load(ctx, &wt, &conn, set); errors.Is(err, errAtCapacity) {
+		f.atCapacity = w.atCapacity
+		return idle
+	} else if err != nil {
 		f.pollFailed = "reading the watch's stored state: " + err.Error()
 		return idle
 	}
@@ -163,7 +171,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
 	f.delivery, f.unreachable = w.failing, w.unreachable
 	w.save(ctx, false)
-	f.overBudget = w.overBudget
+	f.overBudget, f.atCapacity = w.overBudget, w.atCapacity
 	wait = time.Until(w.nextPoll)
 	if len(w.state.Outbox) > 0 && f.sinkDenied == "" {
 		wait = min(wait, time.Until(w.nextTry))
@@ -224,15 +232,19 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		if err != nil {
 			return err
 		}
-		w.version, w.state = v, &watch.State{}
+		state := &watch.State{}
 		if blob != nil {
 			s, err := watch.DecodeState(blob)
 			if err != nil {
 				slog.Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 			} else {
-				w.state = s
+				state = s
 			}
 		}
+		if !w.roomFor(len(state.Seen)) {
+			return errAtCapacity
+		}
+		w.version, w.state = v, state
 		w.tracker.Restore(w.state.Seen)
 		w.pendingCount.Store(int64(len(w.state.Outbox)))
 	}
@@ -241,6 +253,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		// it. What waits to be delivered still goes.
 		w.state.SpecKey, w.state.Seen = key, nil
 		w.tracker.Restore(nil)
+		w.r.held.resize(&w.tracked, 0)
 		w.dirty = true
 	}
 	w.tracker.MinAge, w.tracker.Report = set.minAge, set.report
@@ -291,6 +304,9 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		w.lastErr = err.Error()
 		return
 	}
+	if !w.roomFor(len(files)) {
+		return // the files stay on the server for a later poll
+	}
 	now := time.Now()
 	room := w.r.Limits.MaxPending - len(w.state.Outbox)
 	for _, e := range w.tracker.Poll(now, files, room) {
@@ -302,6 +318,21 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	}
 	w.pendingCount.Store(int64(len(w.state.Outbox)))
 	w.lastPoll, w.polledGeneration = now, wt.Generation
+}
+
+// errAtCapacity is a watch that waits for room among the files its
+// replica may track.
+var errAtCapacity = errors.New("the replica tracks as many files as it may")
+
+// roomFor takes room for the watch to track n files among the replica's
+// held files, or says why it waits (atCapacity).
+func (w *watcher) roomFor(n int) bool {
+	if w.r.held.resize(&w.tracked, n) {
+		w.atCapacity = ""
+		return true
+	}
+	w.atCapacity = fmt.Sprintf("this worker replica tracks as many files as it may (%d, --max-held-files); the watch, of %d files, waits for room", w.r.Limits.MaxHeldFiles, n)
+	return false
 }
 
 // do runs fn on a session of conn's pool; a failure of the session's
@@ -461,6 +492,7 @@ func (w *watcher) save(ctx context.Context, now bool) {
 	case errors.Is(err, statestore.ErrConflict):
 		// Another replica took the watch: what it holds is newer.
 		w.state, w.dirty = nil, false
+		w.r.held.resize(&w.tracked, 0)
 		return
 	case errors.Is(err, statestore.ErrTooLarge):
 		w.lastErr = "the watch's state is larger than it may be stored: " + err.Error()
