@@ -1,9 +1,7 @@
 package answer
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,6 +11,8 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sftpgate/sftpgate/internal/plainjson"
+
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -20,20 +20,8 @@ import (
 
 // JSON sends v as a JSON body with status.
 func JSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshal(v)
+	b, err := plainjson.Marshal(v)
 	send(w, status, b, err)
-}
-
-// marshal encodes v without escaping <, > and & for HTML: answers are
-// JSON, never HTML, and escaping makes each of those bytes six.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Streamer is a result that writes its own JSON: one too large to encode
@@ -51,10 +39,10 @@ func Command(w http.ResponseWriter, name string, result any, failure *commands.F
 		stream(w, name, s)
 		return
 	}
-	b, err := marshal(result)
+	b, err := plainjson.Marshal(result)
 	var f []byte
 	if err == nil && failure != nil {
-		f, err = marshal(failure)
+		f, err = plainjson.Marshal(failure)
 	}
 	if err != nil {
 		send(w, http.StatusInternalServerError, nil, err)

@@ -45,13 +45,20 @@ func Start(t testing.TB) *Server {
 // until the test ends.
 func Tarpit(t testing.TB) *Server {
 	t.Helper()
-	released := make(chan struct{})
-	t.Cleanup(func() { close(released) })
-	return start(t, func(h sftp.Handlers) sftp.Handlers {
+	return holding(t, func(h sftp.Handlers, released <-chan struct{}) sftp.Handlers {
 		h.FileList = hangingLister{FileLister: h.FileList, released: released}
 		h.FileGet = hangingReader{released: released}
 		return h
 	})
+}
+
+// holding starts a server whose handlers, as wrap makes them, may hold a
+// request until released is closed, when the test ends.
+func holding(t testing.TB, wrap func(h sftp.Handlers, released <-chan struct{}) sftp.Handlers) *Server {
+	t.Helper()
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	return start(t, func(h sftp.Handlers) sftp.Handlers { return wrap(h, released) })
 }
 
 type hangingReader struct{ released <-chan struct{} }

@@ -15,9 +15,7 @@ import (
 // upload's partial file) until the test ends.
 func Stalling(t testing.TB) *Server {
 	t.Helper()
-	released := make(chan struct{})
-	t.Cleanup(func() { close(released) })
-	return start(t, func(h sftp.Handlers) sftp.Handlers {
+	return holding(t, func(h sftp.Handlers, released <-chan struct{}) sftp.Handlers {
 		h.FileList = stallingLister{FileLister: h.FileList, released: released}
 		return h
 	})

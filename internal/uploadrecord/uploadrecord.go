@@ -7,7 +7,6 @@
 package uploadrecord
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/internal/plainjson"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
 
@@ -135,23 +135,11 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 // MetadataSize is the bytes meta takes in a record, as stored: a control
 // byte or an invalid UTF-8 byte, escaped, takes six.
 func MetadataSize(meta map[string]string) int {
-	data, err := encode(meta)
+	data, err := plainjson.Marshal(meta)
 	if err != nil {
 		return math.MaxInt
 	}
 	return len(data)
-}
-
-// encode is v's JSON as a record keeps it: not escaped for HTML, so that
-// a "<" takes one byte, not six.
-func encode(v any) ([]byte, error) {
-	var data bytes.Buffer
-	enc := json.NewEncoder(&data)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(data.Bytes(), []byte("\n")), nil
 }
 
 // Get reads the record of id, at the API server.
@@ -308,7 +296,7 @@ func (s *Store) List(ctx context.Context) ([]*Record, error) {
 }
 
 func (s *Store) configMap(r *Record) (*corev1.ConfigMap, error) {
-	data, err := encode(r)
+	data, err := plainjson.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
