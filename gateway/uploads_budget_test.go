@@ -169,8 +169,14 @@ func TestUploadsStayWithinTheirBudget(t *testing.T) {
 	h := newFixture(t)
 	slow := startReplica(t, gateway.Options{Uploads: uploads.Limits{WritesPerNamespace: 0.001, WritesBurst: 2}})
 	url = createUpload(t, slow, h.slug, h.token, "rated", 4)
+	// HEADs take nothing of the rate: the part after them is let in.
+	for range 3 {
+		if n, status := offsetOf(t, url, h.token); n != 0 {
+			t.Errorf("HEAD: offset %d, status %d", n, status)
+		}
+	}
 	if resp, raw := tusRequest(t, http.MethodPatch, url, h.token, strings.NewReader("ab"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
-		t.Fatalf("a part within the rate: %v %s", resp, raw)
+		t.Fatalf("a part within the rate, after HEADs: %v %s", resp, raw)
 	}
 	resp, raw = tusRequest(t, http.MethodPatch, url, h.token, strings.NewReader("cd"), "Upload-Offset", "2")
 	if resp == nil || resp.status != http.StatusTooManyRequests || resp.header.Get("Retry-After") == "" || !strings.Contains(string(raw), "rate_limited") {
@@ -278,6 +284,15 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 // attacker's removals still hang.
 func TestExpirySweepIsNotHeldByAnotherTenant(t *testing.T) {
 	ctx := context.Background()
+	// Stopped last, once the stalling server let its requests go.
+	sweepCtx, cancel := context.WithCancel(ctx)
+	var sweeper *uploadexpiry.Sweeper
+	t.Cleanup(func() {
+		cancel()
+		if sweeper != nil {
+			sweeper.Wait()
+		}
+	})
 	victim := newFixture(t)
 	stalling := testsftp.Stalling(t)
 	attacker := newConnectionTo(t, stalling.Host, stalling.Port, stalling.User, stalling.Password, stalling.HostKeyLine(), "/")
@@ -297,14 +312,12 @@ func TestExpirySweepIsNotHeldByAnotherTenant(t *testing.T) {
 
 	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
-	sweeper := &uploadexpiry.Sweeper{
+	sweeper = &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
 		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
 		Removed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"}), RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
 		Limits: uploadexpiry.Limits{Timeout: time.Minute},
 	}
-	sweepCtx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); sweeper.Wait() }()
 	start := time.Now()
 	sweeper.Sweep(sweepCtx)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

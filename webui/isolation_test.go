@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -245,6 +246,8 @@ func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string) *v
 func TestIsolation(t *testing.T) {
 	t.Parallel()
 	victim, attacker := newTenant(t, "victim"), newTenant(t, "attacker")
+	// An attacker's second account, whose state budget it fills.
+	hoarder := newTenant(t, "hoarder")
 	ctx := context.Background()
 	// The victim watches its /arrivals; each row that could hold the
 	// worker back checks that a file the victim drops is still reported.
@@ -572,8 +575,6 @@ func TestIsolation(t *testing.T) {
 			}
 		}},
 		{"sftpgate's storage in etcd, filled by the attacker's uploads and watch", func(t *testing.T) {
-			// A fresh account: its budget all its own.
-			hoarder := newTenant(t, "hoarder")
 			note := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 4000)))
 			made := 0
 			for ; made < maxUploadsPerNamespace; made++ {
@@ -594,9 +595,8 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("%d bytes stored for the attacker, past its budget of %d", n, statePerAccount)
 			}
 			hoarder.watchedFolder(t, "heap")
-			for i := range 300 {
-				name := fmt.Sprintf("%03d-%s", i, strings.Repeat(strconv.Itoa(i), 30))
-				must(t, os.WriteFile(filepath.Join(hoarder.sshd.Dir, "heap", name), nil, 0o644))
+			for range 500 {
+				must(t, os.WriteFile(filepath.Join(hoarder.sshd.Dir, "heap", rand.Text()+rand.Text()), nil, 0o644))
 			}
 			heap := hoarder.watch(t, "heap", "/heap", v1alpha1.Destination{URI: "http://127.0.0.1:9"})
 			refusedReason(t, heap, v1alpha1.ReasonStateBudgetExceeded)

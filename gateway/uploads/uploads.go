@@ -167,9 +167,11 @@ func (e *Endpoint) Options(w http.ResponseWriter, r *http.Request) {
 // the collection: a new upload).
 func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
 	req.readOnly = r.Method == http.MethodHead
-	if ok, delay := e.writes.Allow(req.Conn.Namespace); !req.readOnly && !ok {
-		answer.Err(w, r, answer.UploadWritesLimited(delay))
-		return
+	if !req.readOnly {
+		if ok, delay := e.writes.Allow(req.Conn.Namespace); !ok {
+			answer.Err(w, r, answer.UploadWritesLimited(delay))
+			return
+		}
 	}
 	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
 		sum, err := commands.ParseChecksum(r.Header.Get("Upload-Checksum"))
