@@ -187,17 +187,12 @@ func TestUploadsStayWithinTheirBudget(t *testing.T) {
 	}
 }
 
-// storedFor is the bytes sftpgate stores for namespace, as the budget
+// storedFor is the bytes sftpgate stores for namespace, as its budget
 // counts them.
 func storedFor(t testing.TB, namespace string) int64 {
 	t.Helper()
-	var list corev1.ConfigMapList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(gateway.DefaultNamespace),
-		client.MatchingLabels{storedbytes.LabelTenant: namespace}))
-	var n int64
-	for i := range list.Items {
-		n += storedbytes.Size(&list.Items[i])
-	}
+	n, err := (&storedbytes.Budget{Client: k8s, Namespace: gateway.DefaultNamespace}).Used(context.Background(), namespace)
+	must(t, err)
 	return n
 }
 

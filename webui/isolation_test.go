@@ -910,12 +910,8 @@ func TestIsolation(t *testing.T) {
 // counts them.
 func storedFor(t *testing.T, namespace string) int64 {
 	t.Helper()
-	var list corev1.ConfigMapList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(uiNamespace), client.MatchingLabels{storedbytes.LabelTenant: namespace}))
-	var n int64
-	for i := range list.Items {
-		n += storedbytes.Size(&list.Items[i])
-	}
+	n, err := (&storedbytes.Budget{Client: k8s, Namespace: uiNamespace}).Used(context.Background(), namespace)
+	must(t, err)
 	return n
 }
 

@@ -108,6 +108,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Events (and tries) one namespace's watches may send a minute, per replica.")
 	fs.IntVar(&o.Limits.MaxHeldFiles, "max-held-files", d.MaxHeldFiles,
 		"Most files the watches this replica holds track together (their memory); past it, a watch that would track more waits (ReplicaAtCapacity).")
+	fs.IntVar(&o.Limits.MaxHeldFilesPerNamespace, "max-held-files-per-namespace", d.MaxHeldFilesPerNamespace,
+		"Of those, the most one namespace's watches track on this replica.")
 	fs.IntVar(&o.Limits.Polls, "max-polls", d.Polls, "Polls in flight on this replica.")
 	fs.IntVar(&o.Limits.PollsPerNamespace, "max-polls-per-namespace", d.PollsPerNamespace, "Polls of one namespace's watches in flight on this replica.")
 	fs.DurationVar(&o.Limits.PollTimeout, "poll-timeout", d.PollTimeout,

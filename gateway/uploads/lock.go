@@ -21,8 +21,11 @@ import (
 // another replica's hold waits for it, up to tusd's lock timeout. A HEAD,
 // which changes nothing, takes no hold and makes no write.
 
-// Hold timing: how long a hold lasts unless renewed, and how often it is.
+// Hold timing: how long a hold lasts unless renewed, and how often it is;
+// how long a HEAD that must put a file in place waits for another's hold
+// (as long as tusd waits for its lock).
 const (
+	holdWait   = 20 * time.Second
 	holdFor    = 30 * time.Second
 	holdRenew  = holdFor / 3
 	holdRetry  = 200 * time.Millisecond

@@ -144,17 +144,17 @@ func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecor
 // target the caller's key may no longer write is refused
 // (commands.ErrPathNotAllowed). Every request of an upload is checked.
 func (s *store) check(req *Request, rec *uploadrecord.Record) error {
+	allowed := req.Env.Allows(rec.Target)
 	switch {
 	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
 		// Another caller's upload looks as none: its id says nothing.
 		return uploadrecord.ErrNotFound
 	case !s.now().Before(rec.Expires):
 		return errExpired
-	case rec.Root != req.Env.Root && rec.Root != "" || errors.Is(req.Env.Allows(rec.Target), commands.ErrOutsideRoot):
+	case (rec.Root != "" && rec.Root != req.Env.Root) || errors.Is(allowed, commands.ErrOutsideRoot):
 		return errRootChanged
-	}
-	if err := req.Env.Allows(rec.Target); err != nil {
-		return err
+	case allowed != nil:
+		return allowed
 	}
 	req.expires = rec.Expires
 	return nil
@@ -177,12 +177,20 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	if u.fresh {
 		return info, nil
 	}
-	var done bool
-	err := u.req.do(ctx, false, func(fs *commands.FS) error {
-		var err error
-		info.Offset, done, err = fs.ResumableOffset(u.resumable(), u.rec.Size)
-		return err
-	})
+	offset, done, err := u.offset(ctx)
+	if err == nil && !done && offset == u.rec.Size && u.req.holdNow != nil {
+		// Putting the file in place is a write: a HEAD holds the upload
+		// for it, and looks again once it does (a request of another
+		// replica may have put it there meanwhile).
+		holdCtx, cancel := context.WithTimeout(ctx, holdWait)
+		err = u.req.hold(holdCtx)
+		cancel()
+		if err != nil {
+			return info, err
+		}
+		offset, done, err = u.offset(ctx)
+	}
+	info.Offset = offset
 	switch {
 	case done:
 		// Put in place by a request whose answer, or record's removal,
@@ -197,16 +205,22 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 		return info, u.req.fail(err)
 	}
 	if info.Offset == u.rec.Size && !u.finished {
-		// Putting the file in place is a write: a HEAD holds the upload
-		// for it.
-		if err := u.req.hold(ctx); err != nil {
-			return info, err
-		}
 		if err := u.FinishUpload(ctx); err != nil {
 			return info, err
 		}
 	}
 	return info, nil
+}
+
+// offset is how far the upload got on the server, and whether its file
+// is in place already.
+func (u *upload) offset(ctx context.Context) (offset int64, done bool, err error) {
+	err = u.req.do(ctx, false, func(fs *commands.FS) error {
+		var err error
+		offset, done, err = fs.ResumableOffset(u.resumable(), u.rec.Size)
+		return err
+	})
+	return offset, done, err
 }
 
 // WriteChunk streams the request's body into the partial file at offset.

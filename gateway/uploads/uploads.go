@@ -167,12 +167,6 @@ func (e *Endpoint) Options(w http.ResponseWriter, r *http.Request) {
 // the collection: a new upload).
 func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, id string) {
 	req.readOnly = r.Method == http.MethodHead
-	if !req.readOnly {
-		if ok, delay := e.writes.Allow(req.Conn.Namespace); !ok {
-			answer.Err(w, r, answer.UploadWritesLimited(delay))
-			return
-		}
-	}
 	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
 		sum, err := commands.ParseChecksum(r.Header.Get("Upload-Checksum"))
 		if err != nil {
@@ -190,6 +184,14 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 			return
 		}
 		req.record = rec
+	}
+	// Requests that write records, of uploads that are the caller's (or a
+	// new one), take of the namespace's rate.
+	if writes := id == "" && r.Method == http.MethodPost || id != "" && (r.Method == http.MethodPatch || r.Method == http.MethodDelete); writes {
+		if ok, delay := e.writes.Allow(req.Conn.Namespace); !ok {
+			answer.Err(w, r, answer.UploadWritesLimited(delay))
+			return
+		}
 	}
 	e.serve(w, r, req, id)
 }

@@ -107,4 +107,17 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 			t.Errorf("%s: %v, want the policy's refusal", tc.name, err)
 		}
 	}
+	// Outside sftpgate's namespace the policy does not apply, even while
+	// a component's service account, its parameter, is missing.
+	if err := admin.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sftpgate-worker"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "someone-elses"}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "someone-elses"}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Errorf("a %T in another namespace, with the worker's service account gone: %v", o, err)
+		}
+	}
 }

@@ -119,8 +119,8 @@ func (s *Session) Close() error {
 // Dialer dials Targets within a Policy.
 type Dialer struct {
 	Policy Policy
-	// Tenants says which namespaces are web UI accounts', whose dials the
-	// Policy's accounts list applies to as well.
+	// Tenants says which namespaces are web UI accounts', whose dials
+	// follow Policy.ForAccounts.
 	Tenants tenants.Kinds
 	// Directories bounds the directories a session reads whole (where the
 	// server allows it one channel); zero fields take sftpdir's defaults.
@@ -134,11 +134,12 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	own := time.Now().Add(t.timeout)
 	ctx, cancel := context.WithDeadline(parent, own)
 	defer cancel()
+	policy := d.Policy
 	if d.Tenants.IsAccount(ctx, t.namespace) {
-		ctx = ForAccount(ctx)
+		policy = policy.ForAccounts()
 	}
 	addr := t.addr
-	nd := net.Dialer{ControlContext: d.Policy.Control}
+	nd := net.Dialer{ControlContext: policy.Control}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ended := callerEnded(parent, own); ended != nil {

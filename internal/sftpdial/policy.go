@@ -35,19 +35,15 @@ var namedNetworks = map[string][]string{
 // Policy says which networks a dial may not reach. It is checked on the
 // address actually dialled, after name resolution, so a host name that
 // resolves to a denied address (or is re-pointed there later) is refused.
-// A dial for a web UI account (its context marked ForAccount) is also
-// refused the networks of the policy's accounts list (WithAccounts).
+// Web UI accounts' dials follow the stricter policy ForAccounts gives.
 type Policy struct {
 	denied   []deniedNetwork
 	accounts []deniedNetwork
 }
 
-type accountKey struct{}
-
-// ForAccount marks ctx as work for a web UI account's namespace: dials
-// under it keep out of the accounts' networks too.
-func ForAccount(ctx context.Context) context.Context {
-	return context.WithValue(ctx, accountKey{}, true)
+type deniedNetwork struct {
+	prefix netip.Prefix
+	name   string // the word or CIDR the operator wrote
 }
 
 // WithAccounts is p with list (as ParsePolicy reads it; "none" for no
@@ -64,6 +60,12 @@ func (p Policy) WithAccounts(list string) (Policy, error) {
 	return p, nil
 }
 
+// ForAccounts is the policy of web UI accounts' dials: p's networks and
+// the accounts' too.
+func (p Policy) ForAccounts() Policy {
+	return Policy{denied: append(slices.Clip(p.denied), p.accounts...)}
+}
+
 // ParsePolicies reads the deny lists of the --denied-networks and
 // --account-denied-networks flags.
 func ParsePolicies(denied, accounts string) (Policy, error) {
@@ -75,11 +77,6 @@ func ParsePolicies(denied, accounts string) (Policy, error) {
 		return Policy{}, fmt.Errorf("--account-denied-networks: %w", err)
 	}
 	return p, nil
-}
-
-type deniedNetwork struct {
-	prefix netip.Prefix
-	name   string // the word or CIDR the operator wrote
 }
 
 // ParsePolicy reads a comma-separated deny list of CIDRs and the names
@@ -132,21 +129,7 @@ var (
 
 // Check returns a *DeniedError when addr, or an IPv4 address it carries
 // (IPv4-mapped or NAT64), lies in a denied network.
-func (p Policy) Check(addr netip.Addr) error { return check(p.denied, addr) }
-
-// CheckFor is Check for a dial under ctx: a web UI account's (ForAccount)
-// is held to the accounts' networks too.
-func (p Policy) CheckFor(ctx context.Context, addr netip.Addr) error {
-	if err := p.Check(addr); err != nil {
-		return err
-	}
-	if account, _ := ctx.Value(accountKey{}).(bool); account {
-		return check(p.accounts, addr)
-	}
-	return nil
-}
-
-func check(denied []deniedNetwork, addr netip.Addr) error {
+func (p Policy) Check(addr netip.Addr) error {
 	addr = addr.WithZone("").Unmap()
 	candidates := []netip.Addr{addr}
 	b := addr.As16()
@@ -161,7 +144,7 @@ func check(denied []deniedNetwork, addr netip.Addr) error {
 		}
 	}
 	for _, a := range candidates {
-		for _, d := range denied {
+		for _, d := range p.denied {
 			if d.prefix.Contains(a) {
 				return &DeniedError{Addr: addr, Network: d.name}
 			}
@@ -174,12 +157,12 @@ func check(denied []deniedNetwork, addr netip.Addr) error {
 // runs after name resolution, on the address about to be dialled, the one
 // place a DNS answer cannot slip past it. Every dial of sftpgate's to a
 // place a tenant chose (an SFTP server, an event sink) goes through it.
-func (p Policy) Control(ctx context.Context, _, address string, _ syscall.RawConn) error {
+func (p Policy) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return err
 	}
-	return p.CheckFor(ctx, ap.Addr())
+	return p.Check(ap.Addr())
 }
 
 // DeniedError is a dial refused by the Policy.

@@ -93,18 +93,21 @@ func TestAccountsKeepOutOfPrivateNetworks(t *testing.T) {
 	}
 	private := netip.MustParseAddr("10.1.2.3")
 	ctx := context.Background()
-	if err := policy.CheckFor(ctx, private); err != nil {
+	if err := policy.Check(private); err != nil {
 		t.Errorf("the operator's dial to %s: %v", private, err)
 	}
 	var denied *DeniedError
-	if err := policy.CheckFor(ForAccount(ctx), private); !errors.As(err, &denied) || denied.Network != "private" {
+	if err := policy.ForAccounts().Check(private); !errors.As(err, &denied) || denied.Network != "private" {
 		t.Errorf("an account's dial to %s: %v, want refused as private", private, err)
+	}
+	if err := policy.ForAccounts().Check(netip.MustParseAddr("169.254.169.254")); err == nil {
+		t.Error("an account's dial to the metadata endpoint was let through")
 	}
 	open, err := ParsePolicies(DefaultDeniedNetworks, "none")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := open.CheckFor(ForAccount(ctx), private); err != nil {
+	if err := open.ForAccounts().Check(private); err != nil {
 		t.Errorf("with none, an account's dial to %s: %v", private, err)
 	}
 

@@ -6,16 +6,17 @@
 //
 // Two replicas admitting writes of one namespace at the same moment may
 // each see the other's bytes missing: a namespace can pass its budget by
-// at most one write in flight per replica (each at most 1 MiB, the API
-// server's bound on an object). The total is read at most every
-// totalEvery, plus what this process admitted since.
+// at most one write in flight per replica (a watch's or transfer's state
+// of up to eight ConfigMaps, about 7 MiB; an upload record, 5 KiB). The
+// total is read at most every totalEvery, plus what this process admitted
+// since: each replica may pass what was left of it then by what it
+// admits within totalEvery.
 package storedbytes
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"sync"
 	"time"
@@ -67,9 +68,7 @@ type Budget struct {
 
 	// locks serialise this process's admissions of one namespace, each
 	// held until its write is made.
-	locks [64]sync.Mutex
-	seed  maphash.Seed
-	once  sync.Once
+	locks tenantLocks
 
 	mu       sync.Mutex
 	total    int64
@@ -77,9 +76,14 @@ type Budget struct {
 	admitted int64
 }
 
-// Size is the bytes cm takes: its name, labels, annotations and data.
+// overhead is what etcd keeps of any object besides its names and data:
+// its UID, times, resourceVersion, the managed fields.
+const overhead = 512
+
+// Size is the bytes cm takes: its name, labels, annotations and data, and
+// the overhead of an object.
 func Size(cm *corev1.ConfigMap) int64 {
-	n := len(cm.Name)
+	n := overhead + len(cm.Name)
 	for k, v := range cm.Labels {
 		n += len(k) + len(v)
 	}
@@ -95,9 +99,10 @@ func Size(cm *corev1.ConfigMap) int64 {
 	return int64(n)
 }
 
-// Mark labels cm as stored for tenant and notes its size; call it once
-// cm is otherwise complete.
-func Mark(cm *corev1.ConfigMap, tenant string) {
+// Mark labels cm as stored for tenant and notes its size, with room for
+// extra bytes it may gain later (annotations); call it once cm is
+// otherwise complete.
+func Mark(cm *corev1.ConfigMap, tenant string, extra int) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
@@ -106,7 +111,7 @@ func Mark(cm *corev1.ConfigMap, tenant string) {
 	}
 	cm.Labels[LabelTenant] = tenant
 	cm.Annotations[AnnotationBytes] = "0000000000" // its own room
-	cm.Annotations[AnnotationBytes] = strconv.FormatInt(Size(cm), 10)
+	cm.Annotations[AnnotationBytes] = strconv.FormatInt(Size(cm)+int64(extra), 10)
 }
 
 // bytesOf is what an object's annotation says it counts.
@@ -134,7 +139,8 @@ func (e *ExceededError) Error() string {
 // Admit says whether tenant may store objs (each Marked), in place of
 // those of its stored objects that replaced says they replace (nil:
 // none). Admitted, done must be called once the write is made or given
-// up; until then another admission of tenant's in this process waits.
+// up; until then another admission of tenant's in this process waits
+// (as long as its ctx lets it).
 func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.ConfigMap, replaced func(metav1.Object) bool) (done func(), err error) {
 	if b == nil {
 		return func() {}, nil
@@ -143,35 +149,75 @@ func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.Config
 	for _, cm := range objs {
 		adding += bytesOf(cm)
 	}
-	lock := b.lock(tenant)
-	lock.Lock()
-	var list metav1.PartialObjectMetadataList
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels{LabelTenant: tenant}); err != nil {
-		lock.Unlock()
+	unlock, err := b.locks.lock(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	admitted := false
+	defer func() {
+		if !admitted {
+			unlock() // refused, failed or panicked
+		}
+	}()
+	items, err := b.list(ctx, client.MatchingLabels{LabelTenant: tenant})
+	if err != nil {
 		return nil, fmt.Errorf("counting what is stored for namespace %s: %w", tenant, err)
 	}
 	var stored, freed int64
-	for i := range list.Items {
-		n := bytesOf(&list.Items[i])
+	for i := range items {
+		n := bytesOf(&items[i])
 		stored += n
-		if replaced != nil && replaced(&list.Items[i]) {
+		if replaced != nil && replaced(&items[i]) {
 			freed += n
 		}
 	}
-	limit := b.Limits.PerNamespace
-	if b.Tenants.IsAccount(ctx, tenant) {
-		limit = b.Limits.PerAccount
-	}
+	limit := b.limit(ctx, tenant)
 	if limit > 0 && adding > freed && stored-freed+adding > limit {
-		lock.Unlock()
 		return nil, &ExceededError{Tenant: tenant, Stored: stored, Adding: adding - freed, Limit: limit}
 	}
 	if err := b.admitTotal(ctx, adding-freed); err != nil {
-		lock.Unlock()
 		return nil, err
 	}
-	return sync.OnceFunc(lock.Unlock), nil
+	admitted = true
+	return unlock, nil
+}
+
+// limit is tenant's budget.
+func (b *Budget) limit(ctx context.Context, tenant string) int64 {
+	if b.Tenants.IsAccount(ctx, tenant) {
+		return b.accountLimit()
+	}
+	return b.Limits.PerNamespace
+}
+
+// accountLimit is a web UI account's budget, never more than any
+// namespace's.
+func (b *Budget) accountLimit() int64 {
+	perNamespace, perAccount := b.Limits.PerNamespace, b.Limits.PerAccount
+	if perNamespace > 0 && (perAccount <= 0 || perNamespace < perAccount) {
+		return perNamespace
+	}
+	return perAccount
+}
+
+// list reads the metadata of the stored objects that match.
+func (b *Budget) list(ctx context.Context, match client.ListOption) ([]metav1.PartialObjectMetadata, error) {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), match); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Used is the bytes stored for tenant, as the budget counts them.
+func (b *Budget) Used(ctx context.Context, tenant string) (int64, error) {
+	items, err := b.list(ctx, client.MatchingLabels{LabelTenant: tenant})
+	var n int64
+	for i := range items {
+		n += bytesOf(&items[i])
+	}
+	return n, err
 }
 
 // admitTotal admits delta more bytes in all.
@@ -182,14 +228,13 @@ func (b *Budget) admitTotal(ctx context.Context, delta int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if time.Since(b.totalAt) >= totalEvery {
-		var list metav1.PartialObjectMetadataList
-		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-		if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), client.HasLabels{LabelTenant}); err != nil {
+		items, err := b.list(ctx, client.HasLabels{LabelTenant})
+		if err != nil {
 			return fmt.Errorf("counting what sftpgate stores: %w", err)
 		}
 		b.total, b.admitted, b.totalAt = 0, 0, time.Now()
-		for i := range list.Items {
-			b.total += bytesOf(&list.Items[i])
+		for i := range items {
+			b.total += bytesOf(&items[i])
 		}
 	}
 	if b.total+b.admitted+delta > b.Limits.Total {
@@ -199,9 +244,45 @@ func (b *Budget) admitTotal(ctx context.Context, delta int64) error {
 	return nil
 }
 
-func (b *Budget) lock(tenant string) *sync.Mutex {
-	b.once.Do(func() { b.seed = maphash.MakeSeed() })
-	return &b.locks[maphash.String(b.seed, tenant)%uint64(len(b.locks))]
+// tenantLocks is a lock per namespace, held only while used.
+type tenantLocks struct {
+	mu   sync.Mutex
+	held map[string]*tenantLock
+}
+
+type tenantLock struct {
+	ch    chan struct{}
+	users int
+}
+
+// lock takes tenant's lock, waiting while ctx lets it; unlock gives it
+// back (once, however often it is called).
+func (l *tenantLocks) lock(ctx context.Context, tenant string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[string]*tenantLock{}
+	}
+	tl := l.held[tenant]
+	if tl == nil {
+		tl = &tenantLock{ch: make(chan struct{}, 1)}
+		l.held[tenant] = tl
+	}
+	tl.users++
+	l.mu.Unlock()
+	leave := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if tl.users--; tl.users == 0 {
+			delete(l.held, tenant)
+		}
+	}
+	select {
+	case tl.ch <- struct{}{}:
+		return sync.OnceFunc(func() { <-tl.ch; leave() }), nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // WithDefaults is l with each zero limit set to its default; a negative

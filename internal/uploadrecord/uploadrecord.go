@@ -114,9 +114,7 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	storedbytes.Mark(cm, r.Namespace)
-	size, _ := strconv.Atoi(cm.Annotations[storedbytes.AnnotationBytes])
-	cm.Annotations[storedbytes.AnnotationBytes] = strconv.Itoa(size + holdRoom)
+	storedbytes.Mark(cm, r.Namespace, holdRoom)
 	done, err := s.Budget.Admit(ctx, r.Namespace, []*corev1.ConfigMap{cm}, nil)
 	if err != nil {
 		if _, ok := errors.AsType[*storedbytes.ExceededError](err); ok {

@@ -31,13 +31,30 @@ import (
 
 // Sender sends events.
 type Sender struct {
-	client  cloudevents.Client
-	tenants tenants.Kinds
+	// client sends the operator's namespaces' events, accounts those of
+	// web UI accounts: connections of one are never reused by the other,
+	// which would reach an address its policy refuses without a dial.
+	client, accounts cloudevents.Client
+	tenants          tenants.Kinds
 }
 
 // New returns a sender whose dials follow policy, for web UI accounts (as
-// tenants says which namespaces are theirs) its accounts' list too.
+// tenants says which namespaces are theirs) policy.ForAccounts.
 func New(policy sftpdial.Policy, tenants tenants.Kinds) (*Sender, error) {
+	c, err := newClient(policy)
+	if err != nil {
+		return nil, err
+	}
+	accounts, err := newClient(policy.ForAccounts())
+	if err != nil {
+		return nil, err
+	}
+	return &Sender{client: c, accounts: accounts, tenants: tenants}, nil
+}
+
+// newClient is a CloudEvents client of its own connections, dialled
+// within policy.
+func newClient(policy sftpdial.Policy) (cloudevents.Client, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: policy.Control}
 	transport := &http.Transport{
 		DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
@@ -52,11 +69,7 @@ func New(policy sftpdial.Policy, tenants tenants.Kinds) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cloudevents.NewClient(protocol, cloudevents.WithTimeNow())
-	if err != nil {
-		return nil, err
-	}
-	return &Sender{client: c, tenants: tenants}, nil
+	return cloudevents.NewClient(protocol, cloudevents.WithTimeNow())
 }
 
 // Outcome is what one try of a delivery came to.
@@ -106,14 +119,15 @@ func (s Signing) Sign(id string, t time.Time, body []byte) http.Header {
 func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudevents.Event, timeout time.Duration, signing Signing) Outcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	client := s.client
 	if s.tenants.IsAccount(ctx, namespace) {
-		ctx = sftpdial.ForAccount(ctx)
+		client = s.accounts
 	}
 	ctx = cloudevents.ContextWithTarget(ctx, target)
 	if signing != nil {
 		ctx = cehttp.WithCustomHeader(ctx, signing.Sign(e.ID(), time.Now(), e.Data()))
 	}
-	result := s.client.Send(ctx, e)
+	result := client.Send(ctx, e)
 	var httpResult *cehttp.Result
 	status := 0
 	if cloudevents.ResultAs(result, &httpResult) {

@@ -124,7 +124,7 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 	for _, cm := range objs[1:] {
 		if err := s.Client.Create(ctx, cm.DeepCopy()); apierrors.IsAlreadyExists(err) {
 			// Left by a write that failed before its head: replace it.
-			if err := s.Client.Delete(ctx, cm.DeepCopy()); client.IgnoreNotFound(err) != nil {
+			if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 				return err
 			}
 			if err := s.Client.Create(ctx, cm.DeepCopy()); err != nil {
@@ -147,6 +147,7 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 		return err
 	}
 	*v = Version{resourceVersion: head.ResourceVersion, generation: gen}
+	done() // the sweep only frees bytes
 	return s.sweep(ctx, key, gen)
 }
 
@@ -200,6 +201,6 @@ func (s *Store) configMap(key, tenant, name string, data []byte, annotations map
 			Labels: map[string]string{labelOf: key, labelKind: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
 		BinaryData: map[string][]byte{keyPart: data},
 	}
-	storedbytes.Mark(cm, tenant)
+	storedbytes.Mark(cm, tenant, 0)
 	return cm
 }

@@ -57,8 +57,10 @@ type run struct {
 	cut      map[int]bool
 	retrying string
 	lastErr  string
-	// overBudget says why the plan was last refused, until it is stored.
+	// overBudget says why the plan was last refused, until it is stored;
+	// unstored is that plan, kept to be stored as it is.
 	overBudget string
+	unstored   *transfer.Plan
 
 	lastSave, lastStatus time.Time
 	// rateBytes and rateAt are the bytes done at the last status write.
@@ -192,12 +194,17 @@ func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.Sft
 		t.plan, t.version, t.resumed = p, v, true
 		return 0, true
 	}
-	var p *transfer.Plan
-	err = t.do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
-		var err error
-		p, err = transfer.List(ctx, s, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
-		return err
-	})
+	// A plan listed before but not stored (the namespace's budget
+	// refused it) is stored as it was: its files are checked as they are
+	// copied.
+	p := t.unstored
+	if p == nil {
+		err = t.do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
+			var err error
+			p, err = transfer.List(ctx, s, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
+			return err
+		})
+	}
 	var typed *transfer.Error
 	switch {
 	case errors.As(err, &typed) && typed.Permanent:
@@ -210,9 +217,10 @@ func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.Sft
 	t.save(ctx, true)
 	if t.dirty {
 		// Not stored: no file is copied before it is.
-		t.plan = nil
+		t.plan, t.unstored = nil, p
 		return idle, false
 	}
+	t.unstored = nil
 	return 0, true
 }
 

@@ -2,10 +2,11 @@
 // their partial files on the SFTP servers, then their records (package
 // uploadrecord). One replica at a time does it: the one that holds the
 // shard's single item. No tenant's server can hold it up for the others:
-// connections are swept at once, a few per namespace, each removal within
-// a time the worker sets (not the connection's own timeouts), and a
-// connection still being swept is skipped by the next sweep, not waited
-// for.
+// connections are swept at once, a few per namespace, in a new order each
+// sweep; each removal is bounded by a time the worker sets (not the
+// connection's own timeouts), and a connection's sweep by a few of them;
+// a connection still being swept is skipped by the next sweep, not waited
+// for, and one whose removal failed rests for a few sweeps.
 package uploadexpiry
 
 import (
@@ -13,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path"
 	"slices"
@@ -47,9 +49,19 @@ type Limits struct {
 	// Connections is how many connections' uploads are removed at once,
 	// ConnectionsPerNamespace how many of one namespace's.
 	Connections, ConnectionsPerNamespace int
-	// Timeout bounds the removal of one upload, the dial included.
+	// Timeout bounds the removal of one upload, the dial included; a
+	// connection's sweep takes at most connectionTimeouts of them.
 	Timeout time.Duration
 }
+
+// connectionTimeouts bounds one connection's sweep, in Timeouts: a server
+// that answers each removal just in time holds its slot no longer.
+// restSweeps is how many sweeps a connection whose removal failed sits
+// out, leaving its slot to others.
+const (
+	connectionTimeouts = 4
+	restSweeps         = 5
+)
 
 // DefaultLimits are the limits when nothing says otherwise.
 func DefaultLimits() Limits {
@@ -59,9 +71,15 @@ func DefaultLimits() Limits {
 // WithDefaults is l with each zero limit its default.
 func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
-	l.Connections = cmp.Or(l.Connections, d.Connections)
-	l.ConnectionsPerNamespace = cmp.Or(l.ConnectionsPerNamespace, d.ConnectionsPerNamespace)
-	l.Timeout = cmp.Or(l.Timeout, d.Timeout)
+	if l.Connections < 1 {
+		l.Connections = d.Connections
+	}
+	if l.ConnectionsPerNamespace < 1 {
+		l.ConnectionsPerNamespace = d.ConnectionsPerNamespace
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
 	return l
 }
 
@@ -92,9 +110,10 @@ type Sweeper struct {
 
 	mu sync.Mutex
 	// busy are the connections being swept; perNamespace counts them by
-	// namespace.
+	// namespace; resting are those whose removal failed, until when.
 	busy         map[string]bool
 	perNamespace map[string]int
+	resting      map[string]time.Time
 	running      sync.WaitGroup
 }
 
@@ -157,29 +176,38 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		}
 		byConnection[conn] = append(byConnection[conn], r)
 	}
+	// A new order each sweep: the connections whose uploads cannot be
+	// removed do not come first every time.
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	limits := s.Limits.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.busy == nil {
-		s.busy, s.perNamespace = map[string]bool{}, map[string]int{}
+		s.busy, s.perNamespace, s.resting = map[string]bool{}, map[string]int{}, map[string]time.Time{}
+	}
+	for conn, until := range s.resting {
+		if !now.Before(until) {
+			delete(s.resting, conn)
+		}
 	}
 	for _, conn := range order {
 		ns := byConnection[conn][0].Namespace
-		if s.busy[conn] || len(s.busy) >= limits.Connections || s.perNamespace[ns] >= limits.ConnectionsPerNamespace {
+		if s.busy[conn] || !s.resting[conn].IsZero() || len(s.busy) >= limits.Connections || s.perNamespace[ns] >= limits.ConnectionsPerNamespace {
 			continue
 		}
 		s.busy[conn] = true
 		s.perNamespace[ns]++
 		s.running.Go(func() {
-			defer func() {
-				s.mu.Lock()
-				delete(s.busy, conn)
-				if s.perNamespace[ns]--; s.perNamespace[ns] == 0 {
-					delete(s.perNamespace, ns)
-				}
-				s.mu.Unlock()
-			}()
-			s.sweepConnection(ctx, byConnection[conn], limits.Timeout)
+			failed := s.sweepConnection(ctx, byConnection[conn], limits.Timeout)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.busy, conn)
+			if s.perNamespace[ns]--; s.perNamespace[ns] == 0 {
+				delete(s.perNamespace, ns)
+			}
+			if failed {
+				s.resting[conn] = s.now().Add(restSweeps * cmp.Or(s.Interval, DefaultInterval))
+			}
 		})
 	}
 }
@@ -188,21 +216,24 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 func (s *Sweeper) Wait() { s.running.Wait() }
 
 // sweepConnection removes the expired uploads of one connection, one
-// after another, each within timeout; at the first failure the rest wait
-// for the next sweep: the server may answer then.
-func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, timeout time.Duration) {
+// after another, each within timeout and all within connectionTimeouts of
+// them; at the first failure the rest wait for a later sweep (the server
+// may answer then), and it says so.
+func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, timeout time.Duration) (failed bool) {
 	defer recovery.Log("removing a connection's expired uploads")
+	ctx, cancel := context.WithTimeout(ctx, connectionTimeouts*timeout)
+	defer cancel()
 	for _, r := range records {
 		// A sweep that outlasts this replica's hold stops: another has it.
 		if ctx.Err() != nil || (s.Shard != nil && !s.Shard.Holds(item)) {
-			return
+			return false
 		}
 		removeCtx, cancel := context.WithTimeout(ctx, timeout)
 		what, err := s.remove(removeCtx, r, timeout)
 		cancel()
 		if err != nil {
 			slog.Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
-			return
+			return true
 		}
 		if err := s.Records.Delete(ctx, r); err != nil {
 			slog.Error("removing an expired upload's record", "upload", r.ID, "error", err)
@@ -210,6 +241,7 @@ func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.R
 		}
 		s.Removed.WithLabelValues(what).Inc()
 	}
+	return false
 }
 
 // remove removes r's partial file, if it has one that is still there, and

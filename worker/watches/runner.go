@@ -55,15 +55,17 @@ type Limits struct {
 	// and of its status: each is written when it changed, no more often.
 	WriteEvery time.Duration
 	// MaxHeldFiles is the most files the replica's watches track
-	// together, which their memory follows: past it, a watch that would
-	// track more waits (ReplicaAtCapacity) until others shrink or move.
-	MaxHeldFiles int
+	// together, which their memory follows, and MaxHeldFilesPerNamespace
+	// of one namespace's watches: past either, a watch that would track
+	// more waits (ReplicaAtCapacity) until others shrink or end.
+	MaxHeldFiles, MaxHeldFilesPerNamespace int
 }
 
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
-		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second, MaxHeldFiles: 1_000_000}
+		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second,
+		MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
 }
 
 // Runner runs the watches this replica holds. Start it as a manager's
@@ -94,23 +96,31 @@ type Runner struct {
 	held heldFiles
 }
 
-// heldFiles counts the files a replica's watches track.
+// heldFiles counts the files a replica's watches track, in all and by
+// namespace.
 type heldFiles struct {
-	mu    sync.Mutex
-	n     int
-	limit int
+	mu                  sync.Mutex
+	n                   int
+	of                  map[string]int
+	limit, perNamespace int
 }
 
-// resize changes a watch's count from *mine to n, unless that takes the
-// replica past its limit: then it keeps *mine and says false. Shrinking
-// always succeeds.
-func (h *heldFiles) resize(mine *int, n int) bool {
+// resize changes a watch of namespace's count from *mine to n, unless
+// that takes the replica or the namespace past its limit: then it keeps
+// *mine and says false. Shrinking always succeeds.
+func (h *heldFiles) resize(mine *int, namespace string, n int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n > *mine && h.n-*mine+n > h.limit {
+	if n > *mine && (h.n-*mine+n > h.limit || h.of[namespace]-*mine+n > h.perNamespace) {
 		return false
 	}
+	if h.of == nil {
+		h.of = map[string]int{}
+	}
 	h.n += n - *mine
+	if h.of[namespace] += n - *mine; h.of[namespace] == 0 {
+		delete(h.of, namespace)
+	}
 	*mine = n
 	return true
 }
@@ -124,7 +134,8 @@ func (r *Runner) init() {
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
 	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)
 	l.MaxHeldFiles = cmp.Or(l.MaxHeldFiles, d.MaxHeldFiles)
-	r.held.limit = l.MaxHeldFiles
+	l.MaxHeldFilesPerNamespace = cmp.Or(l.MaxHeldFilesPerNamespace, d.MaxHeldFilesPerNamespace)
+	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
 	r.polls = make(chan struct{}, l.Polls)

@@ -97,7 +97,7 @@ func (w *watcher) run(ctx context.Context) {
 			// What it holds is written before it goes, for the replica
 			// that takes the watch next.
 			w.save(context.WithoutCancel(ctx), true)
-			w.r.held.resize(&w.tracked, 0)
+			w.forget()
 			return
 		case <-w.wake:
 		case <-timer.C:
@@ -172,6 +172,9 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	f.delivery, f.unreachable = w.failing, w.unreachable
 	w.save(ctx, false)
 	f.overBudget, f.atCapacity = w.overBudget, w.atCapacity
+	if w.overBudget != "" {
+		return idle // no poll until the state is stored (save tries again)
+	}
 	wait = time.Until(w.nextPoll)
 	if len(w.state.Outbox) > 0 && f.sinkDenied == "" {
 		wait = min(wait, time.Until(w.nextTry))
@@ -252,8 +255,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		// Another folder, or other files: what was seen says nothing of
 		// it. What waits to be delivered still goes.
 		w.state.SpecKey, w.state.Seen = key, nil
-		w.tracker.Restore(nil)
-		w.r.held.resize(&w.tracked, 0)
+		w.forget()
 		w.dirty = true
 	}
 	w.tracker.MinAge, w.tracker.Report = set.minAge, set.report
@@ -327,12 +329,19 @@ var errAtCapacity = errors.New("the replica tracks as many files as it may")
 // roomFor takes room for the watch to track n files among the replica's
 // held files, or says why it waits (atCapacity).
 func (w *watcher) roomFor(n int) bool {
-	if w.r.held.resize(&w.tracked, n) {
+	if w.r.held.resize(&w.tracked, w.key.Namespace, n) {
 		w.atCapacity = ""
 		return true
 	}
-	w.atCapacity = fmt.Sprintf("this worker replica tracks as many files as it may (%d, --max-held-files); the watch, of %d files, waits for room", w.r.Limits.MaxHeldFiles, n)
+	w.atCapacity = fmt.Sprintf("this worker replica's watches track as many files as they may (%d in all, --max-held-files; %d of one namespace's, --max-held-files-per-namespace); the watch, of %d files, waits for room",
+		w.r.Limits.MaxHeldFiles, w.r.Limits.MaxHeldFilesPerNamespace, n)
 	return false
+}
+
+// forget drops the files the watch tracks, and their count.
+func (w *watcher) forget() {
+	w.tracker.Restore(nil)
+	w.r.held.resize(&w.tracked, w.key.Namespace, 0)
 }
 
 // do runs fn on a session of conn's pool; a failure of the session's
@@ -492,7 +501,7 @@ func (w *watcher) save(ctx context.Context, now bool) {
 	case errors.Is(err, statestore.ErrConflict):
 		// Another replica took the watch: what it holds is newer.
 		w.state, w.dirty = nil, false
-		w.r.held.resize(&w.tracked, 0)
+		w.forget()
 		return
 	case errors.Is(err, statestore.ErrTooLarge):
 		w.lastErr = "the watch's state is larger than it may be stored: " + err.Error()
