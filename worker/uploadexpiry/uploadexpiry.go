@@ -178,7 +178,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 	}
 	// A new order each sweep: the connections whose uploads cannot be
 	// removed do not come first every time.
-	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] }) //nolint:gosec // an order, not a secret
 	limits := s.Limits.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
