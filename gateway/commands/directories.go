@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -223,7 +224,7 @@ func (fs *FS) removeTree(p string) error {
 	if err := fs.Client.Rename(p, tmp); err != nil {
 		return err
 	}
-	putBack := func(fs *FS) error { return ignoreMissing(fs.Client.Rename(tmp, p)) }
+	putBack := func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Rename(tmp, p)) }
 	if err := fs.readable(tmp); err != nil {
 		// Nothing is removed yet: the tree goes back whole, now or, when
 		// the session broke, with the next one.
@@ -239,7 +240,7 @@ func (fs *FS) removeTree(p string) error {
 		if fs.Leftovers != nil {
 			fs.Leftovers.Background(fs.onSession(func(fs *FS) error {
 				budget := removeBatch
-				return ignoreMissing(fs.removeAll(tmp, &budget))
+				return sftpfile.IgnoreMissing(fs.removeAll(tmp, &budget))
 			}))
 		}
 	default:
@@ -268,7 +269,7 @@ func (fs *FS) readable(p string) error {
 			// No attributes from the server: ask for the type.
 			st, err := fs.Client.Lstat(path.Join(p, fi.Name()))
 			if err != nil {
-				return ignoreMissing(err)
+				return sftpfile.IgnoreMissing(err)
 			}
 			mode = st.Mode()
 		}
@@ -281,7 +282,7 @@ func (fs *FS) readable(p string) error {
 		return err
 	}
 	for _, name := range dirs {
-		if err := ignoreMissing(fs.readable(path.Join(p, name))); err != nil {
+		if err := sftpfile.IgnoreMissing(fs.readable(path.Join(p, name))); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
@@ -184,7 +185,7 @@ func cutBack(p string, size, most int64) Undo {
 	return func(fs *FS) error {
 		fi, err := fs.Client.Stat(p)
 		if err != nil || fi.Size() <= size || fi.Size() > most {
-			return ignoreMissing(err)
+			return sftpfile.IgnoreMissing(err)
 		}
 		return fs.Client.Truncate(p, size)
 	}

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"os"
 	"path"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -131,9 +131,9 @@ func removeNew(target string, size int64) Undo {
 	return func(fs *FS) error {
 		fi, err := fs.Client.Lstat(target)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
-			return ignoreMissing(err)
+			return sftpfile.IgnoreMissing(err)
 		}
-		return ignoreMissing(fs.Client.Remove(target))
+		return sftpfile.IgnoreMissing(fs.Client.Remove(target))
 	}
 }
 
@@ -184,7 +184,7 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		err = fs.settle(tmp, dest, target, overwrite)
 	}
 	if err != nil {
-		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(tmp)) }, err)
+		fs.undo(func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Remove(tmp)) }, err)
 		return 0, err
 	}
 	return n, nil
@@ -236,50 +236,13 @@ func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode
 	return dest, mode, nil
 }
 
-// rename moves from to to; with overwrite it replaces to in one step where
-// the server offers posix-rename. Where not, to is moved aside first, and
-// put back if from cannot take its place: it is never missing for good.
+// rename moves from to to; with overwrite it replaces to, which is never
+// missing for good (sftpfile.ReplaceInto); what a broken session left
+// aside is put back, or removed, by the next.
 func (fs *FS) rename(from, to string, overwrite bool) error {
-	switch {
-	case !overwrite:
-		return fs.Client.Rename(from, to) // SFTP's rename refuses an existing target
-	case hasPosixRename(fs.Client):
-		return fs.Client.PosixRename(from, to)
-	}
-	aside := tempname.In(path.Dir(to))
-	err := fs.Client.Rename(to, aside)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fs.Client.Rename(from, to)
-	case err != nil:
-		return err
-	}
-	// From here until the end, a broken session leaves to aside: the
-	// next session puts it back unless from took its place.
-	restore := func(fs *FS) error {
-		if _, err := fs.Client.Lstat(to); errors.Is(err, os.ErrNotExist) {
-			return fs.Client.Rename(aside, to)
-		} else if err != nil {
-			return err
-		}
-		return ignoreMissing(fs.Client.Remove(aside))
-	}
-	if err := fs.Client.Rename(from, to); err != nil {
-		fs.undo(restore, err)
-		return err
-	}
-	fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(aside)) }, nil)
-	return nil
-}
-
-func ignoreMissing(err error) error {
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	leftover, err := sftpfile.ReplaceInto(fs.Client, from, to, overwrite)
+	if leftover != nil {
+		fs.undo(func(fs *FS) error { return leftover(fs.Client) }, err)
 	}
 	return err
-}
-
-func hasPosixRename(c *sftp.Client) bool {
-	_, ok := c.HasExtension("posix-rename@openssh.com")
-	return ok
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -107,7 +108,7 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
 	if _, err := fillFile(f, mode, func(*sftp.File) (int64, error) { return 0, nil }); err != nil {
-		fs.undo(func(fs *FS) error { return ignoreMissing(fs.Client.Remove(u.Partial)) }, err)
+		fs.undo(func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Remove(u.Partial)) }, err)
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
 	return u, nil
@@ -259,10 +260,10 @@ func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
 func (fs *FS) AbandonResumable(u Resumable) (removed int64, err error) {
 	fi, err := fs.Client.Lstat(u.Partial)
 	if err != nil {
-		return 0, serverFailure(ignoreMissing(err), fs.Rel(u.Target))
+		return 0, serverFailure(sftpfile.IgnoreMissing(err), fs.Rel(u.Target))
 	}
 	if !fi.Mode().IsRegular() {
 		return 0, nil
 	}
-	return fi.Size(), serverFailure(ignoreMissing(fs.Client.Remove(u.Partial)), fs.Rel(u.Target))
+	return fi.Size(), serverFailure(sftpfile.IgnoreMissing(fs.Client.Remove(u.Partial)), fs.Rel(u.Target))
 }

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // within reports whether p is root or below it.
@@ -184,7 +185,7 @@ func (fs *FS) noLinksBelow(dir, field, what string) error {
 				// No attributes from the server: ask for the type.
 				st, err := fs.Client.Lstat(p)
 				if err != nil {
-					return ignoreMissing(err)
+					return sftpfile.IgnoreMissing(err)
 				}
 				mode = st.Mode()
 			}
@@ -208,7 +209,7 @@ func (fs *FS) noLinksBelow(dir, field, what string) error {
 			if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
 				return tooLarge(fs, big)
 			}
-			return serverFailure(ignoreMissing(err), fs.Rel(d))
+			return serverFailure(sftpfile.IgnoreMissing(err), fs.Rel(d))
 		}
 	}
 	return nil

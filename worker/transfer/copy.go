@@ -20,6 +20,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -187,7 +188,15 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 	if j.Held != nil && !j.Held() {
 		return r, ErrNotHeld
 	}
-	if err := rename(dst.SFTP, tmp, j.Dst, replace); err != nil {
+	// The target is never lost: a server without posix-rename has it
+	// moved aside and back (sftpfile.ReplaceInto). Should the session
+	// break in between, the copy's next try writes the target anew, and
+	// the old one stays aside under a temporary name.
+	leftover, err := sftpfile.ReplaceInto(dst.SFTP, tmp, j.Dst, replace)
+	if leftover != nil {
+		_ = leftover(dst.SFTP)
+	}
+	if err != nil {
 		if !replace && exists(dst.SFTP, j.Dst) {
 			// Another writer made the target meanwhile: Never leaves it.
 			_ = dst.SFTP.Remove(tmp)
@@ -509,22 +518,6 @@ func digest(c *sftp.Client, name string) ([]byte, error) {
 		return nil, err
 	}
 	return h.Sum(nil), nil
-}
-
-// rename moves tmp to target; replace replaces an existing target in one
-// step where the server offers posix-rename, and otherwise removes it
-// first.
-func rename(c *sftp.Client, tmp, target string, replace bool) error {
-	if !replace {
-		return c.Rename(tmp, target) // SFTP's rename refuses an existing target
-	}
-	if _, ok := c.HasExtension("posix-rename@openssh.com"); ok {
-		return c.PosixRename(tmp, target)
-	}
-	if err := c.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return c.Rename(tmp, target)
 }
 
 func exists(c *sftp.Client, name string) bool {
