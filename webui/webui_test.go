@@ -353,6 +353,12 @@ func TestFlow(t *testing.T) {
 		time.Sleep(time.Second) // what the worker has done shows on a reload
 	}
 	screenshot(t, ctx, "watch")
+	// The Role for pods reads as text on the dark block, not as light bars.
+	background, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("pre.answer code")).backgroundColor`))
+	must(t, err)
+	if background != "rgba(0, 0, 0, 0)" {
+		t.Errorf("the Role's code has background %s inside its dark block", background)
+	}
 	must(t, os.WriteFile(filepath.Join(sshd.Dir, "arrived.csv"), []byte("id\n1\n"), 0o644))
 	for deadline := time.Now().Add(time.Minute); !slices.Contains(sink.Subjects(), "dev.sftpgate.file.created /arrived.csv"); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
