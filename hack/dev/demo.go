@@ -23,6 +23,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -163,6 +165,35 @@ func waitReady(ctx context.Context, k8s client.Client) error {
 			return errors.New("the demo connection did not become Ready")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitOpenAPI waits until the API server's OpenAPI documents, which
+// kubectl apply validates against, describe sftpgate's kinds, as kubectl
+// reads them.
+func waitOpenAPI(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	group := "apis/" + v1alpha1.GroupVersion.Group + "/" + v1alpha1.GroupVersion.Version
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		paths, err := dc.OpenAPIV3().Paths()
+		if err == nil {
+			if gv, ok := paths[group]; !ok {
+				err = fmt.Errorf("the OpenAPI document does not list %s yet", group)
+			} else if _, err = gv.Schema("application/json"); err == nil {
+				_, err = dc.OpenAPISchema()
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("kubectl would not validate sftpgate's kinds: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

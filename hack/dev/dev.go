@@ -195,6 +195,14 @@ func (o *options) run(ctx context.Context) error {
 		}
 		return err
 	}
+	// kubectl apply validates against the API server's OpenAPI document,
+	// which lists the CRDs some time after they are made.
+	if err := waitOpenAPI(ctx, env.Config); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	envFile := filepath.Join(o.dataDir, "dev.env")
 	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st)
 	if err := writeEnv(envFile, values); err != nil {

@@ -33,7 +33,7 @@ var (
 	ErrClosed = errors.New("the connection changed while the request waited; retry")
 	// ErrCredentials is a failure to read a connection's Secret from the
 	// API server, when its pool is built.
-	ErrCredentials = errors.New("the gateway cannot read the connection's credentials Secret; retry")
+	ErrCredentials = errors.New("sftpgate cannot read the connection's credentials Secret; retry")
 	// ErrQueueFull is a request that found every session as busy as it
 	// may be, and as many requests waiting as the pool lets wait.
 	ErrQueueFull = errors.New("every session to the server is busy and its queue is full")

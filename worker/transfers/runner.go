@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,14 +121,6 @@ func (r *Runner) Kick() {
 func (r *Runner) kicks() chan struct{} {
 	r.kickOnce.Do(func() { r.kick = make(chan struct{}, 1) })
 	return r.kick
-}
-
-// Wake has the run of uid look at its transfer again now; the manager's
-// informers call it when a transfer or a connection changes.
-func (r *Runner) Wake(uid types.UID) {
-	if t, ok := r.items.Get(string(uid)); ok {
-		t.poke()
-	}
 }
 
 // sync takes the replica's share of the unfinished transfers, starts the
