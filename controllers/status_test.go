@@ -165,3 +165,30 @@ func TestKeyStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestScheduleStatus(t *testing.T) {
+	next := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		suspend bool
+		f       scheduleFacts
+		want    want
+	}{
+		{"scheduled", false, scheduleFacts{next: next}, want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonScheduled, kstatus: status.CurrentStatus}},
+		{"suspended", true, scheduleFacts{next: next}, want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonSuspended, kstatus: status.CurrentStatus}},
+		{"invalid outranks suspended", true, scheduleFacts{invalid: "never due"},
+			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonInvalidSchedule, stalled: true, kstatus: status.FailedStatus}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &v1alpha1.TransferSchedule{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 3}}
+			s.Spec.Suspend = tc.suspend
+			// A Stalled left from an invalid spec before goes once fixed.
+			setScheduleStatus(s, scheduleFacts{invalid: "before"})
+			setScheduleStatus(s, tc.f)
+			check(t, s, tc.want)
+			if due := s.Status.NextScheduleTime != nil; due != (tc.want.reason == v1alpha1.ReasonScheduled) {
+				t.Errorf("nextScheduleTime %v with Ready %s", s.Status.NextScheduleTime, tc.want.reason)
+			}
+		})
+	}
+}

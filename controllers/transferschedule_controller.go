@@ -74,19 +74,12 @@ func (r *TransferScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err == nil && sched.Next(now).IsZero() {
 		err = fmt.Errorf("the schedule %q never comes due", s.Spec.Schedule)
 	}
-	if err != nil {
-		setCondition(&s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSchedule, err.Error())
-		setCondition(&s, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSchedule, err.Error())
-		s.Status.NextScheduleTime = nil
-		s.Status.ObservedGeneration = s.Generation
-		_, err := patchStatus(ctx, r.Client, r.Recorder, before, &s)
-		return ctrl.Result{}, err
-	}
-	meta.RemoveStatusCondition(&s.Status.Conditions, v1alpha1.ConditionStalled)
-	s.Status.ObservedGeneration = s.Generation
-	if s.Spec.Suspend {
-		setCondition(&s, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSuspended, "runs are held back (spec.suspend)")
-		s.Status.NextScheduleTime = nil
+	if err != nil || s.Spec.Suspend {
+		f := scheduleFacts{}
+		if err != nil {
+			f.invalid = err.Error()
+		}
+		setScheduleStatus(&s, f)
 		_, err := patchStatus(ctx, r.Client, r.Recorder, before, &s)
 		return ctrl.Result{}, err
 	}
@@ -97,9 +90,7 @@ func (r *TransferScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}
 	next := sched.Next(now)
-	s.Status.NextScheduleTime = &metav1.Time{Time: next}
-	setCondition(&s, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonScheduled,
-		fmt.Sprintf("the next Transfer is due at %s", next.UTC().Format(time.RFC3339)))
+	setScheduleStatus(&s, scheduleFacts{next: next})
 	if _, err := patchStatus(ctx, r.Client, r.Recorder, before, &s); err != nil {
 		return ctrl.Result{}, err
 	}
