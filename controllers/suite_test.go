@@ -23,7 +23,11 @@ import (
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 var (
 	// k8s is a client straight to the API server, as kubectl would be.
@@ -179,11 +183,4 @@ func waitForReady[T conditioned](t *testing.T, obj T, status metav1.ConditionSta
 
 func readyCondition(o conditioned) *metav1.Condition {
 	return meta.FindStatusCondition(*o.GetConditions(), v1alpha1.ConditionReady)
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -14,7 +14,11 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 )
+
+// The test kit's, as every test package has them.
+var eventually = testkit.Eventually
 
 // metric reads one sample of the gateway's metrics for the fixture's
 // connection; "" when there is none.
@@ -38,16 +42,6 @@ func metricSample(t *testing.T, metrics, series string) string {
 		return ""
 	}
 	return string(m[1])
-}
-
-// eventually polls cond until it holds, for 30 seconds at most.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
 }
 
 // commandRequest is a JSON command to url, ended with ctx.

@@ -39,12 +39,16 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 var (
 	k8s        client.Client
@@ -241,13 +245,6 @@ func serve(t testing.TB, conn *v1alpha1.SftpConnection, sshd *testsshd.Server, m
 				meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady))
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -262,7 +262,9 @@ func TestIsolation(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "arrivals", name), []byte(while), 0o644))
 		for deadline := time.Now().Add(time.Minute); !slices.Contains(victimSink.Subjects(), "dev.sftpgate.file.created /arrivals/"+name); time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("the victim's file was not reported %s: got %v", while, victimSink.Subjects())
+				var w v1alpha1.SftpWatch
+				_ = k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "arrivals"}, &w)
+				t.Fatalf("the victim's file was not reported %s: got %v; the watch's status: %+v", while, victimSink.Subjects(), w.Status)
 			}
 		}
 	}
@@ -610,6 +612,25 @@ func TestIsolation(t *testing.T) {
 				t.Fatalf("the victim's upload while the attacker's namespace is at its budget: %d", mine.status)
 			}
 			_ = tusAs(t, http.MethodDelete, gatewayURL+mine.header.Get("Location"), victim.token, "")
+			// An earlier row made the victim's connection anew, which its
+			// watch takes for another folder at its next look (a snapshot,
+			// reporting nothing): two polls, and that is behind it.
+			var w v1alpha1.SftpWatch
+			polled := func() time.Time {
+				must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "arrivals"}, &w))
+				if w.Status.LastPollTime == nil {
+					return time.Time{}
+				}
+				return w.Status.LastPollTime.Time
+			}
+			for range 2 {
+				from := polled()
+				for deadline := time.Now().Add(time.Minute); !polled().After(from); time.Sleep(100 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the victim's watch is not polled")
+					}
+				}
+			}
 			victimEventArrives(t, "while the attacker's namespace is at its budget")
 		}},
 		{"the removal of expired uploads, held by the attacker's server that never answers", func(t *testing.T) {

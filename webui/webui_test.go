@@ -27,6 +27,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
@@ -35,6 +36,9 @@ import (
 	"github.com/sftpgate/sftpgate/worker/transfers"
 	"github.com/sftpgate/sftpgate/worker/watches"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 // maxRequestsPerNamespace is the test gateway's bound, and the others
 // the test worker's: small, so that the isolation test's attacker can
@@ -185,13 +189,6 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 var accountCount atomic.Int64

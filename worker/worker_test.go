@@ -32,6 +32,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/hack/testsftp"
 	"github.com/sftpgate/sftpgate/hack/testsink"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
@@ -41,6 +42,12 @@ import (
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/watches"
+)
+
+// The test kit's, as every test package has them.
+var (
+	must       = testkit.Must
+	eventually = testkit.Eventually
 )
 
 var (
@@ -66,23 +73,6 @@ func TestMain(m *testing.M) {
 	cancel()
 	_ = env.Stop()
 	os.Exit(code)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// eventually polls cond until it holds, for a minute at most.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-	}
 }
 
 // tenant is a namespace with a Ready connection to a real sshd, rooted in

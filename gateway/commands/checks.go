@@ -10,6 +10,8 @@ import (
 	"encoding/hex"
 	"hash"
 	"time"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 type pingRequest struct{}
@@ -53,7 +55,7 @@ func statvfs(fs *FS, req *pathRequest) (any, error) {
 		return nil, err
 	}
 	if _, ok := fs.Client.HasExtension("statvfs@openssh.com"); !ok {
-		return nil, fail("unsupported", fxOpUnsupported, "the server does not report file system space (statvfs@openssh.com)")
+		return nil, fail("unsupported", sftpfile.FxOpUnsupported, "the server does not report file system space (statvfs@openssh.com)")
 	}
 	v, err := fs.Client.StatVFS(target)
 	if err != nil {

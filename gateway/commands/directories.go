@@ -123,7 +123,7 @@ func notADirectory(fs *FS, err error, target string) error {
 	case SessionFailed(statErr):
 		return statErr
 	case statErr == nil && !fi.IsDir():
-		return fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory")
+		return fail("not_a_directory", sftpfile.FxNotADirectory, fs.Rel(target)+": not a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
 }
@@ -145,7 +145,7 @@ func mkdir(fs *FS, req *mkdirRequest) (any, error) {
 		case SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
-			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists")
+			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists")
 		}
 	}
 	if err != nil {
@@ -172,7 +172,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	case err != nil:
 		return nil, serverFailure(err, fs.Rel(target))
 	case !fi.IsDir():
-		return nil, fail("not_a_directory", fxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
+		return nil, fail("not_a_directory", sftpfile.FxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
 	case req.Recursive:
 		err = fs.removeTree(target)
 	default:
@@ -185,7 +185,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 			case SessionFailed(readErr):
 				return nil, readErr
 			case readErr == nil && len(names) > 0, full:
-				return nil, fail("not_empty", fxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
+				return nil, fail("not_empty", sftpfile.FxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Failure is an operation the SFTP server refused. The gateway answers it
@@ -21,18 +23,6 @@ type Failure struct {
 }
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }
-
-// SSH_FX status codes (draft-ietf-secsh-filexfer-13).
-const (
-	fxNoSuchFile        = 2
-	fxPermissionDenied  = 3
-	fxFailure           = 4
-	fxOpUnsupported     = 8
-	fxFileAlreadyExists = 11
-	fxDirNotEmpty       = 18
-	fxNotADirectory     = 19
-	fxFileIsADirectory  = 24
-)
 
 func fail(code string, status uint32, message string) *Failure {
 	return &Failure{Code: code, Message: message, SFTPStatus: &status}
@@ -54,28 +44,28 @@ func serverFailure(err error, what string) error {
 	case SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
 		return err
 	case errors.Is(err, os.ErrNotExist):
-		return fail("not_found", fxNoSuchFile, what+": no such file or directory")
+		return fail("not_found", sftpfile.FxNoSuchFile, what+": no such file or directory")
 	case errors.Is(err, os.ErrPermission):
-		return fail("permission_denied", fxPermissionDenied, what+": permission denied")
+		return fail("permission_denied", sftpfile.FxPermissionDenied, what+": permission denied")
 	case errors.As(err, &status):
 		switch status.FxCode() {
 		case sftp.ErrSSHFxOpUnsupported:
 			return fail("unsupported", status.Code, what+": the server does not support this operation")
-		case fxFileAlreadyExists:
+		case sftpfile.FxFileAlreadyExists:
 			return fail("already_exists", status.Code, what+": already exists")
-		case fxDirNotEmpty:
+		case sftpfile.FxDirNotEmpty:
 			return fail("not_empty", status.Code, what+": directory is not empty")
-		case fxNotADirectory:
+		case sftpfile.FxNotADirectory:
 			return fail("not_a_directory", status.Code, what+": not a directory")
-		case fxFileIsADirectory:
+		case sftpfile.FxFileIsADirectory:
 			return fail("is_a_directory", status.Code, what+": is a directory")
 		}
 		return fail("failure", status.Code, what+": the server reported a failure")
 	case errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.ENOTDIR):
 		// pkg/sftp's MkdirAll meeting a file on the way.
-		return fail("not_a_directory", fxNotADirectory, what+": a part of the path is a file, not a directory")
+		return fail("not_a_directory", sftpfile.FxNotADirectory, what+": a part of the path is a file, not a directory")
 	}
-	return fail("failure", fxFailure, what+": the server reported a failure")
+	return fail("failure", sftpfile.FxFailure, what+": the server reported a failure")
 }
 
 // ConfirmEnd checks, when reading f ended (io.EOF) at offset end before

@@ -201,7 +201,7 @@ func notAFile(fs *FS, err error, target string) error {
 	case SessionFailed(statErr):
 		return statErr
 	case statErr == nil && fi.IsDir():
-		return fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
+		return fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
 }
@@ -355,7 +355,7 @@ func read(fs *FS, req *readRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	if fi.IsDir() {
-		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+		return nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
 	}
 	length := max(fi.Size()-req.Offset, 0)
 	if req.Length != nil {
@@ -379,7 +379,7 @@ func read(fs *FS, req *readRequest) (any, error) {
 	}
 	buf = buf[:n]
 	if encoding == "text" && !utf8.Valid(buf) {
-		return nil, fail("not_text", fxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
+		return nil, fail("not_text", sftpfile.FxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
 	}
 	return &ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding, Content: buf, pace: fs.Pace}, nil
 }
@@ -409,7 +409,7 @@ func unlink(fs *FS, req *pathRequest) (any, error) {
 	}
 	fi, err := fs.Client.Lstat(target)
 	if err == nil && fi.IsDir() {
-		return nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
+		return nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
 	}
 	if err == nil {
 		err = fs.Client.Remove(target)

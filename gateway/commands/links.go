@@ -7,6 +7,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 type symlinkRequest struct {
@@ -56,7 +58,7 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 		case SessionFailed(err), SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil:
-			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(link)+": already exists")
+			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(link)+": already exists")
 		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}
@@ -74,7 +76,7 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 		case SessionFailed(err), SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil && fi.Mode()&os.ModeSymlink == 0:
-			return nil, fail("failure", fxFailure, fs.Rel(link)+": not a symlink")
+			return nil, fail("failure", sftpfile.FxFailure, fs.Rel(link)+": not a symlink")
 		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}

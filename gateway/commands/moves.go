@@ -8,6 +8,8 @@ import (
 	"path"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 type twoPathRequest struct {
@@ -60,7 +62,7 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 		case SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
-			return nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
+			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
 		}
 	}
 	if err := fs.rename(from, to, req.Overwrite); err != nil {

@@ -197,7 +197,7 @@ func (fs *FS) settle(tmp, dest, target string, overwrite bool) error {
 	err := fs.rename(tmp, dest, overwrite)
 	if err != nil && !overwrite && !SessionFailed(err) {
 		if _, statErr := fs.Client.Lstat(dest); statErr == nil {
-			return fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+			return fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 		}
 	}
 	return err
@@ -226,9 +226,9 @@ func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode
 	}
 	switch {
 	case statErr == nil && existing.IsDir():
-		return "", nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory")
+		return "", nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	case statErr == nil && !overwrite:
-		return "", nil, fail("already_exists", fxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+		return "", nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 	case statErr == nil && mode == nil:
 		perm := existing.Mode().Perm()
 		mode = &perm

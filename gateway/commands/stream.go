@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Raw bodies: write and append also take the file's bytes as the request
@@ -182,7 +184,7 @@ func openRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err == nil && fi.IsDir() {
 		_ = f.Close()
-		return nil, nil, fail("is_a_directory", fxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+		return nil, nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
 	}
 	if err != nil {
 		_ = f.Close()

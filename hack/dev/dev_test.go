@@ -27,9 +27,13 @@ import (
 	"github.com/sftpgate/sftpgate/hack/conformance"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testhttp"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 // TestQuickstart does what the README tells a newcomer, against
 // sftpgate-dev run as its own process on free ports.
@@ -344,11 +348,4 @@ func call(t *testing.T, env map[string]string, command, body, key string) (int, 
 func callSlug(t *testing.T, env map[string]string, slug, command, body, key string) (int, string) {
 	t.Helper()
 	return testhttp.PostJSON(t, env["GATEWAY_URL"]+"/"+slug+"/"+command, key, body)
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

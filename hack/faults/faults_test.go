@@ -32,9 +32,16 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/procs"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+// The test kit's, as every test package has them.
+var (
+	must       = testkit.Must
+	eventually = testkit.Eventually
 )
 
 var (
@@ -217,23 +224,6 @@ func (f *fixture) cleanedUp(t *testing.T, dir string) {
 }
 
 var httpClient = &http.Client{Timeout: 2 * time.Minute}
-
-// eventually polls cond until it holds, for a minute at most.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // retryable is an answer that says the server failed and a retry may
 // succeed.

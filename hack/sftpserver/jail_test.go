@@ -13,7 +13,12 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/hack/testkit"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 // serve serves root (nil: a broken handler) over SSH and returns a client
 // of it.
@@ -180,12 +185,5 @@ func TestJailSurvivesPanics(t *testing.T) {
 		if _, err := c.Stat("/x"); err == nil {
 			t.Fatal("a request to a broken handler succeeded")
 		}
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -16,8 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/testkit"
 	"github.com/sftpgate/sftpgate/worker/shard"
 )
+
+// The test kit's, as every test package has them.
+var must = testkit.Must
 
 var k8s client.Client
 
@@ -248,12 +252,5 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 	syncAll(t, items, a)
 	if counts := holders(t, items, a, restarted); counts["a"] != 1 || counts["b"] != 1 {
 		t.Errorf("a and the restarted b hold %v, want one each", counts)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -92,13 +92,6 @@ var ErrStalled = errors.New("the copy made no progress")
 // longer holds the transfer: not the file's failure.
 var ErrNotHeld = errors.New("this replica no longer holds the transfer")
 
-// SFTP status codes that say the destination is full (draft-ietf-secsh-
-// filexfer-13: NO_SPACE_ON_FILESYSTEM, QUOTA_EXCEEDED).
-const (
-	fxNoSpace       = 14
-	fxQuotaExceeded = 15
-)
-
 // fail types err by what happens next: what the servers refuse for good
 // is not tried again.
 func fail(err error, what string) error {
@@ -116,7 +109,7 @@ func fail(err error, what string) error {
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		e.Reason, e.Permanent = v1alpha1.ReasonPermissionDenied, true
-	case errors.As(err, &status) && (status.Code == fxNoSpace || status.Code == fxQuotaExceeded):
+	case errors.As(err, &status) && (status.Code == sftpfile.FxNoSpace || status.Code == sftpfile.FxQuotaExceeded):
 		e.Reason = v1alpha1.ReasonDestinationFull
 	}
 	return e

@@ -1,0 +1,16 @@
+package sftpfile
+
+// SSH_FX status codes (draft-ietf-secsh-filexfer-13) that sftpgate tells
+// apart; pkg/sftp names those of SFTP version 3 only.
+const (
+	FxNoSuchFile        = 2
+	FxPermissionDenied  = 3
+	FxFailure           = 4
+	FxOpUnsupported     = 8
+	FxFileAlreadyExists = 11
+	FxNoSpace           = 14
+	FxQuotaExceeded     = 15
+	FxDirNotEmpty       = 18
+	FxNotADirectory     = 19
+	FxFileIsADirectory  = 24
+)
