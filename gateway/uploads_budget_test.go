@@ -315,14 +315,10 @@ func TestExpirySweepIsNotHeldByAnotherTenant(t *testing.T) {
 	}
 	start := time.Now()
 	sweeper.Sweep(sweepCtx)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(partial); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the victim's expired upload is still there")
-		}
-	}
+	eventually(t, "the victim's expired upload is removed", func() bool {
+		_, err := os.Stat(partial)
+		return errors.Is(err, os.ErrNotExist)
+	})
 	t.Logf("the victim's expired upload went %v after the sweep began, while the attacker's server held its own", time.Since(start).Round(time.Millisecond))
 	var left corev1.ConfigMapList
 	must(t, k8s.List(ctx, &left, client.InNamespace(gateway.DefaultNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.Namespace}))

@@ -300,6 +300,23 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("%d events delivered to the metadata endpoint", w.Status.Delivered)
 			}
 		}},
+		{"the cluster's private addresses as the attacker's SFTP host and sink", func(t *testing.T) {
+			// Refused at the dial, before any packet leaves: an account's
+			// connections and sinks keep out of private ranges.
+			conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "inside"},
+				Spec: v1alpha1.SftpConnectionSpec{Host: "10.255.255.1", Port: 22, Username: testsshd.User,
+					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "reports-creds"}}}}
+			must(t, k8s.Create(ctx, conn))
+			t.Cleanup(func() { _ = k8s.Delete(ctx, conn) })
+			refusedReason(t, conn, v1alpha1.ReasonDestinationNotAllowed)
+			w := attacker.watch(t, "inside", "/", v1alpha1.Destination{URI: "http://10.255.255.1/hook"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.InitialState = v1alpha1.InitialEmitExisting
+			})
+			refusedReason(t, w, v1alpha1.ReasonSinkNotAllowed)
+			if w.Status.Delivered != 0 {
+				t.Errorf("%d events delivered to a private address", w.Status.Delivered)
+			}
+		}},
 		{"the worker's deliveries, held by the attacker's sink that never answers", func(t *testing.T) {
 			silent := testsftp.Silent(t)
 			for i := range 2 {

@@ -1,6 +1,6 @@
 // Package sftpfile is what every component does to files on an SFTP
 // server in one way: put a complete file in place of another without ever
-// losing the one it replaces.
+// losing the one it replaces, and read the server's status codes.
 package sftpfile
 
 import (
