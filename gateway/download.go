@@ -11,6 +11,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // serveFile answers a raw read with the bytes of the file open opens,
@@ -43,7 +44,7 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS,
 	if err == nil && n < fi.Size() {
 		err = commands.ConfirmEnd(f, n)
 	}
-	if commands.SessionFailed(err) {
+	if sftpfile.SessionFailed(err) {
 		return true, err
 	}
 	return true, nil
@@ -58,7 +59,7 @@ type recordingFile struct {
 
 func (f *recordingFile) Read(b []byte) (int, error) {
 	n, err := f.File.Read(b)
-	if f.err == nil && commands.SessionFailed(err) && err != io.EOF { //nolint:errorlint // io.EOF as returned by Read
+	if f.err == nil && sftpfile.SessionFailed(err) && err != io.EOF { //nolint:errorlint // io.EOF as returned by Read
 		f.err = err
 	}
 	return n, err
@@ -66,7 +67,7 @@ func (f *recordingFile) Read(b []byte) (int, error) {
 
 func (f *recordingFile) Seek(offset int64, whence int) (int64, error) {
 	n, err := f.File.Seek(offset, whence)
-	if f.err == nil && commands.SessionFailed(err) {
+	if f.err == nil && sftpfile.SessionFailed(err) {
 		f.err = err
 	}
 	return n, err

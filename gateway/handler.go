@@ -250,7 +250,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 		default:
 			result, runErr = req.cmd.Run(r.Context(), fs, req.body)
 		}
-		return brokenIfSo(runErr)
+		return runErr
 	})
 	return result, streamed, err
 }
@@ -273,12 +273,4 @@ func (h *handler) answer(w http.ResponseWriter, name string, result any, err err
 		return h.runError(err)
 	}
 	return nil
-}
-
-// brokenIfSo marks an error that says the session broke for the pool.
-func brokenIfSo(err error) error {
-	if commands.SessionFailed(err) {
-		return &pool.BrokenError{Err: err}
-	}
-	return err
 }

@@ -116,11 +116,11 @@ func (h *byNameDesc) Pop() any {
 // notADirectory says so when a directory operation met a file: SFTP v3
 // servers answer it with "no such file" (OpenSSH) or a generic failure.
 func notADirectory(fs *FS, err error, target string) error {
-	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
+	if failure := serverFailure(err, fs.Rel(target)); sftpfile.SessionFailed(failure) {
 		return failure
 	}
 	switch fi, statErr := fs.Client.Stat(target); {
-	case SessionFailed(statErr):
+	case sftpfile.SessionFailed(statErr):
 		return statErr
 	case statErr == nil && !fi.IsDir():
 		return fail("not_a_directory", sftpfile.FxNotADirectory, fs.Rel(target)+": not a directory")
@@ -142,7 +142,7 @@ func mkdir(fs *FS, req *mkdirRequest) (any, error) {
 		err = fs.Client.MkdirAll(target)
 	} else if err = fs.Client.Mkdir(target); err != nil {
 		switch _, statErr := fs.Client.Lstat(target); {
-		case SessionFailed(statErr):
+		case sftpfile.SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
 			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists")
@@ -182,7 +182,7 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 			// Too large to read whole is not empty either.
 			_, full := errors.AsType[*sftpdir.TooLargeError](readErr)
 			switch {
-			case SessionFailed(readErr):
+			case sftpfile.SessionFailed(readErr):
 				return nil, readErr
 			case readErr == nil && len(names) > 0, full:
 				return nil, fail("not_empty", sftpfile.FxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
@@ -235,7 +235,7 @@ func (fs *FS) removeTree(p string) error {
 	switch {
 	case err == nil:
 		return nil
-	case SessionFailed(err):
+	case sftpfile.SessionFailed(err):
 		// The rest goes in the background, a part at a time.
 		if fs.Leftovers != nil {
 			fs.Leftovers.Background(fs.onSession(func(fs *FS) error {

@@ -3,7 +3,6 @@ package commands
 import (
 	"errors"
 	"io"
-	"net"
 	"os"
 	"syscall"
 
@@ -41,7 +40,7 @@ func serverFailure(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
-	case SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
+	case sftpfile.SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
 		return err
 	case errors.Is(err, os.ErrNotExist):
 		return fail("not_found", sftpfile.FxNoSuchFile, what+": no such file or directory")
@@ -83,20 +82,4 @@ func ConfirmEnd(f *sftp.File, end int64) error {
 		return io.ErrUnexpectedEOF
 	}
 	return nil
-}
-
-// SessionFailed reports whether err means that the SFTP session broke (the
-// connection was lost or closed), as opposed to the server answering the
-// request or the request being wrong: only then is the session discarded.
-func SessionFailed(err error) bool {
-	if err == nil {
-		return false // before errors.As, whose target would escape
-	}
-	var body *BodyError
-	if errors.As(err, &body) {
-		return false // the client's body failed, whatever the error says
-	}
-	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -194,11 +194,11 @@ func cutBack(p string, size, most int64) Undo {
 // notAFile says so when a file operation met a directory: SFTP v3 servers
 // answer it with a generic failure.
 func notAFile(fs *FS, err error, target string) error {
-	if failure := serverFailure(err, fs.Rel(target)); SessionFailed(failure) {
+	if failure := serverFailure(err, fs.Rel(target)); sftpfile.SessionFailed(failure) {
 		return failure
 	}
 	switch fi, statErr := fs.Client.Stat(target); {
-	case SessionFailed(statErr):
+	case sftpfile.SessionFailed(statErr):
 		return statErr
 	case statErr == nil && fi.IsDir():
 		return fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory")

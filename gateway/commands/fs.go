@@ -17,6 +17,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Env is what one request brings to the commands it runs, made once per
@@ -169,7 +170,7 @@ func (fs *FS) realIn(p, name string) (string, error) {
 		switch _, lerr := fs.Client.Lstat(p); {
 		case lerr == nil:
 			return "", ErrDanglingSymlink
-		case SessionFailed(lerr):
+		case sftpfile.SessionFailed(lerr):
 			return "", lerr
 		}
 		// Check the nearest ancestor that exists, where a new file lands.

@@ -55,7 +55,7 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 	}
 	if err := fs.Client.Symlink(resolved, link); err != nil {
 		switch _, statErr := fs.Client.Lstat(link); {
-		case SessionFailed(err), SessionFailed(statErr):
+		case sftpfile.SessionFailed(err), sftpfile.SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil:
 			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(link)+": already exists")
@@ -73,7 +73,7 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 	target, err := fs.Client.ReadLink(link)
 	if err != nil {
 		switch fi, statErr := fs.Client.Lstat(link); {
-		case SessionFailed(err), SessionFailed(statErr):
+		case sftpfile.SessionFailed(err), sftpfile.SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil && fi.Mode()&os.ModeSymlink == 0:
 			return nil, fail("failure", sftpfile.FxFailure, fs.Rel(link)+": not a symlink")

@@ -59,7 +59,7 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 	}
 	if !req.Overwrite {
 		switch _, statErr := fs.Client.Lstat(to); {
-		case SessionFailed(statErr):
+		case sftpfile.SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
 			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")

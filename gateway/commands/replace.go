@@ -43,8 +43,8 @@ type Leftovers interface {
 // while the session works, and leaves it to the next session when the
 // session broke (then or while u ran).
 func (fs *FS) undo(u Undo, cause error) {
-	if !SessionFailed(cause) {
-		if err := u(fs); !SessionFailed(err) {
+	if !sftpfile.SessionFailed(cause) {
+		if err := u(fs); !sftpfile.SessionFailed(err) {
 			return
 		}
 	}
@@ -58,11 +58,7 @@ func (fs *FS) undo(u Undo, cause error) {
 func (fs *FS) onSession(u Undo) func(*sftpdial.Session) error {
 	root := fs.Root
 	return func(s *sftpdial.Session) error {
-		err := u(NewFS(s, root))
-		if SessionFailed(err) {
-			return &pool.BrokenError{Err: err}
-		}
-		return err
+		return u(NewFS(s, root))
 	}
 }
 
@@ -100,7 +96,7 @@ const filePart = 1 << 20
 // given.
 func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
 	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if SessionFailed(err) {
+	if sftpfile.SessionFailed(err) {
 		// The server may have made the file before the answer was lost:
 		// an empty file is taken for this one.
 		fs.undo(removeNew(target, 0), err)
@@ -109,7 +105,7 @@ func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size i
 	if err != nil {
 		existing, statErr := fs.Client.Lstat(target)
 		switch {
-		case SessionFailed(statErr):
+		case sftpfile.SessionFailed(statErr):
 			return 0, statErr
 		case statErr != nil:
 			return 0, err // not there: why the open failed
@@ -195,7 +191,7 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 // the refusal says so.
 func (fs *FS) settle(tmp, dest, target string, overwrite bool) error {
 	err := fs.rename(tmp, dest, overwrite)
-	if err != nil && !overwrite && !SessionFailed(err) {
+	if err != nil && !overwrite && !sftpfile.SessionFailed(err) {
 		if _, statErr := fs.Client.Lstat(dest); statErr == nil {
 			return fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 		}

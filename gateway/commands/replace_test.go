@@ -15,6 +15,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // The servers of this test offer no posix-rename@openssh.com, so that an
@@ -123,7 +124,7 @@ func TestOverwriteWithoutPosixRename(t *testing.T) {
 	// until the next session puts it back.
 	cmds := &breakingCmds{}
 	cmds.breakAt.Store(2)
-	if err := write(session(t, dir, cmds, &later), "newer"); !SessionFailed(err) {
+	if err := write(session(t, dir, cmds, &later), "newer"); !sftpfile.SessionFailed(err) {
 		t.Fatalf("write = %v, want the session's failure", err)
 	}
 	if len(later) != 2 {

@@ -86,7 +86,7 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 	}
 	existing, err := fs.Client.Lstat(target)
 	switch {
-	case SessionFailed(err):
+	case sftpfile.SessionFailed(err):
 		return Resumable{}, err
 	case err != nil:
 		existing = nil
@@ -100,7 +100,7 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 		return Resumable{}, err
 	}
 	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if SessionFailed(err) {
+	if sftpfile.SessionFailed(err) {
 		// The server may have made it before the answer was lost.
 		fs.undo(removeNew(u.Partial, 0), err)
 	}
@@ -243,7 +243,7 @@ func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
 	}
 	existing, err := fs.Client.Lstat(u.Target)
 	switch {
-	case SessionFailed(err):
+	case sftpfile.SessionFailed(err):
 		return err
 	case err != nil:
 		existing = nil

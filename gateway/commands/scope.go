@@ -138,7 +138,7 @@ func (fs *FS) movable(p string) error {
 	}
 	fi, err := fs.Client.Lstat(p)
 	switch {
-	case SessionFailed(err):
+	case sftpfile.SessionFailed(err):
 		return err
 	case err != nil:
 		return nil
@@ -160,7 +160,7 @@ func (fs *FS) linkable(target string) error {
 	}
 	fi, err := fs.Client.Stat(real)
 	switch {
-	case SessionFailed(err):
+	case sftpfile.SessionFailed(err):
 		return err
 	case err != nil || !fi.IsDir():
 		return nil

@@ -116,6 +116,9 @@ type BodyError struct{ Err error }
 func (e *BodyError) Error() string { return "reading the request body: " + e.Err.Error() }
 func (e *BodyError) Unwrap() error { return e.Err }
 
+// SessionFailed is false: the client's body failed, whatever it wraps.
+func (e *BodyError) SessionFailed() bool { return false }
+
 // clientBody remembers why reading the client's body failed, and says it
 // is the body's failure: a client that hangs up mid-body reads as
 // io.ErrUnexpectedEOF, which must not be taken for a broken session (whose

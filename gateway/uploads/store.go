@@ -12,6 +12,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -78,7 +79,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 		// Made, but the partial file was not: nothing to continue. Unless
 		// the session broke, when it may have been made: the worker
 		// removes it with its record, on expiry.
-		if rec.Partial != "" && !commands.SessionFailed(err) {
+		if rec.Partial != "" && !sftpfile.SessionFailed(err) {
 			_ = s.records.Delete(context.WithoutCancel(ctx), rec)
 		}
 		return nil, req.fail(err)
@@ -292,10 +293,6 @@ func (req *Request) do(ctx context.Context, stream bool, fn func(fs *commands.FS
 		op = pool.Op{Stream: true, Timeout: req.StreamTimeout}
 	}
 	return req.Pool.Do(ctx, op, func(s *sftpdial.Session) error {
-		err := fn(req.Env.FS(s))
-		if commands.SessionFailed(err) {
-			return &pool.BrokenError{Err: err}
-		}
-		return err
+		return fn(req.Env.FS(s))
 	})
 }

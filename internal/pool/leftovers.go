@@ -11,6 +11,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Cleanup work a pool keeps for its server: undoing what an operation cut
@@ -56,7 +57,7 @@ const backgroundTimeout = time.Minute
 
 // Later keeps fn for the session of the next operation, which runs it
 // first: cleaning up what an operation cut off by a broken session left
-// half done. When fn returns a *BrokenError, it stays for the one after;
+// half done. When fn fails as a broken session does (sftpfile.SessionFailed), it stays for the one after;
 // when it returns ErrNotDone, it goes on in the background.
 func (p *Pool) Later(fn func(*sftpdial.Session) error) {
 	p.left.mu.Lock()
@@ -167,10 +168,9 @@ func (p *Pool) runLater(s *sftpdial.Session) {
 		l.mu.Unlock()
 	}()
 	for i, fn := range todo {
-		var broken *BrokenError
 		err := run(fn, s)
 		switch {
-		case errors.As(err, &broken):
+		case sftpfile.SessionFailed(err):
 			l.mu.Lock()
 			rest := slices.Concat(todo[i:], l.later)
 			l.later = nil

@@ -15,15 +15,17 @@ import (
 
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
-// BrokenError marks an error as the session's failure rather than the
-// operation's: the session is discarded (and an idempotent operation
-// retried once on a fresh one).
+// BrokenError marks an error as the session's failure whatever it wraps.
+// Do discards the session of any error sftpfile.SessionFailed names (and
+// retries an idempotent operation once on a fresh one).
 type BrokenError struct{ Err error }
 
-func (e *BrokenError) Error() string { return e.Err.Error() }
-func (e *BrokenError) Unwrap() error { return e.Err }
+func (e *BrokenError) Error() string       { return e.Err.Error() }
+func (e *BrokenError) Unwrap() error       { return e.Err }
+func (e *BrokenError) SessionFailed() bool { return true }
 
 var (
 	// ErrTimeout is an operation that outlived its timeout: the session it
@@ -129,7 +131,8 @@ type session struct {
 	expire func()
 }
 
-// Do runs fn on a session. A *BrokenError from fn discards the session; an
+// Do runs fn on a session. An error of fn's that says the session broke
+// (sftpfile.SessionFailed) discards the session; an
 // idempotent fn is then run once more on a fresh one. When op.Timeout
 // passes, a wait for a session ends, or the session fn runs on is closed
 // to stop it (the other requests on a session that hangs would hang too),
@@ -177,8 +180,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 			p.remove(s)
 			p.mu.Unlock()
 		}
-		var broken *BrokenError
-		isBroken := errors.As(err, &broken)
+		isBroken := sftpfile.SessionFailed(err)
 		if isBroken {
 			p.release(s, w, started)
 		} else {

@@ -1,6 +1,7 @@
 // Package sftpfile is what every component does to files on an SFTP
 // server in one way: put a complete file in place of another without ever
-// losing the one it replaces, and read the server's status codes.
+// losing the one it replaces, read the server's status codes, and tell a
+// session that broke from a server that refused one request.
 package sftpfile
 
 import (

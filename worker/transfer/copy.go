@@ -85,6 +85,12 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// SessionFailed says a copy that stalled, or whose session broke, leaves
+// its session for none: a stalled one may hang the next operation too.
+func (e *Error) SessionFailed() bool {
+	return errors.Is(e.Err, ErrStalled) || sftpfile.SessionFailed(e.Err)
+}
+
 // ErrStalled is a copy that made no progress for Job.Stall.
 var ErrStalled = errors.New("the copy made no progress")
 

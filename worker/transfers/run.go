@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path"
 	"reflect"
@@ -12,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,7 +22,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfer"
@@ -394,33 +391,7 @@ func (t *run) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op,
 	if err != nil {
 		return err
 	}
-	return p.Do(ctx, op, func(s *sftpdial.Session) error {
-		err := fn(s)
-		if sessionFailed(err) {
-			return &pool.BrokenError{Err: err}
-		}
-		return err
-	})
-}
-
-// sessionFailed says err is not a server's answer to one operation (nor
-// the file's failure): the session may be broken.
-func sessionFailed(err error) bool {
-	var (
-		status   *sftp.StatusError
-		broken   *pool.BrokenError
-		tooLarge *sftpdir.TooLargeError
-		typed    *transfer.Error
-	)
-	switch {
-	case err == nil || errors.As(err, &broken) || errors.As(err, &status) || errors.As(err, &tooLarge) ||
-		errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, transfer.ErrNotHeld):
-		return false
-	case errors.As(err, &typed):
-		// The file's failure (a mismatch, a change), unless it stalled.
-		return errors.Is(err, transfer.ErrStalled)
-	}
-	return true
+	return p.Do(ctx, op, fn)
 }
 
 // facts are what the run knows now, for the status.

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -352,26 +351,7 @@ func (w *watcher) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool
 		return err
 	}
 	op.Stream = true
-	return p.Do(ctx, op,
-		func(s *sftpdial.Session) error {
-			err := fn(s)
-			if sessionFailed(ctx, err) {
-				return &pool.BrokenError{Err: err}
-			}
-			return err
-		})
-}
-
-// sessionFailed says err is the session's failure, not the server's
-// answer to one operation.
-func sessionFailed(ctx context.Context, err error) bool {
-	var (
-		status   *sftp.StatusError
-		tooMany  *watch.ErrTooManyFiles
-		tooLarge *sftpdir.TooLargeError
-	)
-	return err != nil && ctx.Err() == nil && !errors.As(err, &status) && !errors.As(err, &tooMany) && !errors.As(err, &tooLarge) &&
-		!errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
+	return p.Do(ctx, op, fn)
 }
 
 // deliver sends the outbox's events in order, while this replica holds the
