@@ -10,6 +10,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/teststatus"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 )
 
 // want is what a status function must compute: Ready's status and reason,
@@ -23,7 +24,7 @@ type want struct {
 	kstatus     status.Status
 }
 
-func check(t *testing.T, obj statusObject, w want) {
+func check(t *testing.T, obj statuspatch.Object, w want) {
 	t.Helper()
 	conditions := *obj.GetConditions()
 	ready := meta.FindStatusCondition(conditions, v1alpha1.ConditionReady)

@@ -11,9 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +20,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfer"
@@ -371,7 +370,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		return &at
 	}
 	file.Tries++
-	file.Reason, file.Message = typed.Reason, truncate(typed.Error(), 512)
+	file.Reason, file.Message = typed.Reason, statuspatch.Cut(typed.Error(), 512)
 	t.lastErr = f.Path + ": " + typed.Error()
 	if typed.Permanent || file.Tries > limit {
 		file.State = transfer.Failed
@@ -466,7 +465,7 @@ func (t *run) report(ctx context.Context, f facts) bool {
 	if st.StartTime == nil {
 		st.StartTime = &metav1.Time{Time: time.Now().Truncate(time.Second)}
 	}
-	st.LastError = truncate(lastErr, 1024)
+	st.LastError = statuspatch.Cut(lastErr, 1024)
 	if f.finished {
 		st.CompletionTime = &metav1.Time{Time: time.Now().Truncate(time.Second)}
 		st.BytesPerSecond, st.EventDelivered = 0, f.eventDelivered
@@ -485,22 +484,13 @@ func (t *run) report(ctx context.Context, f facts) bool {
 		return false
 	}
 	t.updateRate(st.Bytes.Done)
-	if err := t.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(&tr, client.MergeFromWithOptimisticLock{})); err != nil {
+	if _, err := t.r.status.Patch(ctx, &tr, next); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			slog.Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
 		}
 		return false
 	}
 	t.lastStatus = time.Now()
-	was := meta.FindStatusCondition(tr.Status.Conditions, v1alpha1.ConditionReady)
-	now := meta.FindStatusCondition(next.Status.Conditions, v1alpha1.ConditionReady)
-	if t.r.Recorder != nil && now != nil && (was == nil || was.Reason != now.Reason) {
-		kind := corev1.EventTypeWarning
-		if now.Status != metav1.ConditionFalse || now.Reason == v1alpha1.ReasonTransferring || now.Reason == v1alpha1.ReasonQueued {
-			kind = corev1.EventTypeNormal
-		}
-		t.r.Recorder.Eventf(next, nil, kind, now.Reason, "Transfer", "%s", now.Message)
-	}
 	return true
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -82,6 +83,8 @@ type Runner struct {
 	mu      sync.Mutex
 	streams chan struct{}
 	shares  map[string]*share
+	// status writes the transfers' statuses and their events.
+	status statuspatch.Writer
 }
 
 func (r *Runner) init() {
@@ -92,6 +95,7 @@ func (r *Runner) init() {
 	l.MaxFiles, l.StallTimeout = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.StallTimeout, d.StallTimeout)
 	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
+	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
 	r.items = held.Items[*run]{Shard: r.Shard, States: r.States, Kind: "transfer"}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
@@ -82,7 +83,7 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 			st.MoreFailures++
 			continue
 		}
-		st.Failures = append(st.Failures, v1alpha1.TransferFailure{Path: file.Path, Reason: file.Reason, Message: truncate(file.Message, 512)})
+		st.Failures = append(st.Failures, v1alpha1.TransferFailure{Path: file.Path, Reason: file.Reason, Message: statuspatch.Cut(file.Message, 512)})
 	}
 }
 
@@ -119,11 +120,4 @@ func outcome(p *transfer.Plan) (reason, message string) {
 		reason = v1alpha1.ReasonFilesFailed
 	}
 	return reason, fmt.Sprintf("%d of %d files failed every try (%d done, %d skipped)", c.Failed, c.Total, c.Done, c.Skipped)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -94,6 +95,8 @@ type Runner struct {
 	events  *ratelimit.Keyed[string]
 	// held counts the files the watchers track (Limits.MaxHeldFiles).
 	held heldFiles
+	// status writes the watches' statuses and their events.
+	status statuspatch.Writer
 }
 
 // heldFiles counts the files a replica's watches track, in all and by
@@ -137,6 +140,7 @@ func (r *Runner) init() {
 	l.MaxHeldFilesPerNamespace = cmp.Or(l.MaxHeldFilesPerNamespace, d.MaxHeldFilesPerNamespace)
 	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
+	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Watch"}
 	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)

@@ -14,9 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +24,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker/deliver"
@@ -511,7 +510,7 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 		st.Files, st.Pending = int32(min(len(w.state.Seen), 1<<30)), int32(min(len(w.state.Outbox), 1<<30))
 		st.Delivered, st.Failed, st.DeadLettered = w.state.Delivered, w.state.Failed, w.state.DeadLettered
 	}
-	st.LastError = truncate(w.lastErr, 1024)
+	st.LastError = statuspatch.Cut(w.lastErr, 1024)
 	if reflect.DeepEqual(next.Status, wt.Status) {
 		return
 	}
@@ -521,27 +520,11 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 	}
 	// Only onto the object read: a watch deleted and made again under its
 	// name is another's to report on.
-	if err := w.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(wt, client.MergeFromWithOptimisticLock{})); err != nil {
+	if _, err := w.r.status.Patch(ctx, wt, next); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
 		return
 	}
 	w.lastStatus = time.Now()
-	was := meta.FindStatusCondition(wt.Status.Conditions, v1alpha1.ConditionReady)
-	now := meta.FindStatusCondition(next.Status.Conditions, v1alpha1.ConditionReady)
-	if w.r.Recorder != nil && now != nil && (was == nil || was.Reason != now.Reason) {
-		kind := corev1.EventTypeWarning
-		if now.Status != metav1.ConditionFalse {
-			kind = corev1.EventTypeNormal
-		}
-		w.r.Recorder.Eventf(next, nil, kind, now.Reason, "Watch", "%s", now.Message)
-	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -1,0 +1,51 @@
+package statuspatch_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
+)
+
+// TestCutKeepsCharactersWhole: a message cut to fit ends in a whole
+// character and the mark, within the limit.
+func TestCutKeepsCharactersWhole(t *testing.T) {
+	if got := statuspatch.Cut("short", 1024); got != "short" {
+		t.Errorf("Cut of a short message = %q", got)
+	}
+	long := strings.Repeat("é", 600) // 1200 bytes
+	got := statuspatch.Cut(long, 1024)
+	if len(got) > 1024 || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("Cut gave %d bytes, valid %v: %q…", len(got), utf8.ValidString(got), got[len(got)-8:])
+	}
+}
+
+// TestEventType: a Warning only for an object that is not ready and not
+// on its way there.
+func TestEventType(t *testing.T) {
+	cond := func(kind string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: kind, Status: s, Reason: "R"}
+	}
+	for _, c := range []struct {
+		name       string
+		conditions []metav1.Condition
+		want       string
+	}{
+		{"ready", []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionTrue)}, corev1.EventTypeNormal},
+		{"first look", []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionUnknown)}, corev1.EventTypeNormal},
+		{"on its way", []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse),
+			cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue)}, corev1.EventTypeNormal},
+		{"failed", []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse)}, corev1.EventTypeWarning},
+		{"stalled", []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse),
+			cond(v1alpha1.ConditionStalled, metav1.ConditionTrue)}, corev1.EventTypeWarning},
+	} {
+		if got := statuspatch.EventType(c.conditions); got != c.want {
+			t.Errorf("%s: EventType = %s, want %s", c.name, got, c.want)
+		}
+	}
+}
