@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -301,6 +302,35 @@ func TestTransferSourceNotFound(t *testing.T) {
 	got := finished(t, transfer(t, ns, "missing", "/nowhere"))
 	if readyReason(got) != "False/SourceNotFound" || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionStalled) {
 		t.Errorf("%s %+v", readyReason(got), got.Status.Conditions)
+	}
+}
+
+// TestTransferEventWaitsForItsSink: a finishing event is never given up
+// for a sink that fails: the Transfer says its outcome and why the event
+// waits, and finishes once the sink takes the event.
+func TestTransferEventWaitsForItsSink(t *testing.T) {
+	t.Parallel()
+	src, dst := inProcessServer(testsftp.Start(t)), inProcessServer(testsftp.Start(t))
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	sink := testsink.Start(t)
+	sink.SetAnswer(http.StatusServiceUnavailable)
+	startWorker(t)
+	src.file(t, "in/a.csv", []byte("a"))
+	tr := transfer(t, ns, "waits", "/in/a.csv", func(s *v1alpha1.TransferSpec) {
+		s.Sink = &v1alpha1.Destination{URI: sink.URL}
+		s.Delivery.Retry = ptr(int32(0))
+	})
+	var got v1alpha1.Transfer
+	eventually(t, "the event waits, the outcome said", func() bool {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(tr), &got))
+		return readyReason(&got) == "True/Succeeded" && strings.Contains(got.Status.LastError, "the finishing event waits")
+	})
+	if got.Status.CompletionTime != nil || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReconciling) {
+		t.Errorf("finished before its event went: %+v", got.Status)
+	}
+	sink.SetAnswer(0)
+	if got := finished(t, tr); !got.Status.EventDelivered || len(sink.Events()) == 0 {
+		t.Errorf("the event was not delivered once the sink came back: %+v", got.Status)
 	}
 }
 

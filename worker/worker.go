@@ -195,6 +195,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	sender.Outcomes = m.Events
 	r := &watches.Runner{
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
 		Recorder: mgr.GetEventRecorder("sftpgate-worker"),

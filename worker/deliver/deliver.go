@@ -3,8 +3,8 @@
 // the worker's dial policy (no metadata address, no link-local, loopback
 // and private ranges only where allowed), each try is bounded in time, and
 // an event may be signed as Standard Webhooks asks, for receivers that are
-// plain webhooks. It decides nothing about retries beyond saying whether a
-// failed try may be tried again; Backoff says when.
+// plain webhooks. Try is the one policy of tries, backoff and dead-letter
+// sink for every event the worker sends.
 package deliver
 
 import (
@@ -23,6 +23,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -36,6 +37,9 @@ type Sender struct {
 	// which would reach an address its policy refuses without a dial.
 	client, accounts cloudevents.Client
 	tenants          tenants.Kinds
+	// Outcomes, when set, counts events by Verdict, and failed tries as
+	// "failed".
+	Outcomes *prometheus.CounterVec
 }
 
 // New returns a sender whose dials follow policy, for web UI accounts (as

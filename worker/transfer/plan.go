@@ -53,6 +53,8 @@ type Plan struct {
 	// with its message. The event is sent, and the status written, after.
 	Outcome string `json:"outcome,omitempty"`
 	Message string `json:"message,omitempty"`
+	// EventAttempts counts the failed tries of the finishing event.
+	EventAttempts int32 `json:"eventAttempts,omitempty"`
 }
 
 // Target is f's path at the destination, below its folder.

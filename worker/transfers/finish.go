@@ -1,6 +1,7 @@
 package transfers
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -60,81 +61,80 @@ func finishEvent(tr *v1alpha1.Transfer, f facts) (cloudevents.Event, error) {
 	return e, e.SetData(cloudevents.ApplicationJSON, data)
 }
 
-// finish reports the end of a transfer whose files all ended: it sends
-// the event (when the transfer has a sink), then writes the status with
-// its completion time, then removes the plan. It reports whether all of
-// that is done; if not, the next step does it again, the event with the
-// same id.
-func (t *run) finish(ctx context.Context, tr *v1alpha1.Transfer) bool {
+// finish reports the end of a transfer whose files all ended: it tries
+// the finishing event (when the transfer has a sink) as deliver.Try says,
+// its tries stored in the plan; once the event's tries ended, it writes
+// the status with its completion time, then removes the plan. It returns
+// how long to wait and whether all of that is done; if not, a later step
+// does the rest, the event with the same id.
+func (t *run) finish(ctx context.Context, tr *v1alpha1.Transfer) (time.Duration, bool) {
 	f := facts{plan: t.plan, outcome: t.plan.Outcome, message: t.plan.Message}
 	delivered := tr.Status.EventDelivered
-	sinkURI := ""
 	if sink := tr.Spec.Sink; sink != nil && !delivered {
-		var err error
-		if delivered, sinkURI, err = t.notify(ctx, tr, f, *sink); err != nil {
-			t.mu.Lock()
-			t.lastErr = "the finishing event: " + err.Error()
-			t.mu.Unlock()
+		if t.nextEvent.After(time.Now()) {
+			return time.Until(t.nextEvent), false
 		}
+		res, uri, err := t.notify(ctx, tr, f, *sink)
+		if err == nil && !res.Ended() {
+			err = res.Err
+			t.mu.Lock()
+			t.plan.EventAttempts, t.dirty = res.Attempts, true
+			t.mu.Unlock()
+			t.save(ctx, true)
+		}
+		if err != nil || !res.Ended() {
+			t.setLastErr("the finishing event waits: " + err.Error())
+			t.report(ctx, f)
+			t.nextEvent = cmp.Or(res.RetryAt, time.Now().Add(idle))
+			return time.Until(t.nextEvent), false
+		}
+		if delivered = res.Verdict == deliver.Delivered; !delivered {
+			t.setLastErr("the finishing event: " + res.Err.Error())
+		}
+		f.sinkURI = uri
 	}
-	f.finished, f.eventDelivered, f.sinkURI = true, delivered, sinkURI
+	f.finished, f.eventDelivered = true, delivered
 	t.mu.Lock()
 	t.moving, t.rate = nil, 0
 	t.mu.Unlock()
 	if !t.report(ctx, f) {
-		return false
+		return idle, false
 	}
 	if err := t.r.States.Delete(ctx, string(t.uid)); err != nil {
 		slog.Error("removing a finished transfer's plan", "uid", t.uid, "error", err)
 	}
-	return true
+	return 0, true
 }
 
-// notify sends tr's finishing event to sink, trying as its delivery says,
-// then to its dead-letter sink.
-func (t *run) notify(ctx context.Context, tr *v1alpha1.Transfer, f facts, sink v1alpha1.Destination) (bool, string, error) {
+func (t *run) setLastErr(s string) {
+	t.mu.Lock()
+	t.lastErr = s
+	t.mu.Unlock()
+}
+
+// notify tries tr's finishing event once on sink (and its dead-letter
+// sink), after the tries its plan counts.
+func (t *run) notify(ctx context.Context, tr *v1alpha1.Transfer, f facts, sink v1alpha1.Destination) (deliver.Result, string, error) {
 	set, err := deliver.ReadSettings(ctx, t.r.Client, tr.Namespace, tr.Spec.Delivery, tr.Spec.SigningSecretRef)
 	if err != nil {
-		return false, "", err
+		return deliver.Result{}, "", err
 	}
-	uri, err := deliver.Resolve(ctx, t.r.Client, tr.Namespace, sink)
-	if err != nil {
-		return false, "", err
+	to := deliver.Targets{}
+	if to.Sink, err = deliver.Resolve(ctx, t.r.Client, tr.Namespace, sink); err != nil {
+		return deliver.Result{}, "", err
+	}
+	if dls := tr.Spec.Delivery.DeadLetterSink; dls != nil {
+		if to.DeadLetter, err = deliver.Resolve(ctx, t.r.Client, tr.Namespace, *dls); err != nil {
+			return deliver.Result{}, to.Sink, fmt.Errorf("the dead-letter sink: %w", err)
+		}
 	}
 	e, err := finishEvent(tr, f)
 	if err != nil {
-		return false, uri, err
+		return deliver.Result{}, to.Sink, err
 	}
-	var out deliver.Outcome
-	for try := int32(0); try <= set.Retry; try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return false, uri, ctx.Err()
-			case <-time.After(deliver.Backoff(set.Policy, set.Delay, try)):
-			}
-		}
-		out = t.r.Sender.Send(ctx, t.key.Namespace, uri, e, set.Timeout, set.Signing)
-		if out.Delivered {
-			t.r.Metrics.Events.WithLabelValues("delivered").Inc()
-			return true, uri, nil
-		}
-		t.r.Metrics.Events.WithLabelValues("failed").Inc()
-		if !out.Retry {
-			break
-		}
+	res := t.r.Sender.Try(ctx, t.key.Namespace, to, e, set, t.plan.EventAttempts)
+	if res.Verdict == deliver.Denied {
+		return res, to.Sink, fmt.Errorf("the sink's address is one the worker may not reach: %w", res.Err)
 	}
-	if dls := tr.Spec.Delivery.DeadLetterSink; dls != nil {
-		if dl, err := deliver.Resolve(ctx, t.r.Client, tr.Namespace, *dls); err == nil {
-			if t.r.Sender.Send(ctx, t.key.Namespace, dl, e, set.Timeout, set.Signing).Delivered {
-				t.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
-				return false, uri, fmt.Errorf("the sink failed every try; the event went to the dead-letter sink")
-			}
-		}
-	}
-	t.r.Metrics.Events.WithLabelValues("dropped").Inc()
-	if out.Err != nil {
-		return false, uri, fmt.Errorf("the sink failed every try: %w", out.Err)
-	}
-	return false, uri, fmt.Errorf("the sink failed every try (HTTP %d)", out.Status)
+	return res, to.Sink, nil
 }

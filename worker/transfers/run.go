@@ -64,6 +64,8 @@ type run struct {
 	rateAt    time.Time
 	rate      int64
 	made      transfer.Folders
+	// nextEvent is when the finishing event is tried again.
+	nextEvent time.Time
 }
 
 // idle is how long a run that cannot work waits before it looks again.
@@ -151,7 +153,7 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 		t.report(ctx, t.facts())
 		return time.Second, false
 	}
-	return idle, t.finish(ctx, &tr)
+	return t.finish(ctx, &tr)
 }
 
 // connections reads the transfer's two connections; why says why one

@@ -154,6 +154,9 @@ func (r *Runner) sync(ctx context.Context) {
 		}
 		byUID[uid] = t
 		items = append(items, uid)
+		if copied(t) {
+			continue // only its finishing event waits: it takes no place
+		}
 		perNamespace[t.Namespace]++
 		queued[uid] = perNamespace[t.Namespace] > r.Limits.MaxRunningPerNamespace
 	}

@@ -3,6 +3,7 @@ package transfers
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -85,6 +86,18 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 		}
 		st.Failures = append(st.Failures, v1alpha1.TransferFailure{Path: file.Path, Reason: file.Reason, Message: statuspatch.Cut(file.Message, 512)})
 	}
+}
+
+// copied says every file of t ended (its Ready condition says how), though
+// the end may not be reported yet: its finishing event may wait for its
+// sink.
+func copied(t *v1alpha1.Transfer) bool {
+	ready := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.ObservedGeneration != t.Generation {
+		return false
+	}
+	return ready.Status == metav1.ConditionTrue ||
+		meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionStalled) && ready.Reason != v1alpha1.ReasonConnectionNotReady
 }
 
 // progress is files ended of the total, and the share of bytes done.

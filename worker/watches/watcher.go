@@ -371,44 +371,30 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 			slog.Error("making an event", "error", err)
 			return
 		}
-		out := w.r.Sender.Send(ctx, w.key.Namespace, sink, ce, set.delivery.Timeout, set.delivery.Signing)
-		if out.Delivered {
-			w.r.Metrics.Events.WithLabelValues("delivered").Inc()
-			w.r.Metrics.DeliveryLatency.Observe(time.Since(head.Observed).Seconds())
-			w.state.Delivered++
-			w.finish(ctx, wt, conn, *head, true)
-			continue
-		}
-		if out.Denied {
-			f.sinkDenied = "the sink's address is one the worker may not reach: " + out.Err.Error()
+		res := w.r.Sender.Try(ctx, w.key.Namespace, deliver.Targets{Sink: sink, DeadLetter: deadLetter}, ce, set.delivery, head.Attempts)
+		if res.Verdict == deliver.Denied {
+			f.sinkDenied = "the sink's address is one the worker may not reach: " + res.Err.Error()
 			w.lastErr = f.sinkDenied
 			return
 		}
-		w.r.Metrics.Events.WithLabelValues("failed").Inc()
-		head.Attempts++
-		w.state.Failed++
-		w.dirty = true
-		w.lastErr = out.Err.Error()
-		exhausted := !out.Retry || head.Attempts > set.delivery.Retry
-		switch {
-		case exhausted && deadLetter != "":
-			if dl := w.r.Sender.Send(ctx, w.key.Namespace, deadLetter, ce, set.delivery.Timeout, set.delivery.Signing); dl.Delivered {
-				w.r.Metrics.Events.WithLabelValues("dead_lettered").Inc()
-				w.state.DeadLettered++
-				w.finish(ctx, wt, conn, *head, false)
-				continue
-			}
-			w.failing, w.unreachable = "the sink failed every try, and so does the dead-letter sink: "+out.Err.Error(), false
-		case !out.Retry:
-			// The sink refused it, and would again: nowhere else to go.
-			w.r.Metrics.Events.WithLabelValues("dropped").Inc()
-			w.lastErr = "an event the sink refused was dropped: " + out.Err.Error()
-			w.finish(ctx, wt, conn, *head, false)
-			continue
-		default:
-			w.failing, w.unreachable = out.Err.Error(), out.Status == 0
+		if res.Attempts > head.Attempts {
+			w.state.Failed += int64(res.Attempts - head.Attempts)
+			head.Attempts, w.dirty = res.Attempts, true
+			w.lastErr = res.Err.Error()
 		}
-		w.nextTry = time.Now().Add(deliver.Backoff(set.delivery.Policy, set.delivery.Delay, head.Attempts))
+		switch res.Verdict {
+		case deliver.Delivered:
+			w.r.Metrics.DeliveryLatency.Observe(time.Since(head.Observed).Seconds())
+			w.state.Delivered++
+		case deliver.DeadLettered:
+			w.state.DeadLettered++
+		}
+		if res.Ended() {
+			w.finish(ctx, wt, conn, *head, res.Verdict == deliver.Delivered)
+			continue
+		}
+		w.failing, w.unreachable = res.Err.Error(), res.Unreachable
+		w.nextTry = res.RetryAt
 		return
 	}
 	w.nextTry = time.Time{}
