@@ -23,8 +23,10 @@ import (
 // retries an idempotent operation once on a fresh one).
 type BrokenError struct{ Err error }
 
-func (e *BrokenError) Error() string       { return e.Err.Error() }
-func (e *BrokenError) Unwrap() error       { return e.Err }
+func (e *BrokenError) Error() string { return e.Err.Error() }
+func (e *BrokenError) Unwrap() error { return e.Err }
+
+// SessionFailed is true: the error is the session's, whatever it wraps.
 func (e *BrokenError) SessionFailed() bool { return true }
 
 var (
