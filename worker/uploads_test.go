@@ -16,6 +16,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/shard"
 )
 
 // TestExpiredUploadsRemoved: of two replicas, the one holding the sweep
@@ -65,11 +66,14 @@ func TestExpiredUploadsRemoved(t *testing.T) {
 		t.Error("an upload under way was removed")
 	}
 	// Stop the replica that holds the sweep.
-	var lease coordinationv1.Lease
-	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "upload-expiry"}, &lease))
+	var leases coordinationv1.LeaseList
+	must(t, k8s.List(ctx, &leases, client.InNamespace(ns), client.MatchingLabels{shard.LabelBucket: "upload"}))
+	if len(leases.Items) != 1 {
+		t.Fatalf("%d Leases for the sweep's one item", len(leases.Items))
+	}
 	var holder string
-	if lease.Spec.HolderIdentity != nil {
-		holder = *lease.Spec.HolderIdentity
+	if h := leases.Items[0].Spec.HolderIdentity; h != nil {
+		holder = *h
 	}
 	stop, ours := stops[holder]
 	if !ours {

@@ -62,6 +62,9 @@ type Options struct {
 	// LeaseDuration is how long a replica's hold on a watch lasts without
 	// renewal: a dead replica's watches move within it.
 	LeaseDuration time.Duration
+	// LeaseBuckets is how many buckets (each with a Lease) the items of
+	// each kind fall into; every replica must count the same.
+	LeaseBuckets int
 	// IdleTimeout closes SSH connections unused for this long.
 	IdleTimeout time.Duration
 	Limits      watches.Limits
@@ -96,6 +99,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Networks the connections and event sinks of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", shard.DefaultLeaseDuration,
 		"How long a replica's hold on a watch lasts without renewal: a dead replica's watches move to another within it.")
+	fs.IntVar(&o.LeaseBuckets, "lease-buckets", shard.DefaultBuckets,
+		"Buckets the watches (and the transfers) fall into, each with a Lease: the Leases do not grow with the work. Every replica must say the same.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
 	d := watches.DefaultLimits()
 	o.Limits = d
@@ -200,7 +205,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
 		Recorder: mgr.GetEventRecorder("sftpgate-worker"),
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch", Budget: budget},
 		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
 	}
@@ -211,7 +216,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Transfers,
 		Recorder: r.Recorder,
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "transfer",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer", Budget: budget},
 		SyncInterval: r.SyncInterval,
 	}
@@ -221,7 +226,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.Add(&uploadexpiry.Sweeper{
 		Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "upload",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration},
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
 		Limits: opts.Expiry.WithDefaults(),

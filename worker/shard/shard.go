@@ -1,24 +1,30 @@
 // Package shard divides a component's work among its replicas through
-// Kubernetes Leases, and nothing else. Each replica renews a member Lease;
-// each item of work (a watch, a transfer) has a Lease of its own naming the
-// replica doing it, written only when the item changes hands. A replica
-// holds its items while its membership is live (renewed within the lease
-// duration, without a lapse since it took them), so renewing costs one
-// write per replica, however many items. A replica takes free items while
-// it holds fewer than its share (the items over the live members, rounded
-// up), takes an item whose holder's membership has expired (read at the
-// API server, not from a cache), and gives items back when it holds more
-// than its share (after a replica joined). A replica that dies leaves its
-// membership to expire: the others take its items within one lease
-// duration.
+// Kubernetes Leases, and nothing else. Items of work (watches, transfers)
+// fall into a fixed number of buckets by a hash of their key, as
+// Knative's reconciler buckets do; each replica renews a member Lease, and
+// each bucket with work has a Lease naming the replica doing its items,
+// written only when the bucket changes hands. So the Leases are bounded by
+// the buckets, not the items, and renewing costs one write per replica,
+// however many items. A replica holds its buckets while its membership is
+// live (renewed within the lease duration, without a lapse since it took
+// them). It takes free buckets while it holds fewer than its share (the
+// buckets with work over the live members, rounded up), takes a bucket
+// whose holder's membership has expired (read at the API server, not
+// from a cache), and gives buckets back when it holds more than its share
+// (after a replica joined). A replica that dies leaves its membership to
+// expire: the others take its buckets within one lease duration.
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,11 +43,19 @@ const (
 	// LabelShard marks every Lease of the package's with the kind of work,
 	// for a cache to hold only these.
 	LabelShard = "sftpgate.dev/shard"
-	// LabelItem marks an item's Lease with the kind of work.
-	LabelItem = "sftpgate.dev/shard-item"
+	// LabelBucket marks a bucket's Lease with the kind of work.
+	LabelBucket = "sftpgate.dev/shard-bucket"
+	// labelItem marked the Lease of one item, before items fell into
+	// buckets: such Leases are removed.
+	labelItem = "sftpgate.dev/shard-item"
 	// LabelMember marks a replica's member Lease with the kind of work.
 	LabelMember = "sftpgate.dev/shard-member"
 )
+
+// DefaultBuckets is how many buckets items fall into: enough for three
+// replicas to share them within a few percent, few enough that their
+// Leases cost nothing.
+const DefaultBuckets = 64
 
 // DefaultLeaseDuration is how long a Lease holds without renewal: a dead
 // replica's items wait at most this long for another.
@@ -58,13 +72,31 @@ type Shard struct {
 	Namespace, Kind, Identity string
 	// LeaseDuration is DefaultLeaseDuration when zero.
 	LeaseDuration time.Duration
-	Clock         clock.Clock
+	// Buckets is how many buckets items fall into (DefaultBuckets when
+	// zero); every replica of a kind must count the same.
+	Buckets int
+	Clock   clock.Clock
 
 	mu sync.Mutex
-	// held is the items whose Lease names this replica, taken while its
+	// held is the buckets whose Lease names this replica, taken while its
 	// membership was live; renewed is when it last renewed its membership.
 	held    map[string]bool
 	renewed time.Time
+	// given is the items Sync last said to keep; leaving the buckets it
+	// gave up, given back by Settle once their items' work stopped.
+	given   map[string]bool
+	leaving []string
+}
+
+func (s *Shard) buckets() int { return cmp.Or(s.Buckets, DefaultBuckets) }
+
+// Bucket names the bucket item falls into, and how many there are ("7-of-
+// 64"), so that replicas that count buckets otherwise never share one.
+func (s *Shard) Bucket(item string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(item))
+	n := uint32(s.buckets()) //nolint:gosec // a small positive count
+	return fmt.Sprintf("%d-of-%d", h.Sum32()%n, n)
 }
 
 func (s *Shard) duration() time.Duration {
@@ -81,25 +113,81 @@ func (s *Shard) now() time.Time {
 	return s.Clock.Now()
 }
 
-// Holds reports whether this replica holds item now: its Lease names this
-// replica and the membership was renewed within the lease duration. Work
-// checks it before each step it must not do twice at once, so that a
-// replica cut off from the API server stops before another takes its
-// items.
+// Holds reports whether this replica holds item now: its bucket's Lease
+// names this replica and the membership was renewed within the lease
+// duration. Work checks it before each step it must not do twice at once,
+// so that a replica cut off from the API server stops before another
+// takes its items.
 func (s *Shard) Holds(item string) bool {
+	b := s.Bucket(item)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held[item] && s.live()
+	return s.held[b] && s.live()
 }
 
 // live says this replica's membership holds; call with mu held.
 func (s *Shard) live() bool { return s.now().Sub(s.renewed) < s.duration() }
 
-// Sync renews this replica's membership, takes free items of items (the
-// work there is now) up to its share, and says which to keep doing (keep)
-// and which to stop (drop: over its share, taken by another, or gone).
-// Stop the dropped items' work, then Release them.
+// Sync renews this replica's membership, takes free buckets of those items
+// (the work there is now) fall into, up to its share, and says which items
+// to keep doing (keep: those of its buckets) and which to stop (drop:
+// kept before, now in a bucket given back or taken by another, or gone).
+// Stop the dropped items' work, then Settle.
 func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, err error) {
+	of := map[string][]string{}
+	for _, item := range items {
+		b := s.Bucket(item)
+		of[b] = append(of[b], item)
+	}
+	buckets := slices.Sorted(maps.Keys(of))
+	kept, gone, err := s.syncBuckets(ctx, buckets)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaving = append(s.leaving, gone...)
+	if err != nil && kept == nil {
+		return nil, nil, err
+	}
+	given := map[string]bool{}
+	for _, b := range kept {
+		for _, item := range of[b] {
+			given[item] = true
+			keep = append(keep, item)
+		}
+	}
+	for item := range s.given {
+		if !given[item] {
+			drop = append(drop, item)
+		}
+	}
+	s.given = given
+	slices.Sort(keep)
+	slices.Sort(drop)
+	return keep, drop, err
+}
+
+// Settle gives back the buckets Sync let go, once the work of the items it
+// dropped has stopped, for another replica to take at once.
+func (s *Shard) Settle(ctx context.Context) error {
+	s.mu.Lock()
+	leaving := s.leaving
+	s.leaving = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, b := range leaving {
+		s.mu.Lock()
+		again := s.held[b]
+		s.mu.Unlock()
+		if !again {
+			errs = append(errs, s.release(ctx, b))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncBuckets takes free buckets of buckets (those with work) up to this
+// replica's share, and says which to keep and which to give back (over
+// its share, taken by another, or without work).
+func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop []string, err error) {
 	lapsed, err := s.renewMember(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -108,88 +196,89 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	share := (len(items) + len(members) - 1) / max(len(members), 1)
-	var leases coordinationv1.LeaseList
-	if err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{LabelItem: s.Kind}); err != nil {
+	share := (len(buckets) + len(members) - 1) / max(len(members), 1)
+	leases, err := s.list(ctx, LabelBucket)
+	if err != nil {
 		return nil, nil, err
 	}
-	byItem := map[string]*coordinationv1.Lease{}
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		byItem[l.Annotations[annotationItem]] = l
+	byBucket := map[string]*coordinationv1.Lease{}
+	for i := range leases {
+		l := &leases[i]
+		byBucket[l.Annotations[annotationBucket]] = l
 	}
 	exists := map[string]bool{}
-	for _, item := range items {
-		exists[item] = true
+	for _, bucket := range buckets {
+		exists[bucket] = true
 	}
 
 	s.mu.Lock()
 	if s.held == nil || lapsed {
-		// After a lapse another replica may have taken any item: hold
-		// none until they are taken again.
-		for item := range s.held {
-			drop = append(drop, item)
-		}
+		// After a lapse another replica may have taken any bucket: hold
+		// none until they are taken again (its own adopted below).
 		s.held = map[string]bool{}
 	}
 	var named []string
-	for item, l := range byItem {
-		if exists[item] && holder(l) == s.Identity && !s.held[item] {
-			named = append(named, item)
+	for bucket, l := range byBucket {
+		if exists[bucket] && holder(l) == s.Identity && !s.held[bucket] {
+			named = append(named, bucket)
 		}
 	}
 	s.mu.Unlock()
-	// Items whose Lease names this replica, but that it does not hold (a
+	// Buckets whose Lease names this replica, but that it does not hold (a
 	// restart's, or after a lapse), are its own if the API server says
 	// so: the cache may not have seen another take them.
-	for _, item := range named {
-		if err := s.adopt(ctx, item); err != nil {
+	for _, bucket := range named {
+		if err := s.adopt(ctx, bucket); err != nil {
 			return nil, drop, err
 		}
 	}
 	s.mu.Lock()
 	mine := make([]string, 0, len(s.held))
-	for item := range s.held {
-		mine = append(mine, item)
+	for bucket := range s.held {
+		mine = append(mine, bucket)
 	}
 	s.mu.Unlock()
 	slices.Sort(mine)
 
-	for _, item := range mine {
-		l := byItem[item]
+	for _, bucket := range mine {
+		l := byBucket[bucket]
 		switch {
-		case !exists[item]:
-			drop = append(drop, item)
+		case !exists[bucket]:
+			s.forget(bucket)
+			drop = append(drop, bucket)
 		case l != nil && holder(l) != s.Identity:
 			// Taken by another (a cache that has not seen this
 			// replica's take yet has no Lease at all).
-			s.forget(item)
-			drop = append(drop, item)
+			s.forget(bucket)
+			drop = append(drop, bucket)
 		default:
-			keep = append(keep, item)
+			keep = append(keep, bucket)
 		}
 	}
 	// Over its share (a replica joined): give some back.
 	if over := len(keep) - share; over > 0 {
-		drop = append(drop, keep[len(keep)-over:]...)
+		for _, bucket := range keep[len(keep)-over:] {
+			s.forget(bucket)
+			drop = append(drop, bucket)
+		}
 		keep = keep[:len(keep)-over]
 	}
-	// Under it: take free items, in an order of this replica's own so that
+	// Under it: take free buckets, in an order of this replica's own so that
 	// replicas starting together do not all go for the same ones.
 	free := make([]string, 0)
-	for _, item := range items {
-		if !slices.Contains(keep, item) && !slices.Contains(drop, item) && (byItem[item] == nil || !members[holder(byItem[item])]) {
-			free = append(free, item)
+	for _, bucket := range buckets {
+		if !slices.Contains(keep, bucket) && !slices.Contains(drop, bucket) && (byBucket[bucket] == nil || !members[holder(byBucket[bucket])]) {
+			free = append(free, bucket)
 		}
 	}
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] }) //nolint:gosec // spreading replicas, not a secret
-	for _, item := range free {
+	for _, bucket := range free {
 		if len(keep) >= share {
 			break
 		}
-		switch err := s.take(ctx, item, byItem[item]); {
+		switch err := s.take(ctx, bucket, byBucket[bucket]); {
 		case err == nil:
-			keep = append(keep, item)
+			keep = append(keep, bucket)
 		case isLost(err):
 		default:
 			return keep, drop, err
@@ -199,14 +288,11 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 	return keep, drop, nil
 }
 
-// Release gives back item's Lease, once its work has stopped, for another
-// replica to take at once.
-func (s *Shard) Release(ctx context.Context, item string) error {
-	if !s.forget(item) {
-		return nil
-	}
+// release deletes bucket's Lease if it still names this replica, which
+// no longer holds it.
+func (s *Shard) release(ctx context.Context, bucket string) error {
 	lease := &coordinationv1.Lease{}
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, lease); err != nil {
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(bucket)}, lease); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if holder(lease) != s.Identity {
@@ -215,43 +301,67 @@ func (s *Shard) Release(ctx context.Context, item string) error {
 	return client.IgnoreNotFound(s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
 }
 
-// Orphans are the items that are gone (not in exists) but still have a
-// Lease, or are in also (say, a state stored for them), and that no live
-// replica holds: what a replica that died holding a deleted item left, or
-// an item deleted after it was given back. A live holder cleans up after
-// its own items.
+// Orphans are the items of also (say, those with a state stored) that
+// are gone (not in exists) and whose bucket no other live replica holds:
+// what an item deleted while a replica that died held it, or after it was
+// given back, left. A live holder cleans up after its own items.
 func (s *Shard) Orphans(ctx context.Context, exists map[string]bool, also []string) ([]string, error) {
 	members, err := s.liveMembers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var leases coordinationv1.LeaseList
-	if err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{LabelItem: s.Kind}); err != nil {
+	leases, err := s.list(ctx, LabelBucket)
+	if err != nil {
 		return nil, err
 	}
-	held := map[string]bool{}
-	candidates := slices.Clone(also)
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		item := l.Annotations[annotationItem]
-		candidates = append(candidates, item)
-		held[item] = held[item] || members[holder(l)]
+	others := map[string]bool{}
+	for i := range leases {
+		if h := holder(&leases[i]); h != s.Identity && members[h] {
+			others[leases[i].Annotations[annotationBucket]] = true
+		}
 	}
-	slices.Sort(candidates)
 	var orphans []string
-	for _, item := range slices.Compact(candidates) {
-		if !exists[item] && !held[item] {
+	for _, item := range also {
+		if !exists[item] && !others[s.Bucket(item)] {
 			orphans = append(orphans, item)
 		}
 	}
 	return orphans, nil
 }
 
-// Remove deletes an orphaned item's Lease, whoever it names.
-func (s *Shard) Remove(ctx context.Context, item string) error {
-	s.forget(item)
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(item)}}
-	return client.IgnoreNotFound(s.Client.Delete(ctx, lease))
+// Tidy removes the Leases no live replica needs: a bucket's that has no
+// work (not in busy) and whose holder is not live, and those of single
+// items, which earlier versions wrote.
+func (s *Shard) Tidy(ctx context.Context, busy map[string]bool) error {
+	members, err := s.liveMembers(ctx)
+	if err != nil {
+		return err
+	}
+	buckets, err := s.list(ctx, LabelBucket)
+	if err != nil {
+		return err
+	}
+	items, err := s.list(ctx, labelItem)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range buckets {
+		if l := &buckets[i]; !busy[l.Annotations[annotationBucket]] && !members[holder(l)] {
+			errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})))
+		}
+	}
+	for i := range items {
+		errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, &items[i])))
+	}
+	return errors.Join(errs...)
+}
+
+// list is the Leases of this kind labelled label, as the cache has them.
+func (s *Shard) list(ctx context.Context, label string) ([]coordinationv1.Lease, error) {
+	var leases coordinationv1.LeaseList
+	err := s.Cache.List(ctx, &leases, client.InNamespace(s.Namespace), client.MatchingLabels{label: s.Kind})
+	return leases.Items, err
 }
 
 // Leave gives back every Lease this replica holds and its membership, for
@@ -259,35 +369,39 @@ func (s *Shard) Remove(ctx context.Context, item string) error {
 // duration.
 func (s *Shard) Leave(ctx context.Context) error {
 	s.mu.Lock()
-	items := make([]string, 0, len(s.held))
-	for item := range s.held {
-		items = append(items, item)
-	}
+	buckets := slices.Collect(maps.Keys(s.held))
+	s.held, s.given = map[string]bool{}, nil
 	s.mu.Unlock()
 	var errs []error
-	for _, item := range items {
-		errs = append(errs, s.Release(ctx, item))
+	for _, b := range buckets {
+		errs = append(errs, s.release(ctx, b))
 	}
 	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.memberName()}}
 	errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, member)))
 	return errors.Join(errs...)
 }
 
-// annotationItem holds an item's key on its Lease: names are bounded, keys
-// need not be.
-const annotationItem = "sftpgate.dev/shard-item"
+// annotationBucket names a bucket on its Lease; annotationBuckets says on
+// a member Lease how many buckets the replica counts (a replica of an
+// earlier version, which says nothing, counts none: nothing moves until it
+// is gone).
+const (
+	annotationBucket  = "sftpgate.dev/shard-bucket"
+	annotationBuckets = "sftpgate.dev/shard-buckets"
+)
 
-func (s *Shard) leaseName(item string) string    { return s.Kind + "-" + item }
+// errBucketsDiffer is live replicas that count buckets otherwise.
+var errBucketsDiffer = errors.New("the replicas count buckets differently (--lease-buckets); none takes work until they agree")
+
+func (s *Shard) leaseName(bucket string) string  { return s.Kind + "-bucket-" + bucket }
 func (s *Shard) memberName() string              { return s.memberOf(s.Identity) }
 func (s *Shard) memberOf(identity string) string { return s.Kind + "-member-" + identity }
 
-// forget drops item from what this replica holds; false if it held none.
-func (s *Shard) forget(item string) bool {
+// forget drops bucket from what this replica holds.
+func (s *Shard) forget(bucket string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.held[item]
-	delete(s.held, item)
-	return ok
+	delete(s.held, bucket)
 }
 
 // renewMember renews (or makes) this replica's member Lease; lapsed says
@@ -301,13 +415,15 @@ func (s *Shard) renewMember(ctx context.Context) (lapsed bool, err error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name,
-			Labels: map[string]string{LabelShard: s.Kind, LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+			Labels:      map[string]string{LabelShard: s.Kind, LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
+			Annotations: map[string]string{annotationBuckets: strconv.Itoa(s.buckets())}},
 			Spec: s.spec(now)}
 		err = client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
 	case err != nil:
 		return false, err
 	default:
 		lease.Spec = s.spec(now)
+		metav1.SetMetaDataAnnotation(&lease.ObjectMeta, annotationBuckets, strconv.Itoa(s.buckets()))
 		err = s.Client.Update(ctx, lease)
 	}
 	if err != nil {
@@ -333,10 +449,18 @@ func (s *Shard) liveMembers(ctx context.Context) (map[string]bool, error) {
 		return nil, err
 	}
 	live := map[string]bool{s.Identity: true}
+	mine := strconv.Itoa(s.buckets())
 	for i := range list.Items {
-		if l := &list.Items[i]; !s.expired(l) {
-			live[holder(l)] = true
+		l := &list.Items[i]
+		if s.expired(l) {
+			continue
 		}
+		if theirs := l.Annotations[annotationBuckets]; theirs != mine {
+			// Items would fall into other buckets there: both could run
+			// one. Nothing moves until the replicas agree.
+			return nil, fmt.Errorf("%w: %s here, %q at %s", errBucketsDiffer, mine, theirs, holder(l))
+		}
+		live[holder(l)] = true
 	}
 	return live, nil
 }
@@ -363,30 +487,30 @@ func isLost(err error) bool {
 	return errors.Is(err, errLost) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
 
-// adopt holds item if its Lease, read at the API server, names this
+// adopt holds bucket if its Lease, read at the API server, names this
 // replica.
-func (s *Shard) adopt(ctx context.Context, item string) error {
+func (s *Shard) adopt(ctx context.Context, bucket string) error {
 	l := &coordinationv1.Lease{}
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(item)}, l); err != nil {
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(bucket)}, l); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if holder(l) == s.Identity {
 		s.mu.Lock()
-		s.held[item] = true
+		s.held[bucket] = true
 		s.mu.Unlock()
 	}
 	return nil
 }
 
-// take makes or takes over item's Lease, l being what the cache has. A
+// take makes or takes over bucket's Lease, l being what the cache has. A
 // holder the cache shows dead is checked at the API server first: a cache
 // behind could show a membership expired that was renewed since.
-func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) error {
+func (s *Shard) take(ctx context.Context, bucket string, l *coordinationv1.Lease) error {
 	now := metav1.NewMicroTime(s.now())
 	if l == nil {
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(item),
-			Labels:      map[string]string{LabelShard: s.Kind, LabelItem: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
-			Annotations: map[string]string{annotationItem: item}},
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.leaseName(bucket),
+			Labels:      map[string]string{LabelShard: s.Kind, LabelBucket: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
+			Annotations: map[string]string{annotationBucket: bucket}},
 			Spec: s.spec(now)}
 		if err := s.Client.Create(ctx, l); err != nil {
 			return err
@@ -397,7 +521,7 @@ func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) 
 			err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.memberOf(was)}, member)
 			switch {
 			case err == nil && !s.expired(member):
-				return fmt.Errorf("taking %s: %w", item, errLost)
+				return fmt.Errorf("taking %s: %w", bucket, errLost)
 			case err != nil && !apierrors.IsNotFound(err):
 				return err
 			}
@@ -413,7 +537,7 @@ func (s *Shard) take(ctx context.Context, item string, l *coordinationv1.Lease) 
 		}
 	}
 	s.mu.Lock()
-	s.held[item] = true
+	s.held[bucket] = true
 	s.mu.Unlock()
 	return nil
 }

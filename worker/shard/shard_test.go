@@ -58,20 +58,31 @@ func syncAll(t *testing.T, items []string, shards ...*shard.Shard) map[string][]
 	t.Helper()
 	held := map[string][]string{}
 	for _, s := range shards {
-		keep, drop, err := s.Sync(context.Background(), items)
+		keep, _, err := s.Sync(context.Background(), items)
 		if err != nil {
 			t.Fatalf("%s: %v", s.Identity, err)
 		}
-		for _, item := range drop {
-			if err := s.Release(context.Background(), item); err != nil {
-				t.Fatal(err)
-			}
-		}
+		must(t, s.Settle(context.Background()))
 		for _, item := range keep {
 			held[item] = append(held[item], s.Identity)
 		}
 	}
 	return held
+}
+
+// distinct is n items that fall into n buckets: each item alone in its
+// bucket, so that replicas share items as they share buckets.
+func distinct(s *shard.Shard, n int) []string {
+	var items []string
+	seen := map[string]bool{}
+	for i := 0; len(items) < n; i++ {
+		item := fmt.Sprintf("item-%d", i)
+		if b := s.Bucket(item); !seen[b] {
+			seen[b] = true
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 // holders checks that each item is held by one replica at most, and
@@ -104,10 +115,7 @@ func TestItemsAreDividedAndTakenOver(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := replicas(t, clk, "a", "b", "c", "d")
 	a, b, c, d := s[0], s[1], s[2], s[3]
-	items := make([]string, 10)
-	for i := range items {
-		items[i] = fmt.Sprintf("item-%d", i)
-	}
+	items := distinct(a, 10)
 	// Until each has joined, the first take more than their share; a
 	// few rounds settle it.
 	for range 3 {
@@ -153,7 +161,7 @@ func TestItemsAreDividedAndTakenOver(t *testing.T) {
 		t.Errorf("after b left: %v", counts)
 	}
 
-	// An item that is gone is dropped and its Lease removed.
+	// An item that is gone is dropped, and its bucket given back.
 	keep, drop, err := a.Sync(context.Background(), items[1:])
 	if err != nil {
 		t.Fatal(err)
@@ -163,12 +171,12 @@ func TestItemsAreDividedAndTakenOver(t *testing.T) {
 	}
 }
 
-// itemVersions maps each item Lease of s's namespace to its
+// bucketVersions maps each bucket Lease of s's namespace to its
 // resourceVersion.
-func itemVersions(t *testing.T, s *shard.Shard) map[string]string {
+func bucketVersions(t *testing.T, s *shard.Shard) map[string]string {
 	t.Helper()
 	var leases coordinationv1.LeaseList
-	if err := k8s.List(context.Background(), &leases, client.InNamespace(s.Namespace), client.MatchingLabels{shard.LabelItem: s.Kind}); err != nil {
+	if err := k8s.List(context.Background(), &leases, client.InNamespace(s.Namespace), client.MatchingLabels{shard.LabelBucket: s.Kind}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -179,24 +187,24 @@ func itemVersions(t *testing.T, s *shard.Shard) map[string]string {
 }
 
 // TestRenewingWritesOnlyTheMembership: a replica keeps its items by
-// renewing its own membership; their Leases are written when they change
-// hands, not on every renewal.
+// renewing its own membership; their buckets' Leases are written when they
+// change hands, not on every renewal.
 func TestRenewingWritesOnlyTheMembership(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := replicas(t, clk, "a")
 	a := s[0]
-	items := []string{"item-0", "item-1", "item-2"}
+	items := distinct(a, 3)
 	syncAll(t, items, a)
-	before := itemVersions(t, a)
+	before := bucketVersions(t, a)
 	if len(before) != 3 {
-		t.Fatalf("%d item Leases, want 3", len(before))
+		t.Fatalf("%d bucket Leases, want 3", len(before))
 	}
 	for range 5 {
 		clk.Step(5 * time.Second)
 		syncAll(t, items, a)
 	}
-	if after := itemVersions(t, a); !maps.Equal(before, after) {
-		t.Errorf("item Leases were written while nothing changed hands: %v, then %v", before, after)
+	if after := bucketVersions(t, a); !maps.Equal(before, after) {
+		t.Errorf("bucket Leases were written while nothing changed hands: %v, then %v", before, after)
 	}
 	if counts := holders(t, items, a); counts["a"] != 3 {
 		t.Errorf("a holds %v", counts)
@@ -211,7 +219,7 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := replicas(t, clk, "a", "b")
 	a, b := s[0], s[1]
-	items := []string{"item-0", "item-1"}
+	items := distinct(a, 2)
 	syncAll(t, items, a)
 	if counts := holders(t, items, a); counts["a"] != 2 {
 		t.Fatalf("a alone holds %v", counts)
@@ -245,12 +253,77 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keep) != 1 || len(drop) != 1 {
-		t.Errorf("the restarted b keeps %v and drops %v, want one each", keep, drop)
+	// It ran nothing yet, so it stops nothing: the bucket over its share
+	// is given back by Settle.
+	if len(keep) != 1 || len(drop) != 0 {
+		t.Errorf("the restarted b keeps %v and drops %v, want one and none", keep, drop)
 	}
-	must(t, restarted.Release(context.Background(), drop[0]))
+	must(t, restarted.Settle(context.Background()))
 	syncAll(t, items, a)
 	if counts := holders(t, items, a, restarted); counts["a"] != 1 || counts["b"] != 1 {
 		t.Errorf("a and the restarted b hold %v, want one each", counts)
+	}
+}
+
+// TestLeasesAreBoundedByBuckets: however many items, the Leases are the
+// buckets' and the replicas'; every item is held by exactly one replica,
+// and each replica's share is within a bucket or two of the others'.
+func TestLeasesAreBoundedByBuckets(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a", "b", "c")
+	for _, r := range s {
+		r.Buckets = 16
+	}
+	items := make([]string, 3000)
+	for i := range items {
+		items[i] = fmt.Sprintf("watch-%d", i)
+	}
+	for range 3 {
+		syncAll(t, items, s...)
+	}
+	counts := holders(t, items, s...)
+	if counts["a"]+counts["b"]+counts["c"] != len(items) {
+		t.Errorf("the replicas hold %v of %d items", counts, len(items))
+	}
+	for name, n := range counts {
+		if n < len(items)/3-2*len(items)/16 || n > len(items)/3+2*len(items)/16 {
+			t.Errorf("%s holds %d of %d items: %v", name, n, len(items), counts)
+		}
+	}
+	var leases coordinationv1.LeaseList
+	must(t, k8s.List(context.Background(), &leases, client.InNamespace(s[0].Namespace)))
+	if len(leases.Items) > 16+3 {
+		t.Errorf("%d Leases for %d items in 16 buckets and 3 replicas", len(leases.Items), len(items))
+	}
+}
+
+// TestReplicasThatCountBucketsOtherwise: while a live replica counts
+// buckets otherwise (a rollout that changed --lease-buckets, or a replica
+// of a version before buckets), no replica takes an item, so none is
+// run twice.
+func TestReplicasThatCountBucketsOtherwise(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a", "b")
+	a, b := s[0], s[1]
+	b.Buckets = 32
+	items := distinct(a, 4)
+	if _, _, err := a.Sync(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Sync(context.Background(), items); err == nil {
+		t.Error("b took items beside a replica that counts buckets otherwise")
+	}
+	if counts := holders(t, items, b); counts["b"] != 0 {
+		t.Errorf("b holds %v", counts)
+	}
+	// Once b's membership expired, a goes on alone.
+	clk.Step(16 * time.Second)
+	for range 2 {
+		if _, _, err := a.Sync(context.Background(), items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counts := holders(t, items, a); counts["a"] != len(items) {
+		t.Errorf("a alone holds %v", counts)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
@@ -32,8 +31,7 @@ type run struct {
 	r      *Runner
 	uid    types.UID
 	key    client.ObjectKey
-	cancel context.CancelFunc
-	wake   chan struct{}
+	cancel func()
 	// queued: the namespace runs as many transfers as it may, and this
 	// one is not among the oldest.
 	queued atomic.Bool
@@ -71,37 +69,16 @@ type run struct {
 // idle is how long a run that cannot work waits before it looks again.
 const idle = 10 * time.Second
 
-// poke has the run look at its transfer again now.
-func (t *run) poke() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-}
+// Step does what the transfer needs now (see step).
+func (t *run) Step(ctx context.Context) (time.Duration, bool) { return t.step(ctx) }
 
-func (t *run) run(ctx context.Context) {
-	for {
-		wait, ended := t.step(ctx)
-		if ended {
-			return
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			t.save(context.WithoutCancel(ctx), true)
-			return
-		case <-t.wake:
-		case <-timer.C:
-		}
-		timer.Stop()
-	}
-}
+// Stop stores the plan as it stands, for the replica that takes the
+// transfer next.
+func (t *run) Stop(ctx context.Context) { t.save(ctx, true) }
 
 // step does what the transfer needs now: it returns when every file ended
 // and the end is reported (ended), or when it must wait.
 func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
-	defer recovery.Log("a transfer")
 	var tr v1alpha1.Transfer
 	if err := t.r.Cache.Get(ctx, t.key, &tr); err != nil || tr.UID != t.uid {
 		return idle, false // gone: the next sync stops this run

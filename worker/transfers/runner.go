@@ -9,24 +9,23 @@ package transfers
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/deliver"
-	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 )
 
 // Limits bound what the transfers of one replica take. Each is refused
@@ -73,11 +72,8 @@ type Runner struct {
 	// of a lease duration.
 	SyncInterval time.Duration
 
-	// kick asks for a sync now: a new transfer starts at once.
-	kick     chan struct{}
-	kickOnce sync.Once
-
-	items held.Items[*run]
+	once sync.Once
+	kind *tasks.Kind[*run]
 	// mu guards shares; streams and shares bound the files copied at
 	// once, on the replica and by namespace.
 	mu      sync.Mutex
@@ -87,7 +83,9 @@ type Runner struct {
 	status statuspatch.Writer
 }
 
-func (r *Runner) init() {
+func (r *Runner) init() { r.once.Do(r.setUp) }
+
+func (r *Runner) setUp() {
 	l := &r.Limits
 	d := DefaultLimits()
 	l.MaxRunningPerNamespace = cmp.Or(l.MaxRunningPerNamespace, d.MaxRunningPerNamespace)
@@ -96,7 +94,8 @@ func (r *Runner) init() {
 	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
-	r.items = held.Items[*run]{Shard: r.Shard, States: r.States, Kind: "transfer"}
+	r.kind = &tasks.Kind[*run]{Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
+		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}
 }
@@ -107,68 +106,48 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.init()
 	if err := r.Metrics.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sftpgate_worker_transfers_running", Help: "Transfers this replica runs (queued ones included).",
-	}, func() float64 { n := 0; r.items.Each(func(*run) { n++ }); return float64(n) })); err != nil {
+	}, func() float64 { n := 0; r.kind.Each(func(*run) { n++ }); return float64(n) })); err != nil {
 		return err
 	}
-	return r.items.Run(ctx, r.SyncInterval, r.kicks(), r.sync)
+	return r.kind.Run(ctx)
 }
 
 // Kick has the replica take its share of the transfers now rather than
 // at the next tick; the manager's informer calls it for a new transfer.
 func (r *Runner) Kick() {
-	select {
-	case r.kicks() <- struct{}{}:
-	default:
-	}
+	r.init()
+	r.kind.Kick()
 }
 
-func (r *Runner) kicks() chan struct{} {
-	r.kickOnce.Do(func() { r.kick = make(chan struct{}, 1) })
-	return r.kick
-}
-
-// sync takes the replica's share of the unfinished transfers, starts the
-// runs of those it took and stops those of the ones it gave back.
-func (r *Runner) sync(ctx context.Context) {
-	defer recovery.Log("dividing the transfers")
+// list is the transfers, a namespace's oldest first: the unfinished ones
+// run up to its limit.
+func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	var list v1alpha1.TransferList
 	if err := r.Cache.List(ctx, &list); err != nil {
-		slog.Error("listing the transfers", "error", err)
-		return
+		return nil, err
 	}
-	// A namespace's oldest transfers run, up to its limit.
-	slices.SortFunc(list.Items, func(a, b v1alpha1.Transfer) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
-	})
-	perNamespace := map[string]int{}
-	exists := map[string]bool{}
-	byUID := map[string]*v1alpha1.Transfer{}
-	items := make([]string, 0, len(list.Items))
-	queued := map[string]bool{}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.Transfer) int { return tasks.ByAge(&a, &b) })
+	items := make([]tasks.Item, len(list.Items))
 	for i := range list.Items {
 		t := &list.Items[i]
-		uid := string(t.UID)
-		exists[uid] = true
-		if t.Finished() || t.DeletionTimestamp != nil {
-			continue
-		}
-		byUID[uid] = t
-		items = append(items, uid)
-		if copied(t) {
-			continue // only its finishing event waits: it takes no place
-		}
-		perNamespace[t.Namespace]++
-		queued[uid] = perNamespace[t.Namespace] > r.Limits.MaxRunningPerNamespace
+		items[i] = tasks.Item{UID: string(t.UID), Namespace: t.Namespace, Name: t.Name,
+			Idle: t.Finished() || t.DeletionTimestamp != nil,
+			// Only its finishing event waits: it takes no place.
+			Free: copied(t)}
 	}
-	for uid, t := range r.items.Sync(ctx, items, exists, func(uid string, cancel context.CancelFunc) (*run, func(context.Context)) {
-		tr := byUID[uid]
-		t := &run{r: r, uid: tr.UID, key: client.ObjectKeyFromObject(tr), cancel: cancel, wake: make(chan struct{}, 1)}
-		t.queued.Store(queued[uid])
-		return t, t.run
-	}) {
-		if was := t.queued.Swap(queued[uid]); was && !queued[uid] {
-			t.poke()
-		}
+	return items, nil
+}
+
+// start makes the run of a transfer this replica took.
+func (r *Runner) start(it tasks.Item, end func()) *run {
+	return &run{r: r, uid: types.UID(it.UID), key: client.ObjectKey{Namespace: it.Namespace, Name: it.Name}, cancel: end}
+}
+
+// queue tells t whether it waits for a place among its namespace's
+// running transfers; one that stops waiting starts at once.
+func (r *Runner) queue(t *run, waits bool) {
+	if was := t.queued.Swap(waits); was && !waits {
+		r.kind.Wake(string(t.uid))
 	}
 }
 

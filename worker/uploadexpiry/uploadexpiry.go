@@ -17,7 +17,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
-	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/shard"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 )
 
 // item is the shard's one item: whoever holds it sweeps.
@@ -124,34 +124,26 @@ func (s *Sweeper) now() time.Time {
 	return time.Now()
 }
 
-// Start syncs the share and sweeps while this replica holds the item,
-// until ctx ends; then it gives the item back.
+// Start sweeps every Interval while this replica holds the shard's one
+// item, until ctx ends; then it gives the item back.
 func (s *Sweeper) Start(ctx context.Context) error {
-	tick := time.NewTicker(s.SyncInterval)
-	defer tick.Stop()
-	var last time.Time
-	for {
-		keep, drop, err := s.Shard.Sync(ctx, []string{item})
-		if err != nil {
-			slog.Error("taking the share of upload expiry", "error", err)
-		}
-		for _, it := range drop {
-			_ = s.Shard.Release(ctx, it)
-		}
-		if slices.Contains(keep, item) && s.Shard.Holds(item) && s.now().Sub(last) >= s.Interval {
-			last = s.now()
-			s.Sweep(ctx)
-		}
-		select {
-		case <-ctx.Done():
-			s.Wait()
-			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			return s.Shard.Leave(leaveCtx)
-		case <-tick.C:
-		}
-	}
+	k := &tasks.Kind[*sweeps]{Name: "upload sweep", Shard: s.Shard, Interval: s.SyncInterval,
+		List:  func(context.Context) ([]tasks.Item, error) { return []tasks.Item{{UID: item}}, nil },
+		Start: func(tasks.Item, func()) *sweeps { return &sweeps{s} }}
+	return k.Run(ctx)
 }
+
+// sweeps is the work of the replica that holds the item: a sweep every
+// Interval.
+type sweeps struct{ s *Sweeper }
+
+func (t *sweeps) Step(ctx context.Context) (time.Duration, bool) {
+	t.s.Sweep(ctx)
+	return cmp.Or(t.s.Interval, DefaultInterval), false
+}
+
+// Stop waits for the sweeps under way, which end with the item's hold.
+func (t *sweeps) Stop(context.Context) { t.s.Wait() }
 
 // Sweep starts removing every upload that expired, a goroutine per
 // connection within the limits, and returns; a connection still being

@@ -9,7 +9,6 @@ package watches
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -22,13 +21,12 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
-	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/deliver"
-	"github.com/sftpgate/sftpgate/worker/held"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 )
 
 // Limits bound what the watches of one replica take. Each is refused
@@ -87,7 +85,8 @@ type Runner struct {
 	// watches anew (and renews its Leases): a third of a lease duration.
 	SyncInterval time.Duration
 
-	items held.Items[*watcher]
+	once sync.Once
+	kind *tasks.Kind[*watcher]
 	// polls and pollsOf bound the polls in flight (Limits.Polls,
 	// PollsPerNamespace); events bounds each namespace's deliveries.
 	polls   chan struct{}
@@ -128,7 +127,9 @@ func (h *heldFiles) resize(mine *int, namespace string, n int) bool {
 	return true
 }
 
-func (r *Runner) init() {
+func (r *Runner) init() { r.once.Do(r.setUp) }
+
+func (r *Runner) setUp() {
 	l := &r.Limits
 	d := DefaultLimits()
 	l.MaxFiles, l.MaxPending = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.MaxPending, d.MaxPending)
@@ -141,7 +142,9 @@ func (r *Runner) init() {
 	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Watch"}
-	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
+	r.kind = &tasks.Kind[*watcher]{Name: "watch", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
+		PerNamespace: l.MaxWatchesPerNamespace, Queue: func(w *watcher, waits bool) { w.overQuota.Store(waits) },
+		Interval: r.SyncInterval}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)
 	r.events = ratelimit.New[string](l.EventsPerMinutePerNamespace/60, int(l.EventsPerMinutePerNamespace/6)).WithMaxKeys(100_000)
@@ -157,60 +160,40 @@ func (r *Runner) Start(ctx context.Context) error {
 	}, r.pending)); err != nil {
 		return err
 	}
-	return r.items.Run(ctx, r.SyncInterval, nil, r.sync)
+	return r.kind.Run(ctx)
 }
 
 // Wake has the watcher of w look at it again now, as when its spec
 // changed; the manager's informer calls it.
 func (r *Runner) Wake(uid types.UID) {
-	if w, ok := r.items.Get(string(uid)); ok {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
+	r.init()
+	r.kind.Wake(string(uid))
 }
 
-// sync takes the replica's share of the watches, starts the watchers of
-// those it took and stops those of the ones it gave back.
-func (r *Runner) sync(ctx context.Context) {
-	defer recovery.Log("dividing the watches")
+// list is the watches, a namespace's oldest first: they run up to its
+// limit.
+func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	var list v1alpha1.SftpWatchList
 	if err := r.Cache.List(ctx, &list); err != nil {
-		slog.Error("listing the watches", "error", err)
-		return
+		return nil, err
 	}
-	// A namespace's oldest watches run, up to its limit.
-	slices.SortFunc(list.Items, func(a, b v1alpha1.SftpWatch) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
-	})
-	perNamespace := map[string]int{}
-	byUID := map[string]*v1alpha1.SftpWatch{}
-	exists := map[string]bool{}
-	items := make([]string, 0, len(list.Items))
-	overQuota := map[string]bool{}
-	for i := range list.Items {
-		w := &list.Items[i]
-		uid := string(w.UID)
-		byUID[uid], exists[uid] = w, true
-		items = append(items, uid)
-		perNamespace[w.Namespace]++
-		overQuota[uid] = perNamespace[w.Namespace] > r.Limits.MaxWatchesPerNamespace
+	slices.SortFunc(list.Items, func(a, b v1alpha1.SftpWatch) int { return tasks.ByAge(&a, &b) })
+	items := make([]tasks.Item, len(list.Items))
+	for i, w := range list.Items {
+		items[i] = tasks.Item{UID: string(w.UID), Namespace: w.Namespace, Name: w.Name}
 	}
-	for uid, w := range r.items.Sync(ctx, items, exists, func(uid string, _ context.CancelFunc) (*watcher, func(context.Context)) {
-		w := byUID[uid]
-		wt := &watcher{r: r, uid: w.UID, key: client.ObjectKeyFromObject(w), wake: make(chan struct{}, 1)}
-		wt.overQuota.Store(overQuota[uid])
-		return wt, wt.run
-	}) {
-		w.overQuota.Store(overQuota[uid])
-	}
+	return items, nil
+}
+
+// start makes the watcher of a watch this replica took.
+func (r *Runner) start(it tasks.Item, _ func()) *watcher {
+	return &watcher{r: r, uid: types.UID(it.UID), key: client.ObjectKey{Namespace: it.Namespace, Name: it.Name}}
 }
 
 // pending is the events waiting, of the watches this replica holds.
 func (r *Runner) pending() float64 {
 	n := 0
-	r.items.Each(func(w *watcher) { n += int(w.pendingCount.Load()) })
+	r.kind.Each(func(w *watcher) { n += int(w.pendingCount.Load()) })
 	return float64(n)
 }
 

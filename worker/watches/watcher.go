@@ -21,7 +21,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
@@ -35,10 +34,9 @@ import (
 // watcher runs one watch: it polls, delivers and writes, then waits for
 // the next poll, the next try of a delivery, or a change of the watch.
 type watcher struct {
-	r    *Runner
-	uid  types.UID
-	key  client.ObjectKey
-	wake chan struct{}
+	r   *Runner
+	uid types.UID
+	key client.ObjectKey
 	// overQuota: the namespace has more watches than it may, and this one
 	// is not among the oldest.
 	overQuota atomic.Bool
@@ -85,23 +83,14 @@ type settings struct {
 	delivery         deliver.Settings
 }
 
-func (w *watcher) run(ctx context.Context) {
-	for {
-		wait := w.step(ctx)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			// What it holds is written before it goes, for the replica
-			// that takes the watch next.
-			w.save(context.WithoutCancel(ctx), true)
-			w.forget()
-			return
-		case <-w.wake:
-		case <-timer.C:
-		}
-		timer.Stop()
-	}
+// Step polls, delivers and writes what is due; a watch's work never ends.
+func (w *watcher) Step(ctx context.Context) (time.Duration, bool) { return w.step(ctx), false }
+
+// Stop writes what the watcher holds, for the replica that takes the watch
+// next, and forgets it.
+func (w *watcher) Stop(ctx context.Context) {
+	w.save(ctx, true)
+	w.forget()
 }
 
 // idle is how long a watcher that cannot work waits before it looks again.
@@ -109,7 +98,6 @@ const idle = 10 * time.Second
 
 // step does what is due and says how long until something else is.
 func (w *watcher) step(ctx context.Context) (wait time.Duration) {
-	defer recovery.Log("a watch")
 	var wt v1alpha1.SftpWatch
 	if err := w.r.Cache.Get(ctx, w.key, &wt); err != nil || wt.UID != w.uid {
 		return idle // gone: the next sync stops this watcher

@@ -1,0 +1,346 @@
+// Package tasks is the worker's kit for a kind of work (watches,
+// transfers, upload expiry): a kind lists its items, in the order they
+// take places in their namespace's quota, and makes the task of an item;
+// a task does one step at a time and stores what it holds when it stops.
+// The kit owns the rest: holding items through Leases (worker/shard),
+// the per-namespace quota, one goroutine per task running its steps,
+// waking it, stopping it when its item goes to another replica or is
+// deleted, and removing what deleted items left stored.
+package tasks
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/worker/shard"
+	"github.com/sftpgate/sftpgate/worker/statestore"
+)
+
+// Item is one item of a kind's work, as the kind lists it.
+type Item struct {
+	// UID keys the item: its bucket, its stored state.
+	UID             string
+	Namespace, Name string
+	// Idle says the item exists but needs no work (a finished transfer):
+	// no task runs for it, and its state is kept until it is gone.
+	Idle bool
+	// Free says the item runs without taking a place in its namespace's
+	// quota (a transfer whose files all ended).
+	Free bool
+}
+
+// ByAge orders objects oldest first, then by name: the order in which
+// items take their namespace's places.
+func ByAge(a, b metav1.Object) int {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	return cmp.Or(ta.Compare(tb.Time), cmp.Compare(a.GetName(), b.GetName()))
+}
+
+// Task is the work of one item this replica holds.
+type Task interface {
+	// Step does what is due and says how long until more is, or that the
+	// item's work ended for good.
+	Step(ctx context.Context) (wait time.Duration, ended bool)
+	// Stop stores what the task holds, for the replica that takes the item
+	// next, when its item is given back or lost; ctx does not end with the
+	// task's.
+	Stop(ctx context.Context)
+}
+
+// Kind is one kind of work, as a replica runs it.
+type Kind[T Task] struct {
+	// Name names the items in log lines ("watch").
+	Name   string
+	Shard  *shard.Shard
+	States *statestore.Store
+	// List lists the items there are, in the order they take places in
+	// their namespace's quota (the oldest first).
+	List func(ctx context.Context) ([]Item, error)
+	// PerNamespace is the most items of one namespace that run on all the
+	// replicas; the others wait. Zero is no limit.
+	PerNamespace int
+	// Start makes the task of an item this replica took. end ends it: for
+	// a task that finds its item taken by another replica.
+	Start func(it Item, end func()) T
+	// Queue, when set, tells each task whether it waits for a place in its
+	// namespace's quota: at its start and at every sync.
+	Queue func(t T, waits bool)
+	// Interval is how often the replica takes its share anew (and renews
+	// its Leases): a third of a lease duration.
+	Interval time.Duration
+	Log      *slog.Logger
+
+	once    sync.Once
+	kick    chan struct{}
+	mu      sync.Mutex
+	running map[string]*entry[T]
+	syncs   int
+}
+
+type entry[T Task] struct {
+	t      T
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+func (k *Kind[T]) init() {
+	k.once.Do(func() {
+		k.kick = make(chan struct{}, 1)
+		k.running = map[string]*entry[T]{}
+		if k.Log == nil {
+			k.Log = slog.New(slog.DiscardHandler)
+		}
+	})
+}
+
+// Run takes the replica's share every Interval, and at once after Kick,
+// until ctx ends; then it stops every task, which store what they hold,
+// and gives the items back for another replica to take at once.
+func (k *Kind[T]) Run(ctx context.Context) error {
+	k.init()
+	tick := time.NewTicker(k.Interval)
+	defer tick.Stop()
+	for {
+		k.sync(ctx)
+		select {
+		case <-ctx.Done():
+			k.stopAll()
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return k.Shard.Leave(leaveCtx)
+		case <-tick.C:
+		case <-k.kick:
+		}
+	}
+}
+
+// Kick has the replica take its share now rather than at the next tick:
+// for a new item.
+func (k *Kind[T]) Kick() {
+	k.init()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Wake has uid's task, if this replica runs it, step now.
+func (k *Kind[T]) Wake(uid string) {
+	k.init()
+	k.mu.Lock()
+	e := k.running[uid]
+	k.mu.Unlock()
+	if e != nil {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Each calls fn with each task, under the kit's lock: fn must be quick.
+func (k *Kind[T]) Each(fn func(T)) {
+	k.init()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range k.running {
+		fn(e.t)
+	}
+}
+
+// sweepEvery is how many syncs apart the sweep runs: about a minute.
+const sweepEvery = 12
+
+// sync takes the replica's share of the items, starts the tasks of those
+// it took and stops those of the ones it gave back, lost or that are gone.
+func (k *Kind[T]) sync(ctx context.Context) {
+	defer recovery.Log("dividing the " + k.Name + "s")
+	items, err := k.List(ctx)
+	if err != nil {
+		k.Log.Error("listing the items", "kind", k.Name, "error", err)
+		return
+	}
+	exists := map[string]bool{}
+	byUID := map[string]Item{}
+	work := make([]string, 0, len(items))
+	waits := map[string]bool{}
+	perNamespace := map[string]int{}
+	for _, it := range items {
+		exists[it.UID] = true
+		if it.Idle {
+			continue
+		}
+		byUID[it.UID] = it
+		work = append(work, it.UID)
+		if !it.Free {
+			perNamespace[it.Namespace]++
+			waits[it.UID] = k.PerNamespace > 0 && perNamespace[it.Namespace] > k.PerNamespace
+		}
+	}
+	if k.syncs%sweepEvery == 0 {
+		k.sweep(ctx, exists, work)
+	}
+	k.syncs++
+	keep, drop, err := k.Shard.Sync(ctx, work)
+	if err != nil {
+		k.Log.Error("taking a share of the items", "kind", k.Name, "error", err)
+	}
+	for _, uid := range drop {
+		k.stop(uid)
+		if !exists[uid] && k.States != nil {
+			if err := k.States.Delete(ctx, uid); err != nil {
+				k.Log.Error("removing a deleted item's state", "kind", k.Name, "uid", uid, "error", err)
+			}
+		}
+	}
+	k.stopLost(keep, err)
+	if err := k.Shard.Settle(ctx); err != nil {
+		k.Log.Error("giving items back", "kind", k.Name, "error", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, uid := range keep {
+		e := k.running[uid]
+		if e == nil {
+			e = k.start(ctx, byUID[uid])
+		}
+		if k.Queue != nil {
+			k.Queue(e.t, waits[uid])
+		}
+	}
+}
+
+// stopLost stops the tasks of items this replica no longer holds, or
+// whose task ended while it still holds the item (a new one starts).
+// After a failed sync (keep nil) a task stops only once its hold lapsed,
+// not on one call the API server did not answer.
+func (k *Kind[T]) stopLost(keep []string, syncErr error) {
+	k.mu.Lock()
+	var lost []string
+	for uid, e := range k.running {
+		switch {
+		case keep == nil && syncErr != nil:
+			if !k.Shard.Holds(uid) {
+				lost = append(lost, uid)
+			}
+		case !slices.Contains(keep, uid):
+			lost = append(lost, uid)
+		default:
+			select {
+			case <-e.done:
+				lost = append(lost, uid)
+			default:
+			}
+		}
+	}
+	k.mu.Unlock()
+	for _, uid := range lost {
+		k.stop(uid)
+	}
+}
+
+// start runs it's task; k.mu is held.
+func (k *Kind[T]) start(ctx context.Context, it Item) *entry[T] {
+	tctx, cancel := context.WithCancel(ctx)
+	e := &entry[T]{cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e.t = k.Start(it, cancel)
+	k.running[it.UID] = e
+	go k.loop(tctx, e)
+	return e
+}
+
+// loop runs e's steps until its work ended or ctx did: then the task
+// stores what it holds.
+func (k *Kind[T]) loop(ctx context.Context, e *entry[T]) {
+	defer close(e.done)
+	for {
+		wait, ended := k.step(ctx, e.t)
+		if ended {
+			return
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			e.t.Stop(context.WithoutCancel(ctx))
+			return
+		case <-e.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// failedStepWait is how long a task whose step panicked waits for the
+// next.
+const failedStepWait = 10 * time.Second
+
+// step runs one step; a panic in it fails that step only.
+func (k *Kind[T]) step(ctx context.Context, t T) (wait time.Duration, ended bool) {
+	wait = failedStepWait
+	defer recovery.Log("a " + k.Name)
+	return t.Step(ctx)
+}
+
+// stop stops uid's task, if it runs, and waits for it to store what it
+// holds.
+func (k *Kind[T]) stop(uid string) {
+	k.mu.Lock()
+	e := k.running[uid]
+	delete(k.running, uid)
+	k.mu.Unlock()
+	if e != nil {
+		e.cancel()
+		<-e.done
+	}
+}
+
+func (k *Kind[T]) stopAll() {
+	k.mu.Lock()
+	uids := make([]string, 0, len(k.running))
+	for uid := range k.running {
+		uids = append(uids, uid)
+	}
+	k.mu.Unlock()
+	for _, uid := range uids {
+		k.stop(uid)
+	}
+}
+
+// sweep removes the states of items deleted while no live replica held
+// them, and the Leases no replica needs.
+func (k *Kind[T]) sweep(ctx context.Context, exists map[string]bool, work []string) {
+	busy := map[string]bool{}
+	for _, uid := range work {
+		busy[k.Shard.Bucket(uid)] = true
+	}
+	if err := k.Shard.Tidy(ctx, busy); err != nil {
+		k.Log.Error("removing Leases no replica needs", "kind", k.Name, "error", err)
+	}
+	if k.States == nil {
+		return
+	}
+	keys, err := k.States.Keys(ctx)
+	if err != nil {
+		k.Log.Error("listing the items' states", "kind", k.Name, "error", err)
+		return
+	}
+	orphans, err := k.Shard.Orphans(ctx, exists, keys)
+	if err != nil {
+		k.Log.Error("finding what deleted items left", "kind", k.Name, "error", err)
+		return
+	}
+	for _, uid := range orphans {
+		if err := k.States.Delete(ctx, uid); err != nil {
+			k.Log.Error("removing a deleted item's state", "kind", k.Name, "uid", uid, "error", err)
+		}
+	}
+}
