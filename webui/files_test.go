@@ -52,10 +52,19 @@ func TestFileBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a.button[href*="/files?path="]`)),
 		chromedp.Click(chromedp.CSS(`tr[data-name="docs"] a.dir`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"]`)),
+	))
+	checkA11y(t, ctx, "files")
+	// The file input is hidden: its label, the button, shows the focus.
+	must(t, chromedp.Do(ctx, chromedp.Focus(chromedp.ID("upload-files"))))
+	if outline, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('label[for="upload-files"]')).outlineStyle`)); err != nil || outline != "solid" {
+		t.Errorf("the upload button shows no focus: its outline is %q (%v)", outline, err)
+	}
+	must(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`tr[data-name="deep"] a.dir`)),
 		chromedp.Click(chromedp.CSS(`tr[data-name="dot.png"] a`)),
 		chromedp.WaitVisible(chromedp.CSS("img.preview")),
 	))
+	checkA11y(t, ctx, "image")
 	loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
 		`new Promise(r => { const i = document.querySelector("img.preview"); i.complete ? r(i.naturalWidth === 1) : i.onload = () => r(i.naturalWidth === 1) })`,
 		chromedp.EvalAwaitPromise))
@@ -70,6 +79,7 @@ func TestFileBrowser(t *testing.T) {
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("file-text"))); err != nil || text != "hello <b>files</b>" {
 		t.Errorf("the text shown is %q (%v)", text, err)
 	}
+	checkA11y(t, ctx, "text file")
 
 	// Upload 50 MiB through a link of 6 MB/s to the server.
 	data := make([]byte, 50<<20)
@@ -88,9 +98,11 @@ func TestFileBrowser(t *testing.T) {
 	// chosen again goes on, and only the rest is sent.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(folder)))
 	waitFor(t, ctx, `[...document.querySelectorAll("#uploads li")].some(l => (l.dataset.note || "").startsWith("unfinished"))`, "the unfinished upload to be listed")
+	checkA11y(t, ctx, "files (an upload unfinished)")
 	before := proxy.Sent()
 	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{local})))
 	waitFor(t, ctx, `!!document.querySelector("#uploads li[data-from]")`, "the upload to go on")
+	checkA11y(t, ctx, "files (uploading)")
 	waitFor(t, ctx, `!!document.querySelector("#uploads li.done") || !!document.querySelector("#uploads li.failed")`, "the upload to end")
 	if failed, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#uploads li.failed .state")?.textContent || ""`)); failed != "" {
 		t.Fatalf("the upload failed: %s", failed)
@@ -123,6 +135,10 @@ func TestFileBrowser(t *testing.T) {
 	// Rename, then delete the file and the deeper folder.
 	must(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`tr[data-name="readme.txt"] details.rename summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`)),
+	))
+	checkA11y(t, ctx, "files (renaming)")
+	must(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`), "notes.txt"),
 		chromedp.Submit(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="notes.txt"]`)),
@@ -137,6 +153,9 @@ func TestFileBrowser(t *testing.T) {
 		))
 		if name == "deep" {
 			screenshot(t, ctx, "file-browser-delete")
+			checkA11y(t, ctx, "delete a folder")
+		} else {
+			checkA11y(t, ctx, "delete a file")
 		}
 		must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button.danger`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="big.bin"]`))))
 		if _, err := os.Stat(filepath.Join(sshd.Dir, "docs", name)); !os.IsNotExist(err) {
@@ -175,6 +194,7 @@ func TestFileBrowser(t *testing.T) {
 	download, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-name="big.bin"] a[download]').href`))
 	must(t, err)
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.ID("password"))))
+	checkA11y(t, ctx, "log in")
 	for _, probe := range []string{
 		`fetch(` + strconv.Quote(download) + `).then(r => r.url)`,
 		`fetch("/connections/shelf/uploads/", { method: "POST", headers: { "Tus-Resumable": "1.0.0", "Upload-Length": "1" } }).then(r => r.url)`,

@@ -200,8 +200,9 @@ func newEmail(t *testing.T) string {
 // signUp signs a new account up in the browser.
 func signUp(t *testing.T, ctx context.Context) {
 	t.Helper()
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/signup"), chromedp.WaitVisible(chromedp.ID("email"))))
+	checkA11y(t, ctx, "sign-up")
 	must(t, chromedp.Do(ctx,
-		chromedp.Navigate(uiURL+"/signup"),
 		chromedp.SendKeys(chromedp.ID("email"), newEmail(t)),
 		chromedp.SendKeys(chromedp.ID("password"), "a long enough password"),
 		chromedp.Submit(chromedp.ID("password")),
@@ -236,7 +237,9 @@ func addConnectionAt(t *testing.T, ctx context.Context, name, host string, port 
 		t.Errorf("the host key box is not in a monospace font, or the host field is (%v)", err)
 	}
 	screenshot(t, ctx, "add-connection")
+	checkA11y(t, ctx, "new connection")
 	must(t, chromedp.Do(ctx, chromedp.Submit(chromedp.ID("host")), chromedp.WaitVisible(chromedp.CSS("section.status"))))
+	checkA11y(t, ctx, "connection (just added)")
 }
 
 // TestFlow is the whole flow: sign up, add a connection and watch its test
@@ -255,13 +258,12 @@ func TestFlow(t *testing.T) {
 		t.Errorf("the fingerprint shown is %q", fingerprint)
 	}
 	screenshot(t, ctx, "connection-ready")
+	checkA11y(t, ctx, "connection (ready)")
 
-	must(t, chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(".next a.button")),
-		chromedp.WaitVisible(chromedp.ID("expires")),
-		chromedp.Submit(chromedp.ID("expires")),
-		chromedp.WaitVisible(chromedp.ID("token")),
-	))
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(".next a.button")), chromedp.WaitVisible(chromedp.ID("expires"))))
+	checkA11y(t, ctx, "new key")
+	must(t, chromedp.Do(ctx, chromedp.Submit(chromedp.ID("expires")), chromedp.WaitVisible(chromedp.ID("token"))))
+	checkA11y(t, ctx, "key created")
 	token, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("token")))
 	must(t, err)
 	curl, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("curl")))
@@ -296,10 +298,14 @@ func TestFlow(t *testing.T) {
 	if strings.Contains(html, token) || !strings.Contains(html, "cannot be shown again") {
 		t.Errorf("after a reload the key page shows: %s", html)
 	}
+	checkA11y(t, ctx, "key created (reloaded)")
 
 	// The connections list, and "try it" with the key.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".conn.ready .badge"))))
 	screenshot(t, ctx, "connections")
+	checkA11y(t, ctx, "connections")
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/keys"), chromedp.WaitVisible(chromedp.CSS("table.list"))))
+	checkA11y(t, ctx, "keys")
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(uiURL+"/connections/reports"),
 		chromedp.SendKeys(chromedp.ID("key"), token),
@@ -312,6 +318,7 @@ func TestFlow(t *testing.T) {
 	if !strings.Contains(answer, `"hello.txt"`) {
 		t.Errorf("try it answered %s", answer)
 	}
+	checkA11y(t, ctx, "connection (tried)")
 
 	// Watch the folder: a file that arrives is told to the webhook.
 	sink := testsink.Start(t)
@@ -319,6 +326,9 @@ func TestFlow(t *testing.T) {
 		chromedp.Navigate(uiURL+"/connections/reports"),
 		chromedp.Click(chromedp.CSS(`#watches a.button`)),
 		chromedp.WaitVisible(chromedp.ID("url")),
+	))
+	checkA11y(t, ctx, "new watch")
+	must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("url"), sink.URL+"/hooks"),
 		chromedp.Submit(chromedp.ID("url")),
 		chromedp.WaitVisible(chromedp.CSS("table.watches")),
@@ -350,6 +360,7 @@ func TestFlow(t *testing.T) {
 		time.Sleep(time.Second) // what the worker has done shows on a reload
 	}
 	screenshot(t, ctx, "watch")
+	checkA11y(t, ctx, "connection (watching)")
 	// The Role for pods reads as text on the dark block, not as light bars.
 	background, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("pre.answer code")).backgroundColor`))
 	must(t, err)
@@ -362,6 +373,19 @@ func TestFlow(t *testing.T) {
 			t.Fatalf("the webhook was not told of the file: %v", sink.Subjects())
 		}
 	}
+
+	// A transfer: the list with none, the form, the list with one.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/transfers"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	checkA11y(t, ctx, "transfers (none)")
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/transfers/new"), chromedp.WaitVisible(chromedp.ID("path"))))
+	checkA11y(t, ctx, "new transfer")
+	must(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("path"), "/hello.txt"),
+		chromedp.SetValue(chromedp.ID("folder"), "/copies"),
+		chromedp.Submit(chromedp.ID("path")),
+		chromedp.WaitVisible(chromedp.CSS("table.transfers")),
+	))
+	checkA11y(t, ctx, "transfers")
 
 	// On a phone's width, nothing needs scrolling sideways.
 	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)))
@@ -393,7 +417,9 @@ func TestWrongPassword(t *testing.T) {
 		t.Errorf("the failure shows %q", headline)
 	}
 	screenshot(t, ctx, "connection-failed")
+	checkA11y(t, ctx, "connection (failed)")
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(".when-failed a.button")), chromedp.WaitVisible(chromedp.ID("host"))))
+	checkA11y(t, ctx, "connection settings")
 	host, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("host")))
 	must(t, err)
 	if host != sshd.Host {
@@ -419,6 +445,11 @@ func TestWrongPassword(t *testing.T) {
 	if !strings.Contains(alert, "enter the password again") {
 		t.Errorf("changing the host without the password shows %q", alert)
 	}
+	checkA11y(t, ctx, "connection settings (refused)")
+
+	// The page that asks before deleting it.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/typo/delete"), chromedp.WaitVisible(chromedp.CSS("button.danger"))))
+	checkA11y(t, ctx, "delete connection")
 }
 
 // TestHTMLIsText: what people type is shown as text, never as markup.
@@ -455,10 +486,20 @@ func TestBrowserBoundaries(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("section.status")),
 	))
 	signUp(t, second)
+	// The new-connection form with a private key and a pinned host key.
+	must(t, chromedp.Do(second,
+		chromedp.Click(chromedp.CSS(`input[name="auth"][value="key"]`)),
+		chromedp.Click(chromedp.CSS(`input[name="trust"][value="pinned"]`)),
+		chromedp.WaitVisible(chromedp.ID("hostKey")),
+	))
+	checkA11y(t, second, "new connection (private key, pinned host key)")
+	must(t, chromedp.Do(second, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".empty"))))
+	checkA11y(t, second, "connections (none)")
 	must(t, chromedp.Do(second, chromedp.Navigate(uiURL+"/connections/private"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 	if title, err := chromedp.Run(second, chromedp.Text(chromedp.CSS("main h1"))); err != nil || title != "Not found" {
 		t.Errorf("the second account opens the first's connection: %q %v", title, err)
 	}
+	checkA11y(t, second, "not found")
 
 	// Another origin (another port: the same site, not the same origin).
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -475,6 +516,7 @@ func TestBrowserBoundaries(t *testing.T) {
 			if err != nil || title != "Refused" {
 				t.Errorf("the cross-origin form led to %q %v", title, err)
 			}
+			checkA11y(t, first, "refused")
 			break
 		}
 		if time.Now().After(deadline) {
@@ -486,4 +528,5 @@ func TestBrowserBoundaries(t *testing.T) {
 	if html, err := chromedp.Run(first, chromedp.OuterHTML(chromedp.CSS("main"))); err != nil || !strings.Contains(html, "No API keys yet") {
 		t.Errorf("a cross-origin form made a key: %v", err)
 	}
+	checkA11y(t, first, "keys (none)")
 }

@@ -50,6 +50,7 @@
     li.querySelector(".name").textContent = name;
     list.append(li);
     const bar = li.querySelector("progress");
+    bar.setAttribute("aria-label", `Upload of ${name}`);
     const state = li.querySelector(".state");
     return {
       progress(sent, total) {
