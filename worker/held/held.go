@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 )
@@ -23,11 +24,15 @@ type Items[T any] struct {
 	States *statestore.Store
 	// Kind names the items in log lines, such as "watch".
 	Kind string
+	// Log is where they log; nil logs nothing.
+	Log *slog.Logger
 
 	mu      sync.Mutex
 	running map[string]*task[T]
 	syncs   int
 }
+
+func (h *Items[T]) log() *slog.Logger { return logging.OrDiscard(h.Log) }
 
 type task[T any] struct {
 	t      T
@@ -75,17 +80,17 @@ func (h *Items[T]) Sync(ctx context.Context, items []string, exists map[string]b
 	h.syncs++
 	keep, drop, err := h.Shard.Sync(ctx, items)
 	if err != nil {
-		slog.Error("taking a share of the items", "kind", h.Kind, "error", err)
+		h.log().Error("taking a share of the items", "kind", h.Kind, "error", err)
 	}
 	for _, uid := range drop {
 		h.Stop(uid)
 		if !exists[uid] {
 			if err := h.States.Delete(ctx, uid); err != nil {
-				slog.Error("removing a deleted item's state", "kind", h.Kind, "uid", uid, "error", err)
+				h.log().Error("removing a deleted item's state", "kind", h.Kind, "uid", uid, "error", err)
 			}
 		}
 		if err := h.Shard.Release(ctx, uid); err != nil {
-			slog.Error("giving an item back", "kind", h.Kind, "uid", uid, "error", err)
+			h.log().Error("giving an item back", "kind", h.Kind, "uid", uid, "error", err)
 		}
 	}
 	h.mu.Lock()
@@ -143,22 +148,22 @@ func (h *Items[T]) Sync(ctx context.Context, items []string, exists map[string]b
 func (h *Items[T]) sweep(ctx context.Context, exists map[string]bool) {
 	keys, err := h.States.Keys(ctx)
 	if err != nil {
-		slog.Error("listing the items' states", "kind", h.Kind, "error", err)
+		h.log().Error("listing the items' states", "kind", h.Kind, "error", err)
 		return
 	}
 	orphans, err := h.Shard.Orphans(ctx, exists, keys)
 	if err != nil {
-		slog.Error("finding what deleted items left", "kind", h.Kind, "error", err)
+		h.log().Error("finding what deleted items left", "kind", h.Kind, "error", err)
 		return
 	}
 	for _, uid := range orphans {
 		// The state first: a Lease left is found again by the next sweep.
 		if err := h.States.Delete(ctx, uid); err != nil {
-			slog.Error("removing a deleted item's state", "kind", h.Kind, "uid", uid, "error", err)
+			h.log().Error("removing a deleted item's state", "kind", h.Kind, "uid", uid, "error", err)
 			continue
 		}
 		if err := h.Shard.Remove(ctx, uid); err != nil {
-			slog.Error("removing a deleted item's Lease", "kind", h.Kind, "uid", uid, "error", err)
+			h.log().Error("removing a deleted item's Lease", "kind", h.Kind, "uid", uid, "error", err)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path"
 	"reflect"
 	"sync"
@@ -103,7 +102,7 @@ func (t *run) run(ctx context.Context) {
 // step does what the transfer needs now: it returns when every file ended
 // and the end is reported (ended), or when it must wait.
 func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
-	defer recovery.Log("a transfer")
+	defer recovery.Log(t.r.Log, "a transfer")
 	var tr v1alpha1.Transfer
 	if err := t.r.Cache.Get(ctx, t.key, &tr); err != nil || tr.UID != t.uid {
 		return idle, false // gone: the next sync stops this run
@@ -516,7 +515,7 @@ func (t *run) report(ctx context.Context, f facts) bool {
 	t.updateRate(st.Bytes.Done)
 	if err := t.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(&tr, client.MergeFromWithOptimisticLock{})); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			slog.Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
+			t.r.log().Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
 		}
 		return false
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/worker/deliver"
@@ -68,6 +69,8 @@ type Runner struct {
 	Recorder events.EventRecorder
 	Metrics  *metrics.Metrics
 	Limits   Limits
+	// Log is where the runner logs; nil logs nothing.
+	Log *slog.Logger
 	// SyncInterval is how often the replica takes its share anew: a third
 	// of a lease duration.
 	SyncInterval time.Duration
@@ -84,6 +87,8 @@ type Runner struct {
 	shares  map[string]*share
 }
 
+func (r *Runner) log() *slog.Logger { return logging.OrDiscard(r.Log) }
+
 func (r *Runner) init() {
 	l := &r.Limits
 	d := DefaultLimits()
@@ -92,7 +97,7 @@ func (r *Runner) init() {
 	l.MaxFiles, l.StallTimeout = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.StallTimeout, d.StallTimeout)
 	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
-	r.items = held.Items[*run]{Shard: r.Shard, States: r.States, Kind: "transfer"}
+	r.items = held.Items[*run]{Shard: r.Shard, States: r.States, Kind: "transfer", Log: r.Log}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}
 }
@@ -126,10 +131,10 @@ func (r *Runner) kicks() chan struct{} {
 // sync takes the replica's share of the unfinished transfers, starts the
 // runs of those it took and stops those of the ones it gave back.
 func (r *Runner) sync(ctx context.Context) {
-	defer recovery.Log("dividing the transfers")
+	defer recovery.Log(r.Log, "dividing the transfers")
 	var list v1alpha1.TransferList
 	if err := r.Cache.List(ctx, &list); err != nil {
-		slog.Error("listing the transfers", "error", err)
+		r.log().Error("listing the transfers", "error", err)
 		return
 	}
 	// A namespace's oldest transfers run, up to its limit.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -82,6 +83,8 @@ type Runner struct {
 	Recorder events.EventRecorder
 	Metrics  *metrics.Metrics
 	Limits   Limits
+	// Log is where the runner logs; nil logs nothing.
+	Log *slog.Logger
 	// SyncInterval is how often the replica takes its share of the
 	// watches anew (and renews its Leases): a third of a lease duration.
 	SyncInterval time.Duration
@@ -125,6 +128,8 @@ func (h *heldFiles) resize(mine *int, namespace string, n int) bool {
 	return true
 }
 
+func (r *Runner) log() *slog.Logger { return logging.OrDiscard(r.Log) }
+
 func (r *Runner) init() {
 	l := &r.Limits
 	d := DefaultLimits()
@@ -137,7 +142,7 @@ func (r *Runner) init() {
 	l.MaxHeldFilesPerNamespace = cmp.Or(l.MaxHeldFilesPerNamespace, d.MaxHeldFilesPerNamespace)
 	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
-	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch"}
+	r.items = held.Items[*watcher]{Shard: r.Shard, States: r.States, Kind: "watch", Log: r.Log}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)
 	r.events = ratelimit.New[string](l.EventsPerMinutePerNamespace/60, int(l.EventsPerMinutePerNamespace/6)).WithMaxKeys(100_000)
@@ -170,10 +175,10 @@ func (r *Runner) Wake(uid types.UID) {
 // sync takes the replica's share of the watches, starts the watchers of
 // those it took and stops those of the ones it gave back.
 func (r *Runner) sync(ctx context.Context) {
-	defer recovery.Log("dividing the watches")
+	defer recovery.Log(r.Log, "dividing the watches")
 	var list v1alpha1.SftpWatchList
 	if err := r.Cache.List(ctx, &list); err != nil {
-		slog.Error("listing the watches", "error", err)
+		r.log().Error("listing the watches", "error", err)
 		return
 	}
 	// A namespace's oldest watches run, up to its limit.

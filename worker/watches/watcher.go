@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path"
 	"reflect"
 	"strings"
@@ -111,7 +110,7 @@ const idle = 10 * time.Second
 
 // step does what is due and says how long until something else is.
 func (w *watcher) step(ctx context.Context) (wait time.Duration) {
-	defer recovery.Log("a watch")
+	defer recovery.Log(w.r.Log, "a watch")
 	var wt v1alpha1.SftpWatch
 	if err := w.r.Cache.Get(ctx, w.key, &wt); err != nil || wt.UID != w.uid {
 		return idle // gone: the next sync stops this watcher
@@ -239,7 +238,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		if blob != nil {
 			s, err := watch.DecodeState(blob)
 			if err != nil {
-				slog.Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+				w.r.log().Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 			} else {
 				state = s
 			}
@@ -389,7 +388,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		head := &w.state.Outbox[0]
 		ce, err := CloudEvent(wt, conn, *head)
 		if err != nil {
-			slog.Error("making an event", "error", err)
+			w.r.log().Error("making an event", "error", err)
 			return
 		}
 		out := w.r.Sender.Send(ctx, w.key.Namespace, sink, ce, set.delivery.Timeout, set.delivery.Signing)
@@ -543,7 +542,7 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 	// name is another's to report on.
 	if err := w.r.Client.Status().Patch(ctx, next, client.MergeFromWithOptions(wt, client.MergeFromWithOptimisticLock{})); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+			w.r.log().Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
 		return
 	}
