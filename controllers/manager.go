@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
@@ -188,12 +188,13 @@ func RunManager(ctx context.Context, args []string) error {
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles.")
 	config.RegisterFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	logOpts := logging.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log, flush := logging.New("manager", *logOpts)
+	defer flush()
+	logging.ControllerRuntime(log)
 
 	restConfig, err := config.GetConfig()
 	if err != nil {
@@ -205,6 +206,7 @@ func RunManager(ctx context.Context, args []string) error {
 	mgrOpts.LeaderElection = leaderElect
 	mgrOpts.LeaderElectionID = "manager.sftpgate.dev"
 	mgrOpts.LeaderElectionReleaseOnCancel = true
+	mgrOpts.Logger = logging.Logr(log)
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return err

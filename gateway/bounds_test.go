@@ -23,6 +23,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
 // startGateway runs a gateway of its own with limits (the request timeout
@@ -48,6 +49,7 @@ func startGatewayAndMetrics(t *testing.T, opts gateway.Options) (url, metrics st
 	limits.MaxBodyBytes, limits.MaxUploadBytes = cmp.Or(limits.MaxBodyBytes, maxBody), maxUpload
 	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
 	opts.BasePath, opts.DeniedNetworks, opts.IdleTimeout = "/", "link-local,metadata", time.Minute
+	opts.Log = testcluster.Log("gateway")
 	gw, err := gateway.New(restConfig, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -93,6 +92,7 @@ func run(m *testing.M) int {
 		DeniedNetworks: testcluster.LoopbackNetworks,
 		IdleTimeout:    time.Minute,
 		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
+		Log:            slog.New(slog.NewJSONHandler(testLog{os.Stderr}, nil)).With("component", "gateway"), // as Run's
 	})
 	if err != nil {
 		return fail(err)
@@ -721,7 +721,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// A second gateway in the process reports its own requests and pools.
-	second, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks})
+	second, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks, Log: testcluster.Log("gateway")})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -892,7 +892,7 @@ func startReplica(t testing.TB, opts gateway.Options) string {
 // startReplicaOn is startReplica talking to the API server through cfg.
 func startReplicaOn(t testing.TB, cfg *rest.Config, opts gateway.Options) string {
 	t.Helper()
-	opts.DeniedNetworks = cmp.Or(opts.DeniedNetworks, testcluster.LoopbackNetworks)
+	opts.DeniedNetworks, opts.Log = cmp.Or(opts.DeniedNetworks, testcluster.LoopbackNetworks), testcluster.Log("gateway")
 	if opts.Limits.MaxUploadBytes == 0 {
 		opts.Limits = gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}
 	}
@@ -1040,8 +1040,8 @@ func BenchmarkWrite(b *testing.B) {
 	content := strings.Repeat("x", 1024)
 	// The request log as the gateway writes it (JSON), but not to the
 	// benchmark's output.
-	restoreLoggers(b)
-	slog.SetDefault(slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	quietLog.Store(true)
+	b.Cleanup(func() { quietLog.Store(false) })
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		body := fmt.Appendf(nil, `{"path": "bench-%d.txt", "file": {"text": %q}}`, i, content)
@@ -1127,16 +1127,19 @@ func waitForGoroutines(t testing.TB, fn, state string, n int) {
 	}
 }
 
-// restoreLoggers puts slog's default logger and the log package's output
-// back when tb ends: slog.SetDefault redirects the log package, and setting
-// the old default again does not undo that.
-func restoreLoggers(tb testing.TB) {
-	logger, out, flags := slog.Default(), log.Writer(), log.Flags()
-	tb.Cleanup(func() {
-		slog.SetDefault(logger)
-		log.SetOutput(out)
-		log.SetFlags(flags)
-	})
+// testLog is where the tests' gateway (TestMain's) logs: standard error,
+// or nowhere while quietLog is set.
+type testLog struct{ out io.Writer }
+
+// quietLog has a benchmark's gateway log nowhere: its output is its
+// figures.
+var quietLog atomic.Bool
+
+func (l testLog) Write(p []byte) (int, error) {
+	if quietLog.Load() {
+		return len(p), nil
+	}
+	return l.out.Write(p)
 }
 
 // TestConformance runs the conformance table through the gateway against

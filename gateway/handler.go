@@ -58,6 +58,8 @@ type handler struct {
 	perNamespace *ratelimit.InFlight[string]
 	// uploads serves resumable uploads.
 	uploads *uploads.Endpoint
+	// log has a line per request, and the causes of 5xx answers.
+	log *slog.Logger
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +69,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := h.newRequest(r)
 	defer h.done(req)
 	if err := h.serve(ww, r, req, slug, name, rec); err != nil {
-		answer.Err(ww, r, err)
+		answer.Err(h.log, ww, r, err)
 	}
 }
 
@@ -83,7 +85,7 @@ func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name str
 		h.metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
 		// Straight to the handler: Logger.LogAttrs would also look up the
 		// caller (runtime.Callers), which the line does not show.
-		ctx, logHandler := r.Context(), slog.Default().Handler()
+		ctx, logHandler := r.Context(), h.log.Handler()
 		if !logHandler.Enabled(ctx, slog.LevelInfo) {
 			return
 		}

@@ -34,7 +34,7 @@ func TestAFailedLastUseFailsNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := lastuse.New(k8s)
+	r := lastuse.New(k8s, nil)
 	go r.Run(ctx)
 	// A key no gateway has seen used: only this recorder writes its use.
 	token, keyID := apitoken.NewToken()
@@ -55,7 +55,7 @@ func TestALastUseGoesToTheKeyThatWasUsed(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := lastuse.New(k8s)
+	r := lastuse.New(k8s, nil)
 	go r.Run(ctx)
 	newKey := func(name string) *v1alpha1.ApiKey {
 		token, keyID := apitoken.NewToken()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -33,8 +34,8 @@ type Options struct {
 	// reach besides DeniedNetworks ("none": nothing more).
 	AccountDeniedNetworks string
 	IdleTimeout           time.Duration
-	// LogFlushInterval is how long log lines may wait in a buffer before
-	// they are written; Unlimited writes each at once.
+	// LogFlushInterval is how long Run's log lines may wait in a buffer
+	// before they are written; Unlimited writes each at once.
 	LogFlushInterval time.Duration
 	// Profiling serves Go's pprof profiles at /debug/pprof/ next to the
 	// metrics, for finding where a busy gateway spends its CPU.
@@ -58,6 +59,9 @@ type Options struct {
 	// StateBudget bounds the bytes of upload records (with the worker's
 	// states) stored for each namespace, and for all.
 	StateBudget storedbytes.Limits
+	// Log is where the gateway logs (Run: from --log-level and
+	// --log-flush-interval); nil logs nothing.
+	Log *slog.Logger
 }
 
 // Limits bound what one request may take.

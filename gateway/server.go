@@ -19,7 +19,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -39,6 +38,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -69,12 +69,14 @@ type Server struct {
 	memory     *budget.Budget
 	lastUse    *lastuse.Recorder
 	metrics    *metrics.Metrics
+	log        *slog.Logger
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
 // returned server's cache with Start before serving.
 func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	log := logging.OrDiscard(opts.Log)
 	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, opts.AccountDeniedNetworks)
 	if err != nil {
 		return nil, err
@@ -119,13 +121,14 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		restConfig: restConfig,
 		cache:      c,
 		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: c}, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
-			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials},
+			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials, Log: log},
 		metrics:  m,
 		document: document,
 		docs:     docs,
 		limits:   opts.Limits,
 		memory:   budget.New(opts.Limits.MemoryBudget, memoryWait),
-		lastUse:  lastuse.New(direct),
+		lastUse:  lastuse.New(direct, log),
+		log:      log,
 	}
 	if err := m.Register(s.pools); err != nil {
 		return nil, err
@@ -142,12 +145,13 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		metrics:      m,
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
+		log:          log,
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
 		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
 	limits := opts.Uploads
 	limits.MaxSize = opts.Limits.MaxUploadBytes
-	if h.uploads, err = uploads.New(records, limits, h.uploadError); err != nil {
+	if h.uploads, err = uploads.New(records, limits, h.uploadError, log); err != nil {
 		return nil, err
 	}
 	if !opts.NoServiceAccounts {
@@ -171,10 +175,10 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 func (s *Server) routes(base string, h *handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
-		answer.Err(w, r, answer.Internal(err))
+		answer.Err(s.log, w, r, answer.Internal(err))
 	}))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		answer.Err(w, r, answer.NotFound())
+		answer.Err(s.log, w, r, answer.NotFound())
 	})
 	r.Route("/"+strings.Trim(base, "/"), func(r chi.Router) {
 		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -205,7 +209,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
 	defer cancel()
 	if !s.cache.WaitForCacheSync(ctx) {
-		answer.Err(w, r, answer.NotSynced())
+		answer.Err(s.log, w, r, answer.NotSynced())
 		return
 	}
 	answer.JSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -275,15 +279,15 @@ const apiServerCheckInterval = 5 * time.Second
 // until ctx ends, and says in a metric whether it answered: while it does
 // not, the gateway serves from its cache, and that is worth knowing.
 func (s *Server) watchAPIServer(ctx context.Context) {
-	defer recovery.Log("watching the API server")
+	defer recovery.Log(s.log, "watching the API server")
 	httpClient, err := rest.HTTPClientFor(s.restConfig)
 	if err != nil {
-		slog.Error("cannot look at the API server", "error", err)
+		s.log.Error("cannot look at the API server", "error", err)
 		return
 	}
 	base, _, err := rest.DefaultServerUrlFor(s.restConfig)
 	if err != nil {
-		slog.Error("cannot look at the API server", "error", err)
+		s.log.Error("cannot look at the API server", "error", err)
 		return
 	}
 	readyz := base.JoinPath("readyz").String()
@@ -333,7 +337,7 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 			return
 		}
 		go func() {
-			defer recovery.Log("pre-warming")
+			defer recovery.Log(s.log, "pre-warming")
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
@@ -355,54 +359,10 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 				err = p.Warm(ctx)
 			}
 			if err != nil {
-				slog.Warn("pre-warming a connection failed", "namespace", conn.Namespace, "name", conn.Name, "error", err)
+				s.log.Warn("pre-warming a connection failed", "namespace", conn.Namespace, "name", conn.Name, "error", err)
 			}
 		}()
 	}
-}
-
-// setLogger makes the gateway's JSON log the default logger and returns
-// a function that writes out what it holds. With a flush interval, lines
-// are written in batches: a request's log line written at once is a
-// system call per request, which shows in the CPU per small write
-// (docs/benchmarks.md; proxies buffer access logs for the same reason).
-// Warnings and errors are written at once with what precedes them, so that
-// what explains a crash is not lost with the buffer.
-func setLogger(flushInterval time.Duration) (flush func()) {
-	unbuffered := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if flushInterval <= 0 {
-		slog.SetDefault(unbuffered)
-		return func() {}
-	}
-	b := &zapcore.BufferedWriteSyncer{WS: os.Stderr, FlushInterval: flushInterval}
-	slog.SetDefault(slog.New(&syncOnWarn{Handler: slog.NewJSONHandler(b, nil), sync: b.Sync}))
-	return func() {
-		// Lines after this one go out at once, not into a stopped buffer.
-		slog.SetDefault(unbuffered)
-		_ = b.Stop()
-	}
-}
-
-// syncOnWarn writes the buffer out after each warning or error.
-type syncOnWarn struct {
-	slog.Handler
-	sync func() error
-}
-
-func (h *syncOnWarn) Handle(ctx context.Context, r slog.Record) error {
-	err := h.Handler.Handle(ctx, r)
-	if r.Level >= slog.LevelWarn {
-		_ = h.sync()
-	}
-	return err
-}
-
-func (h *syncOnWarn) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &syncOnWarn{Handler: h.Handler.WithAttrs(attrs), sync: h.sync}
-}
-
-func (h *syncOnWarn) WithGroup(name string) slog.Handler {
-	return &syncOnWarn{Handler: h.Handler.WithGroup(name), sync: h.sync}
 }
 
 // GC defaults of the gateway, unless GOGC or GOMEMLIMIT says otherwise. Its
@@ -440,10 +400,18 @@ func Run(ctx context.Context, args []string) error {
 	opts.BindFlags(fs)
 	shutdownGrace := fs.Duration("shutdown-grace", 25*time.Second, "How long in-flight requests may finish after SIGTERM.")
 	config.RegisterFlags(fs)
+	logOpts := logging.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	defer setLogger(opts.LogFlushInterval)()
+	// Request lines are written in batches (--log-flush-interval): a line
+	// written at once is a system call per request, which shows in the
+	// CPU per small request (docs/benchmarks.md).
+	logOpts.FlushInterval = opts.LogFlushInterval
+	log, flush := logging.New("gateway", *logOpts)
+	defer flush()
+	logging.ControllerRuntime(log)
+	opts.Log = log
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err
@@ -467,7 +435,7 @@ func Run(ctx context.Context, args []string) error {
 		go func() { errc <- metricsSrv.ListenAndServe() }()
 		defer func() { _ = metricsSrv.Close() }()
 	}
-	slog.Info("gateway listening", "address", opts.Addr)
+	log.Info("gateway listening", "address", opts.Addr)
 	select {
 	case err := <-errc:
 		return err

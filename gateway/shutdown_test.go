@@ -33,7 +33,6 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	stderr := os.Stderr
 	os.Stderr = logFile // Run logs to it
 	defer func() { os.Stderr = stderr }()
-	restoreLoggers(t) // Run makes its log the default
 	done := make(chan error, 1)
 	go func() {
 		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",

@@ -36,7 +36,7 @@ func (h *handler) serveUploads(w http.ResponseWriter, r *http.Request) {
 	req := h.newRequest(r)
 	defer h.done(req)
 	if err := h.serveUpload(ww, r, req, slug, id, rec); err != nil {
-		answer.Err(ww, r, err)
+		answer.Err(h.log, ww, r, err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -151,7 +150,7 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 	// Accounts made before quotas, or under other limits, get today's,
 	// and the file browser's key its place.
 	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
-		slog.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
+		u.log.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
 	}
 	u.makeFilesKey(r.Context(), acct.Namespace)
 	return u.startSession(w, r, acct, "/connections")

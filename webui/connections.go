@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -362,7 +361,7 @@ func (u *ui) create(ctx context.Context, namespace string, f *connectionForm) er
 	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SftpConnection",
 		Name: conn.Name, UID: conn.UID}}
 	if err := u.client.Patch(ctx, secret, patch); err != nil {
-		slog.Warn("setting the owner of a connection's credentials", "namespace", namespace, "connection", name, "error", err)
+		u.log.Warn("setting the owner of a connection's credentials", "namespace", namespace, "connection", name, "error", err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package webui
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -91,7 +90,7 @@ func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
 // serverError logs err once and shows a page that says nothing of it.
 func (u *ui) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	id := middleware.GetReqID(r.Context())
-	slog.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
+	u.log.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
 	u.render(w, r, http.StatusInternalServerError, "message", page{Title: "Something went wrong",
 		Message: "Something went wrong on our side. Try again in a moment; if it keeps happening, tell your administrator the request id " + id + "."})
 }

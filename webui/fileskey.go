@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -70,7 +69,7 @@ func filesKeySpec(hash, keyID string) v1alpha1.ApiKeySpec {
 // the account's keys); a failure is tried again when the browser is used.
 func (u *ui) makeFilesKey(ctx context.Context, namespace string) {
 	if _, err := u.ensureFilesKey(ctx, namespace); err != nil {
-		slog.Warn("making the file browser's key", "namespace", namespace, "error", err)
+		u.log.Warn("making the file browser's key", "namespace", namespace, "error", err)
 	}
 }
 

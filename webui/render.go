@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"path"
 	"strings"
@@ -94,7 +93,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 	}
 	var buf bytes.Buffer
 	if err := u.pages[name].Execute(&buf, p); err != nil {
-		slog.Error("rendering a page", "page", name, "error", err, "requestID", middleware.GetReqID(r.Context()))
+		u.log.Error("rendering a page", "page", name, "error", err, "requestID", middleware.GetReqID(r.Context()))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

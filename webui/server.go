@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/webui/accounts"
@@ -69,6 +70,9 @@ type Options struct {
 	Quota accounts.Quota
 	// MaxPasswordChecks bounds the password hashes computed at once.
 	MaxPasswordChecks int
+	// Log is where the web UI logs (Run: from --log-level); nil logs
+	// nothing.
+	Log *slog.Logger
 }
 
 // BindFlags registers the options on fs with their defaults.
@@ -135,6 +139,8 @@ type ui struct {
 	// filesKeys remembers those found issued.
 	filesSecret []byte
 	filesKeys   issuedKeys
+	// log has what fails on the server side.
+	log *slog.Logger
 }
 
 // New builds the web UI on a client of the cluster.
@@ -189,6 +195,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 		httpClient:   &http.Client{Timeout: 30 * time.Second},
 		filesClient:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		filesSecret:  derive(secret, "files"),
+		log:          logging.OrDiscard(opts.Log),
 	}
 	return &Server{handler: u.routes(), accounts: u.accounts}, nil
 }
@@ -334,10 +341,14 @@ func Run(ctx context.Context, args []string) error {
 	var opts Options
 	opts.BindFlags(fs)
 	config.RegisterFlags(fs)
+	logOpts := logging.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	log, flush := logging.New("webui", *logOpts)
+	defer flush()
+	logging.ControllerRuntime(log)
+	opts.Log = log
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err
@@ -347,13 +358,13 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if opts.SessionKeyFile == "" {
-		slog.Warn("no --session-key-file: log-ins end when the web UI restarts, and replicas do not share them")
+		log.Warn("no --session-key-file: log-ins end when the web UI restarts, and replicas do not share them")
 	}
 	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	slog.Info("web UI listening", "address", opts.Addr)
+	log.Info("web UI listening", "address", opts.Addr)
 	select {
 	case err := <-errc:
 		return err

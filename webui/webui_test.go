@@ -91,7 +91,8 @@ func run(m *testing.M) int {
 		IdleTimeout: time.Minute, Limits: gateway.Limits{MaxBodyBytes: 1 << 20, MaxUploadBytes: 64 << 20, RequestTimeout: 30 * time.Second,
 			// Small, so that the isolation test's attacker can fill them.
 			MemoryBudget: 8 << 20, MaxRequestsPerNamespace: maxRequestsPerNamespace, LargeTransferShare: 0.2},
-		Uploads: uploads.Limits{MaxPerNamespace: maxUploadsPerNamespace}, StateBudget: storedbytes.Limits{PerAccount: statePerAccount}})
+		Uploads: uploads.Limits{MaxPerNamespace: maxUploadsPerNamespace}, StateBudget: storedbytes.Limits{PerAccount: statePerAccount},
+		Log: testcluster.Log("gateway")})
 	if err != nil {
 		return fail(err)
 	}
@@ -115,6 +116,7 @@ func run(m *testing.M) int {
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
 		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
 		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
+		opts.Log = testcluster.Log("webui")
 		if mutate != nil {
 			mutate(&opts)
 		}
@@ -147,7 +149,8 @@ func run(m *testing.M) int {
 		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0", UploadSweepInterval: 500 * time.Millisecond,
 		StateBudget: storedbytes.Limits{PerAccount: statePerAccount},
 		Limits:      watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace},
-		Transfers:   transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2}})
+		Transfers:   transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2},
+		Log:         testcluster.Log("worker")})
 	if err != nil {
 		return fail(err)
 	}

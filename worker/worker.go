@@ -27,12 +27,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
@@ -81,6 +81,9 @@ type Options struct {
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
+	// Log is where the worker logs, its manager's lines too (Run: from
+	// --log-level); nil logs nothing.
+	Log *slog.Logger
 }
 
 // DefaultNamespace is the worker's namespace when neither --namespace nor
@@ -178,6 +181,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: cmp.Or(opts.ProbeAddr, "0"),
+		Logger:                 logging.Logr(opts.Log),
 	})
 	if err != nil {
 		return nil, err
@@ -192,7 +196,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
 	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
-		Dials: m.Dials, Component: "worker"}
+		Dials: m.Dials, Component: "worker", Log: opts.Log}
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
@@ -203,7 +207,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	sender.Outcomes = m.Events
 	r := &watches.Runner{
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
-		Recorder: mgr.GetEventRecorder("sftpgate-worker"),
+		Recorder: mgr.GetEventRecorder("sftpgate-worker"), Log: opts.Log,
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch", Budget: budget},
@@ -214,7 +218,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	tr := &transfers.Runner{
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Transfers,
-		Recorder: r.Recorder,
+		Recorder: r.Recorder, Log: opts.Log,
 		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "transfer",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer", Budget: budget},
@@ -229,7 +233,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
-		Limits: opts.Expiry.WithDefaults(),
+		Limits: opts.Expiry.WithDefaults(), Log: opts.Log,
 	}); err != nil {
 		return nil, err
 	}
@@ -286,13 +290,14 @@ func Run(ctx context.Context, args []string) error {
 	var opts Options
 	opts.BindFlags(fs)
 	config.RegisterFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	logOpts := logging.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	log, flush := logging.New("worker", *logOpts)
+	defer flush()
+	logging.ControllerRuntime(log)
+	opts.Log = log
 	restConfig, err := config.GetConfig()
 	if err != nil {
 		return err

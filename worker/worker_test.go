@@ -179,7 +179,7 @@ func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (
 	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond}, MetricsAddr: "0", ProbeAddr: "0",
-		UploadSweepInterval: 200 * time.Millisecond}
+		UploadSweepInterval: 200 * time.Millisecond, Log: testcluster.Log("worker")}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -358,7 +358,7 @@ func startGateway(t *testing.T) string {
 	t.Helper()
 	gatewayOnce.Do(func() {
 		gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
-			Audience: kubeauth.DefaultAudience, IdleTimeout: time.Minute})
+			Audience: kubeauth.DefaultAudience, IdleTimeout: time.Minute, Log: testcluster.Log("gateway")})
 		must(t, err)
 		must(t, gw.Start(context.Background()))
 		gatewayURL = httptest.NewServer(gw.Handler()).URL

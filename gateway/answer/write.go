@@ -14,6 +14,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/plainjson"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 )
@@ -81,10 +82,11 @@ func stream(w http.ResponseWriter, name string, s Streamer) {
 }
 
 // Err answers err: an *Error as it says, anything else as internal. It
-// logs every 5xx once, with its cause and the request id; a panic that
-// recovery.Error turned into ErrPanic was logged, with its stack, where it
-// was recovered (a *recovery.Panic, from the request's handler, was not).
-func Err(w http.ResponseWriter, r *http.Request, err error) {
+// logs every 5xx once to log (nil: nowhere), with its cause and the
+// request id; a panic that recovery.Error turned into ErrPanic was
+// logged, with its stack, where it was recovered (a *recovery.Panic, from
+// the request's handler, was not).
+func Err(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = Internal(err)
@@ -95,7 +97,7 @@ func Err(w http.ResponseWriter, r *http.Request, err error) {
 		if e.Cause != nil {
 			attrs = append(attrs, "error", e.Cause)
 		}
-		slog.Error("request failed", attrs...)
+		logging.OrDiscard(log).Error("request failed", attrs...)
 	}
 	switch e.Status {
 	case http.StatusUnauthorized:

@@ -51,8 +51,7 @@ func TestCommand(t *testing.T) {
 // else is, and a cause is never sent.
 func TestErrLogsEvery5xxOnce(t *testing.T) {
 	var logged bytes.Buffer
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	secret := errors.New("dial tcp 10.0.0.7:22: /home/alice/private")
 	for _, tc := range []struct {
 		name    string
@@ -73,7 +72,7 @@ func TestErrLogsEvery5xxOnce(t *testing.T) {
 			rec := httptest.NewRecorder()
 			r := httptest.NewRequest(http.MethodPost, "/x/stat", nil)
 			r = r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, "req-42"))
-			Err(rec, r, tc.err)
+			Err(log, rec, r, tc.err)
 			if rec.Code != tc.status || strings.Contains(rec.Body.String(), "alice") || !json.Valid(rec.Body.Bytes()) {
 				t.Errorf("answer %d %s", rec.Code, rec.Body)
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
 // Every is how often a replica writes a key's last use at most.
@@ -42,6 +43,7 @@ type use struct {
 type Recorder struct {
 	client client.Client
 	now    func() time.Time
+	log    *slog.Logger
 
 	mu sync.Mutex
 	// noted is when each key's use was last queued: no key is written
@@ -56,9 +58,10 @@ type Recorder struct {
 	wake    chan struct{}
 }
 
-// New returns a recorder writing through c; run it with Run.
-func New(c client.Client) *Recorder {
-	return &Recorder{client: c, now: time.Now, noted: map[types.UID]time.Time{}, waiting: map[string][]use{}, wake: make(chan struct{}, 1)}
+// New returns a recorder writing through c, and logging the writes that
+// failed to log (nil: nowhere); run it with Run.
+func New(c client.Client, log *slog.Logger) *Recorder {
+	return &Recorder{client: c, now: time.Now, log: logging.OrDiscard(log), noted: map[types.UID]time.Time{}, waiting: map[string][]use{}, wake: make(chan struct{}, 1)}
 }
 
 // Used notes that key let a request in. It never waits.
@@ -119,7 +122,7 @@ func (r *Recorder) Run(ctx context.Context) {
 		case <-r.wake:
 			for u, ok := r.next(); ok && ctx.Err() == nil; u, ok = r.next() {
 				if err := r.write(ctx, u); err != nil {
-					slog.Info("could not record an API key's last use", "namespace", u.key.Namespace, "name", u.key.Name, "error", err)
+					r.log.Info("could not record an API key's last use", "namespace", u.key.Namespace, "name", u.key.Name, "error", err)
 				}
 			}
 		case <-sweep.C:

@@ -19,7 +19,7 @@ func key(uid string) *v1alpha1.ApiKey {
 // a use after it again.
 func TestAtMostOnceAMinute(t *testing.T) {
 	now := time.Now()
-	r := New(nil)
+	r := New(nil, nil)
 	r.now = func() time.Time { return now }
 	for range 5 {
 		r.Used(key("a"))
@@ -41,7 +41,7 @@ func TestAtMostOnceAMinute(t *testing.T) {
 // a use is dropped rather than waited for; one namespace's keys take at
 // most perNamespace of it, and the namespaces take turns.
 func TestUseNeverWaits(t *testing.T) {
-	r := New(nil)
+	r := New(nil, nil)
 	for i := range 2 * queueSize {
 		k := key(fmt.Sprint("flood-", i))
 		k.Namespace = fmt.Sprint("flood-", i%(queueSize/perNamespace))
@@ -50,7 +50,7 @@ func TestUseNeverWaits(t *testing.T) {
 	if r.queued != queueSize {
 		t.Errorf("%d queued, want the queue's %d", r.queued, queueSize)
 	}
-	r = New(nil)
+	r = New(nil, nil)
 	for i := range 2 * perNamespace {
 		r.Used(key(fmt.Sprint("team-", i)))
 	}

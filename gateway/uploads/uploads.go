@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,7 +26,7 @@ import (
 
 	"github.com/tus/tusd/v2/pkg/handler"
 	"github.com/tus/tusd/v2/pkg/memorylocker"
-	"golang.org/x/exp/slog"
+	expslog "golang.org/x/exp/slog"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -129,11 +130,14 @@ type Endpoint struct {
 	writes *ratelimit.Keyed[string]
 	// answer turns an error of the store into the API error it answers.
 	answer func(error) error
+	// log has the causes of 5xx answers (answer.Err).
+	log *slog.Logger
 }
 
 // New is the endpoint, keeping records with records. answerError turns
-// the commands' errors into the gateway's API errors.
-func New(records *uploadrecord.Store, limits Limits, answerError func(error) error) (*Endpoint, error) {
+// the commands' errors into the gateway's API errors; log (nil: nowhere)
+// has the causes of 5xx answers.
+func New(records *uploadrecord.Store, limits Limits, answerError func(error) error, log *slog.Logger) (*Endpoint, error) {
 	composer := handler.NewStoreComposer()
 	s := &store{records: records, limits: limits, now: time.Now}
 	composer.UseCore(s)
@@ -149,13 +153,13 @@ func New(records *uploadrecord.Store, limits Limits, answerError func(error) err
 		Cors: &handler.CorsConfig{Disable: true},
 		// Its lines say nothing the gateway's do not (answer.Err logs
 		// every 5xx with its cause).
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: expslog.New(expslog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, err
 	}
 	writes := ratelimit.New[string](limits.WritesPerNamespace, limits.WritesBurst)
-	return &Endpoint{tus: tus, store: s, writes: writes, answer: answerError}, nil
+	return &Endpoint{tus: tus, store: s, writes: writes, answer: answerError, log: log}, nil
 }
 
 // Options answers OPTIONS, tus's discovery, which needs no credentials.
@@ -170,7 +174,7 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 	if r.Method == http.MethodPatch || r.Method == http.MethodPost {
 		sum, err := commands.ParseChecksum(r.Header.Get("Upload-Checksum"))
 		if err != nil {
-			answer.Err(w, r, e.answer(err))
+			answer.Err(e.log, w, r, e.answer(err))
 			return
 		}
 		req.Checksum = sum
@@ -180,7 +184,7 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 		// must not even ask the owner's to stop.
 		rec, err := e.store.find(r.Context(), req, id)
 		if err != nil {
-			answer.Err(w, r, e.answer(err))
+			answer.Err(e.log, w, r, e.answer(err))
 			return
 		}
 		req.record = rec
@@ -189,7 +193,7 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 	// new one), take of the namespace's rate.
 	if writes := id == "" && r.Method == http.MethodPost || id != "" && (r.Method == http.MethodPatch || r.Method == http.MethodDelete); writes {
 		if ok, delay := e.writes.Allow(req.Conn.Namespace); !ok {
-			answer.Err(w, r, answer.UploadWritesLimited(delay))
+			answer.Err(e.log, w, r, answer.UploadWritesLimited(delay))
 			return
 		}
 	}
@@ -288,7 +292,7 @@ func (w *writer) finish(e *Endpoint) {
 	} else {
 		err = tusError(w.status, w.body.String())
 	}
-	answer.Err(w.ResponseWriter, w.r, err)
+	answer.Err(e.log, w.ResponseWriter, w.r, err)
 }
 
 // tusError is an error tusd answered (status, "ERR_CODE: message") in

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -277,9 +275,4 @@ All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], envFile)
-}
-
-// slogr is controller-runtime's logger at level, on standard error.
-func slogr(level slog.Level) logr.Logger {
-	return logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -18,13 +18,13 @@ import (
 	"syscall"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
 )
@@ -51,12 +51,16 @@ func Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(slogr(slog.LevelWarn))
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	return o.run(ctx)
+	// Warnings and errors only, as text: the components' lines between
+	// what sftpgate-dev prints.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// testcluster's manager, and every component's cache, log to
+	// controller-runtime's own logger.
+	logging.ControllerRuntime(log)
+	return o.run(ctx, log)
 }
 
-func (o *options) run(ctx context.Context) error {
+func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -128,6 +132,7 @@ func (o *options) run(ctx context.Context) error {
 	gwOpts.BindFlags(flag.NewFlagSet("gateway", flag.ContinueOnError))
 	gwOpts.DeniedNetworks = testcluster.LoopbackNetworks // the demo server is on loopback
 	gwOpts.Limits.MaxUploadBytes = 1 << 30               // the demo server's files are on this disk
+	gwOpts.Log = log.With("component", "gateway")
 	gw, err := gateway.New(env.Config, gwOpts)
 	if err != nil {
 		return err
@@ -144,6 +149,7 @@ func (o *options) run(ctx context.Context) error {
 	uiOpts.GatewayURL, uiOpts.SessionKeyFile = gatewayURL, sessionKey
 	uiOpts.BcryptCost = 10    // log-ins at once on a laptop
 	uiOpts.AuthPerMinute = 30 // a person trying things out
+	uiOpts.Log = log.With("component", "webui")
 	if err := testcluster.EnsureNamespace(ctx, env.Config, uiOpts.Namespace); err != nil {
 		return err
 	}
@@ -168,6 +174,7 @@ func (o *options) run(ctx context.Context) error {
 	wOpts.BindFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
 	wOpts.Namespace, wOpts.Identity, wOpts.DeniedNetworks = worker.DefaultNamespace, "sftpgate-dev", testcluster.LoopbackNetworks
 	wOpts.MetricsAddr, wOpts.ProbeAddr = "0", "0"
+	wOpts.Log = log.With("component", "worker")
 	if err := testcluster.EnsureNamespace(ctx, env.Config, wOpts.Namespace); err != nil {
 		return err
 	}

@@ -76,6 +76,7 @@ func run(m *testing.M) int {
 	gw, err := gateway.New(env.Config, gateway.Options{
 		BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, IdleTimeout: time.Minute,
 		Limits: gateway.Limits{MaxBodyBytes: 64 << 20, MaxUploadBytes: 1 << 30, RequestTimeout: time.Minute},
+		Log:    testcluster.Log("gateway"),
 	})
 	if err != nil {
 		return fail(err)

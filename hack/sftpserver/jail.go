@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
@@ -40,6 +41,11 @@ func Handlers(root *os.Root) sftp.Handlers {
 
 // inServer names the in-process SFTP server in the log of a panic.
 const inServer = "the in-process SFTP server"
+
+// panics is where the in-process server logs the panics it recovers, with
+// their stacks: standard error, the output of the test or of sftpgate-dev
+// that runs it (it is tooling, and serves no component).
+var panics = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 // jail serves SFTP requests inside root.
 type jail struct{ root *os.Root }
@@ -138,7 +144,7 @@ func (j *jail) parentFollowed(p string) (string, error) {
 }
 
 func (j *jail) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	p, err := j.follow(r.Filepath)
 	if err != nil {
 		return nil, err
@@ -147,7 +153,7 @@ func (j *jail) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
 }
 
 func (j *jail) Filewrite(r *sftp.Request) (_ io.WriterAt, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	return j.OpenFile(r)
 }
 
@@ -162,7 +168,7 @@ func (j *jail) Filewrite(r *sftp.Request) (_ io.WriterAt, err error) {
 // handler the open flags where the attribute flags would be, so they
 // cannot be told apart (the gateway sets permissions with a setstat).
 func (j *jail) OpenFile(r *sftp.Request) (_ sftp.WriterAtReaderAt, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	f := r.Pflags()
 	flags := os.O_RDONLY
 	switch {
@@ -202,12 +208,12 @@ type appending struct {
 }
 
 func (a *appending) WriteAt(b []byte, off int64) (_ int, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	return a.File.WriteAt(b, a.end+off)
 }
 
 func (j *jail) Filecmd(r *sftp.Request) (err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	switch r.Method {
 	case "Symlink":
 		return j.symlink(r.Filepath, r.Target)
@@ -301,7 +307,7 @@ func (j *jail) setstat(p string, r *sftp.Request) error {
 }
 
 func (j *jail) Filelist(r *sftp.Request) (_ sftp.ListerAt, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	switch r.Method {
 	case "List":
 		p, err := j.follow(r.Filepath)
@@ -340,7 +346,7 @@ func (j *jail) Filelist(r *sftp.Request) (_ sftp.ListerAt, err error) {
 
 // Lstat describes a name itself, a symlink as a symlink.
 func (j *jail) Lstat(r *sftp.Request) (_ sftp.ListerAt, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	p, err := j.parentFollowed(r.Filepath)
 	if err != nil {
 		return nil, err
@@ -351,7 +357,7 @@ func (j *jail) Lstat(r *sftp.Request) (_ sftp.ListerAt, err error) {
 
 // Readlink answers what a symlink holds.
 func (j *jail) Readlink(p string) (_ string, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	link, err := j.parentFollowed(p)
 	if err != nil {
 		return "", err
@@ -361,13 +367,13 @@ func (j *jail) Readlink(p string) (_ string, err error) {
 
 // RealPath answers where p leads, its symlinks followed inside the root.
 func (j *jail) RealPath(p string) (_ string, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	return j.resolve(p)
 }
 
 // StatVFS describes the file system holding the root.
 func (j *jail) StatVFS(r *sftp.Request) (_ *sftp.StatVFS, err error) {
-	defer recovery.Error(&err, inServer)
+	defer recovery.Error(panics, &err, inServer)
 	p, err := j.follow(r.Filepath)
 	if err != nil {
 		return nil, err

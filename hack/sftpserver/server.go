@@ -78,7 +78,7 @@ func (s *Server) Serve(l net.Listener) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer recovery.Log(inServer)
+			defer recovery.Log(panics, inServer)
 			s.handle(conn)
 			s.mu.Lock()
 			delete(s.conns, conn)
@@ -122,7 +122,7 @@ func (s *Server) handle(conn net.Conn) {
 		open.Add(1)
 		go func() {
 			defer open.Add(-1)
-			defer recovery.Log(inServer)
+			defer recovery.Log(panics, inServer)
 			s.session(ch, requests)
 		}()
 	}

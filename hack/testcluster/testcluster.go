@@ -8,6 +8,7 @@ package testcluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/hack/repo"
+	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
 // Start starts a control plane and returns it with a client of it that
@@ -85,4 +87,11 @@ func modTime(path string) time.Time {
 // their own. Unset, it prints a warning with a stack after 30 seconds.
 func LogErrors() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+}
+
+// Log is the log of a component a test builds (its Options.Log), as its
+// Run makes it: on standard error, which a test shows when it fails.
+func Log(component string) *slog.Logger {
+	log, _ := logging.New(component, logging.Options{}) // unbuffered: nothing to flush
+	return log
 }

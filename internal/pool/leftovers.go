@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,7 +69,7 @@ func (p *Pool) keep(fns ...work) {
 	l := &p.left
 	l.later = append(l.later, fns...)
 	if drop := len(l.later) - maxLater; drop > 0 {
-		slog.Warn("too much cleanup work waits for a session; dropping the oldest",
+		p.log().Warn("too much cleanup work waits for a session; dropping the oldest",
 			"namespace", p.namespace, "name", p.name, "dropped", drop)
 		l.later = slices.Delete(l.later, 0, drop)
 	}
@@ -84,7 +83,7 @@ func (p *Pool) Background(fn func(*sftpdial.Session) error) {
 	l.mu.Lock()
 	l.background = append(l.background, fn)
 	if drop := len(l.background) - maxLater; drop > 0 {
-		slog.Warn("too much cleanup work waits in the background; dropping the oldest",
+		p.log().Warn("too much cleanup work waits in the background; dropping the oldest",
 			"namespace", p.namespace, "name", p.name, "dropped", drop)
 		l.background = slices.Delete(l.background, 0, drop)
 	}
@@ -107,7 +106,7 @@ func (p *Pool) startFinishing() {
 // of the pool like any operation, until none is left or a part fails (the
 // pool's upkeep then starts it again).
 func (p *Pool) finish() {
-	defer recovery.Log("cleanup work in the background")
+	defer recovery.Log(p.logger, "cleanup work in the background")
 	l := &p.left
 	defer func() {
 		l.mu.Lock()
@@ -168,7 +167,7 @@ func (p *Pool) runLater(s *sftpdial.Session) {
 		l.mu.Unlock()
 	}()
 	for i, fn := range todo {
-		err := run(fn, s)
+		err := p.run(fn, s)
 		switch {
 		case sftpfile.SessionFailed(err):
 			l.mu.Lock()
@@ -180,7 +179,7 @@ func (p *Pool) runLater(s *sftpdial.Session) {
 		case errors.Is(err, ErrNotDone):
 			p.Background(fn)
 		case err != nil:
-			slog.Warn("cleaning up after a broken session failed", "namespace", p.namespace, "name", p.name, "error", err)
+			p.log().Warn("cleaning up after a broken session failed", "namespace", p.namespace, "name", p.name, "error", err)
 		}
 	}
 }

@@ -7,12 +7,14 @@ package pool
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpfile"
@@ -94,6 +96,7 @@ type Pool struct {
 	namespace, name string
 	dialer          *sftpdial.Dialer
 	dials           *prometheus.CounterVec
+	logger          *slog.Logger // nil logs nothing (log)
 	target          *sftpdial.Target
 	max             int
 	maxWaiting      int
@@ -120,6 +123,8 @@ type Pool struct {
 	// left is the cleanup work kept for the pool's sessions.
 	left leftovers
 }
+
+func (p *Pool) log() *slog.Logger { return logging.OrDiscard(p.logger) }
 
 type session struct {
 	*sftpdial.Session
@@ -172,7 +177,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 			p.runLater(s.Session)
 		}
 		started := time.Now()
-		err = run(fn, s.Session)
+		err = p.run(fn, s.Session)
 		timedOut := expired != nil && !expired.Stop()
 		if timedOut {
 			// Its timer fired and is closing it: it leaves the pool now,
@@ -200,8 +205,8 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 
 // run runs fn on s; a panic in it fails only this operation, and its
 // session is released as after any other error.
-func run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err error) {
-	defer recovery.Error(&err, "an operation on an SFTP session")
+func (p *Pool) run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err error) {
+	defer recovery.Error(p.logger, &err, "an operation on an SFTP session")
 	return fn(s)
 }
 
@@ -470,7 +475,7 @@ func (p *Pool) tend(idle time.Duration) {
 	}
 	for _, s := range check {
 		go func() {
-			defer recovery.Log("a keepalive")
+			defer recovery.Log(p.logger, "a keepalive")
 			sent := time.Now()
 			if keepalive(s) {
 				p.release(s, 1, time.Time{})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ type Pools struct {
 	Dials *prometheus.CounterVec
 	// Component names the pools' metrics: "gateway" when empty.
 	Component string
+	// Log is where the pools log; nil logs nothing.
+	Log *slog.Logger
 
 	descOnce                  sync.Once
 	sessionsDesc, waitingDesc *prometheus.Desc
@@ -124,6 +127,7 @@ func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v vers
 		name:       conn.Name,
 		dialer:     p.Dialer,
 		dials:      p.Dials,
+		logger:     p.Log,
 		target:     target,
 		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
 		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
@@ -157,7 +161,7 @@ func (p *Pools) Run(ctx context.Context) {
 
 // upkeep is one round of Run's.
 func (p *Pools) upkeep(idle time.Duration) {
-	defer recovery.Log("the session pools' upkeep")
+	defer recovery.Log(p.Log, "the session pools' upkeep")
 	// A pool without sessions for a while belongs to a connection no
 	// longer used (or deleted): drop it with its credentials.
 	for _, pool := range p.forget(func(pool *Pool) bool { return pool.unusedFor(idle) }) {

@@ -13,29 +13,31 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+
+	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
 // ErrPanic is the error a panic became.
 var ErrPanic = errors.New("internal error")
 
-// Log recovers a panic and logs it as what panicked. Defer it directly:
-// recover works only there.
-func Log(what string) {
+// Log recovers a panic and logs it to log (nil: nowhere) as what
+// panicked. Defer it directly: recover works only there.
+func Log(log *slog.Logger, what string) {
 	if v := recover(); v != nil {
-		logPanic(what, v)
+		logPanic(log, what, v)
 	}
 }
 
 // Error is Log for work that returns an error: it sets *err to ErrPanic.
-func Error(err *error, what string) {
+func Error(log *slog.Logger, err *error, what string) {
 	if v := recover(); v != nil {
-		logPanic(what, v)
+		logPanic(log, what, v)
 		*err = ErrPanic
 	}
 }
 
-func logPanic(what string, v any) {
-	slog.Error("panic recovered", "in", what, "panic", v, "stack", string(debug.Stack()))
+func logPanic(log *slog.Logger, what string, v any) {
+	logging.OrDiscard(log).Error("panic recovered", "in", what, "panic", v, "stack", string(debug.Stack()))
 }
 
 // Panic is a panic recovered while serving a request; it is ErrPanic.

@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -75,7 +76,8 @@ type Kind[T Task] struct {
 	// Interval is how often the replica takes its share anew (and renews
 	// its Leases): a third of a lease duration.
 	Interval time.Duration
-	Log      *slog.Logger
+	// Log logs what fails outside a task's status (nil: nothing).
+	Log *slog.Logger
 
 	once    sync.Once
 	kick    chan struct{}
@@ -95,9 +97,7 @@ func (k *Kind[T]) init() {
 	k.once.Do(func() {
 		k.kick = make(chan struct{}, 1)
 		k.running = map[string]*entry[T]{}
-		if k.Log == nil {
-			k.Log = slog.New(slog.DiscardHandler)
-		}
+		k.Log = logging.OrDiscard(k.Log)
 	})
 }
 
@@ -162,7 +162,7 @@ const sweepEvery = 12
 // sync takes the replica's share of the items, starts the tasks of those
 // it took and stops those of the ones it gave back, lost or that are gone.
 func (k *Kind[T]) sync(ctx context.Context) {
-	defer recovery.Log("dividing the " + k.Name + "s")
+	defer recovery.Log(k.Log, "dividing the "+k.Name+"s")
 	items, err := k.List(ctx)
 	if err != nil {
 		k.Log.Error("listing the items", "kind", k.Name, "error", err)
@@ -286,7 +286,7 @@ const failedStepWait = 10 * time.Second
 // step runs one step; a panic in it fails that step only.
 func (k *Kind[T]) step(ctx context.Context, t T) (wait time.Duration, ended bool) {
 	wait = failedStepWait
-	defer recovery.Log("a " + k.Name)
+	defer recovery.Log(k.Log, "a "+k.Name)
 	return t.Step(ctx)
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -101,7 +100,7 @@ func (t *run) finish(ctx context.Context, tr *v1alpha1.Transfer) (time.Duration,
 		return idle, false
 	}
 	if err := t.r.States.Delete(ctx, string(t.uid)); err != nil {
-		slog.Error("removing a finished transfer's plan", "uid", t.uid, "error", err)
+		t.r.log().Error("removing a finished transfer's plan", "uid", t.uid, "error", err)
 	}
 	return 0, true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path"
 	"reflect"
 	"sync"
@@ -465,7 +464,7 @@ func (t *run) report(ctx context.Context, f facts) bool {
 	t.updateRate(st.Bytes.Done)
 	if _, err := t.r.status.Patch(ctx, &tr, next); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			slog.Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
+			t.r.log().Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
 		}
 		return false
 	}

@@ -9,6 +9,7 @@ package transfers
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/worker/deliver"
@@ -68,6 +70,8 @@ type Runner struct {
 	Recorder events.EventRecorder
 	Metrics  *metrics.Metrics
 	Limits   Limits
+	// Log is where the runner logs; nil logs nothing.
+	Log *slog.Logger
 	// SyncInterval is how often the replica takes its share anew: a third
 	// of a lease duration.
 	SyncInterval time.Duration
@@ -83,6 +87,8 @@ type Runner struct {
 	status statuspatch.Writer
 }
 
+func (r *Runner) log() *slog.Logger { return logging.OrDiscard(r.Log) }
+
 func (r *Runner) init() { r.once.Do(r.setUp) }
 
 func (r *Runner) setUp() {
@@ -95,7 +101,7 @@ func (r *Runner) setUp() {
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
 	r.kind = &tasks.Kind[*run]{Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
-		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval}
+		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval, Log: r.Log}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}
 }

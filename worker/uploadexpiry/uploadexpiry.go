@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -107,6 +108,8 @@ type Sweeper struct {
 	Now func() time.Time
 	// Limits bound the sweeps (zero: WithDefaults).
 	Limits Limits
+	// Log is where the sweeper logs; nil logs nothing.
+	Log *slog.Logger
 
 	mu sync.Mutex
 	// busy are the connections being swept; perNamespace counts them by
@@ -116,6 +119,8 @@ type Sweeper struct {
 	resting      map[string]time.Time
 	running      sync.WaitGroup
 }
+
+func (s *Sweeper) log() *slog.Logger { return logging.OrDiscard(s.Log) }
 
 func (s *Sweeper) now() time.Time {
 	if s.Now != nil {
@@ -127,7 +132,7 @@ func (s *Sweeper) now() time.Time {
 // Start sweeps every Interval while this replica holds the shard's one
 // item, until ctx ends; then it gives the item back.
 func (s *Sweeper) Start(ctx context.Context) error {
-	k := &tasks.Kind[*sweeps]{Name: "upload sweep", Shard: s.Shard, Interval: s.SyncInterval,
+	k := &tasks.Kind[*sweeps]{Name: "upload sweep", Shard: s.Shard, Interval: s.SyncInterval, Log: s.Log,
 		List:  func(context.Context) ([]tasks.Item, error) { return []tasks.Item{{UID: item}}, nil },
 		Start: func(tasks.Item, func()) *sweeps { return &sweeps{s} }}
 	return k.Run(ctx)
@@ -149,10 +154,10 @@ func (t *sweeps) Stop(context.Context) { t.s.Wait() }
 // connection within the limits, and returns; a connection still being
 // swept from before, or past the limits, waits for the next sweep.
 func (s *Sweeper) Sweep(ctx context.Context) {
-	defer recovery.Log("removing expired uploads")
+	defer recovery.Log(s.Log, "removing expired uploads")
 	records, err := s.Records.List(ctx)
 	if err != nil {
-		slog.Error("listing uploads", "error", err)
+		s.log().Error("listing uploads", "error", err)
 		return
 	}
 	now := s.now()
@@ -212,7 +217,7 @@ func (s *Sweeper) Wait() { s.running.Wait() }
 // them; at the first failure the rest wait for a later sweep (the server
 // may answer then), and it says so.
 func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, timeout time.Duration) (failed bool) {
-	defer recovery.Log("removing a connection's expired uploads")
+	defer recovery.Log(s.Log, "removing a connection's expired uploads")
 	ctx, cancel := context.WithTimeout(ctx, connectionTimeouts*timeout)
 	defer cancel()
 	for _, r := range records {
@@ -224,11 +229,11 @@ func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.R
 		what, err := s.remove(removeCtx, r, timeout)
 		cancel()
 		if err != nil {
-			slog.Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
+			s.log().Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
 			return true
 		}
 		if err := s.Records.Delete(ctx, r); err != nil {
-			slog.Error("removing an expired upload's record", "upload", r.ID, "error", err)
+			s.log().Error("removing an expired upload's record", "upload", r.ID, "error", err)
 			continue
 		}
 		s.Removed.WithLabelValues(what).Inc()

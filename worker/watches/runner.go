@@ -9,6 +9,7 @@ package watches
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
@@ -81,6 +83,8 @@ type Runner struct {
 	Recorder events.EventRecorder
 	Metrics  *metrics.Metrics
 	Limits   Limits
+	// Log is where the runner logs; nil logs nothing.
+	Log *slog.Logger
 	// SyncInterval is how often the replica takes its share of the
 	// watches anew (and renews its Leases): a third of a lease duration.
 	SyncInterval time.Duration
@@ -127,6 +131,8 @@ func (h *heldFiles) resize(mine *int, namespace string, n int) bool {
 	return true
 }
 
+func (r *Runner) log() *slog.Logger { return logging.OrDiscard(r.Log) }
+
 func (r *Runner) init() { r.once.Do(r.setUp) }
 
 func (r *Runner) setUp() {
@@ -144,7 +150,7 @@ func (r *Runner) setUp() {
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Watch"}
 	r.kind = &tasks.Kind[*watcher]{Name: "watch", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
 		PerNamespace: l.MaxWatchesPerNamespace, Queue: func(w *watcher, waits bool) { w.overQuota.Store(waits) },
-		Interval: r.SyncInterval}
+		Interval: r.SyncInterval, Log: r.Log}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)
 	r.events = ratelimit.New[string](l.EventsPerMinutePerNamespace/60, int(l.EventsPerMinutePerNamespace/6)).WithMaxKeys(100_000)

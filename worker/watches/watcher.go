@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path"
 	"reflect"
 	"strings"
@@ -225,7 +224,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		if blob != nil {
 			s, err := watch.DecodeState(blob)
 			if err != nil {
-				slog.Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+				w.r.log().Warn("a watch's stored state cannot be read; starting over", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 			} else {
 				state = s
 			}
@@ -356,7 +355,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		head := &w.state.Outbox[0]
 		ce, err := CloudEvent(wt, conn, *head)
 		if err != nil {
-			slog.Error("making an event", "error", err)
+			w.r.log().Error("making an event", "error", err)
 			return
 		}
 		res := w.r.Sender.Try(ctx, w.key.Namespace, deliver.Targets{Sink: sink, DeadLetter: deadLetter}, ce, set.delivery, head.Attempts)
@@ -496,7 +495,7 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 	// name is another's to report on.
 	if _, err := w.r.status.Patch(ctx, wt, next); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			slog.Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
+			w.r.log().Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
 		return
 	}
