@@ -148,9 +148,10 @@ func run(m *testing.M) int {
 	w, err := worker.New(workerConfig, worker.Options{Namespace: uiNamespace, Identity: "worker-0", DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0", UploadSweepInterval: 500 * time.Millisecond,
 		StateBudget: storedbytes.Limits{PerAccount: statePerAccount},
-		Limits:      watches.Limits{WriteEvery: 200 * time.Millisecond, MaxWatchesPerNamespace: maxWatchesPerNamespace},
-		Transfers:   transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2},
-		Log:         testcluster.Log("worker")})
+		Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond,
+			MaxWatchesPerNamespace: maxWatchesPerNamespace},
+		Transfers: transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2},
+		Log:       testcluster.Log("worker")})
 	if err != nil {
 		return fail(err)
 	}

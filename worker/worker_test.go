@@ -178,7 +178,7 @@ func startWorker(t *testing.T) {
 func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (stop func()) {
 	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
-		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond}, MetricsAddr: "0", ProbeAddr: "0",
+		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
 		UploadSweepInterval: 200 * time.Millisecond, Log: testcluster.Log("worker")}
 	for _, m := range mutate {
 		m(&opts)

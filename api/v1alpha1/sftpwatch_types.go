@@ -311,7 +311,8 @@ type SftpWatchStatus struct {
 	// +optional
 	Worker string `json:"worker,omitempty"`
 
-	// LastPollTime is when the folder was last listed.
+	// LastPollTime is when the folder was last listed, written with any
+	// other change of the status, and on its own at most hourly.
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
 

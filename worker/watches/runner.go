@@ -55,6 +55,9 @@ type Limits struct {
 	// WriteEvery is the least time between two writes of a watch's state,
 	// and of its status: each is written when it changed, no more often.
 	WriteEvery time.Duration
+	// PollTimeEvery is the least time between two writes of a status in
+	// which only lastPollTime changed.
+	PollTimeEvery time.Duration
 	// MaxHeldFiles is the most files the replica's watches track
 	// together, which their memory follows, and MaxHeldFilesPerNamespace
 	// of one namespace's watches: past either, a watch that would track
@@ -66,7 +69,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
 		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second,
-		MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
+		PollTimeEvery: time.Hour, MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
 }
 
 // Runner runs the watches this replica holds. Start it as a manager's
@@ -143,6 +146,7 @@ func (r *Runner) setUp() {
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
 	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)
+	l.PollTimeEvery = cmp.Or(l.PollTimeEvery, d.PollTimeEvery)
 	l.MaxHeldFiles = cmp.Or(l.MaxHeldFiles, d.MaxHeldFiles)
 	l.MaxHeldFilesPerNamespace = cmp.Or(l.MaxHeldFilesPerNamespace, d.MaxHeldFilesPerNamespace)
 	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace

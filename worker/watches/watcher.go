@@ -484,6 +484,16 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 		st.Delivered, st.Failed, st.DeadLettered = w.state.Delivered, w.state.Failed, w.state.DeadLettered
 	}
 	st.LastError = statuspatch.Cut(w.lastErr, 1024)
+	// A poll that found nothing new writes nothing but its time: that
+	// alone is written at most every PollTimeEvery, so that the writes of
+	// watches at rest do not grow with their polls.
+	if was := wt.Status.LastPollTime; was != nil && st.LastPollTime != nil && st.LastPollTime.Sub(was.Time) < w.r.Limits.PollTimeEvery {
+		polled := st.LastPollTime
+		st.LastPollTime = was
+		if !reflect.DeepEqual(next.Status, wt.Status) {
+			st.LastPollTime = polled
+		}
+	}
 	if reflect.DeepEqual(next.Status, wt.Status) {
 		return
 	}
