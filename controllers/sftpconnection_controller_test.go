@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
 func passwordSecret(ns, name, password string) *corev1.Secret {
@@ -513,7 +513,7 @@ func TestSlugStaysWithItsHolder(t *testing.T) {
 // TestSlugSurvivesDeleteAndRecreate: a connection deleted and made again
 // (kubectl replace --force, an Argo CD Replace, a rename) keeps its slug,
 // though another namespace's claim is older than the new object. The
-// reservation is a Lease (hack/faults restarts the manager in between).
+// reservation is a Lease (hack/e2e restarts the manager in between).
 func TestSlugSurvivesDeleteAndRecreate(t *testing.T) {
 	t.Parallel()
 	server := testsftp.Start(t)

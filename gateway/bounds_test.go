@@ -23,7 +23,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 )
 
 // startGateway runs a gateway of its own with limits (the request timeout

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
 
 // The test kit's, as every test package has them.

@@ -14,23 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
-	"github.com/sftpgate/sftpgate/hack/conformance"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
-	"github.com/sftpgate/sftpgate/internal/tempname"
-	"github.com/sftpgate/sftpgate/internal/uploadrecord"
-	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 )
 
 // apiCounts counts the requests a gateway sends the API server about
@@ -270,59 +261,5 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 				t.Errorf("the partial file %s holds %d bytes: nothing is written once refused", name, fi.Size())
 			}
 		}
-	}
-}
-
-// TestExpirySweepIsNotHeldByAnotherTenant: a tenant whose server logs in
-// and then never answers, with many expired uploads, holds up neither the
-// sweep nor another tenant's expired upload, which goes while the
-// attacker's removals still hang.
-func TestExpirySweepIsNotHeldByAnotherTenant(t *testing.T) {
-	ctx := context.Background()
-	// Stopped last, once the stalling server let its requests go.
-	sweepCtx, cancel := context.WithCancel(ctx)
-	var sweeper *uploadexpiry.Sweeper
-	t.Cleanup(func() {
-		cancel()
-		if sweeper != nil {
-			sweeper.Wait()
-		}
-	})
-	victim := newFixture(t)
-	stalling := testsftp.Stalling(t)
-	attacker := newConnectionTo(t, stalling.Host, stalling.Port, stalling.User, stalling.Password, stalling.HostKeyLine(), "/")
-	records := &uploadrecord.Store{Client: k8s, Namespace: gateway.DefaultNamespace}
-	past := time.Now().Add(-time.Hour)
-	for i := range 20 {
-		must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: attacker.Namespace,
-			Connection: attacker.Name, ConnectionUID: attacker.UID, Target: "/f" + strconv.Itoa(i),
-			Partial: tempname.For("/", "upload/"+strconv.Itoa(i)), Size: 1, Created: past, Expires: past}))
-	}
-	var conn v1alpha1.SftpConnection
-	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "box"}, &conn))
-	partial := tempname.For(victim.sshd.Dir, "upload/victim")
-	must(t, os.WriteFile(partial, []byte("left"), 0o600))
-	must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: victim.ns, Connection: "box",
-		ConnectionUID: conn.UID, Target: filepath.Join(victim.sshd.Dir, "v"), Partial: partial, Size: 8, Created: past, Expires: past}))
-
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
-	must(t, err)
-	sweeper = &uploadexpiry.Sweeper{
-		Records: records, Connections: k8s,
-		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
-		Removed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"}), RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
-		Limits: uploadexpiry.Limits{Timeout: time.Minute},
-	}
-	start := time.Now()
-	sweeper.Sweep(sweepCtx)
-	eventually(t, "the victim's expired upload is removed", func() bool {
-		_, err := os.Stat(partial)
-		return errors.Is(err, os.ErrNotExist)
-	})
-	t.Logf("the victim's expired upload went %v after the sweep began, while the attacker's server held its own", time.Since(start).Round(time.Millisecond))
-	var left corev1.ConfigMapList
-	must(t, k8s.List(ctx, &left, client.InNamespace(gateway.DefaultNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.Namespace}))
-	if len(left.Items) != 20 {
-		t.Errorf("%d of the attacker's 20 records left: its server answers nothing, so none can be removed yet", len(left.Items))
 	}
 }

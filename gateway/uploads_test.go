@@ -18,24 +18,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testproxy"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
-	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
-	"github.com/sftpgate/sftpgate/internal/uploadrecord"
-	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 )
 
 // tusAnswer is the status and headers of an answer to a tus request.
@@ -234,63 +225,6 @@ func waitForKey(t testing.TB, slug, token string) {
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway does not take the key")
 		}
-	}
-}
-
-// TestUploadsExpire: an upload left past its expiry is removed, its
-// partial file and its record, and counted.
-func TestUploadsExpire(t *testing.T) {
-	f := newFixture(t)
-	short := startReplica(t, gateway.Options{Uploads: uploads.Limits{Expiry: 2 * time.Second}})
-	url := createUpload(t, short, f.slug, f.token, "left.bin", 10)
-	if resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("half"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
-		t.Fatalf("a part: %v %s", resp, raw)
-	}
-	head, _ := tusRequest(t, http.MethodHead, url, f.token, nil)
-	expires, err := http.ParseTime(head.header.Get("Upload-Expires"))
-	if err != nil {
-		t.Fatalf("Upload-Expires: %v", err)
-	}
-	done := createUpload(t, short, f.slug, f.token, "done.bin", 2)
-	if resp, raw := tusRequest(t, http.MethodPatch, done, f.token, strings.NewReader("ok"), "Upload-Offset", "0"); resp == nil || resp.status != http.StatusNoContent {
-		t.Fatalf("a whole upload: %v %s", resp, raw)
-	}
-	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 1 {
-		t.Fatalf("partial files: %v, want one", left)
-	}
-
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
-	must(t, err)
-	removed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"})
-	bytesRemoved := prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"})
-	sweeper := &uploadexpiry.Sweeper{
-		Records: &uploadrecord.Store{Client: k8s, Namespace: gateway.DefaultNamespace}, Connections: k8s,
-		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
-		Removed: removed, RemovedBytes: bytesRemoved,
-	}
-	time.Sleep(time.Until(expires) + 10*time.Millisecond)
-	sweeper.Sweep(context.Background())
-	sweeper.Wait()
-	if left := temporaryFiles(t, f.sshd.Dir); len(left) != 0 {
-		t.Errorf("partial files left after expiry: %v", left)
-	}
-	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "done.bin")); string(got) != "ok" {
-		t.Errorf("the finished upload's file holds %q", got)
-	}
-	if n, status := offsetOf(t, url, f.token); status != http.StatusNotFound {
-		t.Errorf("an expired upload answers %d (offset %d), want 404", status, n)
-	}
-	if got := testutil.ToFloat64(removed.WithLabelValues("partial")); got < 1 {
-		t.Errorf("%v expired partial files counted", got)
-	}
-	if got := testutil.ToFloat64(bytesRemoved); got < 4 {
-		t.Errorf("%v bytes of expired partial files counted", got)
-	}
-	var records corev1.ConfigMapList
-	must(t, k8s.List(context.Background(), &records, client.InNamespace(gateway.DefaultNamespace),
-		client.MatchingLabels{uploadrecord.LabelNamespace: f.ns}))
-	if len(records.Items) != 0 {
-		t.Errorf("%d records left", len(records.Items))
 	}
 }
 

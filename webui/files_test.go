@@ -16,8 +16,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sftpgate/sftpgate/hack/testproxy"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
 // onePixelPNG is a 1×1 PNG.

@@ -12,41 +12,39 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/testproxy"
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsink"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // server is an SFTP server a test transfers to or from: where it keeps
 // its files, and how to reach it.
 type server struct {
-	dir                   string
-	host                  string
-	port                  int32
-	user, password, hostK string
+	testkit.Login
+	dir string
 	// uid and gid own what the test makes in dir (the sshd's user).
 	uid, gid int
 }
 
 func sshdServer(s *testsshd.Server) server {
-	return server{dir: s.Dir, host: s.Host, port: s.Port, user: testsshd.User, password: s.Password, hostK: s.HostKeyLine, uid: s.UID, gid: s.GID}
+	return server{Login: s.Login(), dir: s.Dir, uid: s.UID, gid: s.GID}
 }
 
 func inProcessServer(s *testsftp.Server) server {
-	return server{dir: s.Dir, host: s.Host, port: s.Port, user: s.User, password: s.Password, hostK: s.HostKeyLine(), uid: os.Getuid(), gid: os.Getgid()}
+	return server{Login: s.Login(), dir: s.Dir, uid: os.Getuid(), gid: os.Getgid()}
 }
 
 // via is srv reached through p.
 func (s server) via(p *testproxy.Proxy) server {
-	s.host, s.port = p.Host, p.Port
+	s.Host, s.Port = p.Host, p.Port
 	return s
 }
 
@@ -80,26 +78,11 @@ func (s server) has(rel string) bool {
 // servers, named by the map's keys.
 func transferNamespace(t *testing.T, servers map[string]server) string {
 	t.Helper()
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "transfer-"}}
-	must(t, k8s.Create(ctx, ns))
+	ns := testkit.Namespace(t, k8s, "transfer-")
 	for name, s := range servers {
-		must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
-			StringData: map[string]string{v1alpha1.SecretKeyPassword: s.password}}))
-		conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name}, Spec: v1alpha1.SftpConnectionSpec{
-			Host: s.host, Port: s.port, Username: s.user, Slug: name + "-" + ns.Name,
-			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: name}},
-			HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{s.hostK}}}}
-		if s.user == testsshd.User {
-			conn.Spec.RootPath = s.dir
-		}
-		must(t, k8s.Create(ctx, conn))
-		eventually(t, "the connection "+name+" is Ready", func() bool {
-			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
-			return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady)
-		})
+		testkit.ReadyConnection(t, k8s, ns, name, s.Login)
 	}
-	return ns.Name
+	return ns
 }
 
 // transfer makes a Transfer in ns from src's path to dst's /out.

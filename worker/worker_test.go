@@ -3,15 +3,12 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,16 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/kubeauth"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testhttp"
-	"github.com/sftpgate/sftpgate/hack/testkit"
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsink"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
-	"github.com/sftpgate/sftpgate/internal/apitoken"
-	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -85,21 +77,9 @@ type tenant struct {
 
 func newTenant(t *testing.T) *tenant {
 	t.Helper()
-	ctx := context.Background()
 	sshd := testsshd.Start(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "watch-"}}
-	must(t, k8s.Create(ctx, ns))
-	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
-		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
-	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
-		Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
-		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}}}}
-	must(t, k8s.Create(ctx, conn))
-	eventually(t, "the connection is Ready", func() bool {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
-		return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady)
-	})
+	ns := testkit.Namespace(t, k8s, "watch-")
+	testkit.ReadyConnection(t, k8s, ns, "box", sshd.Login())
 	must(t, os.Mkdir(filepath.Join(sshd.Dir, "in"), 0o755))
 	must(t, os.Chown(filepath.Join(sshd.Dir, "in"), sshd.UID, sshd.GID))
 	sshClient, err := ssh.Dial("tcp", net.JoinHostPort(sshd.Host, strconv.Itoa(int(sshd.Port))), &ssh.ClientConfig{
@@ -108,7 +88,7 @@ func newTenant(t *testing.T) *tenant {
 	c, err := sftp.NewClient(sshClient)
 	must(t, err)
 	t.Cleanup(func() { _ = c.Close(); _ = sshClient.Close() })
-	return &tenant{ns: ns.Name, sshd: sshd, sftp: c}
+	return &tenant{ns: ns, sshd: sshd, sftp: c}
 }
 
 // put writes content to p (below the connection's root) as a plain SFTP
@@ -345,92 +325,6 @@ func TestWatchSinkUnreachable(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonSinkUnreachable && got.Status.Pending == 1
 	})
-}
-
-var (
-	gatewayOnce sync.Once
-	gatewayURL  string
-)
-
-// startGateway serves an in-process gateway for this package's tests, on
-// loopback, and returns its URL.
-func startGateway(t *testing.T) string {
-	t.Helper()
-	gatewayOnce.Do(func() {
-		gw, err := gateway.New(restConfig, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
-			Audience: kubeauth.DefaultAudience, IdleTimeout: time.Minute, Log: testcluster.Log("gateway")})
-		must(t, err)
-		must(t, gw.Start(context.Background()))
-		gatewayURL = httptest.NewServer(gw.Handler()).URL
-	})
-	return gatewayURL
-}
-
-// TestWatchReportsGatewayWritesOnce: a file written through the gateway
-// (to a temporary name, then renamed over the final one) is reported once,
-// by its final name, even when a poll catches the upload half done; and
-// afterDelivery Delete removes each file once its event is delivered.
-func TestWatchReportsGatewayWritesOnce(t *testing.T) {
-	t.Parallel()
-	tn := newTenant(t)
-	r := testsink.Start(t)
-	startWorker(t)
-	url := startGateway(t) + "/box-" + tn.ns
-	token, keyID := apitoken.NewToken()
-	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "ci"},
-		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
-	w := tn.watch(t, "incoming", r.URL, func(w *v1alpha1.SftpWatch) {
-		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}
-	})
-	next := polls(t, w)
-	next(1)
-	eventually(t, "the gateway takes the key", func() bool {
-		status, body := testhttp.PostJSON(t, url+"/write", token, `{"path": "in/small.txt", "file": {"text": "hello"}}`)
-		return status == http.StatusOK && !strings.Contains(body, `"error"`)
-	})
-	// A raw upload, its first half sent, then held across a poll.
-	body, send := io.Pipe()
-	req, err := http.NewRequest(http.MethodPost, url+"/write?path=in/large.bin", body)
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	answered := make(chan int, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			answered <- 0
-			return
-		}
-		_ = resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
-	half := make([]byte, 512<<10)
-	_, err = send.Write(half)
-	must(t, err)
-	eventually(t, "the upload's temporary file is on the server", func() bool {
-		entries, err := os.ReadDir(filepath.Join(tn.sshd.Dir, "in"))
-		must(t, err)
-		return slices.ContainsFunc(entries, func(e os.DirEntry) bool { return tempname.Is(e.Name()) })
-	})
-	next(1)
-	_, err = send.Write(half)
-	must(t, err)
-	must(t, send.Close())
-	if status := <-answered; status != http.StatusOK {
-		t.Fatalf("the upload: %d", status)
-	}
-	eventually(t, "both files are reported", func() bool { return len(r.Subjects()) >= 2 })
-	next(2)
-	want := []string{"dev.sftpgate.file.created /in/small.txt", "dev.sftpgate.file.created /in/large.bin"}
-	if got := r.Subjects(); !slices.Equal(got, want) {
-		t.Errorf("events %v, want %v", got, want)
-	}
-	entries, err := os.ReadDir(filepath.Join(tn.sshd.Dir, "in"))
-	must(t, err)
-	if len(entries) != 0 {
-		t.Errorf("files left after delivery with afterDelivery Delete: %v", entries)
-	}
 }
 
 // TestWatchReportsAFileOnceItSettles: a file that grows across polls is

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )

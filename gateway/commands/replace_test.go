@@ -13,7 +13,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/sftpgate/sftpgate/hack/sftpserver"
+	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )

@@ -15,9 +15,9 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testhttp"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
 // abRounds is how many times each party moves the large file in an A/B

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
 // The hostile phase: what one tenant's load does to another's small writes

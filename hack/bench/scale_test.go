@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,12 +24,12 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testhttp"
-	"github.com/sftpgate/sftpgate/hack/testkit"
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsink"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
 // The test kit's, as every test package has them.
@@ -225,15 +226,41 @@ type scaleCount struct {
 }
 
 // waitScale lists the watches and transfers every few seconds until done
-// says so, and returns what it found then. Past 30 minutes it fails,
-// saying where things stand.
+// says so, and returns what it found then; gone names a replica whose
+// watches do not count as watching. A list the API server, busy, does not
+// answer is tried again. Past 30 minutes it fails, saying where things
+// stand.
 func waitScale(t *testing.T, k8s client.Client, done func(scaleCount) bool, gone *string) scaleCount {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Minute); ; time.Sleep(5 * time.Second) {
-		var s scaleCount
-		s.byWorker = map[string]int{}
+	var s scaleCount
+	for deadline, said := time.Now().Add(30*time.Minute), time.Now(); ; time.Sleep(15 * time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 minutes: %+v", s)
+		}
+		var err error
+		if s, err = countScale(t.Context(), k8s, gone); err != nil {
+			t.Logf("listing: %v", err)
+			continue
+		}
+		if done(s) {
+			return s
+		}
+		if time.Since(said) > time.Minute {
+			t.Logf("%s: %d watching, %d queued, %d running, by replica %v", time.Now().Format(time.TimeOnly), s.watching, s.queued, s.running, s.byWorker)
+			said = time.Now()
+		}
+	}
+}
+
+// countScale counts where the watches and transfers stand, listing them
+// a page at a time.
+func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCount, error) {
+	s := scaleCount{byWorker: map[string]int{}}
+	for next := ""; ; {
 		var watches v1alpha1.SftpWatchList
-		must(t, k8s.List(t.Context(), &watches))
+		if err := k8s.List(ctx, &watches, client.Limit(1000), client.Continue(next)); err != nil {
+			return s, err
+		}
 		for i := range watches.Items {
 			w := &watches.Items[i]
 			s.byWorker[w.Status.Worker]++
@@ -242,24 +269,24 @@ func waitScale(t *testing.T, k8s client.Client, done func(scaleCount) bool, gone
 				s.watching++
 			}
 		}
-		var transfers v1alpha1.TransferList
-		must(t, k8s.List(t.Context(), &transfers))
-		for i := range transfers.Items {
-			switch c := meta.FindStatusCondition(transfers.Items[i].Status.Conditions, v1alpha1.ConditionReady); {
-			case c == nil:
-			case c.Reason == v1alpha1.ReasonQueued:
-				s.queued++
-			default:
-				s.running++
-			}
-		}
-		if done(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 minutes: %+v", s)
+		if next = watches.Continue; next == "" {
+			break
 		}
 	}
+	var transfers v1alpha1.TransferList
+	if err := k8s.List(ctx, &transfers); err != nil {
+		return s, err
+	}
+	for i := range transfers.Items {
+		switch c := meta.FindStatusCondition(transfers.Items[i].Status.Conditions, v1alpha1.ConditionReady); {
+		case c == nil:
+		case c.Reason == v1alpha1.ReasonQueued:
+			s.queued++
+		default:
+			s.running++
+		}
+	}
+	return s, nil
 }
 
 // apiWrites is how many writes (creates, updates, patches, deletes) the

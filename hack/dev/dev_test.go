@@ -24,11 +24,11 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/conformance"
-	"github.com/sftpgate/sftpgate/hack/procs"
-	"github.com/sftpgate/sftpgate/hack/testhttp"
-	"github.com/sftpgate/sftpgate/hack/testkit"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
+	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 

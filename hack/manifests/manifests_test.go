@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
 )
 
 // renderDefault renders config/default once for all the tests.

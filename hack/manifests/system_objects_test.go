@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 )
 
 // TestComponentsTouchOnlyTheirOwnObjects: in sftpgate's namespace, which

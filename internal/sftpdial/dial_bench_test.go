@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sftpgate/sftpgate/hack/testsftp"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 

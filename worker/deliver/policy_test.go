@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sftpgate/sftpgate/hack/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/teststatus"
+	"github.com/sftpgate/sftpgate/hack/fixtures/teststatus"
 )
 
 // TestWatchStatus: each fact a poll records gives its reason, the first

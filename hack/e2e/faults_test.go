@@ -4,7 +4,7 @@
 // and the events of a watch when the worker replica delivering them is
 // killed. It runs a control plane, a manager, a gateway and worker
 // processes of its own, since it stops them.
-package faults
+package e2e
 
 import (
 	"bytes"
@@ -30,10 +30,10 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/procs"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testkit"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
@@ -132,20 +132,12 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	sshd := testsshd.Start(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"}}
-	must(t, k8s.Create(ctx, ns))
-	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "creds"},
-		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
-	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "box"}, Spec: v1alpha1.SftpConnectionSpec{
-		Host: sshd.Host, Port: sshd.Port, Username: testsshd.User, RootPath: sshd.Dir, Slug: "box-" + ns.Name,
-		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "creds"}},
-		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
-	}}
-	must(t, k8s.Create(ctx, conn))
+	ns := testkit.Namespace(t, k8s, "faults-")
+	conn := testkit.ReadyConnection(t, k8s, ns, "box", sshd.Login())
 	token, keyID := apitoken.NewToken()
-	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "key"},
+	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key"},
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
-	f := &fixture{ns: ns.Name, slug: conn.Spec.Slug, token: token, sshd: sshd, conn: conn}
+	f := &fixture{ns: ns, slug: conn.Spec.Slug, token: token, sshd: sshd, conn: conn}
 	eventually(t, "the gateway serves the connection", func() bool {
 		status, _ := f.call(t, "exists", `{"path": "/"}`)
 		return status == http.StatusOK

@@ -1,4 +1,4 @@
-package faults
+package e2e
 
 import (
 	"bytes"
@@ -15,17 +15,17 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/hack/repo"
-	"github.com/sftpgate/sftpgate/hack/testcluster"
-	"github.com/sftpgate/sftpgate/hack/testproxy"
-	"github.com/sftpgate/sftpgate/hack/testsink"
-	"github.com/sftpgate/sftpgate/hack/testsshd"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -186,17 +186,9 @@ func TestWorkerKilledMidTransfer(t *testing.T) {
 	ctx := context.Background()
 	dst := testsshd.Start(t)
 	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", dst.Host, dst.Port))
-	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "archive"},
-		StringData: map[string]string{v1alpha1.SecretKeyPassword: dst.Password}}))
-	archive := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "archive"}, Spec: v1alpha1.SftpConnectionSpec{
-		Host: proxy.Host, Port: proxy.Port, Username: testsshd.User, RootPath: dst.Dir, Slug: "archive-" + f.ns,
-		Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "archive"}},
-		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{dst.HostKeyLine}}}}
-	must(t, k8s.Create(ctx, archive))
-	eventually(t, "the archive connection is Ready", func() bool {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(archive), archive))
-		return meta.IsStatusConditionTrue(archive.Status.Conditions, v1alpha1.ConditionReady)
-	})
+	viaProxy := dst.Login()
+	viaProxy.Host, viaProxy.Port = proxy.Host, proxy.Port
+	testkit.ReadyConnection(t, k8s, f.ns, "archive", viaProxy)
 	const size = 48 << 20
 	data := make([]byte, size)
 	_, _ = rand.Read(data)
