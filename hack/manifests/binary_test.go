@@ -52,6 +52,39 @@ func TestPartsDependOnlyOnWhatTheyNeed(t *testing.T) {
 	}
 }
 
+// TestTestsStayInTheirComponent: a component's tests import no other
+// component either: a test that needs several runs in hack/e2e. The web
+// UI's are the exception, as its pages (and the isolation matrix behind
+// them) are the whole system; and the manager's ApiKey tests check each
+// key they issue with the gateway's keyauth, the one judge of a token.
+func TestTestsStayInTheirComponent(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/sftpgate/sftpgate/"
+	components := []string{"controllers", "gateway", "webui", "worker"}
+	for _, part := range []string{"controllers", "gateway", "worker", "internal"} {
+		list := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .TestImports " "}} {{join .XTestImports " "}}`, "./"+part+"/...")
+		list.Dir = root
+		out, err := list.Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, imports, _ := strings.Cut(line, ": ")
+			for _, imp := range strings.Fields(imports) {
+				for _, other := range components {
+					judge := part == "controllers" && imp == module+"gateway/keyauth"
+					if other != part && !judge && (imp == module+other || strings.HasPrefix(imp, module+other+"/")) {
+						t.Errorf("the tests of %s import %s", pkg, imp)
+					}
+				}
+			}
+		}
+	}
+}
+
 // deps lists the packages pkg depends on, itself included.
 func deps(t *testing.T, root, pkg string) []string {
 	t.Helper()
