@@ -78,6 +78,10 @@ type Options struct {
 	// (with the gateway's upload records), and for all; zero limits are
 	// the defaults.
 	StateBudget storedbytes.Limits
+	// APIQPS and APIBurst bound the requests a replica sends the API
+	// server: a rate and its bursts.
+	APIQPS   float64
+	APIBurst int
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
@@ -144,6 +148,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Longest the removal of one expired upload may take (dial included), whatever the connection's own timeouts say.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
+	fs.Float64Var(&o.APIQPS, "kube-api-qps", 50, "Requests a second this replica may send the Kubernetes API server (its writes of statuses, states and Leases).")
+	fs.IntVar(&o.APIBurst, "kube-api-burst", 100, "Requests this replica may send the API server at once beyond --kube-api-qps.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 }
@@ -192,6 +198,15 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The Leases have a client of their own, as client-go's leader
+	// election has: a renewal must not wait behind the replica's bulk
+	// writes in --kube-api-qps, or the replica lapses and drops its work.
+	leaseConfig := rest.CopyConfig(restConfig)
+	leaseConfig.QPS, leaseConfig.Burst = -1, 0
+	leases, err := client.New(leaseConfig, client.Options{Scheme: api.Scheme()})
+	if err != nil {
+		return nil, err
+	}
 	kinds := tenants.Kinds{Reader: mgr.GetCache()}
 	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
@@ -208,7 +223,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	r := &watches.Runner{
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
 		Recorder: mgr.GetEventRecorder("sftpgate-worker"), Log: opts.Log,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch",
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "sftpwatch",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch", Budget: budget},
 		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
@@ -219,7 +234,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	tr := &transfers.Runner{
 		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Transfers,
 		Recorder: r.Recorder, Log: opts.Log,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "transfer",
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "transfer",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer", Budget: budget},
 		SyncInterval: r.SyncInterval,
@@ -229,7 +244,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	if err := mgr.Add(&uploadexpiry.Sweeper{
 		Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: direct, Namespace: opts.Namespace, Kind: "upload",
+		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "upload",
 			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
 		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
@@ -302,6 +317,10 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// controller-runtime leaves the rate to the API server's priority and
+	// fairness, which exempts privileged credentials; thousands of watches
+	// starting at once must not send thousands of requests at once.
+	restConfig.QPS, restConfig.Burst = float32(opts.APIQPS), opts.APIBurst
 	w, err := New(restConfig, opts)
 	if err != nil {
 		return err

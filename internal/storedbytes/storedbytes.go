@@ -200,11 +200,16 @@ func (b *Budget) accountLimit() int64 {
 	return perAccount
 }
 
-// list reads the metadata of the stored objects that match.
+// list reads the metadata of the stored objects that match, from the API
+// server's watch cache (resourceVersion 0): a consistent read would wait
+// for the cache to catch up with etcd, on every write, and under load
+// time out. What it may miss is a write of the last moments, which a
+// budget of megabytes can bear.
 func (b *Budget) list(ctx context.Context, match client.ListOption) ([]metav1.PartialObjectMetadata, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), match); err != nil {
+	fromCache := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), match, fromCache); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

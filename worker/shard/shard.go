@@ -188,8 +188,7 @@ func (s *Shard) Settle(ctx context.Context) error {
 // replica's share, and says which to keep and which to give back (over
 // its share, taken by another, or without work).
 func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop []string, err error) {
-	lapsed, err := s.renewMember(ctx)
-	if err != nil {
+	if err := s.renewIfDue(ctx); err != nil {
 		return nil, nil, err
 	}
 	members, err := s.liveMembers(ctx)
@@ -212,11 +211,6 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	}
 
 	s.mu.Lock()
-	if s.held == nil || lapsed {
-		// After a lapse another replica may have taken any bucket: hold
-		// none until they are taken again (its own adopted below).
-		s.held = map[string]bool{}
-	}
 	var named []string
 	for bucket, l := range byBucket {
 		if exists[bucket] && holder(l) == s.Identity && !s.held[bucket] {
@@ -402,6 +396,37 @@ func (s *Shard) forget(bucket string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.held, bucket)
+}
+
+// Renew renews this replica's membership now. Run it every third of the
+// lease duration apart from Sync, whose work (stopping tasks that store
+// what they hold) may take longer: a membership renewed late lapses, and
+// the replica drops all it holds.
+func (s *Shard) Renew(ctx context.Context) error {
+	lapsed, err := s.renewMember(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil || lapsed {
+		// After a lapse another replica may have taken any bucket: hold
+		// none until they are taken again (its own adopted by Sync).
+		s.held = map[string]bool{}
+	}
+	return nil
+}
+
+// renewIfDue renews the membership if a third of the lease duration
+// passed since it was last renewed (or it never was).
+func (s *Shard) renewIfDue(ctx context.Context) error {
+	s.mu.Lock()
+	due := s.held == nil || s.now().Sub(s.renewed) >= s.duration()/3
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return s.Renew(ctx)
 }
 
 // renewMember renews (or makes) this replica's member Lease; lapsed says

@@ -106,18 +106,45 @@ func (k *Kind[T]) init() {
 // and gives the items back for another replica to take at once.
 func (k *Kind[T]) Run(ctx context.Context) error {
 	k.init()
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		k.renew(renewCtx)
+	}()
+	defer func() { stopRenewing(); <-renewed }()
 	tick := time.NewTicker(k.Interval)
 	defer tick.Stop()
 	for {
 		k.sync(ctx)
 		select {
 		case <-ctx.Done():
+			// No renewal may follow the membership's removal.
+			stopRenewing()
+			<-renewed
 			k.stopAll()
 			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			return k.Shard.Leave(leaveCtx)
 		case <-tick.C:
 		case <-k.kick:
+		}
+	}
+}
+
+// renew renews the replica's membership every Interval until ctx ends,
+// whatever the syncs are doing.
+func (k *Kind[T]) renew(ctx context.Context) {
+	tick := time.NewTicker(k.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := k.Shard.Renew(ctx); err != nil {
+				k.Log.Error("renewing the replica's membership", "kind", k.Name, "error", err)
+			}
 		}
 	}
 }

@@ -56,6 +56,8 @@ type run struct {
 	unstored   *transfer.Plan
 
 	lastSave, lastStatus time.Time
+	// patchedFrom is the resourceVersion the last status write replaced.
+	patchedFrom string
 	// rateBytes and rateAt are the bytes done at the last status write.
 	rateBytes int64
 	rateAt    time.Time
@@ -458,7 +460,9 @@ func (t *run) report(ctx context.Context, f facts) bool {
 	if !conditionsChanged && !f.finished && time.Since(t.lastStatus) < t.r.Limits.WriteEvery {
 		return false
 	}
-	if !f.finished && !t.r.Shard.Holds(string(t.uid)) {
+	if !f.finished && !t.r.Shard.Holds(string(t.uid)) || tr.ResourceVersion == t.patchedFrom {
+		// Not ours, or the cache has not seen this run's last write yet:
+		// a write now would only conflict.
 		return false
 	}
 	t.updateRate(st.Bytes.Done)
@@ -468,7 +472,7 @@ func (t *run) report(ctx context.Context, f facts) bool {
 		}
 		return false
 	}
-	t.lastStatus = time.Now()
+	t.lastStatus, t.patchedFrom = time.Now(), tr.ResourceVersion
 	return true
 }
 

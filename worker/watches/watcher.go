@@ -53,7 +53,9 @@ type watcher struct {
 	lastPoll          time.Time
 	lastSave          time.Time
 	lastStatus        time.Time
-	lastErr           string
+	// patchedFrom is the resourceVersion the last status write replaced.
+	patchedFrom string
+	lastErr     string
 	// overBudget says why the state was last refused, until it is stored.
 	overBudget string
 	// tracked is the files this watch counts in the replica's held files;
@@ -494,7 +496,9 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 			st.LastPollTime = polled
 		}
 	}
-	if reflect.DeepEqual(next.Status, wt.Status) {
+	if reflect.DeepEqual(next.Status, wt.Status) || wt.ResourceVersion == w.patchedFrom {
+		// Unchanged, or the cache has not seen this watcher's last write
+		// yet: a write now would only conflict.
 		return
 	}
 	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, wt.Status.Conditions)
@@ -509,5 +513,5 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 		}
 		return
 	}
-	w.lastStatus = time.Now()
+	w.lastStatus, w.patchedFrom = time.Now(), wt.ResourceVersion
 }
