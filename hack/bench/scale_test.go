@@ -79,6 +79,8 @@ func TestBenchmarkScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	sshd, tarpit, sink := testsshd.Start(t), testsftp.Tarpit(t), testsink.Start(t)
+	// The transfers' source folder exists; listing it never ends.
+	must(t, os.Mkdir(filepath.Join(tarpit.Dir, "in"), 0o755))
 
 	start := time.Now()
 	scaleObjects(t, k8s, sshd, tarpit, sink.URL)

@@ -233,14 +233,19 @@ func (k *Kind[T]) sync(ctx context.Context) {
 		k.Log.Error("giving items back", "kind", k.Name, "error", err)
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, uid := range keep {
+	held := make([]T, len(keep))
+	for i, uid := range keep {
 		e := k.running[uid]
 		if e == nil {
 			e = k.start(ctx, byUID[uid])
 		}
+		held[i] = e.t
+	}
+	k.mu.Unlock()
+	// Outside the lock: a task told it no longer waits may be woken.
+	for i, t := range held {
 		if k.Queue != nil {
-			k.Queue(e.t, waits[uid])
+			k.Queue(t, waits[keep[i]])
 		}
 	}
 }

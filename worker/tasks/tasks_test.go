@@ -106,11 +106,18 @@ func TestKind(t *testing.T) {
 	set(6)
 	states := &statestore.Store{Client: k8s, Namespace: ns.Name, Kind: "test"}
 	replica := func(name string) (*tasks.Kind[*task], context.CancelFunc, chan error) {
-		k := &tasks.Kind[*task]{Name: "test", States: states, PerNamespace: 2, Interval: 100 * time.Millisecond,
+		k := &tasks.Kind[*task]{}
+		*k = tasks.Kind[*task]{Name: "test", States: states, PerNamespace: 2, Interval: 100 * time.Millisecond,
 			Shard: &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns.Name, Kind: "test", Identity: name, LeaseDuration: 15 * time.Second},
 			List:  func(context.Context) ([]tasks.Item, error) { return *items.Load(), nil },
 			Start: func(it tasks.Item, _ func()) *task { return &task{b: b, item: it.UID, by: name} },
-			Queue: func(t *task, waits bool) { b.mu.Lock(); b.waits[t.item] = waits; b.mu.Unlock() }}
+			Queue: func(t *task, waits bool) {
+				b.mu.Lock()
+				b.waits[t.item] = waits
+				b.mu.Unlock()
+				// As a transfer that stops waiting does.
+				k.Wake(t.item)
+			}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- k.Run(ctx) }()
