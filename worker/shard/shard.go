@@ -77,7 +77,9 @@ type Shard struct {
 	Buckets int
 	Clock   clock.Clock
 
-	mu sync.Mutex
+	// renewing serialises renewals: Renew's ticker and Sync's own.
+	renewing sync.Mutex
+	mu       sync.Mutex
 	// held is the buckets whose Lease names this replica, taken while its
 	// membership was live; renewed is when it last renewed its membership.
 	held    map[string]bool
@@ -403,6 +405,12 @@ func (s *Shard) forget(bucket string) {
 // what they hold) may take longer: a membership renewed late lapses, and
 // the replica drops all it holds.
 func (s *Shard) Renew(ctx context.Context) error {
+	s.renewing.Lock()
+	defer s.renewing.Unlock()
+	return s.renew(ctx)
+}
+
+func (s *Shard) renew(ctx context.Context) error {
 	lapsed, err := s.renewMember(ctx)
 	if err != nil {
 		return err
@@ -420,13 +428,15 @@ func (s *Shard) Renew(ctx context.Context) error {
 // renewIfDue renews the membership if a third of the lease duration
 // passed since it was last renewed (or it never was).
 func (s *Shard) renewIfDue(ctx context.Context) error {
+	s.renewing.Lock()
+	defer s.renewing.Unlock()
 	s.mu.Lock()
 	due := s.held == nil || s.now().Sub(s.renewed) >= s.duration()/3
 	s.mu.Unlock()
 	if !due {
 		return nil
 	}
-	return s.Renew(ctx)
+	return s.renew(ctx)
 }
 
 // renewMember renews (or makes) this replica's member Lease; lapsed says

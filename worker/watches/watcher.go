@@ -105,7 +105,13 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	}
 	now := time.Now()
 	f := facts{polled: w.polledGeneration == wt.Generation}
-	defer func() { w.report(ctx, &wt, f) }()
+	defer func() {
+		// A status not written yet is tried again soon, not at the next
+		// poll.
+		if !w.report(ctx, &wt, f) {
+			wait = min(wait, w.r.Limits.WriteEvery)
+		}
+	}()
 	set, err := readSettings(ctx, w.r.Client, &wt)
 	switch {
 	case err != nil:
@@ -472,7 +478,7 @@ func (w *watcher) save(ctx context.Context, now bool) {
 // report writes the watch's status when it changed, at most once per
 // WriteEvery unless its conditions did, and records an event when its
 // Ready reason changes.
-func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
+func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (settled bool) {
 	next := wt.DeepCopy()
 	setConditions(next, f)
 	st := &next.Status
@@ -496,14 +502,14 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 			st.LastPollTime = polled
 		}
 	}
-	if reflect.DeepEqual(next.Status, wt.Status) || wt.ResourceVersion == w.patchedFrom {
-		// Unchanged, or the cache has not seen this watcher's last write
-		// yet: a write now would only conflict.
-		return
+	if reflect.DeepEqual(next.Status, wt.Status) {
+		return true
 	}
 	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, wt.Status.Conditions)
-	if !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
-		return
+	if wt.ResourceVersion == w.patchedFrom || !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
+		// The cache has not seen this watcher's last write yet (a write
+		// now would only conflict), or it wrote one a moment ago.
+		return false
 	}
 	// Only onto the object read: a watch deleted and made again under its
 	// name is another's to report on.
@@ -511,7 +517,8 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			w.r.log().Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
-		return
+		return false
 	}
 	w.lastStatus, w.patchedFrom = time.Now(), wt.ResourceVersion
+	return true
 }
