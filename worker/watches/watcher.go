@@ -154,8 +154,10 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	// A state the namespace's budget refused grows no more: no poll
 	// until it is stored.
 	if !now.Before(w.nextPoll) && w.overBudget == "" {
-		w.poll(ctx, &wt, &conn, set)
+		// The next poll is an interval away, unless this one found the
+		// namespace's polls all in flight and set it a second away.
 		w.nextPoll = now.Add(set.interval)
+		w.poll(ctx, &wt, &conn, set)
 	}
 	f.polled = w.polledGeneration == wt.Generation
 	if p := w.polled; p.generation == wt.Generation {
