@@ -17,11 +17,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
@@ -187,19 +187,12 @@ func RunManager(ctx context.Context, args []string) error {
 	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles.")
-	config.RegisterFlags(fs)
-	logOpts := logging.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, flush := logging.New("manager", *logOpts)
-	defer flush()
-	logging.ControllerRuntime(log)
-
-	restConfig, err := config.GetConfig()
+	started, err := cmdline.Parse("manager", fs, args, nil)
 	if err != nil {
 		return err
 	}
+	defer started.Flush()
+	log, restConfig := started.Log, started.Config
 	mgrOpts := opts.ManagerOptions()
 	mgrOpts.Metrics = metricsserver.Options{BindAddress: metricsAddr}
 	mgrOpts.HealthProbeBindAddress = probeAddr

@@ -24,7 +24,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -38,6 +37,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
@@ -399,24 +399,17 @@ func Run(ctx context.Context, args []string) error {
 	var opts Options
 	opts.BindFlags(fs)
 	shutdownGrace := fs.Duration("shutdown-grace", 25*time.Second, "How long in-flight requests may finish after SIGTERM.")
-	config.RegisterFlags(fs)
-	logOpts := logging.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
 	// Request lines are written in batches (--log-flush-interval): a line
 	// written at once is a system call per request, which shows in the
 	// CPU per small request (docs/benchmarks.md).
-	logOpts.FlushInterval = opts.LogFlushInterval
-	log, flush := logging.New("gateway", *logOpts)
-	defer flush()
-	logging.ControllerRuntime(log)
-	opts.Log = log
-	restConfig, err := config.GetConfig()
+	started, err := cmdline.Parse("gateway", fs, args, func(o *logging.Options) { o.FlushInterval = opts.LogFlushInterval })
 	if err != nil {
 		return err
 	}
-	s, err := New(restConfig, opts)
+	defer started.Flush()
+	log := started.Log
+	opts.Log = log
+	s, err := New(started.Config, opts)
 	if err != nil {
 		return err
 	}

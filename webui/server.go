@@ -25,9 +25,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -340,20 +340,14 @@ func Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("webui", flag.ContinueOnError)
 	var opts Options
 	opts.BindFlags(fs)
-	config.RegisterFlags(fs)
-	logOpts := logging.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, flush := logging.New("webui", *logOpts)
-	defer flush()
-	logging.ControllerRuntime(log)
-	opts.Log = log
-	restConfig, err := config.GetConfig()
+	started, err := cmdline.Parse("webui", fs, args, nil)
 	if err != nil {
 		return err
 	}
-	s, err := NewForConfig(restConfig, opts)
+	defer started.Flush()
+	log := started.Log
+	opts.Log = log
+	s, err := NewForConfig(started.Config, opts)
 	if err != nil {
 		return err
 	}

@@ -25,13 +25,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -304,19 +304,13 @@ func Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var opts Options
 	opts.BindFlags(fs)
-	config.RegisterFlags(fs)
-	logOpts := logging.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, flush := logging.New("worker", *logOpts)
-	defer flush()
-	logging.ControllerRuntime(log)
-	opts.Log = log
-	restConfig, err := config.GetConfig()
+	started, err := cmdline.Parse("worker", fs, args, nil)
 	if err != nil {
 		return err
 	}
+	defer started.Flush()
+	opts.Log = started.Log
+	restConfig := started.Config
 	// controller-runtime leaves the rate to the API server's priority and
 	// fairness, which exempts privileged credentials; thousands of watches
 	// starting at once must not send thousands of requests at once.
