@@ -118,28 +118,6 @@ func (tn *tenant) watch(t *testing.T, name, sink string, mutate ...func(*v1alpha
 	return w
 }
 
-// polls returns a function that waits until w has been polled n more
-// times than when it was made: how a test waits for the worker, never by
-// the clock.
-func polls(t *testing.T, w *v1alpha1.SftpWatch) func(n int) {
-	t.Helper()
-	last := func() time.Time {
-		var got v1alpha1.SftpWatch
-		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
-		if got.Status.LastPollTime == nil {
-			return time.Time{}
-		}
-		return got.Status.LastPollTime.Time
-	}
-	return func(n int) {
-		t.Helper()
-		for range n {
-			from := last()
-			eventually(t, "the next poll", func() bool { return last().After(from) })
-		}
-	}
-}
-
 // sharedWorker is the one worker replica of this package's tests, which
 // run in parallel: a second replica would share their watches.
 var (
@@ -212,7 +190,7 @@ func TestWatch(t *testing.T) {
 		status = got.Status
 		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) && got.Status.SinkURI == r.URL
 	})
-	next := polls(t, w)
+	next := testkit.Polls(t, k8s, w)
 	tn.put(t, "in/a.csv", "alpha")
 	must(t, os.WriteFile(filepath.Join(tn.sshd.Dir, "in", "b.csv"), []byte("bravo"), 0o644))
 	eventually(t, "both files are reported", func() bool { return len(r.Subjects()) >= 2 })
@@ -250,7 +228,7 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 		// so that the test does not wait long for the last.
 		w.Spec.Delivery.BackoffPolicy = v1alpha1.BackoffLinear
 	})
-	next := polls(t, w)
+	next := testkit.Polls(t, k8s, w)
 	next(1)
 	for i := range 3 {
 		tn.put(t, fmt.Sprintf("in/%d.csv", i), "x")
@@ -289,7 +267,7 @@ func TestWatchDeadLetters(t *testing.T) {
 		w.Spec.Delivery.DeadLetterSink = &v1alpha1.Destination{URI: dead.URL}
 		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete, FailedTo: "/failed"}
 	})
-	polls(t, w)(1)
+	testkit.Polls(t, k8s, w)(1)
 	tn.put(t, "in/a.csv", "x")
 	eventually(t, "the event reaches the dead-letter sink", func() bool { return len(dead.Subjects()) == 1 })
 	eventually(t, "the file moves to failedTo", func() bool {
@@ -317,7 +295,7 @@ func TestWatchSinkUnreachable(t *testing.T) {
 	must(t, l.Close())
 	startWorker(t)
 	w := tn.watch(t, "incoming", closed)
-	polls(t, w)(1)
+	testkit.Polls(t, k8s, w)(1)
 	tn.put(t, "in/a.csv", "x")
 	eventually(t, "the watch says the sink is unreachable", func() bool {
 		var got v1alpha1.SftpWatch
@@ -336,7 +314,7 @@ func TestWatchReportsAFileOnceItSettles(t *testing.T) {
 	r := testsink.Start(t)
 	startWorker(t)
 	w := tn.watch(t, "incoming", r.URL)
-	next := polls(t, w)
+	next := testkit.Polls(t, k8s, w)
 	next(1)
 	f, err := tn.sftp.Create(filepath.Join(tn.sshd.Dir, "in", "growing.csv"))
 	must(t, err)
@@ -401,7 +379,7 @@ func TestWatchLargeFolder(t *testing.T) {
 	must(t, os.Remove(filepath.Join(dir, "f-000000")))
 	must(t, os.Remove(filepath.Join(dir, "f-000001")))
 	eventually(t, "the changes are reported", func() bool { return len(r.Subjects()) >= 3 })
-	polls(t, w)(1)
+	testkit.Polls(t, k8s, w)(1)
 	// A removal is reported at the first poll that misses the file, a
 	// new file once a second poll saw it settled.
 	want := []string{"dev.sftpgate.file.deleted /in/f-000000", "dev.sftpgate.file.deleted /in/f-000001", "dev.sftpgate.file.created /in/extra.csv"}
@@ -498,10 +476,10 @@ func TestWatchOnTheInProcessServer(t *testing.T) {
 	startWorker(t)
 	tn := &tenant{ns: ns.Name}
 	w := tn.watch(t, "incoming", r.URL)
-	polls(t, w)(1)
+	testkit.Polls(t, k8s, w)(1)
 	must(t, os.WriteFile(filepath.Join(srv.Dir, "in", "b.csv"), []byte("x"), 0o644))
 	eventually(t, "the file is reported", func() bool { return len(r.Subjects()) >= 1 })
-	polls(t, w)(2)
+	testkit.Polls(t, k8s, w)(2)
 	if got := r.Subjects(); !slices.Equal(got, []string{"dev.sftpgate.file.created /in/b.csv"}) {
 		t.Errorf("events %v", got)
 	}

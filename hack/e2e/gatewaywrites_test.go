@@ -12,10 +12,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker"
@@ -44,27 +44,6 @@ func startInProcessWorker(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// polls returns a function that waits until w has been polled n more
-// times than when it was made.
-func polls(t *testing.T, w *v1alpha1.SftpWatch) func(n int) {
-	t.Helper()
-	last := func() time.Time {
-		var got v1alpha1.SftpWatch
-		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
-		if got.Status.LastPollTime == nil {
-			return time.Time{}
-		}
-		return got.Status.LastPollTime.Time
-	}
-	return func(n int) {
-		t.Helper()
-		for range n {
-			from := last()
-			eventually(t, "the next poll", func() bool { return last().After(from) })
-		}
-	}
-}
-
 // TestWatchReportsGatewayWritesOnce: a file written through the gateway
 // (to a temporary name, then renamed over the final one) is reported once,
 // by its final name, even when a poll catches the upload half done; and
@@ -81,7 +60,7 @@ func TestWatchReportsGatewayWritesOnce(t *testing.T) {
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
 		Sink: v1alpha1.Destination{URI: r.URL}, AfterDelivery: v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}}}
 	must(t, k8s.Create(context.Background(), w))
-	next := polls(t, w)
+	next := testkit.Polls(t, k8s, w)
 	next(1)
 	if status, answer := f.call(t, "write", `{"path": "in/small.txt", "file": {"text": "hello"}}`); status != http.StatusOK || answer["error"] != nil {
 		t.Fatalf("a small write: %d %v", status, answer)
