@@ -8,17 +8,15 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/pkg/sftp"
-
 	"github.com/sftpgate/sftpgate/gateway/commands"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // serveFile answers a raw read with the bytes of the file open opens,
 // honouring Range and conditional headers; it reports whether it sent the
 // answer.
 func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS,
-	open func(*commands.FS, []byte) (*sftp.File, os.FileInfo, error), body []byte) (bool, error) {
+	open func(*commands.FS, []byte) (files.File, os.FileInfo, error), body []byte) (bool, error) {
 	f, fi, err := open(fs, body)
 	if err != nil {
 		return false, err
@@ -44,7 +42,7 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS,
 	if err == nil && n < fi.Size() {
 		err = commands.ConfirmEnd(f, n)
 	}
-	if sftpfile.SessionFailed(err) {
+	if files.SessionFailed(err) {
 		return true, err
 	}
 	return true, nil
@@ -53,13 +51,13 @@ func serveFile(w http.ResponseWriter, r *http.Request, fs *commands.FS,
 // recordingFile keeps the first error of the session while
 // http.ServeContent, which swallows it, reads the file.
 type recordingFile struct {
-	*sftp.File
+	files.File
 	err error
 }
 
 func (f *recordingFile) Read(b []byte) (int, error) {
 	n, err := f.File.Read(b)
-	if f.err == nil && sftpfile.SessionFailed(err) && err != io.EOF { //nolint:errorlint // io.EOF as returned by Read
+	if f.err == nil && files.SessionFailed(err) && err != io.EOF { //nolint:errorlint // io.EOF as returned by Read
 		f.err = err
 	}
 	return n, err
@@ -67,7 +65,7 @@ func (f *recordingFile) Read(b []byte) (int, error) {
 
 func (f *recordingFile) Seek(offset int64, whence int) (int64, error) {
 	n, err := f.File.Seek(offset, whence)
-	if f.err == nil && sftpfile.SessionFailed(err) {
+	if f.err == nil && files.SessionFailed(err) {
 		f.err = err
 	}
 	return n, err

@@ -9,7 +9,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/pkg/sftp"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // FileInfo describes a file in results.
@@ -72,9 +72,9 @@ type statRequest struct {
 
 func stat(fs *FS, req *statRequest) (any, error) {
 	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
-	resolve, statFn := fs.Resolve, fs.Client.Stat
+	resolve, statFn := fs.Resolve, fs.Files.Stat
 	if !follow {
-		resolve, statFn = fs.ResolveParent, fs.Client.Lstat
+		resolve, statFn = fs.ResolveParent, fs.Files.Lstat
 	}
 	target, err := resolve(req.Path)
 	if err != nil {
@@ -85,9 +85,9 @@ func stat(fs *FS, req *statRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	res := StatResult{FileInfo: info(fs, target, fi)}
-	if st, ok := fi.Sys().(*sftp.FileStat); ok {
-		res.UID, res.GID = st.UID, st.GID
-		res.Accessed = time.Unix(int64(st.Atime), 0).UTC()
+	if o, ok := fi.Sys().(files.Owned); ok {
+		res.UID, res.GID = o.Owner()
+		res.Accessed = o.Accessed().UTC()
 	}
 	return res, nil
 }
@@ -97,7 +97,7 @@ func exists(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = fs.Client.Stat(target)
+	_, err = fs.Files.Stat(target)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -121,7 +121,7 @@ func chmod(fs *FS, req *chmodRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fs.Client.Chmod(target, *mode); err != nil {
+	if err := fs.Files.Chmod(target, *mode); err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return PathResult{Path: fs.Rel(target)}, nil
@@ -145,7 +145,7 @@ func chtimes(fs *FS, req *chtimesRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fs.Client.Chtimes(target, *accessed, *req.Modified); err != nil {
+	if err := fs.Files.Chtimes(target, *accessed, *req.Modified); err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return PathResult{Path: fs.Rel(target)}, nil

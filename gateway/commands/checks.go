@@ -8,10 +8,11 @@ import (
 	"crypto/sha1" //nolint:gosec // likewise
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"time"
 
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 type pingRequest struct{}
@@ -25,7 +26,7 @@ type PingResult struct {
 
 func ping(fs *FS, _ *pingRequest) (any, error) {
 	start := time.Now()
-	if _, err := fs.Client.Stat(fs.Root); err != nil {
+	if _, err := fs.Files.Stat(fs.Root); err != nil {
 		return nil, serverFailure(err, "/")
 	}
 	return PingResult{
@@ -54,17 +55,17 @@ func statvfs(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := fs.Client.HasExtension("statvfs@openssh.com"); !ok {
-		return nil, fail("unsupported", sftpfile.FxOpUnsupported, "the server does not report file system space (statvfs@openssh.com)")
-	}
-	v, err := fs.Client.StatVFS(target)
-	if err != nil {
+	v, err := fs.Files.Space(target)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, fail("unsupported", files.FxOpUnsupported, "the server does not report file system space (statvfs@openssh.com)")
+	case err != nil:
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return StatvfsResult{
-		Path: fs.Rel(target), BlockSize: v.Frsize,
-		TotalBytes: v.Blocks * v.Frsize, FreeBytes: v.Bfree * v.Frsize, AvailableBytes: v.Bavail * v.Frsize,
-		Files: v.Files, FreeFiles: v.Ffree,
+		Path: fs.Rel(target), BlockSize: v.BlockSize,
+		TotalBytes: v.Blocks * v.BlockSize, FreeBytes: v.BlocksFree * v.BlockSize, AvailableBytes: v.BlocksAvail * v.BlockSize,
+		Files: v.Files, FreeFiles: v.FilesFree,
 	}, nil
 }
 

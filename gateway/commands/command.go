@@ -14,12 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pkg/sftp"
-
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // Command is one gateway command.
@@ -38,7 +37,7 @@ type Command struct {
 	Upload *Upload
 	// Download, for a command that can answer with a file's bytes (Accept:
 	// application/octet-stream), opens the file its JSON body names.
-	Download func(fs *FS, body []byte) (*sftp.File, os.FileInfo, error)
+	Download func(fs *FS, body []byte) (files.File, os.FileInfo, error)
 	run      runFunc
 }
 

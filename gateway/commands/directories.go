@@ -13,8 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -61,7 +60,7 @@ func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 		page = &byNameDesc{}
 		more bool
 	)
-	err = fs.Dirs.Each(target, func(fi os.FileInfo) error {
+	err = fs.Files.Each(target, func(fi os.FileInfo) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -81,7 +80,7 @@ func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 	if stop := ctx.Err(); stop != nil {
 		return nil, stop
 	}
-	if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
+	if big, ok := errors.AsType[*files.TooLargeError](err); ok {
 		return nil, tooLarge(fs, big)
 	}
 	if err != nil {
@@ -116,14 +115,14 @@ func (h *byNameDesc) Pop() any {
 // notADirectory says so when a directory operation met a file: SFTP v3
 // servers answer it with "no such file" (OpenSSH) or a generic failure.
 func notADirectory(fs *FS, err error, target string) error {
-	if failure := serverFailure(err, fs.Rel(target)); sftpfile.SessionFailed(failure) {
+	if failure := serverFailure(err, fs.Rel(target)); files.SessionFailed(failure) {
 		return failure
 	}
-	switch fi, statErr := fs.Client.Stat(target); {
-	case sftpfile.SessionFailed(statErr):
+	switch fi, statErr := fs.Files.Stat(target); {
+	case files.SessionFailed(statErr):
 		return statErr
 	case statErr == nil && !fi.IsDir():
-		return fail("not_a_directory", sftpfile.FxNotADirectory, fs.Rel(target)+": not a directory")
+		return fail("not_a_directory", files.FxNotADirectory, fs.Rel(target)+": not a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
 }
@@ -139,13 +138,13 @@ func mkdir(fs *FS, req *mkdirRequest) (any, error) {
 		return nil, err
 	}
 	if req.Parents {
-		err = fs.Client.MkdirAll(target)
-	} else if err = fs.Client.Mkdir(target); err != nil {
-		switch _, statErr := fs.Client.Lstat(target); {
-		case sftpfile.SessionFailed(statErr):
+		err = fs.Files.MkdirAll(target)
+	} else if err = fs.Files.Mkdir(target); err != nil {
+		switch _, statErr := fs.Files.Lstat(target); {
+		case files.SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
-			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists")
+			return nil, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(target)+": already exists")
 		}
 	}
 	if err != nil {
@@ -167,29 +166,29 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 	if target == fs.Root {
 		return nil, &BadRequest{Field: "path", Message: "is the connection's root directory, which cannot be removed"}
 	}
-	fi, err := fs.Client.Lstat(target)
+	fi, err := fs.Files.Lstat(target)
 	switch {
 	case err != nil:
 		return nil, serverFailure(err, fs.Rel(target))
 	case !fi.IsDir():
-		return nil, fail("not_a_directory", sftpfile.FxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
+		return nil, fail("not_a_directory", files.FxNotADirectory, fs.Rel(target)+": not a directory; use unlink")
 	case req.Recursive:
 		err = fs.removeTree(target)
 	default:
-		err = fs.Client.RemoveDirectory(target)
+		err = fs.Files.RemoveDirectory(target)
 		if err != nil {
 			names, readErr := fs.names(target, 1)
 			// Too large to read whole is not empty either.
-			_, full := errors.AsType[*sftpdir.TooLargeError](readErr)
+			_, full := errors.AsType[*files.TooLargeError](readErr)
 			switch {
-			case sftpfile.SessionFailed(readErr):
+			case files.SessionFailed(readErr):
 				return nil, readErr
 			case readErr == nil && len(names) > 0, full:
-				return nil, fail("not_empty", sftpfile.FxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
+				return nil, fail("not_empty", files.FxDirNotEmpty, fs.Rel(target)+`: directory is not empty; use "recursive": true`)
 			}
 		}
 	}
-	if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
+	if big, ok := errors.AsType[*files.TooLargeError](err); ok {
 		return nil, tooLarge(fs, big)
 	}
 	if err != nil {
@@ -199,9 +198,9 @@ func rmdir(fs *FS, req *rmdirRequest) (any, error) {
 }
 
 // tooLarge is the failure of a directory too large to read whole (a
-// *sftpdir.TooLargeError), named as the client sees it. It has no SFTP
+// *files.TooLargeError), named as the client sees it. It has no SFTP
 // status: the server refused nothing.
-func tooLarge(fs *FS, err *sftpdir.TooLargeError) *Failure {
+func tooLarge(fs *FS, err *files.TooLargeError) *Failure {
 	named := *err
 	named.Dir = fs.Rel(err.Dir)
 	return &Failure{Code: "too_large", Message: named.Error()}
@@ -215,16 +214,16 @@ func tooLarge(fs *FS, err *sftpdir.TooLargeError) *Failure {
 // A tree with a directory too large to read whole (where the server allows
 // one channel, see sftpdir.Limits) is refused before anything in it is
 // removed: it goes back under p untouched, and the error, a
-// *sftpdir.TooLargeError, names that directory under p. (Only a tree that
+// *files.TooLargeError, names that directory under p. (Only a tree that
 // grows under its temporary name during the removal, or a server that
 // refuses a channel it allowed at the check, could still meet such a
 // directory midway; what is left then goes back, as for any refusal.)
 func (fs *FS) removeTree(p string) error {
 	tmp := tempname.In(path.Dir(p))
-	if err := fs.Client.Rename(p, tmp); err != nil {
+	if err := fs.Files.Rename(p, tmp); err != nil {
 		return err
 	}
-	putBack := func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Rename(tmp, p)) }
+	putBack := func(fs *FS) error { return files.IgnoreMissing(fs.Files.Rename(tmp, p)) }
 	if err := fs.readable(tmp); err != nil {
 		// Nothing is removed yet: the tree goes back whole, now or, when
 		// the session broke, with the next one.
@@ -235,12 +234,12 @@ func (fs *FS) removeTree(p string) error {
 	switch {
 	case err == nil:
 		return nil
-	case sftpfile.SessionFailed(err):
+	case files.SessionFailed(err):
 		// The rest goes in the background, a part at a time.
 		if fs.Leftovers != nil {
 			fs.Leftovers.Background(fs.onSession(func(fs *FS) error {
 				budget := removeBatch
-				return sftpfile.IgnoreMissing(fs.removeAll(tmp, &budget))
+				return files.IgnoreMissing(fs.removeAll(tmp, &budget))
 			}))
 		}
 	default:
@@ -256,20 +255,20 @@ func (fs *FS) removeTree(p string) error {
 // server reports as a directory costs a read, never a removal. Elsewhere
 // it reads nothing.
 func (fs *FS) readable(p string) error {
-	switch capped, err := fs.Dirs.Capped(); {
+	switch capped, err := fs.Files.ListsCapped(); {
 	case err != nil:
 		return err
 	case !capped:
 		return nil
 	}
 	var dirs []string
-	err := fs.Dirs.Each(p, func(fi os.FileInfo) error {
+	err := fs.Files.Each(p, func(fi os.FileInfo) error {
 		mode := fi.Mode()
 		if mode == 0 {
 			// No attributes from the server: ask for the type.
-			st, err := fs.Client.Lstat(path.Join(p, fi.Name()))
+			st, err := fs.Files.Lstat(path.Join(p, fi.Name()))
 			if err != nil {
-				return sftpfile.IgnoreMissing(err)
+				return files.IgnoreMissing(err)
 			}
 			mode = st.Mode()
 		}
@@ -282,7 +281,7 @@ func (fs *FS) readable(p string) error {
 		return err
 	}
 	for _, name := range dirs {
-		if err := sftpfile.IgnoreMissing(fs.readable(path.Join(p, name))); err != nil {
+		if err := files.IgnoreMissing(fs.readable(path.Join(p, name))); err != nil {
 			return err
 		}
 	}
@@ -292,7 +291,7 @@ func (fs *FS) readable(p string) error {
 // underName names a directory too large to read, found under the
 // temporary name tmp, by its place under p, where the client knows it.
 func underName(err error, tmp, p string) error {
-	big, ok := errors.AsType[*sftpdir.TooLargeError](err)
+	big, ok := errors.AsType[*files.TooLargeError](err)
 	if !ok {
 		return err
 	}
@@ -315,12 +314,12 @@ func (fs *FS) removeAll(p string, budget *int) error {
 		}
 		*budget--
 	}
-	fi, err := fs.Client.Lstat(p)
+	fi, err := fs.Files.Lstat(p)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
-		return fs.Client.Remove(p)
+		return fs.Files.Remove(p)
 	}
 	// A batch at a time, each read afresh: memory stays bounded, and
 	// nothing is removed under an open directory handle. Where the server
@@ -328,7 +327,7 @@ func (fs *FS) removeAll(p string, budget *int) error {
 	// at once, rather than whole again for each batch.
 	for {
 		batch := removeBatch
-		if fs.Dirs.ReadsWhole() {
+		if fs.Files.ListsWhole() {
 			batch = math.MaxInt
 		}
 		names, err := fs.names(p, batch)
@@ -341,7 +340,7 @@ func (fs *FS) removeAll(p string, budget *int) error {
 			}
 		}
 		if len(names) < batch {
-			return fs.Client.RemoveDirectory(p)
+			return fs.Files.RemoveDirectory(p)
 		}
 	}
 }
@@ -352,10 +351,10 @@ const removeBatch = 256
 // names returns up to n names of the entries of dir.
 func (fs *FS) names(dir string, n int) ([]string, error) {
 	var names []string
-	err := fs.Dirs.Each(dir, func(fi os.FileInfo) error {
+	err := fs.Files.Each(dir, func(fi os.FileInfo) error {
 		names = append(names, fi.Name())
 		if len(names) == n {
-			return sftpdir.Stop
+			return files.Stop
 		}
 		return nil
 	})

@@ -6,9 +6,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/pkg/sftp"
-
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // Failure is an operation the SFTP server refused. The gateway answers it
@@ -32,7 +30,7 @@ func fail(code string, status uint32, message string) *Failure {
 // name paths as the client sees them, never the server's absolute paths.
 func serverFailure(err error, what string) error {
 	var (
-		status  *sftp.StatusError
+		status  *files.StatusError
 		pathErr *os.PathError
 		failure *Failure
 		bad     *BadRequest
@@ -40,31 +38,31 @@ func serverFailure(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
-	case sftpfile.SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
+	case files.SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
 		return err
 	case errors.Is(err, os.ErrNotExist):
-		return fail("not_found", sftpfile.FxNoSuchFile, what+": no such file or directory")
+		return fail("not_found", files.FxNoSuchFile, what+": no such file or directory")
 	case errors.Is(err, os.ErrPermission):
-		return fail("permission_denied", sftpfile.FxPermissionDenied, what+": permission denied")
+		return fail("permission_denied", files.FxPermissionDenied, what+": permission denied")
 	case errors.As(err, &status):
-		switch status.FxCode() {
-		case sftp.ErrSSHFxOpUnsupported:
+		switch status.Code {
+		case files.FxOpUnsupported:
 			return fail("unsupported", status.Code, what+": the server does not support this operation")
-		case sftpfile.FxFileAlreadyExists:
+		case files.FxFileAlreadyExists:
 			return fail("already_exists", status.Code, what+": already exists")
-		case sftpfile.FxDirNotEmpty:
+		case files.FxDirNotEmpty:
 			return fail("not_empty", status.Code, what+": directory is not empty")
-		case sftpfile.FxNotADirectory:
+		case files.FxNotADirectory:
 			return fail("not_a_directory", status.Code, what+": not a directory")
-		case sftpfile.FxFileIsADirectory:
+		case files.FxFileIsADirectory:
 			return fail("is_a_directory", status.Code, what+": is a directory")
 		}
 		return fail("failure", status.Code, what+": the server reported a failure")
 	case errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.ENOTDIR):
 		// pkg/sftp's MkdirAll meeting a file on the way.
-		return fail("not_a_directory", sftpfile.FxNotADirectory, what+": a part of the path is a file, not a directory")
+		return fail("not_a_directory", files.FxNotADirectory, what+": a part of the path is a file, not a directory")
 	}
-	return fail("failure", sftpfile.FxFailure, what+": the server reported a failure")
+	return fail("failure", files.FxFailure, what+": the server reported a failure")
 }
 
 // ConfirmEnd checks, when reading f ended (io.EOF) at offset end before
@@ -73,7 +71,7 @@ func serverFailure(err error, what string) error {
 // It asks the server for the file's size: an error is the session's, and
 // a size beyond end means the read was cut off (io.ErrUnexpectedEOF, the
 // session's failure too); a file that shrank meanwhile ends there.
-func ConfirmEnd(f *sftp.File, end int64) error {
+func ConfirmEnd(f files.File, end int64) error {
 	fi, err := f.Stat()
 	switch {
 	case err != nil:

@@ -12,11 +12,10 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // FileContent is a file's content in a request: text or base64, one of them.
@@ -132,7 +131,7 @@ func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 		return "", err
 	}
 	if createParents {
-		if err := fs.Client.MkdirAll(path.Dir(target)); err != nil {
+		if err := fs.Files.MkdirAll(path.Dir(target)); err != nil {
 			return "", serverFailure(err, fs.Rel(path.Dir(target)))
 		}
 	}
@@ -144,7 +143,7 @@ func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 // leaves the file at its length before: what reached it is cut off again,
 // now, or by the next session when this one broke.
 func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler) (any, error) {
-	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_APPEND)
+	f, err := fs.Files.OpenFile(target, os.O_WRONLY|os.O_APPEND)
 	if errors.Is(err, os.ErrNotExist) {
 		// A new file is made as write makes one, so that one cut off
 		// halfway is removed again; unless another client makes it first.
@@ -156,7 +155,7 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 			}
 			return AppendResult{Path: fs.Rel(target), Size: n}, nil
 		}
-		f, err = fs.Client.OpenFile(target, os.O_WRONLY|os.O_APPEND)
+		f, err = fs.Files.OpenFile(target, os.O_WRONLY|os.O_APPEND)
 	}
 	if err != nil {
 		return nil, notAFile(fs, err, target)
@@ -173,7 +172,7 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 		fs.undo(cutBack(target, start, start+max(n, size)), err)
 		return nil, serverFailure(err, fs.Rel(target))
 	}
-	if fi, err = fs.Client.Stat(target); err != nil {
+	if fi, err = fs.Files.Stat(target); err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	return AppendResult{Path: fs.Rel(target), Size: fi.Size()}, nil
@@ -183,25 +182,25 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 // larger than most: what a failed write added, and nothing since.
 func cutBack(p string, size, most int64) Undo {
 	return func(fs *FS) error {
-		fi, err := fs.Client.Stat(p)
+		fi, err := fs.Files.Stat(p)
 		if err != nil || fi.Size() <= size || fi.Size() > most {
-			return sftpfile.IgnoreMissing(err)
+			return files.IgnoreMissing(err)
 		}
-		return fs.Client.Truncate(p, size)
+		return fs.Files.Truncate(p, size)
 	}
 }
 
 // notAFile says so when a file operation met a directory: SFTP v3 servers
 // answer it with a generic failure.
 func notAFile(fs *FS, err error, target string) error {
-	if failure := serverFailure(err, fs.Rel(target)); sftpfile.SessionFailed(failure) {
+	if failure := serverFailure(err, fs.Rel(target)); files.SessionFailed(failure) {
 		return failure
 	}
-	switch fi, statErr := fs.Client.Stat(target); {
-	case sftpfile.SessionFailed(statErr):
+	switch fi, statErr := fs.Files.Stat(target); {
+	case files.SessionFailed(statErr):
 		return statErr
 	case statErr == nil && fi.IsDir():
-		return fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory")
+		return fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	}
 	return serverFailure(err, fs.Rel(target))
 }
@@ -345,7 +344,7 @@ func read(fs *FS, req *readRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := fs.Client.Open(target)
+	f, err := fs.Files.Open(target)
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
@@ -355,7 +354,7 @@ func read(fs *FS, req *readRequest) (any, error) {
 		return nil, serverFailure(err, fs.Rel(target))
 	}
 	if fi.IsDir() {
-		return nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+		return nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
 	}
 	length := max(fi.Size()-req.Offset, 0)
 	if req.Length != nil {
@@ -379,14 +378,14 @@ func read(fs *FS, req *readRequest) (any, error) {
 	}
 	buf = buf[:n]
 	if encoding == "text" && !utf8.Valid(buf) {
-		return nil, fail("not_text", sftpfile.FxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
+		return nil, fail("not_text", files.FxFailure, fs.Rel(target)+`: the content is not valid UTF-8 text; read it with "encoding": "base64"`)
 	}
 	return &ReadResult{Path: fs.Rel(target), Size: fi.Size(), Offset: req.Offset, Encoding: encoding, Content: buf, pace: fs.Pace}, nil
 }
 
 // readAt fills buf from f at off; a large buf a paced part at a time
 // (each part still many SFTP reads in flight).
-func readAt(fs *FS, f *sftp.File, buf []byte, off int64) (int, error) {
+func readAt(fs *FS, f files.File, buf []byte, off int64) (int, error) {
 	read := 0
 	for {
 		if len(buf) > budget.SmallHold {
@@ -407,12 +406,12 @@ func unlink(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := fs.Client.Lstat(target)
+	fi, err := fs.Files.Lstat(target)
 	if err == nil && fi.IsDir() {
-		return nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
+		return nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use rmdir")
 	}
 	if err == nil {
-		err = fs.Client.Remove(target)
+		err = fs.Files.Remove(target)
 	}
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))

@@ -11,13 +11,10 @@ import (
 	"path"
 	"strings"
 
-	"github.com/pkg/sftp"
-
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Env is what one request brings to the commands it runs, made once per
@@ -44,17 +41,15 @@ type Env struct {
 
 // FS is the request's file system on session s.
 func (e *Env) FS(s *sftpdial.Session) *FS {
-	return &FS{Env: e, Client: s.SFTP, Dirs: s.Dirs, ServerVersion: s.ServerVersion}
+	return &FS{Env: e, Files: s.Files, ServerVersion: s.ServerVersion}
 }
 
-// FS is an SFTP client confined to Root: every path a request names is
+// FS is a session's files confined to Root: every path a request names is
 // resolved inside it, and one that leads outside through a symlink on the
 // server is refused.
 type FS struct {
 	*Env
-	Client *sftp.Client
-	// Dirs lists directories without holding them whole.
-	Dirs *sftpdir.Reader
+	Files files.FS
 	// ServerVersion is the SSH version string of the server, for ping.
 	ServerVersion string
 }
@@ -155,7 +150,7 @@ func (fs *FS) realIn(p, name string) (string, error) {
 		return "", nil
 	}
 	for {
-		real, err := fs.Client.RealPath(p)
+		real, err := fs.Files.RealPath(p)
 		switch {
 		case err == nil:
 			real = path.Join(path.Clean(real), name)
@@ -167,10 +162,10 @@ func (fs *FS) realIn(p, name string) (string, error) {
 		// Some servers resolve only existing paths. A name that exists but
 		// does not resolve is a dangling symlink, which a write would
 		// follow wherever it points: refuse it.
-		switch _, lerr := fs.Client.Lstat(p); {
+		switch _, lerr := fs.Files.Lstat(p); {
 		case lerr == nil:
 			return "", ErrDanglingSymlink
-		case sftpfile.SessionFailed(lerr):
+		case files.SessionFailed(lerr):
 			return "", lerr
 		}
 		// Check the nearest ancestor that exists, where a new file lands.
@@ -181,8 +176,8 @@ func (fs *FS) realIn(p, name string) (string, error) {
 // isNoSuchFile covers servers that answer realpath of a missing path with
 // a plain failure status rather than "no such file".
 func isNoSuchFile(err error) bool {
-	var status *sftp.StatusError
-	return errors.As(err, &status) && status.FxCode() == sftp.ErrSSHFxNoSuchFile
+	code, ok := files.Status(err)
+	return ok && code == files.FxNoSuchFile
 }
 
 // Rel is a server path as the client sees it: relative to the root, with

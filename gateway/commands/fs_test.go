@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/internal/sftpfs"
 )
 
 // countingWriter counts the bytes written through it.
@@ -66,7 +68,7 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := sent.n.Load()
-	if got, err := (&FS{Client: client, Env: &Env{Root: dir}}).Resolve("file"); err != nil || got != file {
+	if got, err := (&FS{Files: sftpfs.New(client, nil), Env: &Env{Root: dir}}).Resolve("file"); err != nil || got != file {
 		t.Fatalf("Resolve below %s = %q, %v", dir, got, err)
 	}
 	if sent.n.Load() == before {
@@ -74,7 +76,7 @@ func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
 	}
 
 	before = sent.n.Load()
-	whole := &FS{Client: client, Env: &Env{Root: "/"}}
+	whole := &FS{Files: sftpfs.New(client, nil), Env: &Env{Root: "/"}}
 	for _, resolve := range []func(string) (string, error){whole.Resolve, whole.ResolveParent} {
 		if got, err := resolve(file); err != nil || got != file {
 			t.Errorf(`below "/": %q, %v, want %q`, got, err, file)
@@ -98,9 +100,9 @@ func TestScope(t *testing.T) {
 		}
 	}
 	for _, fs := range []*FS{
-		{Client: client, Env: &Env{Root: dir, Scope: Scope(dir, []string{"/incoming/"})}},
+		{Files: sftpfs.New(client, nil), Env: &Env{Root: dir, Scope: Scope(dir, []string{"/incoming/"})}},
 		// At "/" nothing leads outside the root, but it may the scope.
-		{Client: client, Env: &Env{Root: "/", Scope: Scope("/", []string{dir + "/incoming"})}},
+		{Files: sftpfs.New(client, nil), Env: &Env{Root: "/", Scope: Scope("/", []string{dir + "/incoming"})}},
 	} {
 		rel := func(p string) string { return cmp.Or(strings.TrimPrefix(filepath.Join(dir, p), fs.Root), "/") }
 		for p, allowed := range map[string]bool{

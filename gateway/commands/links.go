@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 type symlinkRequest struct {
@@ -53,12 +53,12 @@ func symlink(fs *FS, req *symlinkRequest) (any, error) {
 	if err := fs.linkable(resolved); err != nil {
 		return nil, err
 	}
-	if err := fs.Client.Symlink(resolved, link); err != nil {
-		switch _, statErr := fs.Client.Lstat(link); {
-		case sftpfile.SessionFailed(err), sftpfile.SessionFailed(statErr):
+	if err := fs.Files.Symlink(resolved, link); err != nil {
+		switch _, statErr := fs.Files.Lstat(link); {
+		case files.SessionFailed(err), files.SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil:
-			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(link)+": already exists")
+			return nil, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(link)+": already exists")
 		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}
@@ -70,20 +70,20 @@ func readlink(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	target, err := fs.Client.ReadLink(link)
+	target, err := fs.Files.ReadLink(link)
 	if err != nil {
-		switch fi, statErr := fs.Client.Lstat(link); {
-		case sftpfile.SessionFailed(err), sftpfile.SessionFailed(statErr):
+		switch fi, statErr := fs.Files.Lstat(link); {
+		case files.SessionFailed(err), files.SessionFailed(statErr):
 			return nil, errors.Join(err, statErr)
 		case statErr == nil && fi.Mode()&os.ModeSymlink == 0:
-			return nil, fail("failure", sftpfile.FxFailure, fs.Rel(link)+": not a symlink")
+			return nil, fail("failure", files.FxFailure, fs.Rel(link)+": not a symlink")
 		}
 		return nil, serverFailure(err, fs.Rel(link))
 	}
 	if !strings.HasPrefix(target, "/") {
 		// Relative to where the link really is: its directory may itself
 		// be reached through a symlink.
-		dir, err := fs.Client.RealPath(path.Dir(link))
+		dir, err := fs.Files.RealPath(path.Dir(link))
 		if err != nil {
 			return nil, serverFailure(err, fs.Rel(link))
 		}
@@ -104,7 +104,7 @@ func realpath(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	real, err := fs.Client.RealPath(target)
+	real, err := fs.Files.RealPath(target)
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))
 	}

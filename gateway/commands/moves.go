@@ -7,9 +7,7 @@ import (
 	"io"
 	"path"
 
-	"github.com/pkg/sftp"
-
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 type twoPathRequest struct {
@@ -58,11 +56,11 @@ func rename(fs *FS, req *twoPathRequest) (any, error) {
 		return nil, err
 	}
 	if !req.Overwrite {
-		switch _, statErr := fs.Client.Lstat(to); {
-		case sftpfile.SessionFailed(statErr):
+		switch _, statErr := fs.Files.Lstat(to); {
+		case files.SessionFailed(statErr):
 			return nil, statErr
 		case statErr == nil:
-			return nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
+			return nil, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(to)+": already exists and overwrite is false")
 		}
 	}
 	if err := fs.rename(from, to, req.Overwrite); err != nil {
@@ -87,8 +85,8 @@ func copyFile(ctx context.Context, fs *FS, req *twoPathRequest) (any, error) {
 	}
 	defer func() { _ = src.Close() }()
 	from := src.Name()
-	if real, err := fs.Client.RealPath(from); err == nil {
-		if toReal, err := fs.Client.RealPath(path.Join(fs.Root, path.Clean("/"+req.To))); err == nil && toReal == real {
+	if real, err := fs.Files.RealPath(from); err == nil {
+		if toReal, err := fs.Files.RealPath(path.Join(fs.Root, path.Clean("/"+req.To))); err == nil && toReal == real {
 			// Opening the target would truncate the source before it is read.
 			return nil, &BadRequest{Field: "to", Message: "is the same file as from"}
 		}
@@ -98,7 +96,7 @@ func copyFile(ctx context.Context, fs *FS, req *twoPathRequest) (any, error) {
 		return nil, inField(err, "to")
 	}
 	mode := fi.Mode().Perm()
-	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst *sftp.File) (int64, error) {
+	n, err := fs.writeFile(to, &mode, req.Overwrite, fi.Size(), func(dst files.File) (int64, error) {
 		n, err := io.Copy(bulk{ctx.Err, fs, dst}, src) // src.WriteTo: concurrent reads
 		if err == nil && n < fi.Size() {
 			err = ConfirmEnd(src, n) // a copy cut short is not a copy

@@ -4,12 +4,10 @@ import (
 	"os"
 	"path"
 
-	"github.com/pkg/sftp"
-
 	"github.com/sftpgate/sftpgate/gateway/budget"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -43,8 +41,8 @@ type Leftovers interface {
 // while the session works, and leaves it to the next session when the
 // session broke (then or while u ran).
 func (fs *FS) undo(u Undo, cause error) {
-	if !sftpfile.SessionFailed(cause) {
-		if err := u(fs); !sftpfile.SessionFailed(err) {
+	if !files.SessionFailed(cause) {
+		if err := u(fs); !files.SessionFailed(err) {
 			return
 		}
 	}
@@ -63,12 +61,12 @@ func (fs *FS) onSession(u Undo) func(*sftpdial.Session) error {
 }
 
 // filler writes a file's content into f.
-type filler func(f *sftp.File) (int64, error)
+type filler func(f files.File) (int64, error)
 
 // bytesFiller writes data; a large one a paced part at a time (each part
 // still many SFTP writes in flight).
 func (fs *FS) bytesFiller(data []byte) filler {
-	return func(f *sftp.File) (int64, error) {
+	return func(f files.File) (int64, error) {
 		written := 0
 		for {
 			if len(data) > budget.SmallHold {
@@ -95,17 +93,17 @@ const filePart = 1 << 20
 // server's default; one replaced keeps its permissions unless mode is
 // given.
 func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
-	f, err := fs.Client.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if sftpfile.SessionFailed(err) {
+	f, err := fs.Files.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if files.SessionFailed(err) {
 		// The server may have made the file before the answer was lost:
 		// an empty file is taken for this one.
 		fs.undo(removeNew(target, 0), err)
 		return 0, err
 	}
 	if err != nil {
-		existing, statErr := fs.Client.Lstat(target)
+		existing, statErr := fs.Files.Lstat(target)
 		switch {
-		case sftpfile.SessionFailed(statErr):
+		case files.SessionFailed(statErr):
 			return 0, statErr
 		case statErr != nil:
 			return 0, err // not there: why the open failed
@@ -125,18 +123,18 @@ func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size i
 // then another client has written it).
 func removeNew(target string, size int64) Undo {
 	return func(fs *FS) error {
-		fi, err := fs.Client.Lstat(target)
+		fi, err := fs.Files.Lstat(target)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
-			return sftpfile.IgnoreMissing(err)
+			return files.IgnoreMissing(err)
 		}
-		return sftpfile.IgnoreMissing(fs.Client.Remove(target))
+		return files.IgnoreMissing(fs.Files.Remove(target))
 	}
 }
 
 // fillFile applies mode to f, just opened, before any data arrives (so a
 // private file is never readable with default permissions), fills and
 // closes it.
-func fillFile(f *sftp.File, mode *os.FileMode, fill filler) (int64, error) {
+func fillFile(f files.File, mode *os.FileMode, fill filler) (int64, error) {
 	var err error
 	if mode != nil {
 		err = f.Chmod(*mode)
@@ -156,7 +154,7 @@ func fillFile(f *sftp.File, mode *os.FileMode, fill filler) (int64, error) {
 // A symlink (inside the root) is written through, as an ordinary write
 // would.
 func (fs *FS) replace(target string, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
-	existing, err := fs.Client.Lstat(target)
+	existing, err := fs.Files.Lstat(target)
 	if err != nil {
 		existing = nil
 	}
@@ -171,7 +169,7 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		return 0, err
 	}
 	tmp := tempname.In(path.Dir(dest))
-	f, err := fs.Client.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	f, err := fs.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return 0, serverFailure(err, fs.Rel(target))
 	}
@@ -180,7 +178,7 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		err = fs.settle(tmp, dest, target, overwrite)
 	}
 	if err != nil {
-		fs.undo(func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Remove(tmp)) }, err)
+		fs.undo(func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }, err)
 		return 0, err
 	}
 	return n, nil
@@ -191,9 +189,9 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 // the refusal says so.
 func (fs *FS) settle(tmp, dest, target string, overwrite bool) error {
 	err := fs.rename(tmp, dest, overwrite)
-	if err != nil && !overwrite && !sftpfile.SessionFailed(err) {
-		if _, statErr := fs.Client.Lstat(dest); statErr == nil {
-			return fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+	if err != nil && !overwrite && !files.SessionFailed(err) {
+		if _, statErr := fs.Files.Lstat(dest); statErr == nil {
+			return fail("already_exists", files.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 		}
 	}
 	return err
@@ -212,19 +210,19 @@ func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode
 		statErr = os.ErrNotExist
 	case existing.Mode()&os.ModeSymlink != 0:
 		// Written through: to where it leads, which may not exist yet.
-		if real, err := fs.Client.RealPath(target); err == nil {
+		if real, err := fs.Files.RealPath(target); err == nil {
 			dest = path.Clean(real)
 			if err := fs.inside(dest); err != nil {
 				return "", nil, err
 			}
 		}
-		existing, statErr = fs.Client.Stat(dest)
+		existing, statErr = fs.Files.Stat(dest)
 	}
 	switch {
 	case statErr == nil && existing.IsDir():
-		return "", nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory")
+		return "", nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	case statErr == nil && !overwrite:
-		return "", nil, fail("already_exists", sftpfile.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+		return "", nil, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 	case statErr == nil && mode == nil:
 		perm := existing.Mode().Perm()
 		mode = &perm
@@ -233,12 +231,12 @@ func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode
 }
 
 // rename moves from to to; with overwrite it replaces to, which is never
-// missing for good (sftpfile.ReplaceInto); what a broken session left
+// missing for good (files.ReplaceInto); what a broken session left
 // aside is put back, or removed, by the next.
 func (fs *FS) rename(from, to string, overwrite bool) error {
-	leftover, err := sftpfile.ReplaceInto(fs.Client, from, to, overwrite)
+	leftover, err := files.ReplaceInto(fs.Files, from, to, overwrite)
 	if leftover != nil {
-		fs.undo(func(fs *FS) error { return leftover(fs.Client) }, err)
+		fs.undo(func(fs *FS) error { return leftover(fs.Files) }, err)
 	}
 	return err
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/sftpfs"
 )
 
 // The servers of this test offer no posix-rename@openssh.com, so that an
@@ -53,7 +54,7 @@ func (k *kept) Background(fn func(*sftpdial.Session) error) { *k = append(*k, fn
 func (k *kept) runOn(t *testing.T, fs *FS) {
 	t.Helper()
 	for _, fn := range *k {
-		if err := fn(&sftpdial.Session{SFTP: fs.Client}); err != nil {
+		if err := fn(&sftpdial.Session{Files: fs.Files}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +93,7 @@ func session(t *testing.T, dir string, cmds *breakingCmds, later *kept) *FS {
 		<-served
 		_ = client.Close()
 	})
-	return &FS{Client: client, Env: &Env{Root: "/", Leftovers: later}}
+	return &FS{Files: sftpfs.New(client, nil), Env: &Env{Root: "/", Leftovers: later}}
 }
 
 // TestOverwriteWithoutPosixRename: the old file is moved aside, the new one
@@ -124,7 +125,7 @@ func TestOverwriteWithoutPosixRename(t *testing.T) {
 	// until the next session puts it back.
 	cmds := &breakingCmds{}
 	cmds.breakAt.Store(2)
-	if err := write(session(t, dir, cmds, &later), "newer"); !sftpfile.SessionFailed(err) {
+	if err := write(session(t, dir, cmds, &later), "newer"); !files.SessionFailed(err) {
 		t.Fatalf("write = %v, want the session's failure", err)
 	}
 	if len(later) != 2 {
@@ -148,7 +149,7 @@ func TestAppendCutOffIsUndone(t *testing.T) {
 	}
 	var later kept
 	fs := session(t, dir, &breakingCmds{}, &later)
-	failing := func(f *sftp.File) (int64, error) {
+	failing := func(f files.File) (int64, error) {
 		n, _ := f.Write([]byte("partial"))
 		return int64(n), &sftp.StatusError{Code: 4} // the server's failure, after a part
 	}

@@ -21,9 +21,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/pkg/sftp"
-
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -84,9 +82,9 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 	if err != nil {
 		return Resumable{}, err
 	}
-	existing, err := fs.Client.Lstat(target)
+	existing, err := fs.Files.Lstat(target)
 	switch {
-	case sftpfile.SessionFailed(err):
+	case files.SessionFailed(err):
 		return Resumable{}, err
 	case err != nil:
 		existing = nil
@@ -99,16 +97,16 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 	if err := record(u); err != nil {
 		return Resumable{}, err
 	}
-	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if sftpfile.SessionFailed(err) {
+	f, err := fs.Files.OpenFile(u.Partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if files.SessionFailed(err) {
 		// The server may have made it before the answer was lost.
 		fs.undo(removeNew(u.Partial, 0), err)
 	}
 	if err != nil {
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
-	if _, err := fillFile(f, mode, func(*sftp.File) (int64, error) { return 0, nil }); err != nil {
-		fs.undo(func(fs *FS) error { return sftpfile.IgnoreMissing(fs.Client.Remove(u.Partial)) }, err)
+	if _, err := fillFile(f, mode, func(files.File) (int64, error) { return 0, nil }); err != nil {
+		fs.undo(func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(u.Partial)) }, err)
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
 	return u, nil
@@ -119,9 +117,9 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 // whether its target has the upload's size (the rename went through but
 // its answer was lost).
 func (fs *FS) ResumableOffset(u Resumable, size int64) (offset int64, done bool, err error) {
-	fi, err := fs.Client.Lstat(u.Partial)
+	fi, err := fs.Files.Lstat(u.Partial)
 	if errors.Is(err, os.ErrNotExist) {
-		target, statErr := fs.Client.Stat(u.Target)
+		target, statErr := fs.Files.Stat(u.Target)
 		return 0, statErr == nil && target.Mode().IsRegular() && target.Size() == size, err
 	}
 	if err != nil {
@@ -182,7 +180,7 @@ func (ChecksumMismatch) Error() string {
 // and otherwise cut off again. Bytes a broken session may have written
 // past what is kept are cut off by its next session.
 func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum *Checksum) (int64, error) {
-	f, err := fs.Client.OpenFile(u.Partial, os.O_WRONLY)
+	f, err := fs.Files.OpenFile(u.Partial, os.O_WRONLY)
 	if err != nil {
 		return 0, serverFailure(err, fs.Rel(u.Target))
 	}
@@ -241,9 +239,9 @@ func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
 	if _, err := fs.Resolve(fs.Rel(u.Target)); err != nil {
 		return err
 	}
-	existing, err := fs.Client.Lstat(u.Target)
+	existing, err := fs.Files.Lstat(u.Target)
 	switch {
-	case sftpfile.SessionFailed(err):
+	case files.SessionFailed(err):
 		return err
 	case err != nil:
 		existing = nil
@@ -258,12 +256,12 @@ func (fs *FS) FinishResumable(u Resumable, overwrite bool) error {
 // AbandonResumable removes an upload's partial file; one already gone is
 // no error.
 func (fs *FS) AbandonResumable(u Resumable) (removed int64, err error) {
-	fi, err := fs.Client.Lstat(u.Partial)
+	fi, err := fs.Files.Lstat(u.Partial)
 	if err != nil {
-		return 0, serverFailure(sftpfile.IgnoreMissing(err), fs.Rel(u.Target))
+		return 0, serverFailure(files.IgnoreMissing(err), fs.Rel(u.Target))
 	}
 	if !fi.Mode().IsRegular() {
 		return 0, nil
 	}
-	return fi.Size(), serverFailure(sftpfile.IgnoreMissing(fs.Client.Remove(u.Partial)), fs.Rel(u.Target))
+	return fi.Size(), serverFailure(files.IgnoreMissing(fs.Files.Remove(u.Partial)), fs.Rel(u.Target))
 }

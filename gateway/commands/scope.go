@@ -23,8 +23,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // within reports whether p is root or below it.
@@ -136,9 +135,9 @@ func (fs *FS) movable(p string) error {
 	if !fs.confined() {
 		return nil
 	}
-	fi, err := fs.Client.Lstat(p)
+	fi, err := fs.Files.Lstat(p)
 	switch {
-	case sftpfile.SessionFailed(err):
+	case files.SessionFailed(err):
 		return err
 	case err != nil:
 		return nil
@@ -158,9 +157,9 @@ func (fs *FS) linkable(target string) error {
 	if err != nil || real == "" {
 		return inField(err, "target")
 	}
-	fi, err := fs.Client.Stat(real)
+	fi, err := fs.Files.Stat(real)
 	switch {
-	case sftpfile.SessionFailed(err):
+	case files.SessionFailed(err):
 		return err
 	case err != nil || !fi.IsDir():
 		return nil
@@ -176,16 +175,16 @@ func (fs *FS) noLinksBelow(dir, field, what string) error {
 		d := queue[0]
 		queue = queue[1:]
 		var found string
-		err := fs.Dirs.Each(d, func(fi os.FileInfo) error {
+		err := fs.Files.Each(d, func(fi os.FileInfo) error {
 			if seen++; seen > MaxLinkCheck {
 				return errTooManyToCheck
 			}
 			p, mode := path.Join(d, fi.Name()), fi.Mode()
 			if mode == 0 {
 				// No attributes from the server: ask for the type.
-				st, err := fs.Client.Lstat(p)
+				st, err := fs.Files.Lstat(p)
 				if err != nil {
-					return sftpfile.IgnoreMissing(err)
+					return files.IgnoreMissing(err)
 				}
 				mode = st.Mode()
 			}
@@ -206,10 +205,10 @@ func (fs *FS) noLinksBelow(dir, field, what string) error {
 			return &SymlinkNotAllowed{Field: field, Message: fmt.Sprintf("%s %s: it has more than %d entries below it to check for symlinks, and %s",
 				fs.Rel(dir), what, MaxLinkCheck, whyConfined)}
 		case err != nil:
-			if big, ok := errors.AsType[*sftpdir.TooLargeError](err); ok {
+			if big, ok := errors.AsType[*files.TooLargeError](err); ok {
 				return tooLarge(fs, big)
 			}
-			return serverFailure(sftpfile.IgnoreMissing(err), fs.Rel(d))
+			return serverFailure(files.IgnoreMissing(err), fs.Rel(d))
 		}
 	}
 	return nil

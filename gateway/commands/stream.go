@@ -6,9 +6,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/pkg/sftp"
-
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // Raw bodies: write and append also take the file's bytes as the request
@@ -51,7 +49,7 @@ func writeStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 	// Many writes in flight: a large upload is not bound by one round trip
 	// per 32 KiB (ReadFrom would write one at a time here, as it cannot
 	// see the body's length through clientBody).
-	fill := func(f *sftp.File) (int64, error) { return f.ReadFromWithConcurrency(client, 0) }
+	fill := func(f files.File) (int64, error) { return f.ReadFromWithConcurrency(client, 0) }
 	var result any
 	if appending {
 		result, err = appendTo(fs, target, fileMode, -1, fill)
@@ -140,7 +138,7 @@ func (c *clientBody) Read(b []byte) (int, error) {
 // openRequested opens the file a raw read's JSON request names, where a
 // part of the file is asked for with a Range header, not offset and
 // length.
-func openRequested(fs *FS, body []byte) (*sftp.File, os.FileInfo, error) {
+func openRequested(fs *FS, body []byte) (files.File, os.FileInfo, error) {
 	p, err := rawReadPath(body)
 	if err != nil {
 		return nil, nil, err
@@ -175,19 +173,19 @@ func boolParam(query url.Values, name string) (bool, error) {
 }
 
 // openRead opens a file to stream to the client, refusing directories.
-func openRead(fs *FS, p string) (*sftp.File, os.FileInfo, error) {
+func openRead(fs *FS, p string) (files.File, os.FileInfo, error) {
 	target, err := fs.Resolve(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := fs.Client.Open(target)
+	f, err := fs.Files.Open(target)
 	if err != nil {
 		return nil, nil, serverFailure(err, fs.Rel(target))
 	}
 	fi, err := f.Stat()
 	if err == nil && fi.IsDir() {
 		_ = f.Close()
-		return nil, nil, fail("is_a_directory", sftpfile.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+		return nil, nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
 	}
 	if err != nil {
 		_ = f.Close()

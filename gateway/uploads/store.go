@@ -10,9 +10,9 @@ import (
 	"github.com/tus/tusd/v2/pkg/handler"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -79,7 +79,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 		// Made, but the partial file was not: nothing to continue. Unless
 		// the session broke, when it may have been made: the worker
 		// removes it with its record, on expiry.
-		if rec.Partial != "" && !sftpfile.SessionFailed(err) {
+		if rec.Partial != "" && !files.SessionFailed(err) {
 			_ = s.records.Delete(context.WithoutCancel(ctx), rec)
 		}
 		return nil, req.fail(err)

@@ -501,14 +501,14 @@ func startBare(t *testing.T, sshd *testsshd.Server) (url string) {
 			return nil, err
 		}
 		p := path.Join(sshd.Dir, path.Clean("/"+req.Path))
-		real, err := s.SFTP.RealPath(p)
+		real, err := s.Files.RealPath(p)
 		if err != nil {
 			return nil, err
 		}
 		if !strings.HasPrefix(real, sshd.Dir+"/") {
 			return nil, fmt.Errorf("%s leads outside", req.Path)
 		}
-		f, err := s.SFTP.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+		f, err := s.Files.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 		if err != nil {
 			return nil, err
 		}

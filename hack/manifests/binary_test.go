@@ -96,3 +96,41 @@ func deps(t *testing.T, root, pkg string) []string {
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
+
+// TestFilesOnlyThroughTheFileLayer: every component touches a server's
+// files through internal/files, whose SFTP backend (internal/sftpfs, with
+// the dialer and the directory reader it stands on) is the only code that
+// speaks SFTP; the file layer itself knows no backend. A second backend
+// is a package like sftpfs, which imports nothing but the file layer and
+// what it stands on.
+func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/sftpgate/sftpgate/"
+	backend := map[string]bool{module + "internal/sftpfs": true, module + "internal/sftpdial": true, module + "internal/sftpdir": true}
+	list := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "./...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ": ")
+		if strings.HasPrefix(pkg, module+"hack/fixtures/") {
+			continue // the test servers
+		}
+		for _, imp := range strings.Fields(imports) {
+			switch {
+			case imp == "github.com/pkg/sftp" && !backend[pkg]:
+				t.Errorf("%s speaks SFTP itself (imports %s): go through internal/files", pkg, imp)
+			case pkg == module+"internal/files" && (imp == "github.com/pkg/sftp" || backend[imp]):
+				t.Errorf("the file layer imports a backend, %s", imp)
+			case pkg == module+"internal/sftpfs" && strings.HasPrefix(imp, module) &&
+				imp != module+"internal/files" && imp != module+"internal/sftpdir":
+				t.Errorf("the SFTP backend imports %s, beyond the file layer", imp)
+			}
+		}
+	}
+}

@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // Cleanup work a pool keeps for its server: undoing what an operation cut
@@ -56,7 +56,7 @@ const backgroundTimeout = time.Minute
 
 // Later keeps fn for the session of the next operation, which runs it
 // first: cleaning up what an operation cut off by a broken session left
-// half done. When fn fails as a broken session does (sftpfile.SessionFailed), it stays for the one after;
+// half done. When fn fails as a broken session does (files.SessionFailed), it stays for the one after;
 // when it returns ErrNotDone, it goes on in the background.
 func (p *Pool) Later(fn func(*sftpdial.Session) error) {
 	p.left.mu.Lock()
@@ -169,7 +169,7 @@ func (p *Pool) runLater(s *sftpdial.Session) {
 	for i, fn := range todo {
 		err := p.run(fn, s)
 		switch {
-		case sftpfile.SessionFailed(err):
+		case files.SessionFailed(err):
 			l.mu.Lock()
 			rest := slices.Concat(todo[i:], l.later)
 			l.later = nil

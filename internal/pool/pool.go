@@ -14,14 +14,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 )
 
 // BrokenError marks an error as the session's failure whatever it wraps.
-// Do discards the session of any error sftpfile.SessionFailed names (and
+// Do discards the session of any error files.SessionFailed names (and
 // retries an idempotent operation once on a fresh one).
 type BrokenError struct{ Err error }
 
@@ -139,7 +139,7 @@ type session struct {
 }
 
 // Do runs fn on a session. An error of fn's that says the session broke
-// (sftpfile.SessionFailed) discards the session; an
+// (files.SessionFailed) discards the session; an
 // idempotent fn is then run once more on a fresh one. When op.Timeout
 // passes, a wait for a session ends, or the session fn runs on is closed
 // to stop it (the other requests on a session that hangs would hang too),
@@ -187,7 +187,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 			p.remove(s)
 			p.mu.Unlock()
 		}
-		isBroken := sftpfile.SessionFailed(err)
+		isBroken := files.SessionFailed(err)
 		if isBroken {
 			p.release(s, w, started)
 		} else {

@@ -157,7 +157,7 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 			_ = s.Close()
 			return &BrokenError{Err: errors.New("connection lost")}
 		}
-		_, err := s.SFTP.Getwd()
+		_, err := s.Files.RealPath(".")
 		return err
 	})
 	if err != nil || calls != 2 {
@@ -184,7 +184,7 @@ func TestTimeoutClosesTheSession(t *testing.T) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	if err := p.Do(context.Background(), Op{Idempotent: true}, func(s *sftpdial.Session) error {
-		_, err := s.SFTP.Getwd()
+		_, err := s.Files.RealPath(".")
 		return err
 	}); err != nil {
 		t.Fatalf("the pool did not recover: %v", err)
@@ -230,7 +230,7 @@ func TestPanicFailsOnlyItsOperation(t *testing.T) {
 		t.Errorf("the session's load is %d after the panic, want 0", load)
 	}
 	if err := p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error {
-		_, err := s.SFTP.Getwd()
+		_, err := s.Files.RealPath(".")
 		return err
 	}); err != nil {
 		t.Fatalf("the next operation: %v", err)

@@ -23,7 +23,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/sftpfs"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
@@ -99,10 +101,10 @@ func Address(conn *v1alpha1.SftpConnection) string {
 
 // Session is an open SFTP session.
 type Session struct {
-	SSH  *ssh.Client
-	SFTP *sftp.Client
-	// Dirs reads directories a batch at a time, beside SFTP.
-	Dirs *sftpdir.Reader
+	SSH *ssh.Client
+	// Files is the session's files, the way every component touches them.
+	Files files.FS
+	sftp  *sftp.Client
 	// HostKey is the host key the server presented and we accepted.
 	HostKey ssh.PublicKey
 	// ServerVersion is the SSH version string the server announced.
@@ -113,7 +115,7 @@ type Session struct {
 // first: closing the SFTP client first waits for the server, which may be
 // the one that hangs.
 func (s *Session) Close() error {
-	return errors.Join(s.SSH.Close(), s.SFTP.Close())
+	return errors.Join(s.SSH.Close(), s.sftp.Close())
 }
 
 // Dialer dials Targets within a Policy.
@@ -210,8 +212,8 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	defer mu.Unlock()
 	return &Session{
 		SSH:           client,
-		SFTP:          sftpClient,
-		Dirs:          sftpdir.New(client, sftpClient, received, d.Directories),
+		Files:         sftpfs.New(sftpClient, sftpdir.New(client, sftpClient, received, d.Directories)),
+		sftp:          sftpClient,
 		HostKey:       presented,
 		ServerVersion: string(sshConn.ServerVersion()),
 	}, nil
@@ -315,10 +317,10 @@ func (s *Session) ResolveRoot(rootPath string) (string, error) {
 	if rootPath == "" {
 		rootPath = "."
 	}
-	abs, err := s.SFTP.RealPath(rootPath)
+	abs, err := s.Files.RealPath(rootPath)
 	if err == nil {
 		var fi os.FileInfo
-		if fi, err = s.SFTP.Stat(abs); err == nil && !fi.IsDir() {
+		if fi, err = s.Files.Stat(abs); err == nil && !fi.IsDir() {
 			return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible,
 				Message: fmt.Sprintf("rootPath %q is not a directory", abs)}
 		}

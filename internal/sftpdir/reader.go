@@ -25,7 +25,10 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // SFTP version 3 packet types and status codes (draft-ietf-secsh-filexfer-02).
@@ -49,10 +52,6 @@ const (
 	attrTimes   = 0x8
 	attrExtends = 0x80000000
 )
-
-// Stop ends a listing early, without error, when Each's callback returns it
-// (as fs.SkipAll does a walk).
-var Stop = errors.New("stop listing") //nolint:staticcheck // named like fs.SkipAll, which callbacks return too
 
 // Reader reads directories on its own SFTP channel of an SSH connection,
 // opened on first use. Listings on one Reader take turns.
@@ -105,26 +104,6 @@ const (
 	DefaultMaxBytes   = 32 << 20
 )
 
-// TooLargeError is a directory read whole that passed one of the Reader's
-// Limits; the read stopped there.
-type TooLargeError struct {
-	// Dir is the directory as the Reader was given it.
-	Dir string
-	// Bytes tells which limit: MaxBytes if true, else MaxEntries.
-	Bytes bool
-	// Max is the limit passed.
-	Max int64
-}
-
-func (e *TooLargeError) Error() string {
-	what, flag := fmt.Sprintf("has more than %d entries", e.Max), "--max-directory-entries"
-	if e.Bytes {
-		what, flag = fmt.Sprintf("takes more than %d bytes to list", e.Max), "--max-directory-bytes"
-	}
-	return fmt.Sprintf("%s: %s, more than this gateway reads at once from a server that allows one SFTP channel per connection; "+
-		"allow the account more sessions (OpenSSH: MaxSessions), or raise %s", e.Dir, what, flag)
-}
-
 // Counter counts the bytes read through it, an SFTP client's input, so
 // that a Reader can stop a whole read as soon as it passes MaxBytes.
 type Counter struct {
@@ -152,10 +131,10 @@ func (c *Counter) Read(p []byte) (int, error) {
 }
 
 // Each calls fn with every entry of dir but "." and "..", in the server's
-// order, until fn returns an error (Stop ends without one). A directory
+// order, until fn returns an error (files.Stop ends without one). A directory
 // the server refuses is an error as pkg/sftp returns it: fs.ErrNotExist,
 // fs.ErrPermission, or an *sftp.StatusError. A directory read whole that
-// passes the Reader's Limits is a *TooLargeError, before fn sees any of
+// passes the Reader's Limits is a *files.TooLargeError, before fn sees any of
 // it; the session stays usable.
 func (r *Reader) Each(dir string, fn func(fi os.FileInfo) error) error {
 	r.mu.Lock()
@@ -243,11 +222,11 @@ func (r *Reader) readWhole(dir string) ([]os.FileInfo, error) {
 	r.received.watch.Store(nil)
 	switch {
 	case errors.Is(err, context.Canceled):
-		return nil, &TooLargeError{Dir: dir, Bytes: true, Max: r.limits.MaxBytes}
+		return nil, &files.TooLargeError{Dir: dir, Bytes: true, Max: r.limits.MaxBytes}
 	case err != nil:
 		return nil, err
 	case len(entries) > r.limits.MaxEntries:
-		return nil, &TooLargeError{Dir: dir, Max: int64(r.limits.MaxEntries)}
+		return nil, &files.TooLargeError{Dir: dir, Max: int64(r.limits.MaxEntries)}
 	}
 	// pkg/sftp ends a listing at io.EOF, which is also what it reports
 	// for a request it could not send on a session that broke: a listing
@@ -264,7 +243,7 @@ func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
 		if !entryName(fi.Name()) {
 			continue
 		}
-		if err := fn(fi); errors.Is(err, Stop) {
+		if err := fn(fi); errors.Is(err, files.Stop) {
 			return nil
 		} else if err != nil {
 			return err
@@ -338,7 +317,7 @@ func (r *Reader) each(dir string, fn func(os.FileInfo) error) (err error) {
 			if !entryName(name) {
 				continue
 			}
-			if err := fn(fileInfo{name, attrs}); errors.Is(err, Stop) {
+			if err := fn(fileInfo{name, attrs}); errors.Is(err, files.Stop) {
 				return nil
 			} else if err != nil {
 				return &callbackError{err}

@@ -24,6 +24,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
@@ -83,7 +84,7 @@ func TestEach(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, "sub")
-			dirs := srv.session.Dirs
+			dirs := srv.session.Files
 
 			var got []string
 			err := dirs.Each(srv.remote, func(fi os.FileInfo) error {
@@ -100,7 +101,7 @@ func TestEach(t *testing.T) {
 			if err != nil || !slices.Equal(got, want) {
 				t.Fatalf("Each = %d entries, %v; want %d", len(got), err, len(want))
 			}
-			if whole := name == oneChannel; dirs.ReadsWhole() != whole {
+			if whole := name == oneChannel; dirs.ListsWhole() != whole {
 				t.Errorf("ReadsWhole = %v, want %v", !whole, whole)
 			}
 
@@ -110,7 +111,7 @@ func TestEach(t *testing.T) {
 			if err := dirs.Each(srv.remote, func(os.FileInfo) error {
 				n++
 				if n == 5 {
-					return sftpdir.Stop
+					return files.Stop
 				}
 				return nil
 			}); err != nil || n != 5 {
@@ -143,8 +144,8 @@ func dialWithin(t *testing.T, limits sftpdir.Limits, host string, port int32, us
 	return s
 }
 
-// files makes n files in a new directory name of dir, owned by uid.
-func files(t *testing.T, dir, name string, n int) string {
+// manyFiles makes n files in a new directory name of dir, owned by uid.
+func manyFiles(t *testing.T, dir, name string, n int) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.Mkdir(p, 0o755); err != nil {
@@ -163,48 +164,48 @@ func files(t *testing.T, dir, name string, n int) string {
 // any of it, and the session goes on serving.
 func TestWholeReadsAreCapped(t *testing.T) {
 	sshd := testsshd.StartWith(t, "MaxSessions 1")
-	large := files(t, sshd.Dir, "large", 300)
-	atLimit := files(t, sshd.Dir, "hundred", 100)
-	small := files(t, sshd.Dir, "small", 3)
+	large := manyFiles(t, sshd.Dir, "large", 300)
+	atLimit := manyFiles(t, sshd.Dir, "hundred", 100)
+	small := manyFiles(t, sshd.Dir, "small", 3)
 
 	for _, tc := range []struct {
 		name   string
 		limits sftpdir.Limits
-		want   sftpdir.TooLargeError
+		want   files.TooLargeError
 		says   string
 	}{
-		{"entries", sftpdir.Limits{MaxEntries: 100}, sftpdir.TooLargeError{Dir: large, Max: 100},
+		{"entries", sftpdir.Limits{MaxEntries: 100}, files.TooLargeError{Dir: large, Max: 100},
 			"has more than 100 entries, more than this gateway reads at once from a server that allows one SFTP channel per connection; " +
 				"allow the account more sessions (OpenSSH: MaxSessions), or raise --max-directory-entries"},
 		// 300 entries with OpenSSH's long names take far more than 8 KiB;
 		// 100 take less than 16.
-		{"bytes", sftpdir.Limits{MaxBytes: 16 << 10}, sftpdir.TooLargeError{Dir: large, Bytes: true, Max: 16 << 10},
+		{"bytes", sftpdir.Limits{MaxBytes: 16 << 10}, files.TooLargeError{Dir: large, Bytes: true, Max: 16 << 10},
 			"takes more than 16384 bytes to list, more than this gateway reads at once from a server that allows one SFTP channel per connection; " +
 				"allow the account more sessions (OpenSSH: MaxSessions), or raise --max-directory-bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := dialWithin(t, tc.limits, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine)
 			seen := 0
-			err := s.Dirs.Each(large, func(os.FileInfo) error { seen++; return nil })
-			big, ok := errors.AsType[*sftpdir.TooLargeError](err)
+			err := s.Files.Each(large, func(os.FileInfo) error { seen++; return nil })
+			big, ok := errors.AsType[*files.TooLargeError](err)
 			if !ok || *big != tc.want || seen != 0 {
 				t.Fatalf("Each of %d entries = %v after %d entries, want %+v before any", 300, err, seen, tc.want)
 			}
 			if err.Error() != large+": "+tc.says {
 				t.Errorf("the error says %q", err)
 			}
-			if !s.Dirs.ReadsWhole() {
+			if !s.Files.ListsWhole() {
 				t.Error("the Reader was not refused a channel")
 			}
 			// The session still serves, and a directory at the limit
 			// (entries) or well within it (bytes) is read whole.
 			for dir, want := range map[string]int{atLimit: 100, small: 3} {
 				n := 0
-				if err := s.Dirs.Each(dir, func(os.FileInfo) error { n++; return nil }); err != nil || n != want {
+				if err := s.Files.Each(dir, func(os.FileInfo) error { n++; return nil }); err != nil || n != want {
 					t.Errorf("Each of %d entries after the refusal = %d, %v", want, n, err)
 				}
 			}
-			if _, err := s.SFTP.Getwd(); err != nil {
+			if _, err := s.Files.RealPath("."); err != nil {
 				t.Errorf("the session after the refusal: %v", err)
 			}
 		})
@@ -293,12 +294,12 @@ func TestEndlessDirectoryStops(t *testing.T) {
 	const maxBytes = 64 << 10
 	port := int32(l.Addr().(*net.TCPAddr).Port) //nolint:forcetypeassert // a TCP listener
 	s := dialWithin(t, sftpdir.Limits{MaxBytes: maxBytes}, "127.0.0.1", port, srv.User, srv.Password, srv.HostKeyLine())
-	err = s.Dirs.Each("/endless", func(os.FileInfo) error { return nil })
-	big, ok := errors.AsType[*sftpdir.TooLargeError](err)
+	err = s.Files.Each("/endless", func(os.FileInfo) error { return nil })
+	big, ok := errors.AsType[*files.TooLargeError](err)
 	if !ok || !big.Bytes || big.Max != maxBytes {
 		t.Fatalf("Each of an endless directory = %v, want the byte limit's *TooLargeError", err)
 	}
-	if !s.Dirs.ReadsWhole() {
+	if !s.Files.ListsWhole() {
 		t.Error("the Reader was not refused a channel")
 	}
 	// An entry takes more than 64 bytes on the wire: the limit holds about
@@ -308,7 +309,7 @@ func TestEndlessDirectoryStops(t *testing.T) {
 		t.Errorf("the server sent %d entries before the read stopped", served)
 	}
 	var names []string
-	if err := s.Dirs.Each("/", func(fi os.FileInfo) error { names = append(names, fi.Name()); return nil }); err != nil || !slices.Equal(names, []string{"file"}) {
+	if err := s.Files.Each("/", func(fi os.FileInfo) error { names = append(names, fi.Name()); return nil }); err != nil || !slices.Equal(names, []string{"file"}) {
 		t.Errorf("Each after the refusal = %v, %v", names, err)
 	}
 }

@@ -15,12 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
-
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -88,7 +84,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // SessionFailed says a copy that stalled, or whose session broke, leaves
 // its session for none: a stalled one may hang the next operation too.
 func (e *Error) SessionFailed() bool {
-	return errors.Is(e.Err, ErrStalled) || sftpfile.SessionFailed(e.Err)
+	return errors.Is(e.Err, ErrStalled) || files.SessionFailed(e.Err)
 }
 
 // ErrStalled is a copy that made no progress for Job.Stall.
@@ -105,8 +101,8 @@ func fail(err error, what string) error {
 	if errors.As(err, &typed) {
 		return err
 	}
-	var status *sftp.StatusError
-	if !errors.As(err, &status) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
+	code, refused := files.Status(err)
+	if !refused && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
 		// No answer of the server's about the file: the connection
 		// failed, which does not count as the file's try.
 		return fmt.Errorf("%s: %w", what, err)
@@ -115,7 +111,7 @@ func fail(err error, what string) error {
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		e.Reason, e.Permanent = v1alpha1.ReasonPermissionDenied, true
-	case errors.As(err, &status) && (status.Code == sftpfile.FxNoSpace || status.Code == sftpfile.FxQuotaExceeded):
+	case code == files.FxNoSpace || code == files.FxQuotaExceeded:
 		e.Reason = v1alpha1.ReasonDestinationFull
 	}
 	return e
@@ -133,7 +129,7 @@ const (
 // Copy copies j's file from src to dst: under its temporary name (from
 // what it holds already, when its end matches the source), then verified,
 // renamed over the target, and with Move the source removed.
-func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (Result, error) {
+func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	r := Result{Size: j.Size, ModTime: j.ModTime}
 	if j.Abort != nil {
 		// A copy stopped (its replica gives the transfer back) ends now,
@@ -144,7 +140,7 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 	if err != nil {
 		return r, fail(err, "reading the destination folder")
 	}
-	replace, done, err := j.decide(src, dst.SFTP, target, r)
+	replace, done, err := j.decide(src, dst, target, r)
 	if err != nil || done != Waiting {
 		r.State = done
 		if err == nil && done == Done && j.Move {
@@ -154,14 +150,14 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
 	if !j.Fresh {
-		if r.From, err = resumeFrom(src, dst.SFTP, j.Src, tmp, r.Size); err != nil {
+		if r.From, err = resumeFrom(src, dst, j.Src, tmp, r.Size); err != nil {
 			return r, err
 		}
 	}
 	if r.From > 0 && j.Progress != nil {
 		j.Progress(r.From)
 	}
-	srcSum, err := j.copy(ctx, src, dst.SFTP, tmp, &r)
+	srcSum, err := j.copy(ctx, src, dst, tmp, &r)
 	if err != nil {
 		return r, err
 	}
@@ -173,12 +169,12 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 	)
 	timed.Go(func() {
 		modTime := time.Unix(r.ModTime, 0)
-		timedErr = dst.SFTP.Chtimes(tmp, modTime, modTime)
+		timedErr = dst.Chtimes(tmp, modTime, modTime)
 	})
-	err = j.verify(src, dst.SFTP, tmp, r.Size, srcSum)
+	err = j.verify(src, dst, tmp, r.Size, srcSum)
 	timed.Wait()
 	if err != nil {
-		_ = dst.SFTP.Remove(tmp)
+		_ = dst.Remove(tmp)
 		return r, err
 	}
 	if timedErr != nil {
@@ -188,17 +184,17 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 		return r, ErrNotHeld
 	}
 	// The target is never lost: a server without posix-rename has it
-	// moved aside and back (sftpfile.ReplaceInto). Should the session
+	// moved aside and back (files.ReplaceInto). Should the session
 	// break in between, the copy's next try writes the target anew, and
 	// the old one stays aside under a temporary name.
-	leftover, err := sftpfile.ReplaceInto(dst.SFTP, tmp, j.Dst, replace)
+	leftover, err := files.ReplaceInto(dst, tmp, j.Dst, replace)
 	if leftover != nil {
-		_ = leftover(dst.SFTP)
+		_ = leftover(dst)
 	}
 	if err != nil {
-		if !replace && exists(dst.SFTP, j.Dst) {
+		if !replace && exists(dst, j.Dst) {
 			// Another writer made the target meanwhile: Never leaves it.
-			_ = dst.SFTP.Remove(tmp)
+			_ = dst.Remove(tmp)
 			r.State = Skipped
 			return r, nil
 		}
@@ -214,7 +210,7 @@ func Copy(ctx context.Context, src *sftp.Client, dst *sftpdial.Session, j Job) (
 // decide reads the target: done when it is the source's copy already,
 // Skipped when the overwrite policy keeps it, and otherwise whether it is
 // replaced.
-func (j *Job) decide(src, dst *sftp.Client, tfi *entry, r Result) (replace bool, done FileState, err error) {
+func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, done FileState, err error) {
 	switch {
 	case tfi == nil:
 		return false, Waiting, nil
@@ -251,7 +247,7 @@ func (j *Job) decide(src, dst *sftp.Client, tfi *entry, r Result) (replace bool,
 // resumeFrom is where the copy to tmp continues: the size of what tmp
 // holds less what was in flight, when the MiB before that point matches
 // the source's; else 0 (tmp is started over).
-func resumeFrom(src, dst *sftp.Client, srcPath, tmp string, size int64) (int64, error) {
+func resumeFrom(src, dst files.FS, srcPath, tmp string, size int64) (int64, error) {
 	pfi, err := dst.Stat(tmp)
 	if err != nil || pfi.Size() == 0 || pfi.Size() > size {
 		return 0, nil
@@ -275,7 +271,7 @@ func resumeFrom(src, dst *sftp.Client, srcPath, tmp string, size int64) (int64, 
 	return have, nil
 }
 
-func readAt(c *sftp.Client, name string, off, n int64) ([]byte, error) {
+func readAt(c files.FS, name string, off, n int64) ([]byte, error) {
 	f, err := c.Open(name)
 	if err != nil {
 		return nil, err
@@ -292,7 +288,7 @@ const copyConcurrency = 64
 // copy copies the source from r.From on into tmp, and returns the source's
 // digest when it read all of it and j verifies by digest. The source and
 // the copy are opened at once, and closed at once, each on its server.
-func (j *Job) copy(ctx context.Context, src, dst *sftp.Client, tmp string, r *Result) ([]byte, error) {
+func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result) ([]byte, error) {
 	progress := &counter{report: j.Progress}
 	if j.Verify == v1alpha1.VerifySHA256 && r.From == 0 {
 		progress.sum = sha256.New()
@@ -304,7 +300,7 @@ func (j *Job) copy(ctx context.Context, src, dst *sftp.Client, tmp string, r *Re
 		flags |= os.O_TRUNC
 	}
 	var (
-		out    *sftp.File
+		out    files.File
 		outErr error
 		opened sync.WaitGroup
 	)
@@ -365,7 +361,7 @@ func (j *Job) copy(ctx context.Context, src, dst *sftp.Client, tmp string, r *Re
 
 // copyStream copies the source from r.From on through a buffer, many
 // requests in flight each way, then closes the copy.
-func (j *Job) copyStream(in, out *sftp.File, r *Result, progress *counter) error {
+func (j *Job) copyStream(in, out files.File, r *Result, progress *counter) error {
 	buf := newBuffer()
 	readErr := make(chan error, 1)
 	go func() {
@@ -403,7 +399,7 @@ const SmallFile = 256 << 10
 // copySmall copies a small file whole: one read, then the write and the
 // copy's close on the destination while afterRead (the source's fstat)
 // runs on the source.
-func (j *Job) copySmall(in, out *sftp.File, r *Result, progress *counter, afterRead func()) error {
+func (j *Job) copySmall(in, out files.File, r *Result, progress *counter, afterRead func()) error {
 	buf := make([]byte, r.Size)
 	if _, err := io.ReadFull(in, buf); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) && r.Size > 0 {
 		afterRead()
@@ -479,7 +475,7 @@ func (c *counter) Write(p []byte) (int, error) {
 
 // verify checks tmp against the source: its size, or both digests
 // (srcSum when the copy computed it).
-func (j *Job) verify(src, dst *sftp.Client, tmp string, size int64, srcSum []byte) error {
+func (j *Job) verify(src, dst files.FS, tmp string, size int64, srcSum []byte) error {
 	fi, err := dst.Stat(tmp)
 	if err != nil {
 		return fail(err, "reading the copy")
@@ -506,7 +502,7 @@ func (j *Job) verify(src, dst *sftp.Client, tmp string, size int64, srcSum []byt
 }
 
 // digest is the SHA-256 of name's content.
-func digest(c *sftp.Client, name string) ([]byte, error) {
+func digest(c files.FS, name string) ([]byte, error) {
 	f, err := c.Open(name)
 	if err != nil {
 		return nil, err
@@ -519,12 +515,12 @@ func digest(c *sftp.Client, name string) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-func exists(c *sftp.Client, name string) bool {
+func exists(c files.FS, name string) bool {
 	_, err := c.Lstat(name)
 	return err == nil
 }
 
-func removeSource(c *sftp.Client, name string) error {
+func removeSource(c files.FS, name string) error {
 	if err := c.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail(err, "removing the source file (its copy is in place)")
 	}
@@ -570,12 +566,12 @@ const maxListed = 20_000
 // folder when it is missing. From the folder's listing when fresh (no
 // earlier try can have put the file there), else asked. A listing that
 // failed is tried again by the next file.
-func (f *Folders) target(s *sftpdial.Session, name string, fresh bool) (*entry, error) {
+func (f *Folders) target(dst files.FS, name string, fresh bool) (*entry, error) {
 	dir := path.Dir(name)
 	d := f.of(dir)
 	d.mu.Lock()
 	if !d.listed {
-		if err := f.list(d, s, dir); err != nil {
+		if err := f.list(d, dst, dir); err != nil {
 			d.mu.Unlock()
 			return nil, err
 		}
@@ -590,7 +586,7 @@ func (f *Folders) target(s *sftpdial.Session, name string, fresh bool) (*entry, 
 		return nil, nil
 	}
 	d.mu.Unlock()
-	fi, err := s.SFTP.Stat(name)
+	fi, err := dst.Stat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -616,24 +612,24 @@ func (f *Folders) of(dir string) *folder {
 
 // list reads dir's entries into d, making dir if it is missing, within
 // what the transfer may still hold.
-func (f *Folders) list(d *folder, s *sftpdial.Session, dir string) error {
+func (f *Folders) list(d *folder, dst files.FS, dir string) error {
 	f.mu.Lock()
 	room := maxListed - f.entries
 	f.mu.Unlock()
 	entries := map[string]entry{}
 	tooLarge := false
-	err := s.Dirs.Each(dir, func(fi os.FileInfo) error {
+	err := dst.Each(dir, func(fi os.FileInfo) error {
 		if len(entries) >= room {
 			tooLarge = true
-			return sftpdir.Stop
+			return files.Stop
 		}
 		entries[fi.Name()] = *entryOf(fi)
 		return nil
 	})
-	var large *sftpdir.TooLargeError
+	var large *files.TooLargeError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := s.SFTP.MkdirAll(dir); err != nil {
+		if err := dst.MkdirAll(dir); err != nil {
 			return err
 		}
 	case errors.As(err, &large):

@@ -8,24 +8,24 @@ import (
 	"path"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
 
 // ErrTooManyFiles is a source with more files than a transfer may copy.
 type ErrTooManyFiles = watch.ErrTooManyFiles
 
-// List makes the plan of src: its files, listed on s below the
+// List makes the plan of src: its files, listed on fsys below the
 // connection's root, at most maxFiles. A path that is missing is an
 // *Error with reason SourceNotFound.
-func List(ctx context.Context, s *sftpdial.Session, root string, src v1alpha1.TransferSource, maxFiles int) (*Plan, error) {
+func List(ctx context.Context, fsys files.FS, root string, src v1alpha1.TransferSource, maxFiles int) (*Plan, error) {
 	if len(src.Paths) > 0 {
-		return listPaths(s, root, src.Paths)
+		return listPaths(fsys, root, src.Paths)
 	}
 	// As the files' paths are: clean (the API refuses // and a trailing
 	// /; a Transfer made before that rule may have them).
 	src.Path = path.Clean(src.Path)
-	fi, err := s.SFTP.Stat(path.Join(root, src.Path))
+	fi, err := fsys.Stat(path.Join(root, src.Path))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is not on the source server", src.Path)}
@@ -44,7 +44,7 @@ func List(ctx context.Context, s *sftpdial.Session, root string, src v1alpha1.Tr
 	if src.Recursive {
 		walk.Depth = int(max(src.MaxDepth, 1))
 	}
-	files, err := walk.List(ctx, s.Dirs)
+	found, err := walk.List(ctx, fsys)
 	var tooMany *ErrTooManyFiles
 	switch {
 	case errors.As(err, &tooMany):
@@ -53,15 +53,15 @@ func List(ctx context.Context, s *sftpdial.Session, root string, src v1alpha1.Tr
 	case err != nil:
 		return nil, fail(err, "listing the source folder")
 	}
-	p := &Plan{Base: src.Path, Files: make([]File, len(files))}
-	for i, f := range files {
+	p := &Plan{Base: src.Path, Files: make([]File, len(found))}
+	for i, f := range found {
 		p.Files[i] = File{Path: path.Join(src.Path, f.Path), Size: f.Size, ModTime: f.ModTime}
 	}
 	return p, nil
 }
 
 // listPaths plans the files of a list, each to go under its own name.
-func listPaths(s *sftpdial.Session, root string, paths []string) (*Plan, error) {
+func listPaths(fsys files.FS, root string, paths []string) (*Plan, error) {
 	p := &Plan{}
 	names := map[string]string{}
 	for _, name := range paths {
@@ -72,7 +72,7 @@ func listPaths(s *sftpdial.Session, root string, paths []string) (*Plan, error) 
 		}
 		names[base] = name
 		f := File{Path: name}
-		fi, err := s.SFTP.Stat(path.Join(root, name))
+		fi, err := fsys.Stat(path.Join(root, name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			f.State, f.Reason, f.Message = Failed, v1alpha1.ReasonSourceNotFound, name+" is not on the source server"

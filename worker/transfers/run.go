@@ -177,7 +177,7 @@ func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.Sft
 	if p == nil {
 		err = t.do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
 			var err error
-			p, err = transfer.List(ctx, s, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
+			p, err = transfer.List(ctx, s.Files, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
 			return err
 		})
 	}
@@ -307,7 +307,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		err = t.do(ctx, src, op, func(s *sftpdial.Session) error {
 			job.Abort = func() { _ = s.Close() }
 			var err error
-			res, err = transfer.Copy(ctx, s.SFTP, s, job)
+			res, err = transfer.Copy(ctx, s.Files, s.Files, job)
 			return err
 		})
 	default:
@@ -315,7 +315,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 			return t.do(ctx, dst, op, func(ds *sftpdial.Session) error {
 				job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
 				var err error
-				res, err = transfer.Copy(ctx, ss.SFTP, ds, job)
+				res, err = transfer.Copy(ctx, ss.Files, ds.Files, job)
 				return err
 			})
 		})

@@ -263,7 +263,7 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 	removed := false
 	op := pool.Op{Timeout: min(conn.Spec.Limits.OperationTimeoutOrDefault(), timeout)}
 	err = p.Do(ctx, op, func(sess *sftpdial.Session) error {
-		fi, err := sess.SFTP.Lstat(r.Partial)
+		fi, err := sess.Files.Lstat(r.Partial)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return nil // gone already
@@ -272,7 +272,7 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 		case !fi.Mode().IsRegular():
 			return nil
 		}
-		if err := sess.SFTP.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := sess.Files.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		size, removed = fi.Size(), true

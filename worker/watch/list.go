@@ -8,7 +8,7 @@ import (
 	"path"
 	"slices"
 
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // ErrTooManyFiles is a folder with more files than a watch may track: it
@@ -35,7 +35,7 @@ type Walk struct {
 
 // List lists w's files, regular files only (a symlink is never followed),
 // sorted by their path below Dir, until ctx ends.
-func (w Walk) List(ctx context.Context, dirs *sftpdir.Reader) ([]File, error) {
+func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 	var files []File
 	seen := 0
 	queue := []struct {
@@ -45,7 +45,7 @@ func (w Walk) List(ctx context.Context, dirs *sftpdir.Reader) ([]File, error) {
 	for len(queue) > 0 {
 		d := queue[0]
 		queue = queue[1:]
-		err := dirs.Each(path.Join(w.Dir, d.rel), func(fi os.FileInfo) error {
+		err := fsys.Each(path.Join(w.Dir, d.rel), func(fi os.FileInfo) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 	}
 	defer func() { _ = s.Close() }()
 	paths := func(w Walk) (string, error) {
-		files, err := w.List(context.Background(), s.Dirs)
+		files, err := w.List(context.Background(), s.Files)
 		var out string
 		for _, f := range files {
 			out += f.Path + " "

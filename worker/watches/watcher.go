@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
@@ -271,19 +271,19 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	if wt.Spec.Recursive {
 		walk.Depth = int(max(wt.Spec.MaxDepth, 1))
 	}
-	var files []watch.File
+	var found []watch.File
 	// A listing takes many requests, each bounded by the connection's
 	// operationTimeout; the whole by the worker's PollTimeout, which
 	// bounds how long a poll holds its slot.
 	op := pool.Op{Idempotent: true, Timeout: min(5*conn.Spec.Limits.OperationTimeoutOrDefault(), w.r.Limits.PollTimeout)}
 	err := w.do(ctx, conn, op, func(s *sftpdial.Session) error {
 		var err error
-		files, err = walk.List(ctx, s.Dirs)
+		found, err = walk.List(ctx, s.Files)
 		return err
 	})
 	w.r.Metrics.PollDuration.Observe(time.Since(start).Seconds())
 	var tooMany *watch.ErrTooManyFiles
-	var tooLarge *sftpdir.TooLargeError
+	var tooLarge *files.TooLargeError
 	result := "ok"
 	p := &w.polled
 	p.generation, p.tooLarge, p.pathMissing, p.failed = wt.Generation, "", "", ""
@@ -301,12 +301,12 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 		w.lastErr = err.Error()
 		return
 	}
-	if !w.roomFor(len(files)) {
+	if !w.roomFor(len(found)) {
 		return // the files stay on the server for a later poll
 	}
 	now := time.Now()
 	room := w.r.Limits.MaxPending - len(w.state.Outbox)
-	for _, e := range w.tracker.Poll(now, files, room) {
+	for _, e := range w.tracker.Poll(now, found, room) {
 		w.state.Outbox = append(w.state.Outbox, watch.Pending{Event: e, ID: EventID(w.uid, e), Observed: now})
 	}
 	if w.tracker.TakeChanged() {
@@ -425,17 +425,17 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 	from := path.Join(root, wt.Spec.Path, p.Path)
 	err := w.do(ctx, conn, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(s *sftpdial.Session) error {
 		if to == "" {
-			return s.SFTP.Remove(from)
+			return s.Files.Remove(from)
 		}
 		dest := path.Join(root, to, p.Path)
-		if err := s.SFTP.MkdirAll(path.Dir(dest)); err != nil {
+		if err := s.Files.MkdirAll(path.Dir(dest)); err != nil {
 			return err
 		}
 		// Never over a file already there: beside it, under a new name.
-		if _, err := s.SFTP.Lstat(dest); err == nil {
+		if _, err := s.Files.Lstat(dest); err == nil {
 			dest = path.Join(path.Dir(dest), strings.TrimPrefix(tempname.In(""), "/")+"-"+path.Base(dest))
 		}
-		return s.SFTP.Rename(from, dest)
+		return s.Files.Rename(from, dest)
 	})
 	if err != nil {
 		w.lastErr = fmt.Sprintf("after delivering the event of %s: %v", p.Path, err)

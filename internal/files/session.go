@@ -1,4 +1,4 @@
-package sftpfile
+package files
 
 import (
 	"errors"
@@ -6,15 +6,13 @@ import (
 	"net"
 	"os"
 	"syscall"
-
-	"github.com/pkg/sftp"
 )
 
-// SessionFailed reports whether err means that the SFTP session broke
-// (its connection was lost, closed or cut mid-reply), as opposed to the
-// server answering one request or the request being wrong: only then is
-// the session discarded. Errors the session cannot have caused are known
-// by name; anything else is the operation's, since discarding a healthy
+// SessionFailed reports whether err means that the session broke (its
+// connection was lost, closed or cut mid-reply), as opposed to the server
+// answering one request or the request being wrong: only then is the
+// session discarded. Errors the session cannot have caused are known by
+// name; anything else is the operation's, since discarding a healthy
 // session costs a dial while keeping a broken one costs one more failed
 // operation, which this names.
 //
@@ -29,8 +27,10 @@ func SessionFailed(err error) bool {
 	if errors.As(err, &says) {
 		return says.SessionFailed()
 	}
-	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+	if code, ok := Status(err); ok && (code == FxConnectionLost || code == FxNoConnection) {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ETIMEDOUT)
 }

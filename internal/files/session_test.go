@@ -1,4 +1,4 @@
-package sftpfile_test
+package files_test
 
 import (
 	"errors"
@@ -8,9 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/pkg/sftp"
 
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
+	"github.com/sftpgate/sftpgate/internal/files"
 )
 
 // says is an error that says for itself whether its session failed.
@@ -32,18 +31,18 @@ func TestSessionFailed(t *testing.T) {
 		want bool
 	}{
 		{"nil", nil, false},
-		{"connection lost", sftp.ErrSSHFxConnectionLost, true},
-		{"no connection", fmt.Errorf("opening: %w", sftp.ErrSSHFxNoConnection), true},
+		{"connection lost", &files.StatusError{Code: files.FxConnectionLost}, true},
+		{"no connection", fmt.Errorf("opening: %w", &files.StatusError{Code: files.FxNoConnection}), true},
 		{"reply cut", io.ErrUnexpectedEOF, true},
 		{"reset", &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}, true},
 		{"deadline", os.ErrDeadlineExceeded, true},
-		{"server refused", &sftp.StatusError{Code: sftpfile.FxPermissionDenied}, false},
+		{"server refused", &files.StatusError{Code: files.FxPermissionDenied}, false},
 		{"missing", os.ErrNotExist, false},
 		{"anything else", errors.New("too many files"), false},
 		{"says not, wrapping EOF", says{io.ErrUnexpectedEOF, false}, false},
 		{"says so, wrapping nothing known", fmt.Errorf("copy: %w", says{errors.New("stalled"), true}), true},
 	} {
-		if got := sftpfile.SessionFailed(c.err); got != c.want {
+		if got := files.SessionFailed(c.err); got != c.want {
 			t.Errorf("%s: SessionFailed = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -1,11 +1,13 @@
-package sftpfile
+package files
 
 // SSH_FX status codes (draft-ietf-secsh-filexfer-13) that sftpgate tells
-// apart; pkg/sftp names those of SFTP version 3 only.
+// apart.
 const (
 	FxNoSuchFile        = 2
 	FxPermissionDenied  = 3
 	FxFailure           = 4
+	FxNoConnection      = 6
+	FxConnectionLost    = 7
 	FxOpUnsupported     = 8
 	FxFileAlreadyExists = 11
 	FxNoSpace           = 14

@@ -1,4 +1,4 @@
-package sftpfile_test
+package files_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
-	"github.com/sftpgate/sftpgate/internal/sftpfile"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -28,8 +28,8 @@ func TestReplaceIntoNeverLosesTheTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	c := s.SFTP
-	if sftpfile.HasPosixRename(c) {
+	c := s.Files
+	if c.HasPosixRename() {
 		t.Fatal("the server offers posix-rename: the test would not move the target aside")
 	}
 	write := func(name, content string) {
@@ -52,7 +52,7 @@ func TestReplaceIntoNeverLosesTheTarget(t *testing.T) {
 	}
 
 	write("target", "old")
-	leftover, err := sftpfile.ReplaceInto(c, "/missing", "/target", true)
+	leftover, err := files.ReplaceInto(c, "/missing", "/target", true)
 	if err == nil || leftover == nil {
 		t.Fatalf("replacing from a missing file: %v (leftover %v)", err, leftover != nil)
 	}
@@ -65,7 +65,7 @@ func TestReplaceIntoNeverLosesTheTarget(t *testing.T) {
 	nothingAside()
 
 	write("new", "new")
-	leftover, err = sftpfile.ReplaceInto(c, "/new", "/target", true)
+	leftover, err = files.ReplaceInto(c, "/new", "/target", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestReplaceIntoNeverLosesTheTarget(t *testing.T) {
 	nothingAside()
 
 	write("newer", "newer")
-	if _, err := sftpfile.ReplaceInto(c, "/newer", "/target", false); err == nil {
+	if _, err := files.ReplaceInto(c, "/newer", "/target", false); err == nil {
 		t.Error("without replace, an existing target was replaced")
 	}
 	if got := read("target"); got != "new" {
