@@ -58,7 +58,7 @@ func statvfs(fs *FS, req *pathRequest) (any, error) {
 	v, err := fs.Files.Space(target)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return nil, fail("unsupported", files.FxOpUnsupported, "the server does not report file system space (statvfs@openssh.com)")
+		return nil, fail("unsupported", files.FxOpUnsupported, "the server does not report file system space (SFTP: the statvfs@openssh.com extension)")
 	case err != nil:
 		return nil, serverFailure(err, fs.Rel(target))
 	}

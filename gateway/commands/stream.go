@@ -47,8 +47,8 @@ func writeStream(fs *FS, appending bool, query url.Values, body io.Reader, size 
 		return nil, err
 	}
 	// Many writes in flight: a large upload is not bound by one round trip
-	// per 32 KiB (ReadFrom would write one at a time here, as it cannot
-	// see the body's length through clientBody).
+	// per 32 KiB (a plain copy would write one at a time here, as it
+	// cannot see the body's length through clientBody).
 	fill := func(f files.File) (int64, error) { return f.ReadFromWithConcurrency(client, 0) }
 	var result any
 	if appending {

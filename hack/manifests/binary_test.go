@@ -123,10 +123,10 @@ func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
 		}
 		for _, imp := range strings.Fields(imports) {
 			switch {
-			case imp == "github.com/pkg/sftp" && !backend[pkg]:
-				t.Errorf("%s speaks SFTP itself (imports %s): go through internal/files", pkg, imp)
 			case pkg == module+"internal/files" && (imp == "github.com/pkg/sftp" || backend[imp]):
 				t.Errorf("the file layer imports a backend, %s", imp)
+			case imp == "github.com/pkg/sftp" && !backend[pkg]:
+				t.Errorf("%s speaks SFTP itself (imports %s): go through internal/files", pkg, imp)
 			case pkg == module+"internal/sftpfs" && strings.HasPrefix(imp, module) &&
 				imp != module+"internal/files" && imp != module+"internal/sftpdir":
 				t.Errorf("the SFTP backend imports %s, beyond the file layer", imp)

@@ -20,8 +20,9 @@ import (
 
 // FS is a session's view of one server's files. Paths are the server's,
 // absolute; confining them to a connection's root is the caller's work.
-// Errors match fs.ErrNotExist and fs.ErrPermission where they mean that,
-// and a refusal the server gave a code for is a *StatusError.
+// Errors match fs.ErrNotExist and fs.ErrPermission where they mean that
+// (whatever the backend's code for them); another refusal the server gave
+// a code for, and a connection lost or closed, is a *StatusError.
 type FS interface {
 	Stat(name string) (fs.FileInfo, error)
 	// Lstat does not follow a symlink at name.

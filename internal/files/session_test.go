@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"testing"
 
-
 	"github.com/sftpgate/sftpgate/internal/files"
 )
 

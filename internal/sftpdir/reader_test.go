@@ -102,7 +102,7 @@ func TestEach(t *testing.T) {
 				t.Fatalf("Each = %d entries, %v; want %d", len(got), err, len(want))
 			}
 			if whole := name == oneChannel; dirs.ListsWhole() != whole {
-				t.Errorf("ReadsWhole = %v, want %v", !whole, whole)
+				t.Errorf("ListsWhole = %v, want %v", !whole, whole)
 			}
 
 			// Stop ends early without error; the callback's own error

@@ -15,7 +15,8 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 )
 
-// New is the files.FS of an SFTP client, listing directories through dirs.
+// New is the files.FS of an SFTP client, listing directories through dirs
+// (nil where nothing lists: tests of single files).
 func New(c *sftp.Client, dirs *sftpdir.Reader) files.FS {
 	return &fsys{c: c, dirs: dirs}
 }

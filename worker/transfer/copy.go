@@ -102,7 +102,7 @@ func fail(err error, what string) error {
 		return err
 	}
 	code, refused := files.Status(err)
-	if !refused && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
+	if files.SessionFailed(err) || !refused && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
 		// No answer of the server's about the file: the connection
 		// failed, which does not count as the file's try.
 		return fmt.Errorf("%s: %w", what, err)

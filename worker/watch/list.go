@@ -36,7 +36,7 @@ type Walk struct {
 // List lists w's files, regular files only (a symlink is never followed),
 // sorted by their path below Dir, until ctx ends.
 func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
-	var files []File
+	var found []File
 	seen := 0
 	queue := []struct {
 		rel   string
@@ -56,7 +56,7 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 			switch mode := fi.Mode(); {
 			case mode.IsRegular():
 				if w.Filter.Match(rel) {
-					files = append(files, File{Path: rel, Size: fi.Size(), ModTime: fi.ModTime().Unix()})
+					found = append(found, File{Path: rel, Size: fi.Size(), ModTime: fi.ModTime().Unix()})
 				}
 			case mode.IsDir() && d.depth < w.Depth:
 				queue = append(queue, struct {
@@ -72,7 +72,7 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 			return nil, err
 		}
 	}
-	slices.SortFunc(files, func(a, b File) int {
+	slices.SortFunc(found, func(a, b File) int {
 		switch {
 		case a.Path < b.Path:
 			return -1
@@ -81,5 +81,5 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 		}
 		return 0
 	})
-	return files, nil
+	return found, nil
 }
