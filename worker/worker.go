@@ -42,6 +42,7 @@ import (
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 	"github.com/sftpgate/sftpgate/worker/transfers"
 	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 	"github.com/sftpgate/sftpgate/worker/watches"
@@ -220,37 +221,33 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	sender.Outcomes = m.Events
-	r := &watches.Runner{
-		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Limits,
-		Recorder: mgr.GetEventRecorder("sftpgate-worker"), Log: opts.Log,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "sftpwatch",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
-		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "sftpwatch", Budget: budget},
-		SyncInterval: cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3,
+	// Each kind holds its items through Leases of its own.
+	leasesOf := func(kind string) *shard.Shard {
+		return &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: kind,
+			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets}
 	}
-	if err := mgr.Add(r); err != nil {
-		return nil, err
+	syncInterval := cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3
+	recorder := mgr.GetEventRecorder("sftpgate-worker")
+	envOf := func(kind string) tasks.Env {
+		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m,
+			Recorder: recorder, Log: opts.Log, Shard: leasesOf(kind),
+			States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: kind, Budget: budget},
+			SyncInterval: syncInterval}
 	}
-	tr := &transfers.Runner{
-		Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m, Limits: opts.Transfers,
-		Recorder: r.Recorder, Log: opts.Log,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "transfer",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
-		States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: "transfer", Budget: budget},
-		SyncInterval: r.SyncInterval,
-	}
-	if err := mgr.Add(tr); err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(&uploadexpiry.Sweeper{
-		Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
-		Shard: &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: "upload",
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets},
-		Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
-		SyncInterval: r.SyncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
-		Limits: opts.Expiry.WithDefaults(), Log: opts.Log,
-	}); err != nil {
-		return nil, err
+	r := &watches.Runner{Env: envOf("sftpwatch"), Limits: opts.Limits}
+	tr := &transfers.Runner{Env: envOf("transfer"), Limits: opts.Transfers}
+	for _, runnable := range []manager.Runnable{
+		r, tr,
+		&uploadexpiry.Sweeper{
+			Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
+			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
+			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
+			Limits: opts.Expiry.WithDefaults(), Log: opts.Log,
+		},
+	} {
+		if err := mgr.Add(runnable); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { pools.Run(ctx); return nil })); err != nil {
 		return nil, err

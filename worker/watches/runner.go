@@ -16,18 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/logging"
-	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
-	"github.com/sftpgate/sftpgate/worker/deliver"
-	"github.com/sftpgate/sftpgate/worker/metrics"
-	"github.com/sftpgate/sftpgate/worker/shard"
-	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/tasks"
 )
 
@@ -75,22 +69,8 @@ func DefaultLimits() Limits {
 // Runner runs the watches this replica holds. Start it as a manager's
 // Runnable.
 type Runner struct {
-	// Cache reads watches and connections; Client reads Secrets and
-	// sinks, and writes statuses.
-	Cache    client.Reader
-	Client   client.Client
-	Pools    *pool.Pools
-	Sender   *deliver.Sender
-	Shard    *shard.Shard
-	States   *statestore.Store
-	Recorder events.EventRecorder
-	Metrics  *metrics.Metrics
-	Limits   Limits
-	// Log is where the runner logs; nil logs nothing.
-	Log *slog.Logger
-	// SyncInterval is how often the replica takes its share of the
-	// watches anew (and renews its Leases): a third of a lease duration.
-	SyncInterval time.Duration
+	tasks.Env
+	Limits Limits
 
 	once sync.Once
 	kind *tasks.Kind[*watcher]
