@@ -56,8 +56,10 @@ type run struct {
 	unstored   *transfer.Plan
 
 	lastSave, lastStatus time.Time
-	// patchedFrom is the resourceVersion the last status write replaced.
-	patchedFrom string
+	// behind is a resourceVersion the cache must move past before the
+	// next status write: the one the last write replaced, or one a write
+	// found stale. A write from it would only conflict.
+	behind string
 	// rateBytes and rateAt are the bytes done at the last status write.
 	rateBytes int64
 	rateAt    time.Time
@@ -460,19 +462,23 @@ func (t *run) report(ctx context.Context, f facts) bool {
 	if !conditionsChanged && !f.finished && time.Since(t.lastStatus) < t.r.Limits.WriteEvery {
 		return false
 	}
-	if !f.finished && !t.r.Shard.Holds(string(t.uid)) || tr.ResourceVersion == t.patchedFrom {
-		// Not ours, or the cache has not seen this run's last write yet:
-		// a write now would only conflict.
+	if !f.finished && !t.r.Shard.Holds(string(t.uid)) || tr.ResourceVersion == t.behind {
+		// Not ours, or the cache has not caught up with the server yet.
 		return false
 	}
 	t.updateRate(st.Bytes.Done)
 	if _, err := t.r.status.Patch(ctx, &tr, next); err != nil {
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsConflict(err):
+			// Written since by another replica, or by a write of ours whose
+			// answer was lost: wait for the cache to show it.
+			t.behind = tr.ResourceVersion
+		case !apierrors.IsNotFound(err):
 			t.r.log().Info("writing a transfer's status", "namespace", tr.Namespace, "name", tr.Name, "error", err)
 		}
 		return false
 	}
-	t.lastStatus, t.patchedFrom = time.Now(), tr.ResourceVersion
+	t.lastStatus, t.behind = time.Now(), tr.ResourceVersion
 	return true
 }
 

@@ -53,9 +53,11 @@ type watcher struct {
 	lastPoll          time.Time
 	lastSave          time.Time
 	lastStatus        time.Time
-	// patchedFrom is the resourceVersion the last status write replaced.
-	patchedFrom string
-	lastErr     string
+	// behind is a resourceVersion the cache must move past before the
+	// next status write: the one the last write replaced, or one a write
+	// found stale. A write from it would only conflict.
+	behind  string
+	lastErr string
 	// overBudget says why the state was last refused, until it is stored.
 	overBudget string
 	// tracked is the files this watch counts in the replica's held files;
@@ -167,7 +169,10 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	f.delivery, f.unreachable = w.failing, w.unreachable
 	w.save(ctx, false)
 	f.overBudget, f.atCapacity = w.overBudget, w.atCapacity
-	if w.overBudget != "" {
+	switch {
+	case w.state == nil:
+		return time.Second // another replica stored a newer state: read it first
+	case w.overBudget != "":
 		return idle // no poll until the state is stored (save tries again)
 	}
 	wait = time.Until(w.nextPoll)
@@ -508,19 +513,24 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (
 		return true
 	}
 	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, wt.Status.Conditions)
-	if wt.ResourceVersion == w.patchedFrom || !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
-		// The cache has not seen this watcher's last write yet (a write
-		// now would only conflict), or it wrote one a moment ago.
+	if wt.ResourceVersion == w.behind || !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
+		// The cache has not caught up with the server yet, or this
+		// watcher wrote a moment ago.
 		return false
 	}
 	// Only onto the object read: a watch deleted and made again under its
 	// name is another's to report on.
 	if _, err := w.r.status.Patch(ctx, wt, next); err != nil {
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsConflict(err):
+			// Written since by another replica, or by a write of ours whose
+			// answer was lost: wait for the cache to show it.
+			w.behind = wt.ResourceVersion
+		case !apierrors.IsNotFound(err):
 			w.r.log().Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
 		return false
 	}
-	w.lastStatus, w.patchedFrom = time.Now(), wt.ResourceVersion
+	w.lastStatus, w.behind = time.Now(), wt.ResourceVersion
 	return true
 }
