@@ -220,8 +220,8 @@ func (k *Kind[T]) sync(ctx context.Context) {
 	if err != nil {
 		k.Log.Error("taking a share of the items", "kind", k.Name, "error", err)
 	}
+	k.stop(drop...)
 	for _, uid := range drop {
-		k.stop(uid)
 		if !exists[uid] && k.States != nil {
 			if err := k.States.Delete(ctx, uid); err != nil {
 				k.Log.Error("removing a deleted item's state", "kind", k.Name, "uid", uid, "error", err)
@@ -274,9 +274,7 @@ func (k *Kind[T]) stopLost(keep []string, syncErr error) {
 		}
 	}
 	k.mu.Unlock()
-	for _, uid := range lost {
-		k.stop(uid)
-	}
+	k.stop(lost...)
 }
 
 // start runs it's task; k.mu is held.
@@ -322,15 +320,22 @@ func (k *Kind[T]) step(ctx context.Context, t T) (wait time.Duration, ended bool
 	return t.Step(ctx)
 }
 
-// stop stops uid's task, if it runs, and waits for it to store what it
-// holds.
-func (k *Kind[T]) stop(uid string) {
+// stop stops the tasks of uids that run, all at once, and waits until
+// each stored what it holds: one after another, a replica giving back
+// thousands of items would hold their buckets for the sum of their
+// stores.
+func (k *Kind[T]) stop(uids ...string) {
 	k.mu.Lock()
-	e := k.running[uid]
-	delete(k.running, uid)
+	stopping := make([]*entry[T], 0, len(uids))
+	for _, uid := range uids {
+		if e := k.running[uid]; e != nil {
+			delete(k.running, uid)
+			e.cancel()
+			stopping = append(stopping, e)
+		}
+	}
 	k.mu.Unlock()
-	if e != nil {
-		e.cancel()
+	for _, e := range stopping {
 		<-e.done
 	}
 }
@@ -342,9 +347,7 @@ func (k *Kind[T]) stopAll() {
 		uids = append(uids, uid)
 	}
 	k.mu.Unlock()
-	for _, uid := range uids {
-		k.stop(uid)
-	}
+	k.stop(uids...)
 }
 
 // sweep removes the states of items deleted while no live replica held
