@@ -101,8 +101,9 @@ func (k *Kind[T]) init() {
 	})
 }
 
-// Run takes the replica's share every Interval, and at once after Kick,
-// until ctx ends; then it stops every task, which store what they hold,
+// Run joins the replica's kind, then takes its share every Interval (the
+// first an Interval after joining), and at once after Kick, until ctx
+// ends; then it stops every task, which store what they hold,
 // and gives the items back for another replica to take at once.
 func (k *Kind[T]) Run(ctx context.Context) error {
 	k.init()
@@ -115,8 +116,19 @@ func (k *Kind[T]) Run(ctx context.Context) error {
 	defer func() { stopRenewing(); <-renewed }()
 	tick := time.NewTicker(k.Interval)
 	defer tick.Stop()
-	for {
-		k.sync(ctx)
+	// Join first, and take a share from the next tick on: replicas started
+	// together then count each other, rather than the first taking every
+	// bucket and handing most of them back.
+	if err := k.Shard.Renew(ctx); err != nil {
+		k.Log.Error("renewing the replica's membership", "kind", k.Name, "error", err)
+	}
+	for joined := false; ; joined = true {
+		kick := k.kick
+		if joined {
+			k.sync(ctx)
+		} else {
+			kick = nil // the informers' first adds would kick at once
+		}
 		select {
 		case <-ctx.Done():
 			// No renewal may follow the membership's removal.
@@ -127,7 +139,7 @@ func (k *Kind[T]) Run(ctx context.Context) error {
 			defer cancel()
 			return k.Shard.Leave(leaveCtx)
 		case <-tick.C:
-		case <-k.kick:
+		case <-kick:
 		}
 	}
 }
