@@ -19,7 +19,7 @@ package worker
 // state and the transfers' plans (package statestore).
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=system
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete;deletecollection,namespace=system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete;deletecollection,namespace=system
 
 // Namespaces' labels (their metadata alone, in its cache) say which are
 // web UI accounts', held to smaller budgets (package tenants).

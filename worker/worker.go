@@ -176,14 +176,17 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	stored, storedCache, indexStored := storedbytes.Watch(opts.Namespace)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: api.Scheme(),
-		// The manager's client is the cache's: only watches, connections
-		// and the replicas' Leases are cached (direct reads the rest).
+		// The manager's client is the cache's: only watches, connections,
+		// the replicas' Leases and the metadata of what is stored for
+		// tenants are cached (direct reads the rest).
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}, Label: labels.NewSelector().Add(*sharded)},
+				stored:                  storedCache,
 			},
 		},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -209,7 +212,10 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	kinds := tenants.Kinds{Reader: mgr.GetCache()}
-	budget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
+	if err := indexStored(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	budget := &storedbytes.Budget{Cache: mgr.GetCache(), Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
 	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
 		Dials: m.Dials, Component: "worker", Log: opts.Log}

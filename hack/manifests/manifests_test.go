@@ -197,7 +197,7 @@ var allowed = map[string][]string{
 		"* sftpgate.dev sftpwatches/status,transfers/status patch",
 		"* core namespaces get,list,watch",
 		"sftpgate-system coordination.k8s.io leases create,delete,get,list,update,watch",
-		"sftpgate-system core configmaps create,delete,deletecollection,get,list,update",
+		"sftpgate-system core configmaps create,delete,deletecollection,get,list,update,watch",
 	},
 	"sftpgate-webui": {
 		"* core namespaces create",

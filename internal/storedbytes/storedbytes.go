@@ -24,6 +24,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/internal/tenants"
@@ -59,9 +62,14 @@ const totalEvery = 10 * time.Second
 
 // Budget admits writes. A nil *Budget admits everything.
 type Budget struct {
-	// Client reads at the API server: what another replica stored a
-	// moment ago counts.
-	Client    client.Client
+	// Client reads what is stored from the API server's watch cache.
+	Client client.Reader
+	// Cache, when set, reads it instead: an informer of the metadata of
+	// Namespace's ConfigMaps with LabelTenant, indexed by TenantIndex
+	// (see Watch). A read at the API server filters every stored object
+	// of every tenant, on every write: at thousands of watches, that
+	// filtering took the API server's CPU.
+	Cache     client.Reader
 	Namespace string
 	Limits    Limits
 	Tenants   tenants.Kinds
@@ -159,7 +167,7 @@ func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.Config
 			unlock() // refused, failed or panicked
 		}
 	}()
-	items, err := b.list(ctx, client.MatchingLabels{LabelTenant: tenant})
+	items, err := b.list(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("counting what is stored for namespace %s: %w", tenant, err)
 	}
@@ -200,24 +208,62 @@ func (b *Budget) accountLimit() int64 {
 	return perAccount
 }
 
-// list reads the metadata of the stored objects that match, from the API
-// server's watch cache (resourceVersion 0): a consistent read would wait
-// for the cache to catch up with etcd, on every write, and under load
-// time out. What it may miss is a write of the last moments, which a
-// budget of megabytes can bear.
-func (b *Budget) list(ctx context.Context, match client.ListOption) ([]metav1.PartialObjectMetadata, error) {
+// TenantIndex is the index of the informer a Budget's Cache reads: the
+// namespace each object is stored for.
+const TenantIndex = "sftpgate.dev/stored-for"
+
+// Watch makes the objects' informer of the cache of a manager that a
+// Budget of namespace reads as its Cache: options for its cache.Options'
+// ByObject, and the index to add once the manager is made.
+func Watch(namespace string) (client.Object, cache.ByObject, func(context.Context, client.FieldIndexer) error) {
+	stored, _ := labels.NewRequirement(LabelTenant, selection.Exists, nil)
+	obj := storedObject()
+	return obj, cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}, Label: labels.NewSelector().Add(*stored)},
+		func(ctx context.Context, indexer client.FieldIndexer) error {
+			return indexer.IndexField(ctx, storedObject(), TenantIndex, func(o client.Object) []string {
+				return []string{o.GetLabels()[LabelTenant]}
+			})
+		}
+}
+
+func storedObject() *metav1.PartialObjectMetadata {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return obj
+}
+
+// list reads the metadata of the objects stored for tenant (every tenant
+// for ""): from the Cache, or from the API server's watch cache
+// (resourceVersion 0; a consistent read would wait for it to catch up
+// with etcd on every write, and under load time out). What either may
+// miss is a write of the last moments, which a budget of megabytes can
+// bear.
+func (b *Budget) list(ctx context.Context, tenant string) ([]metav1.PartialObjectMetadata, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	fromCache := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace), match, fromCache); err != nil {
+	opts := []client.ListOption{client.InNamespace(b.Namespace)}
+	reader := b.Cache
+	switch {
+	case reader != nil && tenant != "":
+		opts = append(opts, client.MatchingFields{TenantIndex: tenant})
+	case reader != nil:
+		opts = append(opts, client.HasLabels{LabelTenant})
+	case tenant != "":
+		reader, opts = b.Client, append(opts, client.MatchingLabels{LabelTenant: tenant}, fromWatchCache)
+	default:
+		reader, opts = b.Client, append(opts, client.HasLabels{LabelTenant}, fromWatchCache)
+	}
+	if err := reader.List(ctx, &list, opts...); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
 }
 
+var fromWatchCache = &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+
 // Used is the bytes stored for tenant, as the budget counts them.
 func (b *Budget) Used(ctx context.Context, tenant string) (int64, error) {
-	items, err := b.list(ctx, client.MatchingLabels{LabelTenant: tenant})
+	items, err := b.list(ctx, tenant)
 	var n int64
 	for i := range items {
 		n += bytesOf(&items[i])
@@ -233,7 +279,7 @@ func (b *Budget) admitTotal(ctx context.Context, delta int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if time.Since(b.totalAt) >= totalEvery {
-		items, err := b.list(ctx, client.HasLabels{LabelTenant})
+		items, err := b.list(ctx, "")
 		if err != nil {
 			return fmt.Errorf("counting what sftpgate stores: %w", err)
 		}
