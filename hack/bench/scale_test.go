@@ -39,9 +39,7 @@ const (
 	// The scale: watches in namespaces of scaleWatchesPerNamespace (the
 	// worker's default quota), and transfers in namespaces of
 	// scaleTransfersPerNamespace, of which the worker runs 5 at once.
-	scaleWatches               = 3_000
 	scaleWatchesPerNamespace   = 100
-	scaleTransfers             = 300
 	scaleTransfersPerNamespace = 100
 	scaleReplicas              = 3
 	// scalePoll is the watches' poll interval: the bench measures how the
@@ -52,7 +50,17 @@ const (
 	scaleRest = 2 * time.Minute
 )
 
-// TestBenchmarkScale runs 3,000 watches and 300 transfers (all but 15
+// scaleWatches is how many watches the scale bench runs: 10,000, or
+// SFTPGATE_BENCH_SCALE (a multiple of 1,000); a tenth as many transfers.
+var scaleWatches, scaleTransfers = func() (int, int) {
+	n, err := strconv.Atoi(os.Getenv("SFTPGATE_BENCH_SCALE"))
+	if err != nil || n < 1000 || n%1000 != 0 {
+		n = 10_000
+	}
+	return n, n / 10
+}()
+
+// TestBenchmarkScale runs 10,000 watches and 1,000 transfers (all but 50
 // queued) on three worker replicas against one API server, and measures
 // the API writes per second at rest, each replica's memory, and how long
 // the two survivors take to adopt the work of a replica killed.
@@ -254,29 +262,25 @@ func waitScale(t *testing.T, k8s client.Client, done func(scaleCount) bool, gone
 	}
 }
 
-// countScale counts where the watches and transfers stand, listing them
-// a page at a time.
+// countScale counts where the watches and transfers stand, as the API
+// server's watch cache has them: a consistent list of thousands of
+// objects, from etcd, is what a busy API server stops answering.
 func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCount, error) {
 	s := scaleCount{byWorker: map[string]int{}}
-	for next := ""; ; {
-		var watches v1alpha1.SftpWatchList
-		if err := k8s.List(ctx, &watches, client.Limit(1000), client.Continue(next)); err != nil {
-			return s, err
-		}
-		for i := range watches.Items {
-			w := &watches.Items[i]
-			s.byWorker[w.Status.Worker]++
-			if meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReady) && w.Status.LastPollTime != nil &&
-				(gone == nil || w.Status.Worker != *gone) {
-				s.watching++
-			}
-		}
-		if next = watches.Continue; next == "" {
-			break
+	var watches v1alpha1.SftpWatchList
+	if err := k8s.List(ctx, &watches, fromWatchCache); err != nil {
+		return s, err
+	}
+	for i := range watches.Items {
+		w := &watches.Items[i]
+		s.byWorker[w.Status.Worker]++
+		if meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReady) && w.Status.LastPollTime != nil &&
+			(gone == nil || w.Status.Worker != *gone) {
+			s.watching++
 		}
 	}
 	var transfers v1alpha1.TransferList
-	if err := k8s.List(ctx, &transfers); err != nil {
+	if err := k8s.List(ctx, &transfers, fromWatchCache); err != nil {
 		return s, err
 	}
 	for i := range transfers.Items {
@@ -290,6 +294,8 @@ func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCoun
 	}
 	return s, nil
 }
+
+var fromWatchCache = &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
 
 // apiWrites is how many writes (creates, updates, patches, deletes) the
 // API server has answered since it started, from its own metrics.
