@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,7 +306,11 @@ func apiWrites(t *testing.T, cfg *rest.Config) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := httpClient.Get(cfg.Host + "/metrics")
+	metrics, err := url.JoinPath(cfg.Host, "metrics") // Host may end in a slash
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Get(metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
