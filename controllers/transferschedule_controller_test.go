@@ -115,10 +115,12 @@ func TestTransferSchedule(t *testing.T) {
 		}
 		return succeeded <= 1 && failed == 0
 	})
-	// Suspended: no further run.
+	// Suspended: no further run. A patch, as kubectl's: an update would
+	// conflict with the controller's status writes.
 	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(s), s))
+	before := s.DeepCopy()
 	s.Spec.Suspend = true
-	must(t, k8s.Update(context.Background(), s))
+	must(t, k8s.Patch(context.Background(), s, client.MergeFrom(before)))
 	waitForReady(t, s, metav1.ConditionTrue, v1alpha1.ReasonSuspended)
 }
 
