@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,23 +39,7 @@ var must = testkit.Must
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, c, err := testcluster.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := testcluster.StartManager(ctx, env.Config, 2)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = c
-	code := m.Run()
-	cancel()
-	<-stopped
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, 2, func(c client.Client) { k8s = c }))
 }
 
 // fixture is an endpoint whose records live in a namespace of their own,

@@ -26,15 +26,7 @@ var must = testkit.Must
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, c, err := testcluster.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = c
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
 }
 
 // replicas are shards of one kind of work in one namespace, sharing a

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -22,15 +21,7 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, c, err := testcluster.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = c
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
 }
 
 // TestStates: a state comes back as it was saved, split over as many

@@ -29,15 +29,7 @@ var (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, c, err := testcluster.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = c
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
 }
 
 // board records what the tasks of every replica do.

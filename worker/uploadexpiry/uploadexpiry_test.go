@@ -3,7 +3,6 @@ package uploadexpiry_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,23 +34,7 @@ var (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, c, err := testcluster.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := testcluster.StartManager(ctx, env.Config, 2)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = c
-	code := m.Run()
-	cancel()
-	<-stopped
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, 2, func(c client.Client) { k8s = c }))
 }
 
 // TestSweepIsNotHeldByAnotherTenant: a tenant whose server logs in and
