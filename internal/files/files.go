@@ -142,6 +142,9 @@ type TooLargeError struct {
 	Bytes bool
 	// Max is the bound passed.
 	Max int64
+	// Why says, in the backend's words, why the directory was read whole
+	// and what would let it be read in parts.
+	Why string
 }
 
 func (e *TooLargeError) Error() string {
@@ -149,6 +152,9 @@ func (e *TooLargeError) Error() string {
 	if e.Bytes {
 		what, flag = fmt.Sprintf("takes more than %d bytes to list", e.Max), "--max-directory-bytes"
 	}
-	return fmt.Sprintf("%s: %s, more than this gateway reads at once from a server that allows one SFTP channel per connection; "+
-		"allow the account more sessions (OpenSSH: MaxSessions), or raise %s", e.Dir, what, flag)
+	why := ""
+	if e.Why != "" {
+		why = " " + e.Why + ","
+	}
+	return fmt.Sprintf("%s: %s, more than this gateway reads at once%s or raise %s", e.Dir, what, why, flag)
 }

@@ -206,6 +206,10 @@ func (r *Reader) settle() error {
 
 // readWhole reads dir at once with pkg/sftp, within the Reader's Limits.
 // The byte count covers everything the session receives meanwhile: on a
+
+// oneChannel is why a directory is read whole, and how it need not be.
+const oneChannel = "from a server that allows one SFTP channel per connection; allow the account more sessions (OpenSSH: MaxSessions)"
+
 // session shared with other commands, their answers count too.
 func (r *Reader) readWhole(dir string) ([]os.FileInfo, error) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -222,11 +226,11 @@ func (r *Reader) readWhole(dir string) ([]os.FileInfo, error) {
 	r.received.watch.Store(nil)
 	switch {
 	case errors.Is(err, context.Canceled):
-		return nil, &files.TooLargeError{Dir: dir, Bytes: true, Max: r.limits.MaxBytes}
+		return nil, &files.TooLargeError{Dir: dir, Bytes: true, Max: r.limits.MaxBytes, Why: oneChannel}
 	case err != nil:
 		return nil, err
 	case len(entries) > r.limits.MaxEntries:
-		return nil, &files.TooLargeError{Dir: dir, Max: int64(r.limits.MaxEntries)}
+		return nil, &files.TooLargeError{Dir: dir, Max: int64(r.limits.MaxEntries), Why: oneChannel}
 	}
 	// pkg/sftp ends a listing at io.EOF, which is also what it reports
 	// for a request it could not send on a session that broke: a listing
