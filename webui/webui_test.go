@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,7 +111,11 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	var servers []*httptest.Server
+	// Parallel tests make UIs of their own at once.
+	var (
+		serversMu sync.Mutex
+		servers   []*httptest.Server
+	)
 	newUI = func(mutate func(*webui.Options)) *httptest.Server {
 		var opts webui.Options
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
@@ -125,10 +130,14 @@ func run(m *testing.M) int {
 			panic(err)
 		}
 		srv := httptest.NewServer(ui.Handler())
+		serversMu.Lock()
 		servers = append(servers, srv)
+		serversMu.Unlock()
 		return srv
 	}
 	defer func() {
+		serversMu.Lock()
+		defer serversMu.Unlock()
 		for _, s := range servers {
 			s.Close()
 		}
