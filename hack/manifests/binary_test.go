@@ -65,15 +65,8 @@ func TestTestsStayInTheirComponent(t *testing.T) {
 	const module = "github.com/sftpgate/sftpgate/"
 	components := []string{"controllers", "gateway", "webui", "worker"}
 	for _, part := range []string{"controllers", "gateway", "worker", "internal"} {
-		list := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .TestImports " "}} {{join .XTestImports " "}}`, "./"+part+"/...")
-		list.Dir = root
-		out, err := list.Output()
-		if err != nil {
-			t.Fatalf("go list: %v", err)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			pkg, imports, _ := strings.Cut(line, ": ")
-			for _, imp := range strings.Fields(imports) {
+		for pkg, imports := range importsOf(t, root, `{{join .TestImports " "}} {{join .XTestImports " "}}`, "./"+part+"/...") {
+			for _, imp := range imports {
 				for _, other := range components {
 					judge := part == "controllers" && imp == module+"gateway/keyauth"
 					if other != part && !judge && (imp == module+other || strings.HasPrefix(imp, module+other+"/")) {
@@ -83,6 +76,24 @@ func TestTestsStayInTheirComponent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// importsOf maps each package of pattern to the imports that field (a
+// go list template of space-separated paths) names.
+func importsOf(t *testing.T, root, field, pattern string) map[string][]string {
+	t.Helper()
+	list := exec.Command("go", "list", "-f", "{{.ImportPath}}: "+field, pattern)
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, ": ")
+		imports[pkg] = strings.Fields(imps)
+	}
+	return imports
 }
 
 // deps lists the packages pkg depends on, itself included.
@@ -110,18 +121,11 @@ func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
 	}
 	const module = "github.com/sftpgate/sftpgate/"
 	backend := map[string]bool{module + "internal/sftpfs": true, module + "internal/sftpdial": true, module + "internal/sftpdir": true}
-	list := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "./...")
-	list.Dir = root
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pkg, imports, _ := strings.Cut(line, ": ")
+	for pkg, imports := range importsOf(t, root, `{{join .Imports " "}}`, "./...") {
 		if strings.HasPrefix(pkg, module+"hack/fixtures/") {
 			continue // the test servers
 		}
-		for _, imp := range strings.Fields(imports) {
+		for _, imp := range imports {
 			switch {
 			case pkg == module+"internal/files" && (imp == "github.com/pkg/sftp" || backend[imp]):
 				t.Errorf("the file layer imports a backend, %s", imp)
