@@ -2,7 +2,8 @@
 # Installs the Debian packages the tests need, when they are missing:
 # OpenSSH's sshd (the tests start their own on loopback; the system service
 # is never started or touched), make, and CA certificates for the Go module
-# proxy, and Chromium for the web UI's browser tests. With the argument
+# proxy, Chromium for the web UI's browser tests, and GnuPG, the peer the
+# OpenPGP tests check interoperation with. With the argument
 # "bench", also wrk, the load generator of make bench.
 set -euo pipefail
 missing=()
@@ -10,6 +11,7 @@ missing=()
 command -v make >/dev/null || missing+=(make)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
+command -v gpg >/dev/null || missing+=(gnupg)
 if [ "${1:-}" = bench ]; then
   command -v wrk >/dev/null || missing+=(wrk)
 fi

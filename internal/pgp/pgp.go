@@ -1,0 +1,295 @@
+// Package pgp encrypts, signs, decrypts and verifies OpenPGP messages as
+// streams (ProtonMail's go-crypto, what GnuPG 2.2 and later read and
+// write), with failures typed by what a transfer reports of them:
+// KeyNotFound, SignatureInvalid and MessageCorrupt.
+package pgp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	openpgp "github.com/ProtonMail/go-crypto/openpgp/v2"
+)
+
+// Reasons a message or key fails, as a Transfer reports them.
+const (
+	// KeyNotFound: no key given decrypts the message, or a key given
+	// cannot be read, unlocked or used.
+	KeyNotFound = "KeyNotFound"
+	// SignatureInvalid: a signature required is missing, does not verify,
+	// or is by a key not among those given.
+	SignatureInvalid = "SignatureInvalid"
+	// MessageCorrupt: the message is cut short, altered, or not OpenPGP.
+	MessageCorrupt = "MessageCorrupt"
+)
+
+// Error is a failure with its reason (one of the constants above).
+type Error struct {
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func failed(reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// MaxKeysPerSecret bounds the keys read from one Secret's value.
+const MaxKeysPerSecret = 32
+
+// Keys are the keys read from one Secret: public keys, or private keys
+// unlocked with their passphrase.
+type Keys = openpgp.EntityList
+
+// ReadKeys reads the keys in b, armored or binary (as gpg --export or
+// --export-secret-keys writes them), and unlocks private ones with
+// passphrase. what names the keys in errors ("the key in Secret x").
+func ReadKeys(b []byte, passphrase []byte, what string) (Keys, error) {
+	var (
+		keys Keys
+		err  error
+	)
+	if armored(b) {
+		keys, err = openpgp.ReadArmoredKeyRing(bytes.NewReader(b))
+	} else {
+		keys, err = openpgp.ReadKeyRing(bytes.NewReader(b))
+	}
+	switch {
+	case err != nil:
+		return nil, failed(KeyNotFound, "%s is not an OpenPGP key: %s", what, message(err))
+	case len(keys) == 0:
+		return nil, failed(KeyNotFound, "%s holds no OpenPGP key", what)
+	case len(keys) > MaxKeysPerSecret:
+		return nil, failed(KeyNotFound, "%s holds %d keys, more than the %d allowed", what, len(keys), MaxKeysPerSecret)
+	}
+	for _, k := range keys {
+		if k.PrivateKey == nil || !k.PrivateKey.Encrypted && !anyEncrypted(k) {
+			continue
+		}
+		if len(passphrase) == 0 {
+			return nil, failed(KeyNotFound, "%s is locked by a passphrase, and the Secret has none", what)
+		}
+		if err := k.DecryptPrivateKeys(passphrase); err != nil {
+			return nil, failed(KeyNotFound, "the passphrase does not unlock %s", what)
+		}
+	}
+	return keys, nil
+}
+
+func anyEncrypted(e *openpgp.Entity) bool {
+	for _, s := range e.Subkeys {
+		if s.PrivateKey != nil && s.PrivateKey.Encrypted {
+			return true
+		}
+	}
+	return false
+}
+
+// Fingerprints are the keys' primary fingerprints, in upper-case hex as
+// gpg prints them.
+func Fingerprints(keys Keys) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, strings.ToUpper(hex.EncodeToString(k.PrimaryKey.Fingerprint)))
+	}
+	return out
+}
+
+// Private reports whether every key holds its private part.
+func Private(keys Keys) bool {
+	for _, k := range keys {
+		if k.PrivateKey == nil {
+			return false
+		}
+	}
+	return len(keys) > 0
+}
+
+func armored(b []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("-----BEGIN PGP"))
+}
+
+// config is go-crypto's defaults: AES-128 in SEIPD v1 with v4 keys, which
+// GnuPG 2.2 reads, SEIPD v2 to keys that ask for it, no compression.
+var config = &packet.Config{}
+
+// Encryption is what Encrypt does: to whom, signed by whom, armored or not.
+type Encryption struct {
+	To     Keys
+	Signer Keys // nil: not signed
+	Armor  bool
+	// Name is the file's name recorded in the message (gpg's
+	// --decrypt-files and --use-embedded-filename read it).
+	Name string
+}
+
+// Encrypt returns the writer of the clear text, whose Close ends the
+// message written to w.
+func Encrypt(w io.Writer, e Encryption) (io.WriteCloser, error) {
+	out := w
+	var arm io.WriteCloser
+	if e.Armor {
+		var err error
+		if arm, err = armor.Encode(w, openpgp.MessageType, nil); err != nil {
+			return nil, err
+		}
+		out = arm
+	}
+	params := &openpgp.EncryptParams{
+		Hints:   &openpgp.FileHints{FileName: e.Name},
+		Signers: e.Signer,
+		Config:  config,
+	}
+	plain, err := openpgp.EncryptWithParams(out, e.To, nil, params)
+	if err != nil {
+		return nil, failed(KeyNotFound, "no key can encrypt or sign: %s", message(err))
+	}
+	return &closer{WriteCloser: plain, arm: arm}, nil
+}
+
+type closer struct {
+	io.WriteCloser
+	arm io.WriteCloser
+}
+
+func (c *closer) Close() error {
+	if err := c.WriteCloser.Close(); err != nil {
+		return err
+	}
+	if c.arm != nil {
+		return c.arm.Close()
+	}
+	return nil
+}
+
+// Decryption is what Decrypt does: with which private keys, and whether a
+// signature by one of Verify is required.
+type Decryption struct {
+	Keys Keys
+	// Verify, when set, requires a valid signature by one of its keys.
+	Verify Keys
+}
+
+// Decrypt returns the clear text of the message read from r. Its last
+// Read returns io.EOF only once the whole message checked out (its
+// integrity, and the signature Verify requires); until then what it gave
+// may be forged or cut short, so whoever writes it keeps it aside.
+func Decrypt(r io.Reader, d Decryption) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	var in io.Reader = br
+	if head, _ := br.Peek(64); armored(head) {
+		block, err := armor.Decode(br)
+		if err != nil {
+			return nil, failed(MessageCorrupt, "not an OpenPGP message: %s", message(err))
+		}
+		in = block.Body
+	}
+	ring := append(append(Keys{}, d.Keys...), d.Verify...)
+	md, err := openpgp.ReadMessage(in, ring, nil, config)
+	if err != nil {
+		return nil, typed(err)
+	}
+	if !md.IsEncrypted && len(md.EncryptedToKeyIds) == 0 && !md.IsSymmetricallyEncrypted {
+		return nil, failed(MessageCorrupt, "the message is not encrypted")
+	}
+	return &reader{md: md, verify: d.Verify}, nil
+}
+
+type reader struct {
+	md     *openpgp.MessageDetails
+	verify Keys
+	err    error
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.md.UnverifiedBody.Read(p)
+	switch {
+	case errors.Is(err, io.EOF):
+		if err = r.check(); err == nil {
+			err = io.EOF
+		}
+	case err != nil:
+		err = typed(err)
+	}
+	r.err = err
+	return n, err
+}
+
+// check is the signature's verdict, once the whole message was read.
+func (r *reader) check() error {
+	if r.verify == nil {
+		return nil
+	}
+	md := r.md
+	switch {
+	case !md.IsSigned:
+		return failed(SignatureInvalid, "the message is not signed, and a signature is required")
+	case errors.Is(md.SignatureError, pgperrors.ErrUnknownIssuer):
+		return failed(SignatureInvalid, "the message is signed by a key not among those that verify it")
+	case md.SignatureError != nil:
+		return failed(SignatureInvalid, "the signature does not verify: %s", message(md.SignatureError))
+	case md.SignedBy == nil || md.SignedBy.Entity == nil || !among(md.SignedBy.Entity, r.verify):
+		return failed(SignatureInvalid, "the message is signed by a key not among those that verify it")
+	}
+	return nil
+}
+
+func among(e *openpgp.Entity, keys Keys) bool {
+	for _, k := range keys {
+		if bytes.Equal(k.PrimaryKey.Fingerprint, e.PrimaryKey.Fingerprint) {
+			return true
+		}
+	}
+	return false
+}
+
+// typed gives err, from reading a message, its reason.
+func typed(err error) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return err
+	case errors.Is(err, pgperrors.ErrKeyIncorrect):
+		return failed(KeyNotFound, "no key given decrypts the message")
+	case errors.Is(err, pgperrors.ErrMDCHashMismatch), errors.Is(err, pgperrors.ErrMDCMissing):
+		return failed(MessageCorrupt, "the message was altered or cut short: %s", message(err))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return failed(MessageCorrupt, "the message is cut short")
+	}
+	var (
+		structural pgperrors.StructuralError
+		sig        pgperrors.SignatureError
+		session    pgperrors.DecryptWithSessionKeyError
+		unsup      pgperrors.UnsupportedError
+		unknown    pgperrors.UnknownPacketTypeError
+		critical   pgperrors.CriticalUnknownPacketTypeError
+		aead       pgperrors.AEADError
+		malformed  pgperrors.ErrMalformedMessage
+	)
+	switch {
+	case errors.As(err, &structural), errors.As(err, &sig), errors.As(err, &session),
+		errors.As(err, &unsup), errors.As(err, &unknown), errors.As(err, &critical),
+		errors.As(err, &aead), errors.As(err, &malformed):
+		return failed(MessageCorrupt, "the message cannot be read: %s", message(err))
+	}
+	// Anything else comes from reading the file: the caller's to judge.
+	return err
+}
+
+// message is err's text without go-crypto's "openpgp: " prefix.
+func message(err error) string {
+	return strings.TrimPrefix(err.Error(), "openpgp: ")
+}
