@@ -77,7 +77,76 @@ const (
 	// ReasonTooManyFiles: the source holds more files than a transfer may
 	// copy.
 	ReasonTooManyFiles = "TooManyFiles"
+	// ReasonKeyNotFound: no key given decrypts a file, or a key given
+	// cannot encrypt or sign (expired, revoked, of no such use).
+	ReasonKeyNotFound = "KeyNotFound"
+	// ReasonSignatureInvalid: a file's signature, which verifyWith
+	// requires, is missing, does not verify, or is by another key.
+	ReasonSignatureInvalid = "SignatureInvalid"
+	// ReasonMessageCorrupt: a file to decrypt is cut short, altered, or
+	// not an OpenPGP message.
+	ReasonMessageCorrupt = "MessageCorrupt"
 )
+
+// OpenPGPKeyRef names a Secret of the transfer's namespace whose key
+// "key" holds OpenPGP keys, armored or binary, as gpg --export (public)
+// or --export-secret-keys (private) writes them; a private key's
+// passphrase, if it has one, is the Secret's key "passphrase".
+type OpenPGPKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// OpenPGPEncrypt encrypts each file to its recipients, and signs it.
+type OpenPGPEncrypt struct {
+	// Recipients are Secrets of public keys: every key of each is a
+	// recipient, and any of them decrypts the file.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Recipients []OpenPGPKeyRef `json:"recipients"`
+	// SignWith is a Secret of the private key that signs each file.
+	// +optional
+	SignWith *OpenPGPKeyRef `json:"signWith,omitempty"`
+	// Armor writes ASCII armor (-----BEGIN PGP MESSAGE-----) rather than
+	// binary.
+	// +optional
+	Armor bool `json:"armor,omitempty"`
+}
+
+// OpenPGPDecrypt decrypts each file, and verifies its signature.
+type OpenPGPDecrypt struct {
+	// KeySecretRef is a Secret of the private keys that decrypt the
+	// files: any of them that a file is encrypted to.
+	KeySecretRef OpenPGPKeyRef `json:"keySecretRef"`
+	// VerifyWith are Secrets of public keys: when given, a file must be
+	// signed by one of their keys, or it fails with SignatureInvalid and
+	// nothing is written.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	VerifyWith []OpenPGPKeyRef `json:"verifyWith,omitempty"`
+}
+
+// TransferOpenPGP encrypts or decrypts each file on its way, streamed:
+// the result is written under a temporary name and takes the target's
+// name only once the whole message is written (encrypting) or decrypted
+// and verified (decrypting). A file cut off mid-way starts over.
+// +kubebuilder:validation:XValidation:rule="has(self.encrypt) != has(self.decrypt)",message="give either encrypt or decrypt"
+type TransferOpenPGP struct {
+	// +optional
+	Encrypt *OpenPGPEncrypt `json:"encrypt,omitempty"`
+	// +optional
+	Decrypt *OpenPGPDecrypt `json:"decrypt,omitempty"`
+	// Rename is the target's name: {name} is the source file's name,
+	// {stem} its name without a last .pgp, .gpg or .asc. Empty: {name}.pgp
+	// when encrypting ({name}.asc armored), {stem} when decrypting.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="self.contains('{name}') || self.contains('{stem}')",message="must contain {name} or {stem}: every file would get the same name"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('/')",message="a name, not a path: no /"
+	// +optional
+	Rename string `json:"rename,omitempty"`
+}
 
 // TransferSource is the files a transfer copies: one path (a file, or a
 // folder whose files are copied), or a list of files.
@@ -213,6 +282,10 @@ type TransferSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Retry TransferRetry `json:"retry,omitempty"`
+
+	// OpenPGP encrypts or decrypts each file on its way, and renames it.
+	// +optional
+	OpenPGP *TransferOpenPGP `json:"openPGP,omitempty"`
 
 	// TTLSecondsAfterFinished deletes the Transfer this long after it
 	// finished (succeeded or stalled); unset keeps it.
@@ -374,6 +447,33 @@ type Transfer struct {
 
 // GetConditions gives the shared status code the conditions.
 func (t *Transfer) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }
+
+// TargetName is the name a file called name gets at the destination: its
+// own, or as spec.openPGP.rename says.
+func (s *TransferSpec) TargetName(name string) string {
+	p := s.OpenPGP
+	if p == nil {
+		return name
+	}
+	rule := p.Rename
+	switch {
+	case rule != "":
+	case p.Encrypt != nil && p.Encrypt.Armor:
+		rule = "{name}.asc"
+	case p.Encrypt != nil:
+		rule = "{name}.pgp"
+	default:
+		rule = "{stem}"
+	}
+	stem := name
+	for _, ext := range []string{".pgp", ".gpg", ".asc"} {
+		if s, ok := strings.CutSuffix(name, ext); ok && s != "" {
+			stem = s
+			break
+		}
+	}
+	return strings.NewReplacer("{name}", name, "{stem}", stem).Replace(rule)
+}
 
 // Finished reports whether the transfer succeeded or stalled for good.
 func (t *Transfer) Finished() bool { return t.Status.CompletionTime != nil }

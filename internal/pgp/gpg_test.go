@@ -5,174 +5,108 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
 	"github.com/sftpgate/sftpgate/internal/pgp"
 )
 
-// gnupg is a GnuPG home of its own, holding one key pair: what a partner
-// runs, as sftpgate's peer.
-type gnupg struct {
-	home, email, fpr string
-
-	// keys caches the exports read by sftpgate: unlocking a private key
-	// takes gpg and go-crypto about a second each.
-	mu   sync.Mutex
-	keys map[string]pgp.Keys
+// peer is a GnuPG home with its keys as sftpgate reads them.
+type peer struct {
+	*testgpg.Home
+	public, armored, private pgp.Keys
 }
 
-const passphrase = "correct horse"
+var peers map[string]*peer
 
-// newGnuPG makes a key pair in a home of its own: RSA (algo "rsa") or
-// Curve25519 (ed25519 signing, cv25519 encryption).
-func newGnuPG(t testing.TB, name, algo string) *gnupg {
-	t.Helper()
-	if _, err := exec.LookPath("gpg"); err != nil {
-		t.Fatalf("gpg is missing (Debian's gnupg; hack/test-prereqs.sh installs it): %v", err)
-	}
-	home, err := os.MkdirTemp("", "sftpgate-gpg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gnupg{home: home, email: name + "@example.com"}
-	primary, sub := "rsa2048", "rsa2048"
-	if algo == "curve25519" {
-		primary, sub = "ed25519", "cv25519"
-	}
-	g.run(t, nil, "--quick-gen-key", name+" <"+g.email+">", primary, "cert,sign", "never")
-	out := g.run(t, nil, "--list-keys", "--with-colons", g.email)
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if f := strings.Split(line, ":"); f[0] == "fpr" {
-			g.fpr = f[9]
-			break
-		}
-	}
-	g.run(t, nil, "--quick-add-key", g.fpr, sub, "encr", "never")
-	return g
-}
-
-// run runs gpg in g's home, unattended, with stdin as its input.
-func (g *gnupg) run(t testing.TB, stdin []byte, args ...string) []byte {
-	t.Helper()
-	out, err := g.try(stdin, args...)
-	if err != nil {
-		t.Fatalf("gpg %s: %v", strings.Join(args, " "), err)
-	}
-	return out
-}
-
-func (g *gnupg) try(stdin []byte, args ...string) ([]byte, error) {
-	base := []string{"--homedir", g.home, "--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", passphrase, "--trust-model", "always"}
-	cmd := exec.Command("gpg", append(base, args...)...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, errors.New(strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
-// public and private are g's keys as gpg exports them, read by sftpgate.
-func (g *gnupg) public(t testing.TB, armor bool) pgp.Keys {
-	if armor {
-		return g.read(t, nil, "--export", "--armor", g.fpr)
-	}
-	return g.read(t, nil, "--export", g.fpr)
-}
-
-func (g *gnupg) private(t testing.TB) pgp.Keys {
-	return g.read(t, []byte(passphrase), "--export-secret-keys", "--armor", g.fpr)
-}
-
-func (g *gnupg) read(t testing.TB, passphrase []byte, args ...string) pgp.Keys {
-	t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	key := strings.Join(args, " ")
-	if keys, ok := g.keys[key]; ok {
-		return keys
-	}
-	keys, err := pgp.ReadKeys(g.run(t, nil, args...), passphrase, "the key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.keys == nil {
-		g.keys = map[string]pgp.Keys{}
-	}
-	g.keys[key] = keys
-	return keys
-}
-
-// import adds other's public key to g's keyring.
-func (g *gnupg) trust(t testing.TB, other *gnupg) {
-	g.run(t, other.run(t, nil, "--export", other.fpr), "--import")
-}
-
-// made is the homes the tests made, removed once they ran.
-var made []string
-
+// TestMain makes four key pairs with gpg, once: ours and a partner's, in
+// RSA and in Curve25519, each trusting the others.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, home := range made {
-		_ = exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run()
-		_ = os.RemoveAll(home)
+	peers = map[string]*peer{}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		failed error
+	)
+	for _, name := range []string{"ours-rsa", "partner-rsa", "ours-curve25519", "partner-curve25519"} {
+		wg.Go(func() {
+			h, err := testgpg.New(name, strings.SplitN(name, "-", 2)[1])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = err
+				return
+			}
+			peers[name] = &peer{Home: h}
+		})
+	}
+	wg.Wait()
+	code := 1
+	if failed == nil {
+		code = m.Run()
+	} else {
+		println(failed.Error())
+	}
+	for _, p := range peers {
+		p.Close()
 	}
 	os.Exit(code)
 }
 
-var (
-	homesOnce sync.Once
-	homes     map[string]*gnupg
-)
+var setup sync.Once
 
-// peers are four key pairs, made once: ours and a partner's, in RSA and in
-// Curve25519.
-func peers(t *testing.T) map[string]*gnupg {
-	homesOnce.Do(func() {
-		homes = map[string]*gnupg{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for _, name := range []string{"ours-rsa", "partner-rsa", "ours-curve25519", "partner-curve25519"} {
-			wg.Go(func() {
-				g := newGnuPG(t, name, strings.SplitN(name, "-", 2)[1])
-				mu.Lock()
-				made = append(made, g.home)
-				homes[name] = g
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		for _, a := range homes {
-			for _, b := range homes {
+// get returns the peers once each trusts the others and its keys are
+// read (unlocking a private key takes gpg and go-crypto about a second).
+func get(t *testing.T) map[string]*peer {
+	setup.Do(func() {
+		for _, a := range peers {
+			for _, b := range peers {
 				if a != b {
-					a.trust(t, b)
+					a.Trust(t, b.Home)
 				}
 			}
+			a.public = read(t, a.Public(t, false), nil)
+			a.armored = read(t, a.Public(t, true), nil)
+			a.private = read(t, a.Private(t), []byte(testgpg.Passphrase))
 		}
 	})
-	return homes
+	return peers
 }
 
-func message(t *testing.T, n int) []byte {
+func read(t *testing.T, b, passphrase []byte) pgp.Keys {
+	keys, err := pgp.ReadKeys(b, passphrase, "the key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func message(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
 }
 
+func decrypt(sealed []byte, d pgp.Decryption) ([]byte, error) {
+	r, err := pgp.Decrypt(bytes.NewReader(sealed), d)
+	if err != nil {
+		return nil, err
+	}
+	var got bytes.Buffer
+	_, err = got.ReadFrom(r)
+	return got.Bytes(), err
+}
+
 // What gpg encrypts and signs, sftpgate decrypts and verifies: each key
 // type, armored and binary, one recipient or several, compressed or not.
 func TestDecryptsWhatGnuPGWrites(t *testing.T) {
-	p := peers(t)
-	for _, algo := range []string{"rsa", "curve25519"} {
+	p := get(t)
+	for _, algo := range []string{testgpg.RSA, testgpg.Curve25519} {
 		ours, partner := p["ours-"+algo], p["partner-"+algo]
 		other := p["ours-rsa"]
-		if algo == "rsa" {
+		if algo == testgpg.RSA {
 			other = p["ours-curve25519"]
 		}
 		for _, c := range []struct {
@@ -183,21 +117,16 @@ func TestDecryptsWhatGnuPGWrites(t *testing.T) {
 			{"armored", []string{"--armor"}},
 			{"uncompressed", []string{"--compress-algo", "none"}},
 			{"rfc4880", []string{"--rfc4880"}},
-			{"two recipients", []string{"--recipient", other.email}},
+			{"two recipients", []string{"--recipient", other.Email}},
 		} {
 			t.Run(algo+"/"+c.name, func(t *testing.T) {
-				clear := message(t, 300<<10+7)
-				args := append([]string{"--encrypt", "--sign", "--local-user", partner.fpr, "--recipient", ours.email}, c.args...)
-				sealed := partner.run(t, clear, args...)
-				r, err := pgp.Decrypt(bytes.NewReader(sealed), pgp.Decryption{Keys: ours.private(t), Verify: partner.public(t, true)})
+				clear := message(300<<10 + 7)
+				sealed := partner.EncryptSign(t, clear, []*testgpg.Home{ours.Home}, c.args...)
+				got, err := decrypt(sealed, pgp.Decryption{Keys: ours.private, Verify: partner.armored})
 				if err != nil {
 					t.Fatal(err)
 				}
-				var got bytes.Buffer
-				if _, err := got.ReadFrom(r); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got.Bytes(), clear) {
+				if !bytes.Equal(got, clear) {
 					t.Fatal("the clear text differs from what gpg encrypted")
 				}
 			})
@@ -205,17 +134,18 @@ func TestDecryptsWhatGnuPGWrites(t *testing.T) {
 	}
 }
 
-// What sftpgate encrypts and signs, gpg decrypts and verifies.
+// What sftpgate encrypts and signs, gpg decrypts and verifies, each
+// recipient.
 func TestGnuPGDecryptsWhatWeWrite(t *testing.T) {
-	p := peers(t)
-	for _, algo := range []string{"rsa", "curve25519"} {
+	p := get(t)
+	for _, algo := range []string{testgpg.RSA, testgpg.Curve25519} {
 		ours, partner := p["ours-"+algo], p["partner-"+algo]
 		for _, armor := range []bool{false, true} {
 			t.Run(algo+map[bool]string{false: "/binary", true: "/armored"}[armor], func(t *testing.T) {
-				clear := message(t, 1<<20+13)
+				clear := message(1<<20 + 13)
 				var sealed bytes.Buffer
 				w, err := pgp.Encrypt(&sealed, pgp.Encryption{
-					To: append(partner.public(t, armor), p["partner-rsa"].public(t, false)...), Signer: ours.private(t), Armor: armor, Name: "report.csv",
+					To: append(append(pgp.Keys{}, partner.public...), p["partner-rsa"].public...), Signer: ours.private, Armor: armor, Name: "report.csv",
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -226,18 +156,14 @@ func TestGnuPGDecryptsWhatWeWrite(t *testing.T) {
 				if err := w.Close(); err != nil {
 					t.Fatal(err)
 				}
-				status := filepath.Join(partner.home, "status")
-				got := partner.run(t, sealed.Bytes(), "--status-file", status, "--decrypt")
-				if !bytes.Equal(got, clear) {
+				if armor != bytes.HasPrefix(sealed.Bytes(), []byte("-----BEGIN PGP MESSAGE-----")) {
+					t.Errorf("armor %v, but the message starts %q", armor, sealed.Bytes()[:8])
+				}
+				if got := partner.DecryptVerify(t, sealed.Bytes(), ours.Home); !bytes.Equal(got, clear) {
 					t.Fatal("gpg's clear text differs from what was encrypted")
 				}
-				st, _ := os.ReadFile(status)
-				if !bytes.Contains(st, []byte("[GNUPG:] GOODSIG")) || !bytes.Contains(st, []byte("[GNUPG:] VALIDSIG "+ours.fpr)) {
-					t.Fatalf("gpg did not verify our signature:\n%s", st)
-				}
-				if algo == "curve25519" {
-					// The second recipient reads it too.
-					if got := p["partner-rsa"].run(t, sealed.Bytes(), "--decrypt"); !bytes.Equal(got, clear) {
+				if algo == testgpg.Curve25519 {
+					if got := p["partner-rsa"].DecryptVerify(t, sealed.Bytes(), ours.Home); !bytes.Equal(got, clear) {
 						t.Fatal("the second recipient's clear text differs")
 					}
 				}
@@ -246,37 +172,34 @@ func TestGnuPGDecryptsWhatWeWrite(t *testing.T) {
 	}
 }
 
-// A message that fails says why, by reason, before its last Read ends.
+// A message that fails says why, by reason, at the latest by its last
+// Read.
 func TestFailuresHaveReasons(t *testing.T) {
-	p := peers(t)
+	p := get(t)
 	ours, partner, stranger := p["ours-rsa"], p["partner-rsa"], p["partner-curve25519"]
-	clear := message(t, 200<<10)
-	signed := partner.run(t, clear, "--encrypt", "--sign", "--local-user", partner.fpr, "--recipient", ours.email)
-	unsigned := partner.run(t, clear, "--encrypt", "--recipient", ours.email)
-	byStranger := stranger.run(t, clear, "--encrypt", "--sign", "--local-user", stranger.fpr, "--recipient", ours.email)
+	clear := message(200 << 10)
+	to := []*testgpg.Home{ours.Home}
+	signed := partner.EncryptSign(t, clear, to)
+	unsigned := partner.Must(t, clear, "--encrypt", "--recipient", ours.Email)
+	byStranger := stranger.EncryptSign(t, clear, to)
 	tampered := bytes.Clone(signed)
 	tampered[len(tampered)/2] ^= 0x40
 	for _, c := range []struct {
-		name    string
-		sealed  []byte
-		d       pgp.Decryption
-		reason  string
-		nothing bool // refused before any clear text
+		name   string
+		sealed []byte
+		d      pgp.Decryption
+		reason string
 	}{
-		{"wrong key", signed, pgp.Decryption{Keys: stranger.private(t)}, pgp.KeyNotFound, true},
-		{"cut short", signed[:len(signed)*2/3], pgp.Decryption{Keys: ours.private(t)}, pgp.MessageCorrupt, false},
-		{"altered", tampered, pgp.Decryption{Keys: ours.private(t)}, pgp.MessageCorrupt, false},
-		{"not signed", unsigned, pgp.Decryption{Keys: ours.private(t), Verify: partner.public(t, false)}, pgp.SignatureInvalid, false},
-		{"signed by another", byStranger, pgp.Decryption{Keys: ours.private(t), Verify: partner.public(t, false)}, pgp.SignatureInvalid, false},
-		{"not OpenPGP", clear, pgp.Decryption{Keys: ours.private(t)}, pgp.MessageCorrupt, true},
-		{"empty", nil, pgp.Decryption{Keys: ours.private(t)}, pgp.MessageCorrupt, true},
+		{"wrong key", signed, pgp.Decryption{Keys: stranger.private}, pgp.KeyNotFound},
+		{"cut short", signed[:len(signed)*2/3], pgp.Decryption{Keys: ours.private}, pgp.MessageCorrupt},
+		{"altered", tampered, pgp.Decryption{Keys: ours.private}, pgp.MessageCorrupt},
+		{"not signed", unsigned, pgp.Decryption{Keys: ours.private, Verify: partner.public}, pgp.SignatureInvalid},
+		{"signed by another", byStranger, pgp.Decryption{Keys: ours.private, Verify: partner.public}, pgp.SignatureInvalid},
+		{"not OpenPGP", clear, pgp.Decryption{Keys: ours.private}, pgp.MessageCorrupt},
+		{"empty", nil, pgp.Decryption{Keys: ours.private}, pgp.MessageCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := pgp.Decrypt(bytes.NewReader(c.sealed), c.d)
-			if err == nil {
-				var sink bytes.Buffer
-				_, err = sink.ReadFrom(r)
-			}
+			_, err := decrypt(c.sealed, c.d)
 			var e *pgp.Error
 			if !errors.As(err, &e) || e.Reason != c.reason {
 				t.Fatalf("got %v, want reason %s", err, c.reason)
@@ -284,19 +207,14 @@ func TestFailuresHaveReasons(t *testing.T) {
 		})
 	}
 	t.Run("wrong passphrase", func(t *testing.T) {
-		_, err := pgp.ReadKeys(ours.run(t, nil, "--export-secret-keys", "--armor", ours.fpr), []byte("wrong"), "the key in Secret x")
+		_, err := pgp.ReadKeys(ours.Private(t), []byte("wrong"), "the key in Secret x")
 		var e *pgp.Error
 		if !errors.As(err, &e) || e.Reason != pgp.KeyNotFound || strings.Contains(err.Error(), "wrong") {
 			t.Fatalf("got %v", err)
 		}
 	})
-	t.Run("verified without a signature requirement", func(t *testing.T) {
-		r, err := pgp.Decrypt(bytes.NewReader(byStranger), pgp.Decryption{Keys: ours.private(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		if _, err := got.ReadFrom(r); err != nil || !bytes.Equal(got.Bytes(), clear) {
+	t.Run("no signature required", func(t *testing.T) {
+		if got, err := decrypt(byStranger, pgp.Decryption{Keys: ours.private}); err != nil || !bytes.Equal(got, clear) {
 			t.Fatalf("got %v", err)
 		}
 	})

@@ -17,18 +17,20 @@ import (
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	openpgp "github.com/ProtonMail/go-crypto/openpgp/v2"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
 // Reasons a message or key fails, as a Transfer reports them.
 const (
 	// KeyNotFound: no key given decrypts the message, or a key given
 	// cannot be read, unlocked or used.
-	KeyNotFound = "KeyNotFound"
+	KeyNotFound = v1alpha1.ReasonKeyNotFound
 	// SignatureInvalid: a signature required is missing, does not verify,
 	// or is by a key not among those given.
-	SignatureInvalid = "SignatureInvalid"
+	SignatureInvalid = v1alpha1.ReasonSignatureInvalid
 	// MessageCorrupt: the message is cut short, altered, or not OpenPGP.
-	MessageCorrupt = "MessageCorrupt"
+	MessageCorrupt = v1alpha1.ReasonMessageCorrupt
 )
 
 // Error is a failure with its reason (one of the constants above).

@@ -57,7 +57,25 @@ type Job struct {
 	// Made is what the transfer knows of the destination's folders,
 	// shared by its copies.
 	Made *Folders
+	// Transform, when set, rewrites the content on its way (OpenPGP):
+	// the copy is what it wrote, so the target's size is not the
+	// source's, and a cut copy starts over.
+	Transform Transform
 }
+
+// Transform writes to dst what src's content becomes (name is the source
+// file's); its error, when the content is at fault, is a *TransformError.
+type Transform func(dst io.Writer, src io.Reader, name string) error
+
+// TransformError is content a Transform refused: the file fails with
+// Reason, for good (the same content fails the same way).
+type TransformError struct {
+	Reason string
+	Err    error
+}
+
+func (e *TransformError) Error() string { return e.Err.Error() }
+func (e *TransformError) Unwrap() error { return e.Err }
 
 // Result is how a copy ended.
 type Result struct {
@@ -101,8 +119,12 @@ func fail(err error, what string) error {
 	if errors.As(err, &typed) {
 		return err
 	}
-	code, refused := files.Status(err)
-	if files.SessionFailed(err) || !refused && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
+	var refused *TransformError
+	if errors.As(err, &refused) {
+		return &Error{Reason: refused.Reason, Permanent: true, Err: fmt.Errorf("%s: %w", what, err)}
+	}
+	code, answered := files.Status(err)
+	if files.SessionFailed(err) || !answered && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
 		// No answer of the server's about the file: the connection
 		// failed, which does not count as the file's try.
 		return fmt.Errorf("%s: %w", what, err)
@@ -149,7 +171,7 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		return r, err
 	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
-	if !j.Fresh {
+	if !j.Fresh && j.Transform == nil {
 		if r.From, err = resumeFrom(src, dst, j.Src, tmp, r.Size); err != nil {
 			return r, err
 		}
@@ -157,7 +179,19 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	if r.From > 0 && j.Progress != nil {
 		j.Progress(r.From)
 	}
-	srcSum, err := j.copy(ctx, src, dst, tmp, &r)
+	var (
+		srcSum []byte
+		size   = r.Size
+	)
+	if j.Transform != nil {
+		if size, srcSum, err = j.copyThrough(ctx, src, dst, tmp, &r); err != nil {
+			// Never continued: what it holds is of no use, and may be
+			// clear text of a message that failed its checks.
+			_ = dst.Remove(tmp)
+		}
+	} else {
+		srcSum, err = j.copy(ctx, src, dst, tmp, &r)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -171,7 +205,7 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		modTime := time.Unix(r.ModTime, 0)
 		timedErr = dst.Chtimes(tmp, modTime, modTime)
 	})
-	err = j.verify(src, dst, tmp, r.Size, srcSum)
+	err = j.verify(src, dst, tmp, size, srcSum)
 	timed.Wait()
 	if err != nil {
 		_ = dst.Remove(tmp)
@@ -217,9 +251,11 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, don
 	case tfi.dir:
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
-	same := tfi.size == r.Size && tfi.modTime == r.ModTime
+	// A transformed copy's size is its own: its modification time,
+	// the source's, is what it shares with the source.
+	same := tfi.modTime == r.ModTime && (tfi.size == r.Size || j.Transform != nil)
 	if same && (j.Overwrite != v1alpha1.OverwriteAlways || j.Resumed) {
-		if j.Verify != v1alpha1.VerifySHA256 {
+		if j.Verify != v1alpha1.VerifySHA256 || j.Transform != nil {
 			return false, Done, nil
 		}
 		a, err := digest(src, j.Src)
@@ -295,33 +331,15 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 	}
 	stop := j.watch(ctx, progress)
 	defer stop()
-	flags := os.O_WRONLY | os.O_CREATE
-	if r.From == 0 {
-		flags |= os.O_TRUNC
-	}
-	var (
-		out    files.File
-		outErr error
-		opened sync.WaitGroup
-	)
-	opened.Go(func() { out, outErr = dst.OpenFile(tmp, flags) })
-	in, err := src.Open(j.Src)
-	opened.Wait()
+	in, out, err := j.open(src, dst, tmp, r.From, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}
 	if out != nil {
 		defer func() { _ = out.Close() }()
 	}
-	switch {
-	case progress.stalled.Load():
-		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
-	case err != nil:
-		return nil, fail(err, "opening the source file")
-	case outErr != nil:
-		return nil, fail(outErr, "creating the temporary copy")
+	if err != nil {
+		return nil, err
 	}
 	if _, err := in.Seek(r.From, io.SeekStart); err != nil {
 		return nil, fail(err, "reading the source file")
@@ -341,22 +359,127 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 			now, serr = in.Stat()
 		}
 	}
-	switch {
-	case progress.stalled.Load():
-		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
-	case err != nil && !errors.Is(err, errChanged):
+	if err := j.ended(err, now, serr, r, progress); err != nil {
 		return nil, err
-	case serr != nil:
-		return nil, fail(serr, "reading the source file")
-	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime:
-		// Changed since the plan was made: copied again, as it is then.
-		r.Size, r.ModTime = now.Size(), now.ModTime().Unix()
-		return nil, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
 	}
 	if progress.sum == nil {
 		return nil, nil
 	}
 	return progress.sum.Sum(nil), nil
+}
+
+// open opens the source and the copy (from 0: made anew) at once, each
+// on its server.
+func (j *Job) open(src, dst files.FS, tmp string, from int64, progress *counter) (in, out files.File, err error) {
+	flags := os.O_WRONLY | os.O_CREATE
+	if from == 0 {
+		flags |= os.O_TRUNC
+	}
+	var (
+		outErr error
+		opened sync.WaitGroup
+	)
+	opened.Go(func() { out, outErr = dst.OpenFile(tmp, flags) })
+	in, err = src.Open(j.Src)
+	opened.Wait()
+	switch {
+	case progress.stalled.Load():
+		return in, out, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
+	case errors.Is(err, fs.ErrNotExist):
+		return in, out, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
+	case err != nil:
+		return in, out, fail(err, "opening the source file")
+	case outErr != nil:
+		return in, out, fail(outErr, "creating the temporary copy")
+	}
+	return in, out, nil
+}
+
+// ended is a copy's end: err from the copy, the source as it is now
+// (serr reading it), checked against what the plan has of it.
+func (j *Job) ended(err error, now os.FileInfo, serr error, r *Result, progress *counter) error {
+	switch {
+	case progress.stalled.Load():
+		return &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
+	case err != nil && !errors.Is(err, errChanged):
+		return err
+	case serr != nil:
+		return fail(serr, "reading the source file")
+	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime:
+		// Changed since the plan was made: copied again, as it is then.
+		r.Size, r.ModTime = now.Size(), now.ModTime().Unix()
+		return &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
+	}
+	return nil
+}
+
+// copyThrough copies the whole source through j.Transform into tmp: the
+// source read into one buffer, the transform's output written from
+// another, many requests in flight each way. It returns the size and,
+// verifying by digest, the SHA-256 of what it wrote.
+func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r *Result) (int64, []byte, error) {
+	progress := &counter{report: j.Progress}
+	stop := j.watch(ctx, progress)
+	defer stop()
+	in, out, err := j.open(src, dst, tmp, 0, progress)
+	if in != nil {
+		defer func() { _ = in.Close() }()
+	}
+	if out != nil {
+		defer func() { _ = out.Close() }()
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	read, made := newBuffer(), newBuffer()
+	readErr, madeErr := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := in.WriteTo(read)
+		read.CloseWithError(err)
+		readErr <- err
+	}()
+	go func() {
+		err := j.Transform(made, io.TeeReader(read, progress), path.Base(j.Src))
+		read.Close()
+		made.CloseWithError(err)
+		madeErr <- err
+	}()
+	written := &counter{}
+	if j.Verify == v1alpha1.VerifySHA256 {
+		written.sum = sha256.New()
+	}
+	n, werr := out.ReadFromWithConcurrency(io.TeeReader(made, written), copyConcurrency)
+	made.Close()
+	rerr, terr := <-readErr, <-madeErr
+	r.Sent = n
+	switch {
+	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe):
+		err = fail(rerr, "reading the source file")
+	case terr != nil && !errors.Is(terr, io.ErrClosedPipe):
+		err = fail(terr, "reading the message")
+	case werr != nil:
+		err = fail(werr, "writing the copy")
+	default:
+		if cerr := out.Close(); cerr != nil {
+			err = fail(cerr, "writing the copy")
+		} else if progress.n.Load() != r.Size {
+			err = errChanged
+		}
+	}
+	var (
+		now  os.FileInfo
+		serr error
+	)
+	if err == nil || errors.Is(err, errChanged) {
+		now, serr = in.Stat()
+	}
+	if err := j.ended(err, now, serr, r, progress); err != nil {
+		return 0, nil, err
+	}
+	if written.sum == nil {
+		return n, nil, nil
+	}
+	return n, written.sum.Sum(nil), nil
 }
 
 // copyStream copies the source from r.From on through a buffer, many
@@ -474,7 +597,8 @@ func (c *counter) Write(p []byte) (int, error) {
 }
 
 // verify checks tmp against the source: its size, or both digests
-// (srcSum when the copy computed it).
+// (srcSum when the copy computed it). A transformed copy is checked
+// against what was written: size is its size, srcSum its digest.
 func (j *Job) verify(src, dst files.FS, tmp string, size int64, srcSum []byte) error {
 	fi, err := dst.Stat(tmp)
 	if err != nil {

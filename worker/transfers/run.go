@@ -67,6 +67,9 @@ type run struct {
 	made      transfer.Folders
 	// nextEvent is when the finishing event is tried again.
 	nextEvent time.Time
+	// transform is what the files go through (spec.openPGP), its keys
+	// read once per run.
+	transform transfer.Transform
 }
 
 // idle is how long a run that cannot work waits before it looks again.
@@ -112,6 +115,12 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 		if wait, ok := t.load(ctx, &tr, src); !ok {
 			t.report(ctx, t.facts())
 			return wait, false
+		}
+	}
+	if t.plan.Outcome == "" && tr.Spec.OpenPGP != nil && t.transform == nil {
+		if t.transform, f.keys = transformOf(ctx, t.r.Client, &tr); f.keys != "" {
+			t.report(ctx, f)
+			return idle, false
 		}
 	}
 	if t.plan.Outcome == "" {
@@ -281,6 +290,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	t.mu.Lock()
 	f := t.plan.Files[i]
 	target := t.plan.Target(&f)
+	target = path.Join(path.Dir(target), tr.Spec.TargetName(path.Base(target)))
 	moving := &atomic.Int64{}
 	t.moving[i] = moving
 	resumed, fresh := t.resumed, !t.resumed && f.Tries == 0 && !t.cut[i]
@@ -292,7 +302,8 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
-		Held: func() bool { return t.r.Shard.Holds(string(t.uid)) },
+		Held:      func() bool { return t.r.Shard.Holds(string(t.uid)) },
+		Transform: t.transform,
 	}
 	// A large file has sessions of its own, as the gateway's streams do;
 	// small ones share them, their requests sent and answered together.

@@ -18,6 +18,8 @@ type facts struct {
 	queued string
 	// connection says why a connection cannot be used now.
 	connection string
+	// keys says which OpenPGP key's Secret is missing or unusable.
+	keys string
 	// retrying says why files wait for their next try.
 	retrying string
 	// overBudget says why the plan could not be stored: the namespace's
@@ -53,6 +55,9 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 		ready.Reason, ready.Message = v1alpha1.ReasonQueued, f.queued
 	case f.connection != "":
 		ready.Reason, ready.Message, stalled = v1alpha1.ReasonConnectionNotReady, f.connection, true
+		reconciling = false
+	case f.keys != "":
+		ready.Reason, ready.Message, stalled = v1alpha1.ReasonSecretNotFound, f.keys, true
 		reconciling = false
 	case f.overBudget != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonStateBudgetExceeded, f.overBudget
@@ -97,7 +102,8 @@ func copied(t *v1alpha1.Transfer) bool {
 		return false
 	}
 	return ready.Status == metav1.ConditionTrue ||
-		meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionStalled) && ready.Reason != v1alpha1.ReasonConnectionNotReady
+		meta.IsStatusConditionTrue(t.Status.Conditions, v1alpha1.ConditionStalled) &&
+			ready.Reason != v1alpha1.ReasonConnectionNotReady && ready.Reason != v1alpha1.ReasonSecretNotFound
 }
 
 // progress is files ended of the total, and the share of bytes done.
