@@ -21,7 +21,7 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.SftpWatchSpec{
-		ConnectionRef: v1alpha1.ConnectionReference{Name: "fresh"}, Sink: v1alpha1.Destination{URI: "http://receiver.example"}}}
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "fresh"}, Sink: &v1alpha1.Destination{URI: "http://receiver.example"}}}
 	sched := schedule(ns, "fresh", "@daily")
 	transfer := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: sched.Spec.TransferTemplate.Spec}
 	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched} {

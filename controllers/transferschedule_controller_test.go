@@ -19,8 +19,9 @@ func schedule(ns, name, expr string, mutate ...func(*v1alpha1.TransferScheduleSp
 		TransferTemplate: v1alpha1.TransferTemplate{
 			Metadata: v1alpha1.TemplateMetadata{Labels: map[string]string{"team": "reports"}},
 			Spec: v1alpha1.TransferSpec{
-				Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "partner"}, Path: "/outgoing"},
-				Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "archive"}, Path: "/in"}}}}}
+				Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "partner"}, Path: "/outgoing"},
+				TransferOptions: v1alpha1.TransferOptions{
+					Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "archive"}, Path: "/in"}}}}}}
 	for _, m := range mutate {
 		m(&s.Spec)
 	}

@@ -185,7 +185,7 @@ func refusedReason(t *testing.T, obj interface {
 func (tn *tenant) watch(t *testing.T, name, path string, sink v1alpha1.Destination, mutate ...func(*v1alpha1.SftpWatchSpec)) *v1alpha1.SftpWatch {
 	t.Helper()
 	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.SftpWatchSpec{
-		ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: path, Sink: sink,
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: path, Sink: &sink,
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}}}}
 	for _, m := range mutate {
 		m(&w.Spec)
@@ -231,8 +231,9 @@ func (tn *tenant) tarpitConnection(t *testing.T, tarpit *testsftp.Server, name s
 func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string) *v1alpha1.Transfer {
 	t.Helper()
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.TransferSpec{
-		Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
-		Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: folder}}}
+		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
+		TransferOptions: v1alpha1.TransferOptions{
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: folder}}}}
 	must(t, k8s.Create(context.Background(), tr))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tr) })
 	return tr

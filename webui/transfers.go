@@ -180,9 +180,10 @@ func readTransferForm(ns string, values map[string]string) (*v1alpha1.Transfer, 
 		Spec: v1alpha1.TransferSpec{
 			Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: values["from"]}, Path: values["path"],
 				Recursive: values["recursive"] != ""},
-			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: values["to"]}, Path: values["folder"]},
-			Mode:        mode, Overwrite: overwrite, Verify: v1alpha1.VerifySize,
-			TTLSecondsAfterFinished: ptrTo(int32(transferTTL))}}
+			TransferOptions: v1alpha1.TransferOptions{
+				Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: values["to"]}, Path: values["folder"]},
+				Mode:        mode, Overwrite: overwrite, Verify: v1alpha1.VerifySize,
+				TTLSecondsAfterFinished: ptrTo(int32(transferTTL))}}}
 	if values["sha256"] != "" {
 		t.Spec.Verify = v1alpha1.VerifySHA256
 	}

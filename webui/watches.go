@@ -60,8 +60,11 @@ func (u *ui) watches(ctx context.Context, c *v1alpha1.SftpConnection) ([]watchVi
 		for _, e := range w.Spec.Events {
 			events = append(events, strings.ToLower(string(e)))
 		}
-		v := watchView{Name: w.Name, Path: w.Spec.Path, Sink: w.Spec.Sink.URI, Events: strings.Join(events, ", "),
+		v := watchView{Name: w.Name, Path: w.Spec.Path, Events: strings.Join(events, ", "),
 			State: "testing", Headline: "Waiting for the worker…", Delivered: w.Status.Delivered, Pending: w.Status.Pending}
+		if w.Spec.Sink != nil {
+			v.Sink = w.Spec.Sink.URI
+		}
 		if w.Status.LastPollTime != nil {
 			v.LastPoll = w.Status.LastPollTime.Time
 		}
@@ -136,7 +139,7 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 	}
 	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: c.Name + "-"},
 		Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: c.Name}, Path: path,
-			Sink: v1alpha1.Destination{URI: target.String()}}}
+			Sink: &v1alpha1.Destination{URI: target.String()}}}
 	for _, e := range formEvents {
 		if values[e.field] != "" {
 			watch.Spec.Events = append(watch.Spec.Events, e.event)

@@ -2,12 +2,14 @@ package worker
 
 // The worker's rights. It watches SftpWatches, Transfers and
 // SftpConnections (its cache), writes the watches' and transfers' status
-// and events about them, and reads what they name when it needs it: the
-// connection's Secret, a signing Secret, a sink's Service or Knative
+// and events about them, makes the Transfers of watches' spec.transfer,
+// and reads what they name when it needs it: the connection's Secret, a
+// signing Secret, an OpenPGP key's Secret, a sink's Service or Knative
 // object (never listed or watched).
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status;transfers/status,verbs=patch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=transfers,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
 // +kubebuilder:rbac:groups=eventing.knative.dev,resources=brokers,verbs=get
 // +kubebuilder:rbac:groups=messaging.knative.dev,resources=channels,verbs=get

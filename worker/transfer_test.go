@@ -89,9 +89,10 @@ func transferNamespace(t *testing.T, servers map[string]server) string {
 func transfer(t *testing.T, ns, name, path string, mutate ...func(*v1alpha1.TransferSpec)) *v1alpha1.Transfer {
 	t.Helper()
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
-		Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
-		Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/out"},
-		Retry:       v1alpha1.TransferRetry{Backoff: &metav1.Duration{Duration: 1e9}}}}
+		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
+		TransferOptions: v1alpha1.TransferOptions{
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/out"},
+			Retry:       v1alpha1.TransferRetry{Backoff: &metav1.Duration{Duration: 1e9}}}}}
 	for _, m := range mutate {
 		m(&tr.Spec)
 	}

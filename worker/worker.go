@@ -117,6 +117,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Most events one watch holds undelivered; past it, changes wait on the server for later polls.")
 	fs.IntVar(&o.Limits.MaxWatchesPerNamespace, "max-watches-per-namespace", d.MaxWatchesPerNamespace,
 		"Most watches of one namespace that run; the newer ones are OverQuota.")
+	fs.IntVar(&o.Limits.MaxTransfersPerNamespace, "max-watch-transfers-per-namespace", d.MaxTransfersPerNamespace,
+		"Most Transfers the watches of one namespace keep (made by spec.transfer, not yet deleted); past it the next file's waits (TransfersAtLimit).")
 	fs.Float64Var(&o.Limits.EventsPerMinutePerNamespace, "events-per-minute-per-namespace", d.EventsPerMinutePerNamespace,
 		"Events (and tries) one namespace's watches may send a minute, per replica.")
 	fs.IntVar(&o.Limits.MaxHeldFiles, "max-held-files", d.MaxHeldFiles,

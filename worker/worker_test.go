@@ -110,7 +110,7 @@ func (tn *tenant) watch(t *testing.T, name, sink string, mutate ...func(*v1alpha
 		ConnectionRef: v1alpha1.ConnectionReference{Name: "box"}, Path: "/in",
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
 		Events: []v1alpha1.WatchEvent{v1alpha1.WatchCreated, v1alpha1.WatchModified, v1alpha1.WatchDeleted},
-		Sink:   v1alpha1.Destination{URI: sink}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
+		Sink:   &v1alpha1.Destination{URI: sink}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
 	for _, m := range mutate {
 		m(w)
 	}

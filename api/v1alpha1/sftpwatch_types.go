@@ -87,6 +87,9 @@ const (
 	// cannot be stored; the watch waits (it polls no more), the transfer
 	// copies nothing until there is room.
 	ReasonStateBudgetExceeded = "StateBudgetExceeded"
+	// ReasonTransfersAtLimit: the namespace has as many Transfers made by
+	// watches as it may: the next file's waits until one is deleted.
+	ReasonTransfersAtLimit = "TransfersAtLimit"
 	// ReasonReplicaAtCapacity: the worker replica holding the watch tracks
 	// as many files as it may (its memory's bound); the watch waits for
 	// room, polling no more meanwhile.
@@ -176,7 +179,8 @@ type Stability struct {
 	MinAge *metav1.Duration `json:"minAge,omitempty"`
 }
 
-// AfterDelivery is what becomes of a file once its event is delivered.
+// AfterDelivery is what becomes of a file once its event is delivered
+// and, with spec.transfer, once its transfer finished.
 // +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'Move' || has(self.moveTo)",message="action Move needs moveTo"
 type AfterDelivery struct {
 	// Action: None leaves the file; Delete removes it; Move moves it to
@@ -191,8 +195,8 @@ type AfterDelivery struct {
 	// +optional
 	MoveTo string `json:"moveTo,omitempty"`
 	// FailedTo is the folder that files whose events went to the
-	// dead-letter sink (or failed every try) are moved to; empty leaves
-	// them.
+	// dead-letter sink (or failed every try), or whose transfer failed,
+	// are moved to; empty leaves them.
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.split('/').exists(p, p == '..' || p == '.')",message="must be an absolute folder without . or .. parts"
 	// +optional
@@ -200,6 +204,8 @@ type AfterDelivery struct {
 }
 
 // SftpWatchSpec is a folder to watch and where its changes go.
+// +kubebuilder:validation:XValidation:rule="has(self.sink) || has(self.transfer)",message="give a sink, a transfer, or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.transfer) || !has(self.transfer.ttlSecondsAfterFinished) || self.transfer.ttlSecondsAfterFinished >= 60",message="transfer.ttlSecondsAfterFinished must leave the watch a minute to see how the transfer ended"
 type SftpWatchSpec struct {
 	// ConnectionRef names the SftpConnection, of this namespace, whose
 	// folder is watched.
@@ -265,13 +271,26 @@ type SftpWatchSpec struct {
 	// +optional
 	InitialState InitialState `json:"initialState,omitempty"`
 
-	// AfterDelivery is what becomes of a file once its event is delivered.
+	// AfterDelivery is what becomes of a file once its event is delivered
+	// (and its transfer finished).
 	// +kubebuilder:default={}
 	// +optional
 	AfterDelivery AfterDelivery `json:"afterDelivery,omitempty"`
 
 	// Sink is where the events go.
-	Sink Destination `json:"sink"`
+	// +optional
+	Sink *Destination `json:"sink,omitempty"`
+
+	// Transfer, when set, makes a Transfer of each file reported as
+	// created or modified, from the watch's connection to transfer's
+	// destination (below it, the file's folder below path), named after
+	// the change's event id: one Transfer per change, even after a
+	// restart. afterDelivery then waits for the transfer: the file goes
+	// to moveTo (or is deleted) once it succeeded, to failedTo if it
+	// failed. Without ttlSecondsAfterFinished, the Transfers are deleted
+	// an hour after they finish.
+	// +optional
+	Transfer *TransferOptions `json:"transfer,omitempty"`
 
 	// Delivery is how events are retried.
 	// +kubebuilder:default={}
@@ -334,14 +353,38 @@ type SftpWatchStatus struct {
 	// +optional
 	DeadLettered int64 `json:"deadLettered,omitempty"`
 
+	// Transfers counts the Transfers of spec.transfer.
+	// +optional
+	Transfers WatchTransferCounts `json:"transfers,omitempty"`
+
 	// LastError is the last poll's or delivery's failure, for people.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	LastError string `json:"lastError,omitempty"`
 }
 
+// WatchTransferCounts counts the Transfers a watch made.
+type WatchTransferCounts struct {
+	// Started counts the Transfers made.
+	// +optional
+	Started int64 `json:"started,omitempty"`
+	// Running is how many of them have not finished.
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// Succeeded counts those that succeeded.
+	// +optional
+	Succeeded int64 `json:"succeeded,omitempty"`
+	// Failed counts those that failed.
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
+	// Last names the Transfer made last.
+	// +optional
+	Last string `json:"last,omitempty"`
+}
+
 // SftpWatch watches a folder of an SftpConnection and sends a CloudEvent
-// to its sink for each file that arrives, changes or goes. A worker
+// to its sink for each file that arrives, changes or goes, and makes a
+// Transfer of each file that arrives or changes. A worker
 // replica polls it; the watches are divided among the replicas through
 // Leases.
 // +kubebuilder:object:root=true

@@ -248,6 +248,13 @@ type TransferSpec struct {
 	// Source is the files copied.
 	Source TransferSource `json:"source"`
 
+	TransferOptions `json:",inline"`
+}
+
+// TransferOptions are where a transfer writes its files and how: all of
+// its spec but the source. An SftpWatch's transfer makes a Transfer of
+// them for each file it reports.
+type TransferOptions struct {
 	// Destination is the folder they are written to.
 	Destination TransferDestination `json:"destination"`
 
@@ -347,6 +354,23 @@ type TransferFailure struct {
 	Message string `json:"message"`
 }
 
+// TriggeredBy names the watch that made a transfer, and the event.
+type TriggeredBy struct {
+	// Watch is the SftpWatch's name.
+	Watch string `json:"watch"`
+	// EventID is the id of the CloudEvent of the file's change (sent or
+	// not): the transfer's name ends with it.
+	EventID string `json:"eventID"`
+}
+
+// Labels and annotations of a Transfer an SftpWatch made.
+const (
+	// LabelWatch is the SftpWatch's name.
+	LabelWatch = "sftpgate.dev/watch"
+	// AnnotationEventID is the id of the event of the file's change.
+	AnnotationEventID = "sftpgate.dev/event-id"
+)
+
 // MaxTransferFailures is how many failed files a Transfer's status lists;
 // moreFailures counts the rest.
 const MaxTransferFailures = 20
@@ -415,6 +439,12 @@ type TransferStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+
+	// TriggeredBy names the SftpWatch that made the transfer for a file
+	// it reported (the owner reference that is a watch's, and the event
+	// annotation).
+	// +optional
+	TriggeredBy *TriggeredBy `json:"triggeredBy,omitempty"`
 }
 
 // Transfer copies or moves files from one SftpConnection's server to
@@ -450,7 +480,7 @@ func (t *Transfer) GetConditions() *[]metav1.Condition { return &t.Status.Condit
 
 // TargetName is the name a file called name gets at the destination: its
 // own, or as spec.openPGP.rename says.
-func (s *TransferSpec) TargetName(name string) string {
+func (s *TransferOptions) TargetName(name string) string {
 	p := s.OpenPGP
 	if p == nil {
 		return name

@@ -193,7 +193,7 @@ func scaleObjects(t *testing.T, k8s client.Client, sshd *testsshd.Server, tarpit
 			must(t, os.MkdirAll(filepath.Join(sshd.Dir, folder), 0o755))
 			objects = append(objects, &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("w-%03d", i)},
 				Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: "box-" + ns}, Path: "/" + folder,
-					PollInterval: &metav1.Duration{Duration: scalePoll}, Sink: v1alpha1.Destination{URI: sink}}})
+					PollInterval: &metav1.Duration{Duration: scalePoll}, Sink: &v1alpha1.Destination{URI: sink}}})
 		}
 	}
 	for n := range scaleTransfers / scaleTransfersPerNamespace {
@@ -209,8 +209,9 @@ func scaleObjects(t *testing.T, k8s client.Client, sshd *testsshd.Server, tarpit
 		for i := range scaleTransfersPerNamespace {
 			objects = append(objects, &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("t-%03d", i)},
 				Spec: v1alpha1.TransferSpec{
-					Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "tarpit-" + ns}, Path: "/in"},
-					Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "tarpit-" + ns}, Path: "/out"}}})
+					Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "tarpit-" + ns}, Path: "/in"},
+					TransferOptions: v1alpha1.TransferOptions{
+						Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "tarpit-" + ns}, Path: "/out"}}}})
 		}
 	}
 	var wg sync.WaitGroup

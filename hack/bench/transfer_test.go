@@ -66,9 +66,10 @@ func TestBenchmarkTransfers(t *testing.T) {
 
 	transfer := func(name, path string, parallelism int32) time.Duration {
 		tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: "transfers", Name: name}, Spec: v1alpha1.TransferSpec{
-			Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
-			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/" + name},
-			Parallelism: parallelism}}
+			Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
+			TransferOptions: v1alpha1.TransferOptions{
+				Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/" + name},
+				Parallelism: parallelism}}}
 		start := time.Now()
 		r.create(t, tr)
 		for {

@@ -86,7 +86,7 @@ func TestBenchmarkWatches(t *testing.T) {
 		w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.SftpWatchSpec{
 			ConnectionRef: v1alpha1.ConnectionReference{Name: "box-" + strings.TrimPrefix(ns, "watch-")}, Path: "/" + folder,
 			PollInterval: &metav1.Duration{Duration: interval}, Stability: v1alpha1.Stability{MinAge: minAge},
-			Sink: v1alpha1.Destination{URI: sink.URL}}}
+			Sink: &v1alpha1.Destination{URI: sink.URL}}}
 		r.create(t, w)
 		return w
 	}

@@ -133,7 +133,7 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 		watch.Spec.PollInterval = &metav1.Duration{Duration: 5 * time.Second}
 		watch.Spec.Stability.MinAge = &metav1.Duration{}
 		watch.Spec.Events = []v1alpha1.WatchEvent{v1alpha1.WatchCreated, v1alpha1.WatchModified, v1alpha1.WatchDeleted}
-		watch.Spec.Sink = v1alpha1.Destination{URI: eventsURL}
+		watch.Spec.Sink = &v1alpha1.Destination{URI: eventsURL}
 		return nil
 	})
 	return err

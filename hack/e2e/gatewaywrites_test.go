@@ -58,7 +58,7 @@ func TestWatchReportsGatewayWritesOnce(t *testing.T) {
 	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "incoming"}, Spec: v1alpha1.SftpWatchSpec{
 		ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/in",
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
-		Sink: v1alpha1.Destination{URI: r.URL}, AfterDelivery: v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}}}
+		Sink: &v1alpha1.Destination{URI: r.URL}, AfterDelivery: v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}}}
 	must(t, k8s.Create(context.Background(), w))
 	next := testkit.Polls(t, k8s, w)
 	next(1)

@@ -109,7 +109,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "incoming"}, Spec: v1alpha1.SftpWatchSpec{
 		ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/in",
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
-		Sink: v1alpha1.Destination{URI: sink.URL}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
+		Sink: &v1alpha1.Destination{URI: sink.URL}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
 	must(t, k8s.Create(ctx, w))
 	status := func() v1alpha1.SftpWatchStatus {
 		var got v1alpha1.SftpWatch
@@ -196,9 +196,10 @@ func TestWorkerKilledMidTransfer(t *testing.T) {
 	replicas := map[string]*workerProcess{"a": startWorkerProcess(t, "a"), "b": startWorkerProcess(t, "b")}
 	proxy.Limit(4 << 20)
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "big"}, Spec: v1alpha1.TransferSpec{
-		Source:      v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/big.bin"},
-		Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "archive"}, Path: "/in"},
-		Verify:      v1alpha1.VerifySHA256}}
+		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/big.bin"},
+		TransferOptions: v1alpha1.TransferOptions{
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "archive"}, Path: "/in"},
+			Verify:      v1alpha1.VerifySHA256}}}
 	must(t, k8s.Create(ctx, tr))
 	status := func() v1alpha1.TransferStatus {
 		var got v1alpha1.Transfer

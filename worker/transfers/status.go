@@ -72,6 +72,7 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 	st := &t.Status
 	st.ObservedGeneration = t.Generation
 	st.BytesPerSecond = f.rate
+	st.TriggeredBy = triggeredBy(t)
 	if f.plan == nil {
 		return
 	}
@@ -91,6 +92,16 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 		}
 		st.Failures = append(st.Failures, v1alpha1.TransferFailure{Path: file.Path, Reason: file.Reason, Message: statuspatch.Cut(file.Message, 512)})
 	}
+}
+
+// triggeredBy names the watch that made t, from its owner reference.
+func triggeredBy(t *v1alpha1.Transfer) *v1alpha1.TriggeredBy {
+	for _, o := range t.OwnerReferences {
+		if o.Kind == "SftpWatch" && o.APIVersion == v1alpha1.GroupVersion.String() {
+			return &v1alpha1.TriggeredBy{Watch: o.Name, EventID: t.Annotations[v1alpha1.AnnotationEventID]}
+		}
+	}
+	return nil
 }
 
 // copied says every file of t ended (its Ready condition says how), though

@@ -29,6 +29,22 @@ type State struct {
 	// Delivered, Failed and DeadLettered count events delivered, tries
 	// failed and events sent to the dead-letter sink.
 	Delivered, Failed, DeadLettered int64
+	// Running is the changes whose Transfer (spec.transfer) has not
+	// finished: what becomes of their files waits for it.
+	Running []Running
+	// Transfers counts the Transfers made, and those that finished;
+	// LastTransfer names the last made.
+	Started, Succeeded, TransfersFailed int64
+	LastTransfer                        string
+}
+
+// Running is a change whose Transfer runs.
+type Running struct {
+	Event
+	// ID is the change's event id, which names its Transfer.
+	ID string
+	// Made is when its Transfer was made.
+	Made time.Time
 }
 
 // Pending is an event waiting to be delivered.
@@ -44,8 +60,9 @@ type Pending struct {
 }
 
 // stateVersion starts every encoded State; a State of another version is
-// not read (the watch starts over from a snapshot).
-const stateVersion = 1
+// not read (the watch starts over from a snapshot). Version 1 is version 2
+// without its transfers, and is read.
+const stateVersion = 2
 
 // ErrUnknownState is an encoded State this worker cannot read.
 var ErrUnknownState = errors.New("the watch's stored state is of an unknown version")
@@ -82,10 +99,7 @@ func (s *State) Encode() ([]byte, error) {
 	}
 	w.uvarint(uint64(len(s.Outbox)))
 	for _, e := range s.Outbox {
-		w.string(string(e.Type))
-		w.string(e.Path)
-		w.varint(e.Size)
-		w.varint(e.ModTime)
+		w.event(e.Event)
 		w.string(e.ID)
 		w.varint(int64(e.Attempts))
 		w.varint(e.Observed.UnixMilli())
@@ -93,6 +107,16 @@ func (s *State) Encode() ([]byte, error) {
 	w.varint(s.Delivered)
 	w.varint(s.Failed)
 	w.varint(s.DeadLettered)
+	w.uvarint(uint64(len(s.Running)))
+	for _, e := range s.Running {
+		w.event(e.Event)
+		w.string(e.ID)
+		w.varint(e.Made.UnixMilli())
+	}
+	w.varint(s.Started)
+	w.varint(s.Succeeded)
+	w.varint(s.TransfersFailed)
+	w.string(s.LastTransfer)
 
 	var out bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
@@ -126,7 +150,8 @@ func DecodeState(b []byte) (*State, error) {
 		return nil, fmt.Errorf("the watch's stored state unzips to more than %d bytes", maxDecoded)
 	}
 	r := &decoder{r: bufio.NewReader(bytes.NewReader(raw))}
-	if r.uvarint() != stateVersion {
+	version := r.uvarint()
+	if version != 1 && version != stateVersion {
 		return nil, ErrUnknownState
 	}
 	s := &State{SpecKey: r.string()}
@@ -148,15 +173,22 @@ func DecodeState(b []byte) (*State, error) {
 	s.Outbox = make([]Pending, 0, n)
 	for range n {
 		var e Pending
-		e.Type = v1alpha1.WatchEvent(r.string())
-		e.Path = r.string()
-		e.Size, e.ModTime = r.varint(), r.varint()
+		e.Event = r.event()
 		e.ID = r.string()
 		e.Attempts = int32(r.varint()) //nolint:gosec // written from an int32
 		e.Observed = time.UnixMilli(r.varint())
 		s.Outbox = append(s.Outbox, e)
 	}
 	s.Delivered, s.Failed, s.DeadLettered = r.varint(), r.varint(), r.varint()
+	if version >= 2 {
+		for range r.count() {
+			e := Running{Event: r.event(), ID: r.string()}
+			e.Made = time.UnixMilli(r.varint())
+			s.Running = append(s.Running, e)
+		}
+		s.Started, s.Succeeded, s.TransfersFailed = r.varint(), r.varint(), r.varint()
+		s.LastTransfer = r.string()
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("the watch's stored state is corrupt: %w", r.err)
 	}
@@ -178,6 +210,21 @@ func (e *encoder) varint(v int64)   { e.w.Write(binary.AppendVarint(nil, v)) }
 func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
 	e.w.WriteString(s)
+}
+
+func (e *encoder) event(ev Event) {
+	e.string(string(ev.Type))
+	e.string(ev.Path)
+	e.varint(ev.Size)
+	e.varint(ev.ModTime)
+}
+
+func (d *decoder) event() Event {
+	var ev Event
+	ev.Type = v1alpha1.WatchEvent(d.string())
+	ev.Path = d.string()
+	ev.Size, ev.ModTime = d.varint(), d.varint()
+	return ev
 }
 
 type decoder struct {

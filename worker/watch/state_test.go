@@ -19,6 +19,9 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	s.Outbox = []Pending{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "a/b.csv", Size: 3, ModTime: 9}}, ID: "id-1", Attempts: 2,
 		Observed: time.UnixMilli(1_700_000_000_123)}}
+	s.Running = []Running{{Event: Event{Type: v1alpha1.WatchModified, File: File{Path: "c.pgp", Size: 5, ModTime: 8}}, ID: "id-0",
+		Made: time.UnixMilli(1_700_000_000_456)}}
+	s.Started, s.Succeeded, s.TransfersFailed, s.LastTransfer = 4, 2, 1, "w-id-0"
 	b, err := s.Encode()
 	if err != nil {
 		t.Fatal(err)

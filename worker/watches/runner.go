@@ -37,6 +37,10 @@ type Limits struct {
 	// MaxWatchesPerNamespace is the most watches of one namespace that
 	// run; the others are OverQuota.
 	MaxWatchesPerNamespace int
+	// MaxTransfersPerNamespace is the most Transfers watches (their
+	// spec.transfer) keep in one namespace, running or finished and not
+	// yet deleted: past it, the next file's waits (TransfersAtLimit).
+	MaxTransfersPerNamespace int
 	// EventsPerMinutePerNamespace bounds the events one namespace's
 	// watches deliver (and try) a minute, on this replica.
 	EventsPerMinutePerNamespace float64
@@ -61,7 +65,7 @@ type Limits struct {
 
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
-	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, EventsPerMinutePerNamespace: 6000,
+	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, MaxTransfersPerNamespace: 1000, EventsPerMinutePerNamespace: 6000,
 		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second,
 		PollTimeEvery: time.Hour, MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
 }
@@ -123,6 +127,7 @@ func (r *Runner) setUp() {
 	d := DefaultLimits()
 	l.MaxFiles, l.MaxPending = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.MaxPending, d.MaxPending)
 	l.MaxWatchesPerNamespace = cmp.Or(l.MaxWatchesPerNamespace, d.MaxWatchesPerNamespace)
+	l.MaxTransfersPerNamespace = cmp.Or(l.MaxTransfersPerNamespace, d.MaxTransfersPerNamespace)
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
 	l.PollTimeout, l.WriteEvery = cmp.Or(l.PollTimeout, d.PollTimeout), cmp.Or(l.WriteEvery, d.WriteEvery)

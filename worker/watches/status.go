@@ -29,6 +29,9 @@ type facts struct {
 	// unreachable that the sink did not answer at all.
 	delivery    string
 	unreachable bool
+	// transfersAtLimit says the namespace has as many Transfers made by
+	// watches as it may: the next file's waits.
+	transfersAtLimit string
 }
 
 // setConditions sets w's Ready, Reconciling and Stalled from f, for w's
@@ -63,6 +66,8 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 		ready.Reason, ready.Message = v1alpha1.ReasonSinkUnreachable, f.delivery
 	case f.delivery != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, f.delivery
+	case f.transfersAtLimit != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonTransfersAtLimit, f.transfersAtLimit
 	default:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonWatching, "polling the folder and delivering its events"
 	}

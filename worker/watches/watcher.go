@@ -76,6 +76,9 @@ type watcher struct {
 	unreachable bool
 	// sinkURI and deadLetterURI are the sinks resolved, for the status.
 	sinkURI, deadLetterURI string
+	// started is the id of the outbox's head once its Transfer is made;
+	// atLimit says why it waits for the namespace's Transfers.
+	started, atLimit string
 }
 
 // settings are a watch's spec, read and checked.
@@ -96,8 +99,12 @@ func (w *watcher) Stop(ctx context.Context) {
 	w.forget()
 }
 
-// idle is how long a watcher that cannot work waits before it looks again.
-const idle = 10 * time.Second
+// idle is how long a watcher that cannot work waits before it looks again;
+// settleEvery how often it looks for the end of the Transfers it made.
+const (
+	idle        = 10 * time.Second
+	settleEvery = time.Second
+)
 
 // step does what is due and says how long until something else is.
 func (w *watcher) step(ctx context.Context) (wait time.Duration) {
@@ -132,14 +139,16 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		f.connection = why
 		return idle
 	}
-	sink, err := deliver.Resolve(ctx, w.r.Client, wt.Namespace, wt.Spec.Sink)
-	if err != nil {
-		f.sink = err.Error()
-		return idle
+	sink := ""
+	if wt.Spec.Sink != nil {
+		if sink, err = deliver.Resolve(ctx, w.r.Client, wt.Namespace, *wt.Spec.Sink); err != nil {
+			f.sink = err.Error()
+			return idle
+		}
 	}
 	w.sinkURI = sink
 	deadLetter := ""
-	if dls := wt.Spec.Delivery.DeadLetterSink; dls != nil {
+	if dls := wt.Spec.Delivery.DeadLetterSink; dls != nil && sink != "" {
 		if deadLetter, err = deliver.Resolve(ctx, w.r.Client, wt.Namespace, *dls); err != nil {
 			f.sink = "the dead-letter sink: " + err.Error()
 			return idle
@@ -165,8 +174,9 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	if p := w.polled; p.generation == wt.Generation {
 		f.tooLarge, f.pathMissing, f.pollFailed = p.tooLarge, p.pathMissing, p.failed
 	}
+	w.settle(ctx, &wt, &conn)
 	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
-	f.delivery, f.unreachable = w.failing, w.unreachable
+	f.delivery, f.unreachable, f.transfersAtLimit = w.failing, w.unreachable, w.atLimit
 	w.save(ctx, false)
 	f.overBudget, f.atCapacity = w.overBudget, w.atCapacity
 	switch {
@@ -181,6 +191,10 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	}
 	if w.dirty {
 		wait = min(wait, time.Until(w.lastSave.Add(w.r.Limits.WriteEvery)))
+	}
+	if len(w.state.Running) > 0 {
+		// A Transfer's end is looked for in the cache: no request.
+		wait = min(wait, settleEvery)
 	}
 	return max(wait, 10*time.Millisecond)
 }
@@ -210,13 +224,22 @@ func readSettings(ctx context.Context, c client.Reader, wt *v1alpha1.SftpWatch) 
 	if s.delivery, err = deliver.ReadSettings(ctx, c, wt.Namespace, wt.Spec.Delivery, wt.Spec.SigningSecretRef); err != nil {
 		return s, err
 	}
+	if tr := wt.Spec.Transfer; tr != nil && tr.Destination.ConnectionRef == wt.Spec.ConnectionRef && inside(tr.Destination.Path, wt.Spec.Path) {
+		return s, fmt.Errorf("transfer: its destination %s is inside the watched folder %s, where what it writes would be reported again", tr.Destination.Path, wt.Spec.Path)
+	}
 	a := wt.Spec.AfterDelivery
 	for _, folder := range []string{a.MoveTo, a.FailedTo} {
-		if folder != "" && (folder == wt.Spec.Path || strings.HasPrefix(folder, strings.TrimSuffix(wt.Spec.Path, "/")+"/")) {
+		if folder != "" && inside(folder, wt.Spec.Path) {
 			return s, fmt.Errorf("afterDelivery: %s is inside the watched folder %s, where a moved file would be reported again", folder, wt.Spec.Path)
 		}
 	}
 	return s, nil
+}
+
+// inside reports whether folder is dir or below it.
+func inside(folder, dir string) bool {
+	folder, dir = path.Clean(folder), path.Clean(dir)
+	return folder == dir || strings.HasPrefix(folder, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // specKey identifies what the listing depends on.
@@ -368,6 +391,22 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 			return
 		}
 		head := &w.state.Outbox[0]
+		if wt.Spec.Transfer != nil && head.Type != v1alpha1.WatchDeleted && w.started != head.ID {
+			why, atLimit := w.start(ctx, wt, *head)
+			if why != "" {
+				w.failing, w.atLimit, w.unreachable = why, "", false
+				if atLimit {
+					w.failing, w.atLimit = "", why
+				}
+				w.nextTry = time.Now().Add(idle)
+				return
+			}
+			w.started = head.ID
+		}
+		if sink == "" {
+			w.finish(ctx, wt, conn, *head, true)
+			continue
+		}
 		ce, err := CloudEvent(wt, conn, *head)
 		if err != nil {
 			w.r.log().Error("making an event", "error", err)
@@ -400,16 +439,27 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 		return
 	}
 	w.nextTry = time.Time{}
-	w.failing, w.unreachable = "", false
+	w.failing, w.unreachable, w.atLimit = "", false, ""
 }
 
 // finish takes the outbox's head, p, out after its event was delivered (ok)
-// or given up, and does what afterDelivery says with its file.
+// or given up: what afterDelivery says is done with its file now, or once
+// its Transfer finished.
 func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Pending, ok bool) {
 	w.state.Outbox = w.state.Outbox[1:]
 	w.nextTry = time.Time{}
-	w.failing, w.unreachable = "", false
+	w.failing, w.unreachable, w.atLimit = "", false, ""
 	w.dirty = true
+	if w.started == p.ID {
+		w.state.Running = append(w.state.Running, watch.Running{Event: p.Event, ID: p.ID, Made: time.Now()})
+		return
+	}
+	w.after(ctx, wt, conn, p.Event, ok)
+}
+
+// after does what afterDelivery says with e's file: ok, its event was
+// delivered (and its transfer succeeded).
+func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Event, ok bool) {
 	if p.Type == v1alpha1.WatchDeleted {
 		return
 	}
@@ -442,7 +492,10 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 		}
 		return s.Files.Rename(from, dest)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && wt.Spec.Transfer != nil:
+		// Moved by its Transfer (mode Move), or by someone else.
+	case err != nil:
 		w.lastErr = fmt.Sprintf("after delivering the event of %s: %v", p.Path, err)
 		return
 	}
@@ -497,6 +550,8 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (
 	if w.state != nil {
 		st.Files, st.Pending = int32(min(len(w.state.Seen), 1<<30)), int32(min(len(w.state.Outbox), 1<<30))
 		st.Delivered, st.Failed, st.DeadLettered = w.state.Delivered, w.state.Failed, w.state.DeadLettered
+		st.Transfers = v1alpha1.WatchTransferCounts{Started: w.state.Started, Running: int32(min(len(w.state.Running), 1<<30)),
+			Succeeded: w.state.Succeeded, Failed: w.state.TransfersFailed, Last: w.state.LastTransfer}
 	}
 	st.LastError = statuspatch.Cut(w.lastErr, 1024)
 	// A poll that found nothing new writes nothing but its time: that
