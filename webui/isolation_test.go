@@ -228,12 +228,15 @@ func (tn *tenant) tarpitConnection(t *testing.T, tarpit *testsftp.Server, name s
 
 // transfer makes a Transfer of the tenant's from one connection's path to
 // another's folder, deleted when the test ends.
-func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string) *v1alpha1.Transfer {
+func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string, mutate ...func(*v1alpha1.TransferSpec)) *v1alpha1.Transfer {
 	t.Helper()
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.TransferSpec{
 		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
 		TransferOptions: v1alpha1.TransferOptions{
 			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: folder}}}}
+	for _, m := range mutate {
+		m(&tr.Spec)
+	}
 	must(t, k8s.Create(context.Background(), tr))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tr) })
 	return tr
@@ -370,6 +373,56 @@ func TestIsolation(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
 				t.Error("the victim's server holds the attacker's files")
 			}
+		}},
+		{"the victim's OpenPGP key, named in the attacker's transfer", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "our-key"},
+				Data: map[string][]byte{"key": []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----")}}))
+			attacker.watchedFolder(t, "sealed")
+			tr := attacker.transfer(t, "decrypt", "reports", "/sealed", "reports", "/opened", func(s *v1alpha1.TransferSpec) {
+				s.OpenPGP = &v1alpha1.TransferOpenPGP{Decrypt: &v1alpha1.OpenPGPDecrypt{KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: "our-key"}}}
+			})
+			if ready := refusedReason(t, tr, v1alpha1.ReasonSecretNotFound); strings.Contains(ready.Message, victim.ns) || !strings.Contains(ready.Message, "no Secret our-key") {
+				t.Errorf("the refusal: %q", ready.Message)
+			}
+		}},
+		{"the victim's connection and key, named in the transfer of the attacker's watch", func(t *testing.T) {
+			attacker.watchedFolder(t, "drop")
+			w := attacker.watch(t, "forward", "/drop", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.Sink = nil
+				s.Transfer = &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
+					ConnectionRef: v1alpha1.ConnectionReference{Name: victim.uiConn}, Path: "/planted"}}
+			})
+			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "drop", "payload.csv"), []byte("the attacker's"), 0o644))
+			var got v1alpha1.SftpWatch
+			for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Started == 0; time.Sleep(100 * time.Millisecond) {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
+				if time.Now().After(deadline) {
+					t.Fatalf("the watch made no Transfer: %+v", got.Status)
+				}
+			}
+			tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: got.Status.Transfers.Last}}
+			refusedReason(t, tr, v1alpha1.ReasonConnectionNotReady)
+			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
+				t.Error("the victim's server holds the attacker's file")
+			}
+		}},
+		{"more Transfers from watches than the attacker's namespace may keep", func(t *testing.T) {
+			attacker.watchedFolder(t, "flood")
+			w := attacker.watch(t, "flood", "/flood", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.Sink = nil
+				s.Transfer = &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
+					ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: "/flooded"}}
+			})
+			for i := range maxWatchTransfersPerNamespace + 2 {
+				must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "flood", fmt.Sprintf("f%d", i)), []byte("x"), 0o644))
+			}
+			refusedReason(t, w, v1alpha1.ReasonTransfersAtLimit)
+			var list v1alpha1.TransferList
+			must(t, k8s.List(ctx, &list, client.InNamespace(attacker.ns), client.MatchingLabels{v1alpha1.LabelWatch: "flood"}))
+			if len(list.Items) > maxWatchTransfersPerNamespace {
+				t.Errorf("the attacker's watch made %d Transfers, past the namespace's %d", len(list.Items), maxWatchTransfersPerNamespace)
+			}
+			victimEventArrives(t, "while the attacker's watch is at its Transfers' limit")
 		}},
 		{"the worker's streams, held by the attacker's transfers from a server that never reads", func(t *testing.T) {
 			tarpit := testsftp.Tarpit(t)

@@ -45,10 +45,12 @@ var must = testkit.Must
 // the test worker's: small, so that the isolation test's attacker can
 // fill them.
 const (
-	maxRequestsPerNamespace  = 4
-	maxUploadsPerNamespace   = 5
-	maxWatchesPerNamespace   = 3
-	maxTransfersPerNamespace = 2
+	maxRequestsPerNamespace = 4
+	maxUploadsPerNamespace  = 5
+	maxWatchesPerNamespace  = 3
+	// maxWatchTransfersPerNamespace bounds the Transfers watches keep.
+	maxWatchTransfersPerNamespace = 2
+	maxTransfersPerNamespace      = 2
 	// statePerAccount is what sftpgate may store for an account (gateway
 	// and worker): a few uploads with large metadata fill it.
 	statePerAccount = 16 << 10
@@ -158,7 +160,7 @@ func run(m *testing.M) int {
 		LeaseDuration: 3 * time.Second, MetricsAddr: "0", ProbeAddr: "0", UploadSweepInterval: 500 * time.Millisecond,
 		StateBudget: storedbytes.Limits{PerAccount: statePerAccount},
 		Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond,
-			MaxWatchesPerNamespace: maxWatchesPerNamespace},
+			MaxWatchesPerNamespace: maxWatchesPerNamespace, MaxTransfersPerNamespace: maxWatchTransfersPerNamespace},
 		Transfers: transfers.Limits{WriteEvery: 200 * time.Millisecond, MaxRunningPerNamespace: maxTransfersPerNamespace, Streams: 4, StreamsPerNamespace: 2},
 		Log:       testcluster.Log("worker")})
 	if err != nil {

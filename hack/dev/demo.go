@@ -49,6 +49,9 @@ type state struct {
 	DemoKeyID    string `json:"demoKeyID"`
 	DemoPassword string `json:"demoPassword"`
 	SessionKey   string `json:"sessionKey"`
+	// OpenPGP is the demo's key pairs, made once (a state.json from
+	// before they existed gets them at the next start).
+	OpenPGP *openPGPKeys `json:"openPGP,omitempty"`
 }
 
 func loadState(dir string) (*state, error) {
@@ -58,7 +61,13 @@ func loadState(dir string) (*state, error) {
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return nil, fmt.Errorf("%s is damaged (start afresh with --fresh): %w", path, err)
 		}
-		return &st, nil
+		if st.OpenPGP != nil {
+			return &st, nil
+		}
+		if st.OpenPGP, err = newOpenPGPKeys(rand.Text()); err != nil {
+			return nil, err
+		}
+		return &st, st.save(path)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -73,11 +82,18 @@ func loadState(dir string) (*state, error) {
 	st = state{SFTPPassword: rand.Text(), HostKeyPEM: string(pem.EncodeToMemory(block)), DemoPassword: rand.Text()[:16],
 		SessionKey: rand.Text() + rand.Text()}
 	st.DemoToken, st.DemoKeyID = apitoken.NewToken()
-	raw, err := json.MarshalIndent(st, "", "  ") //nolint:gosec // the demo's own secrets, kept in a 0600 file on purpose
-	if err != nil {
+	if st.OpenPGP, err = newOpenPGPKeys(rand.Text()); err != nil {
 		return nil, err
 	}
-	return &st, os.WriteFile(path, raw, 0o600)
+	return &st, st.save(path)
+}
+
+func (st *state) save(path string) error {
+	raw, err := json.MarshalIndent(st, "", "  ") //nolint:gosec // the demo's own secrets, kept in a 0600 file on purpose
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600)
 }
 
 func (st *state) hostKey() (ssh.Signer, error) {
@@ -136,7 +152,10 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 		watch.Spec.Sink = &v1alpha1.Destination{URI: eventsURL}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return st.createInbox(ctx, k8s, eventsURL)
 }
 
 // waitReady waits for the demo connection, key and watch to be Ready, so
@@ -271,8 +290,25 @@ folder), server to server; its end prints here too:
   kubectl apply -f hack/dev/demo-transfer.yaml
   kubectl get transfers -n demo -w
 
+A partner drops a payroll file encrypted to the demo's OpenPGP key and
+signed by theirs into partner/inbox/; the watch there decrypts it into
+clear/, checks the signature, files the original in partner/done/, and
+the transfer's end prints here:
+
+  curl -X POST %s/%s/write \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d "{\"path\": \"partner/inbox/%s\", \"file\": {\"base64\": \"$(base64 -w0 %s)\"}}"
+
+  curl -X POST %s/%s/read \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "clear/payroll.csv"}'
+
 All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
-		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], envFile)
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"],
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], tourMessage, filepath.Join(filepath.Dir(envFile), tourMessage),
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], envFile)
 }

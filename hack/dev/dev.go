@@ -211,6 +211,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	envFile := filepath.Join(o.dataDir, "dev.env")
+	if err := st.writeTourMessage(o.dataDir); err != nil {
+		return err
+	}
 	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st)
 	if err := writeEnv(envFile, values); err != nil {
 		return err
@@ -280,8 +283,9 @@ func lock(dir string) (func(), error) {
 func startDemoServer(dataDir string, st *state, l net.Listener) (*sftpserver.Server, error) {
 	dir := filepath.Join(dataDir, "sftp")
 	// incoming/ is the demo watch's folder; archive/ the archive
-	// connection's root, where the tour's transfer copies to.
-	for _, folder := range []string{"incoming", "archive"} {
+	// connection's root, where the tour's transfer copies to;
+	// partner/inbox/ the OpenPGP inbox's watched folder.
+	for _, folder := range []string{"incoming", "archive", "partner/inbox"} {
 		if err := os.MkdirAll(filepath.Join(dir, folder), 0o700); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package dev_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -160,6 +162,40 @@ func TestQuickstart(t *testing.T) {
 	}
 	if status, body = callSlug(t, env, "archive", "read", `{"path": "reports/report.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"id,total\n1,42\n"`) {
 		t.Errorf("the copy, read through the archive connection: %d %s", status, body)
+	}
+
+	// The OpenPGP tour: the partner's encrypted, signed file dropped into
+	// partner/inbox/ is decrypted into clear/ and filed in
+	// partner/done/; the transfer's end prints.
+	sealed, err := os.ReadFile(filepath.Join(dataDir, "payroll.csv.pgp"))
+	must(t, err)
+	if status, body = call(t, env, "write", fmt.Sprintf(`{"path": "partner/inbox/payroll.csv.pgp", "file": {"base64": %q}}`,
+		base64.StdEncoding.EncodeToString(sealed)), env["DEMO_API_KEY"]); status != http.StatusOK {
+		t.Fatalf("write into partner/inbox/: %d %s", status, body)
+	}
+	for deadline := time.After(time.Minute); ; {
+		select {
+		case line := <-dev.printed:
+			if !strings.Contains(line, "event dev.sftpgate.transfer.succeeded partner-inbox-") {
+				continue
+			}
+		case <-deadline:
+			var w v1alpha1.SftpWatch
+			_ = k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "partner-inbox"}, &w)
+			t.Fatalf("the inbox's transfer did not print its end; the watch: %+v", w.Status)
+		}
+		break
+	}
+	if _, body = call(t, env, "read", `{"path": "clear/payroll.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"employee,net\n1001,3100.00`) {
+		t.Errorf("the decrypted file: %s", body)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if _, body = call(t, env, "list", `{"path": "partner/done"}`, env["DEMO_API_KEY"]); strings.Contains(body, `"name":"payroll.csv.pgp"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the original is not filed in partner/done/: %s", body)
+		}
 	}
 
 	// The demo server answers every command as OpenSSH does: the

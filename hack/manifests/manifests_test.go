@@ -195,6 +195,7 @@ var allowed = map[string][]string{
 		"* serving.knative.dev services get",
 		"* sftpgate.dev sftpconnections,sftpwatches,transfers get,list,watch",
 		"* sftpgate.dev sftpwatches/status,transfers/status patch",
+		"* sftpgate.dev transfers create",
 		"* core namespaces get,list,watch",
 		"sftpgate-system coordination.k8s.io leases create,delete,get,list,update,watch",
 		"sftpgate-system core configmaps create,delete,deletecollection,get,list,update,watch",

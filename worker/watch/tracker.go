@@ -38,7 +38,14 @@ type candidate struct {
 	stat  Stat
 	since time.Time
 	kind  v1alpha1.WatchEvent
+	// changing: seen to change since it was first seen; the regular
+	// polls look at it again, not a recheck (see Recheck).
+	changing bool
 }
+
+// minRecheck is the least time between the poll that first sees a file
+// and the recheck: SFTP's modification times are whole seconds.
+const minRecheck = time.Second
 
 // Tracker compares each poll's listing with what was reported before.
 type Tracker struct {
@@ -122,7 +129,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 		}
 		c, waiting := t.candidates[f.Path]
 		if !waiting || c.stat != stat {
-			t.candidates[f.Path] = candidate{stat: stat, since: now, kind: kind}
+			t.candidates[f.Path] = candidate{stat: stat, since: now, kind: kind, changing: waiting}
 			continue
 		}
 		if now.Sub(c.since) < t.MinAge {
@@ -154,6 +161,26 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 		}
 	}
 	return due
+}
+
+// Recheck is when a poll would find a candidate first seen by the last
+// polls settled: MinAge (at least a second) after it was seen. A file
+// still being written when a poll first sees it is so reported a MinAge
+// after it was first seen still, not a whole interval later; one seen to
+// change again is left to the regular polls, so that a long upload does
+// not make the folder listed every second. ok is false without such a
+// candidate.
+func (t *Tracker) Recheck() (at time.Time, ok bool) {
+	for _, c := range t.candidates {
+		if c.changing || t.Report != nil && !t.Report[c.kind] {
+			continue
+		}
+		due := c.since.Add(max(t.MinAge, minRecheck))
+		if !ok || due.Before(at) {
+			at, ok = due, true
+		}
+	}
+	return at, ok
 }
 
 // Forget drops path from what was reported, as when the worker moved or

@@ -110,3 +110,39 @@ func TestFilter(t *testing.T) {
 		t.Error("a bad pattern passes")
 	}
 }
+
+// TestRecheck: a file first seen unsettled is due again MinAge after it
+// was seen (a second at least), not at the next regular poll; one seen to
+// change again, or of a change not reported, is left to the regular polls.
+func TestRecheck(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tr := Tracker{MinAge: 3 * time.Second, Report: all}
+	tr.Poll(now, nil, 100)
+	if _, ok := tr.Recheck(); ok {
+		t.Fatal("a recheck with nothing unsettled")
+	}
+	tr.Poll(now.Add(5*time.Second), []File{file("a", 1, 1)}, 100)
+	if at, ok := tr.Recheck(); !ok || !at.Equal(now.Add(8*time.Second)) {
+		t.Fatalf("recheck at %v, %v; want 3s after the file was seen", at, ok)
+	}
+	if got := tr.Poll(now.Add(8*time.Second), []File{file("a", 1, 1)}, 100); len(got) != 1 {
+		t.Fatalf("the recheck reports %v", got)
+	}
+	tr.Poll(now.Add(10*time.Second), []File{file("a", 1, 1), file("b", 1, 1)}, 100)
+	tr.Poll(now.Add(13*time.Second), []File{file("a", 1, 1), file("b", 2, 2)}, 100)
+	if _, ok := tr.Recheck(); ok {
+		t.Error("a file still changing is rechecked: a long upload would list the folder every second")
+	}
+	zero := Tracker{Report: all}
+	zero.Poll(now, nil, 100)
+	zero.Poll(now, []File{file("a", 1, 1)}, 100)
+	if at, _ := zero.Recheck(); !at.Equal(now.Add(time.Second)) {
+		t.Errorf("with MinAge 0 the recheck is at %v, want a second later", at)
+	}
+	quiet := Tracker{Report: map[v1alpha1.WatchEvent]bool{v1alpha1.WatchDeleted: true}}
+	quiet.Poll(now, nil, 100)
+	quiet.Poll(now, []File{file("a", 1, 1)}, 100)
+	if _, ok := quiet.Recheck(); ok {
+		t.Error("a change not reported is rechecked")
+	}
+}

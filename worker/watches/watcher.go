@@ -343,6 +343,9 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	}
 	w.pendingCount.Store(int64(len(w.state.Outbox)))
 	w.lastPoll, w.polledGeneration = now, wt.Generation
+	if at, ok := w.tracker.Recheck(); ok && at.Before(w.nextPoll) {
+		w.nextPoll = at
+	}
 }
 
 // errAtCapacity is a watch that waits for room among the files its
