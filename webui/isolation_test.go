@@ -388,7 +388,7 @@ func TestIsolation(t *testing.T) {
 		{"the victim's connection and key, named in the transfer of the attacker's watch", func(t *testing.T) {
 			attacker.watchedFolder(t, "drop")
 			w := attacker.watch(t, "forward", "/drop", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
-				s.Sink = nil
+				s.Sink, s.InitialState = nil, v1alpha1.InitialEmitExisting
 				s.Transfer = &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
 					ConnectionRef: v1alpha1.ConnectionReference{Name: victim.uiConn}, Path: "/planted"}}
 			})
@@ -409,7 +409,7 @@ func TestIsolation(t *testing.T) {
 		{"more Transfers from watches than the attacker's namespace may keep", func(t *testing.T) {
 			attacker.watchedFolder(t, "flood")
 			w := attacker.watch(t, "flood", "/flood", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
-				s.Sink = nil
+				s.Sink, s.InitialState = nil, v1alpha1.InitialEmitExisting
 				s.Transfer = &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
 					ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: "/flooded"}}
 			})

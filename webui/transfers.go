@@ -42,6 +42,10 @@ var transferHeadlines = map[string]string{
 	v1alpha1.ReasonFilesFailed:        "Some files failed",
 	v1alpha1.ReasonTooManyFiles:       "Too many files",
 	v1alpha1.ReasonInvalidSpec:        "The settings cannot work",
+	v1alpha1.ReasonSecretNotFound:     "An OpenPGP key is missing or cannot be used",
+	v1alpha1.ReasonKeyNotFound:        "No key decrypts it, or a key cannot be used",
+	v1alpha1.ReasonSignatureInvalid:   "The signature is missing or wrong",
+	v1alpha1.ReasonMessageCorrupt:     "The encrypted file is damaged",
 }
 
 // transferTTL is how long the UI's transfers are kept once they finished.

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +44,7 @@ var watchHeadlines = map[string]string{
 	v1alpha1.ReasonDeliveryFailing:    "The webhook does not take the events",
 	v1alpha1.ReasonInvalidSpec:        "The settings cannot work",
 	v1alpha1.ReasonOverQuota:          "This account watches too many folders",
+	v1alpha1.ReasonTransfersAtLimit:   "This account keeps too many transfers: the next waits",
 }
 
 // watches lists the account's watches of connection c, newest first.
@@ -83,16 +86,47 @@ func (u *ui) watches(ctx context.Context, c *v1alpha1.SftpConnection) ([]watchVi
 }
 
 func (u *ui) newWatchForm(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
-	return u.watchForm(c, map[string]string{"path": "/", "created": "on"})(w, r, http.StatusOK, "")
+	return u.watchForm(c, map[string]string{"path": "/", "created": "on", "folder": "/"})(w, r, http.StatusOK, "")
+}
+
+// watchFormData is what the new-watch form offers: the connections a file
+// may be transferred to, and the account's OpenPGP keys by kind.
+type watchFormData struct {
+	Conn            string
+	Connections     []string
+	Private, Public []openPGPKey
 }
 
 // watchForm draws the new-watch form of connection c, filled with values.
 func (u *ui) watchForm(c *v1alpha1.SftpConnection, values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
 	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-		u.render(w, r, status, "watch_form", page{Title: "Watch a folder of " + c.Name, Form: values, Error: problem, Data: c.Name})
+		data := watchFormData{Conn: c.Name}
+		var list v1alpha1.SftpConnectionList
+		if err := u.client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+			return err
+		}
+		for _, other := range list.Items {
+			data.Connections = append(data.Connections, other.Name)
+		}
+		slices.Sort(data.Connections)
+		keys, err := u.openPGPKeys(r)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k.Kind == keyPrivate {
+				data.Private = append(data.Private, k)
+			} else {
+				data.Public = append(data.Public, k)
+			}
+		}
+		u.render(w, r, status, "watch_form", page{Title: "Watch a folder of " + c.Name, Form: values, Error: problem, Data: data})
 		return nil
 	}
 }
+
+// watchTransferFields are the form's fields of a transfer on arrival.
+var watchTransferFields = []string{"to", "folder", "openpgp", "key", "verify", "recipient", "signwith", "done", "failed"}
 
 // formEvents are the form's checkboxes, by the event each asks for.
 var formEvents = []struct {
@@ -107,7 +141,13 @@ func (u *ui) createWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	for _, e := range formEvents {
 		values[e.field] = r.PostFormValue(e.field)
 	}
+	for _, field := range watchTransferFields {
+		values[field] = strings.TrimSpace(r.PostFormValue(field))
+	}
 	watch, err := readWatchForm(c, values)
+	if err == nil && watch.Spec.Transfer != nil {
+		err = u.ownTransferRefs(r, c.Namespace, watch.Spec.Transfer)
+	}
 	if err == nil {
 		err = u.client.Create(r.Context(), watch)
 		if apierrors.IsInvalid(err) {
@@ -133,13 +173,20 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 	if !strings.HasPrefix(path, "/") || slices.ContainsFunc(strings.Split(path, "/"), func(p string) bool { return p == "." || p == ".." }) {
 		return nil, &personError{fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming), with no . or .. parts", path)}
 	}
-	target, err := url.Parse(values["url"])
-	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" || target.User != nil {
-		return nil, &personError{"give the webhook's address, such as https://example.com/hooks/sftp"}
-	}
 	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: c.Name + "-"},
-		Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: c.Name}, Path: path,
-			Sink: &v1alpha1.Destination{URI: target.String()}}}
+		Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: c.Name}, Path: path}}
+	if values["url"] != "" || values["to"] == "" {
+		target, err := url.Parse(values["url"])
+		if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" || target.User != nil {
+			return nil, &personError{"give the webhook's address, such as https://example.com/hooks/sftp, or a connection to transfer each file to"}
+		}
+		watch.Spec.Sink = &v1alpha1.Destination{URI: target.String()}
+	}
+	if values["to"] != "" {
+		if err := readWatchTransfer(watch, values); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range formEvents {
 		if values[e.field] != "" {
 			watch.Spec.Events = append(watch.Spec.Events, e.event)
@@ -149,6 +196,86 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 		return nil, &personError{"choose at least one change to be told of"}
 	}
 	return watch, nil
+}
+
+// readWatchTransfer reads the form's transfer on arrival into watch.
+func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) error {
+	for _, field := range []string{"folder", "done", "failed"} {
+		if v := values[field]; v != "" && !absoluteFolder(v) {
+			return &personError{fmt.Sprintf("%q is not a folder: start it with / (such as /clear), with no . or .. parts", v)}
+		}
+	}
+	opts := &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: values["to"]}, Path: cmp.Or(values["folder"], "/")}}
+	switch values["openpgp"] {
+	case "":
+	case "decrypt":
+		if values["key"] == "" {
+			return &personError{"choose the private key that decrypts the files"}
+		}
+		d := &v1alpha1.OpenPGPDecrypt{KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: values["key"]}}
+		if v := values["verify"]; v != "" {
+			d.VerifyWith = []v1alpha1.OpenPGPKeyRef{{Name: v}}
+		}
+		opts.OpenPGP = &v1alpha1.TransferOpenPGP{Decrypt: d}
+	case "encrypt":
+		if values["recipient"] == "" {
+			return &personError{"choose the public key the files are encrypted to"}
+		}
+		e := &v1alpha1.OpenPGPEncrypt{Recipients: []v1alpha1.OpenPGPKeyRef{{Name: values["recipient"]}}}
+		if v := values["signwith"]; v != "" {
+			e.SignWith = &v1alpha1.OpenPGPKeyRef{Name: v}
+		}
+		opts.OpenPGP = &v1alpha1.TransferOpenPGP{Encrypt: e}
+	default:
+		return &personError{"choose to decrypt, to encrypt, or neither"}
+	}
+	watch.Spec.Transfer = opts
+	if values["done"] != "" {
+		watch.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: values["done"]}
+	}
+	watch.Spec.AfterDelivery.FailedTo = values["failed"]
+	return nil
+}
+
+func absoluteFolder(p string) bool {
+	return strings.HasPrefix(p, "/") && !slices.ContainsFunc(strings.Split(p, "/"), func(p string) bool { return p == "." || p == ".." })
+}
+
+// ownTransferRefs checks that a transfer on arrival names the account's
+// own connection and OpenPGP keys, each of the kind its place needs.
+func (u *ui) ownTransferRefs(r *http.Request, ns string, t *v1alpha1.TransferOptions) error {
+	if err := u.ownConnections(r, ns, t.Destination.ConnectionRef.Name); err != nil {
+		return err
+	}
+	want := map[string]string{}
+	if p := t.OpenPGP; p != nil && p.Decrypt != nil {
+		want[p.Decrypt.KeySecretRef.Name] = keyPrivate
+		for _, k := range p.Decrypt.VerifyWith {
+			want[k.Name] = keyPublic
+		}
+	}
+	if p := t.OpenPGP; p != nil && p.Encrypt != nil {
+		for _, k := range p.Encrypt.Recipients {
+			want[k.Name] = keyPublic
+		}
+		if p.Encrypt.SignWith != nil {
+			want[p.Encrypt.SignWith.Name] = keyPrivate
+		}
+	}
+	for name, kind := range want {
+		var s corev1.Secret
+		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, &s)
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && s.Labels[labelOpenPGPKey] == "":
+			return &personError{"there is no OpenPGP key " + name + " in your account"}
+		case err != nil:
+			return err
+		case s.Labels[labelOpenPGPKey] != kind:
+			return &personError{fmt.Sprintf("the key %s is %s: a %s key is needed there", name, s.Labels[labelOpenPGPKey], kind)}
+		}
+	}
+	return nil
 }
 
 // deleteWatch stops watching: the watch named in the path, if it is one

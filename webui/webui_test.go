@@ -404,7 +404,7 @@ func TestFlow(t *testing.T) {
 
 	// On a phone's width, nothing needs scrolling sideways.
 	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)))
-	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/connections/reports/watches/new", "/keys", "/keys/new"} {
+	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/connections/reports/watches/new", "/keys", "/keys/new", "/openpgp"} {
 		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+path), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 		fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.documentElement.scrollWidth <= window.innerWidth"))
 		must(t, err)

@@ -1,0 +1,127 @@
+package webui
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/internal/pgp"
+)
+
+// An OpenPGP key the account uploaded is a Secret of its namespace, as a
+// Transfer's openPGP reads it (key, passphrase), labelled with its kind
+// and annotated with its fingerprints: pages show those, never the key.
+const (
+	labelOpenPGPKey        = "sftpgate.dev/openpgp-key"
+	annotationFingerprints = "sftpgate.dev/openpgp-fingerprints"
+	keyPublic, keyPrivate  = "public", "private"
+	// maxOpenPGPKey bounds an uploaded key: a key block is a few KiB.
+	maxOpenPGPKey = 64 << 10
+)
+
+// openPGPKey is an uploaded key as pages show it.
+type openPGPKey struct {
+	Name, Kind   string
+	Fingerprints []string
+}
+
+// openPGPKeys are the account's keys, by name.
+func (u *ui) openPGPKeys(r *http.Request) ([]openPGPKey, error) {
+	var list corev1.SecretList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace), client.HasLabels{labelOpenPGPKey}); err != nil {
+		return nil, err
+	}
+	keys := make([]openPGPKey, 0, len(list.Items))
+	for _, s := range list.Items {
+		keys = append(keys, openPGPKey{Name: s.Name, Kind: s.Labels[labelOpenPGPKey],
+			Fingerprints: strings.Fields(s.Annotations[annotationFingerprints])})
+	}
+	slices.SortFunc(keys, func(a, b openPGPKey) int { return strings.Compare(a.Name, b.Name) })
+	return keys, nil
+}
+
+func (u *ui) listOpenPGPKeys(w http.ResponseWriter, r *http.Request) error {
+	return u.openPGPForm(map[string]string{})(w, r, http.StatusOK, "")
+}
+
+// openPGPForm draws the keys page with its upload form, filled with values.
+func (u *ui) openPGPForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+		keys, err := u.openPGPKeys(r)
+		if err != nil {
+			return err
+		}
+		u.render(w, r, status, "openpgp", page{Title: "OpenPGP keys", Form: values, Error: problem, Data: keys})
+		return nil
+	}
+}
+
+// uploadOpenPGPKey keeps an uploaded key as a Secret, once it is read
+// (and, private, unlocked by its passphrase).
+func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
+	values := map[string]string{"name": strings.TrimSpace(r.PostFormValue("name"))}
+	key, passphrase := []byte(r.PostFormValue("key")), []byte(r.PostFormValue("passphrase"))
+	secret, err := readOpenPGPForm(accountFrom(r.Context()).Namespace, values["name"], key, passphrase)
+	if err == nil {
+		err = u.client.Create(r.Context(), secret)
+		if apierrors.IsAlreadyExists(err) {
+			err = &personError{"a Secret named " + values["name"] + " exists already: choose another name"}
+		}
+		err = u.quotaReached(err)
+	}
+	if err != nil {
+		return onForm(err, u.openPGPForm(values))
+	}
+	http.Redirect(w, r, "/openpgp", http.StatusSeeOther)
+	return nil
+}
+
+// readOpenPGPForm checks an uploaded key and makes its Secret.
+func readOpenPGPForm(ns, name string, key, passphrase []byte) (*corev1.Secret, error) {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return nil, &personError{"name the key with lower-case letters, digits and dashes, such as partner-bank"}
+	}
+	if len(key) > maxOpenPGPKey {
+		return nil, &personError{"the key is larger than 64 KiB: give one key, armored (gpg --export --armor)"}
+	}
+	keys, err := pgp.ReadKeys(key, passphrase, "the key")
+	if err != nil {
+		return nil, &personError{err.Error()}
+	}
+	kind := keyPublic
+	data := map[string][]byte{"key": key}
+	if pgp.Private(keys) {
+		kind = keyPrivate
+		if len(passphrase) > 0 {
+			data["passphrase"] = passphrase
+		}
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels:      map[string]string{labelOpenPGPKey: kind},
+		Annotations: map[string]string{annotationFingerprints: strings.Join(pgp.Fingerprints(keys), " ")}},
+		Data: data}, nil
+}
+
+// deleteOpenPGPKey deletes an uploaded key: only a Secret labelled as one.
+func (u *ui) deleteOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
+	var s corev1.Secret
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &s)
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && s.Labels[labelOpenPGPKey] == "":
+		return errNotFound
+	case err != nil:
+		return err
+	}
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), &s)); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/openpgp", http.StatusSeeOther)
+	return nil
+}

@@ -1,0 +1,117 @@
+package webui_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+)
+
+// TestOpenPGPInbox: in the browser, an account adds its private key and a
+// partner's public key (shown by fingerprint only), and watches an inbox
+// whose files are decrypted into another connection's folder, the
+// partner's signature required, and the originals filed once done.
+func TestOpenPGPInbox(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	for _, dir := range []string{"inbox", "done", "failed"} {
+		must(t, os.Mkdir(filepath.Join(sshd.Dir, dir), 0o755))
+		must(t, os.Chown(filepath.Join(sshd.Dir, dir), sshd.UID, sshd.GID))
+	}
+	ours, partner := testgpg.Start(t, "ours", testgpg.Curve25519), testgpg.Start(t, "partner", testgpg.RSA)
+	partner.Trust(t, ours)
+	ctx := browser(t)
+	signUp(t, ctx)
+	addConnection(t, ctx, "partner", sshd, sshd.Password)
+	addConnection(t, ctx, "archive", sshd, sshd.Password)
+
+	addKey := func(name string, key []byte, passphrase string) {
+		t.Helper()
+		must(t, chromedp.Do(ctx,
+			chromedp.Navigate(uiURL+"/openpgp"),
+			chromedp.SendKeys(chromedp.ID("name"), name),
+			chromedp.SetValue(chromedp.ID("key"), string(key)),
+			chromedp.SendKeys(chromedp.ID("passphrase"), passphrase),
+			chromedp.Submit(chromedp.ID("name")),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-key="`+name+`"]`)),
+		))
+	}
+	private, public := ours.Private(t), partner.Public(t, true)
+	addKey("our-key", private, testgpg.Passphrase)
+	addKey("partner-key", public, "")
+	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+	must(t, err)
+	// A line of each key's body.
+	privateLine, publicLine := strings.Split(string(private), "\n")[3], strings.Split(string(public), "\n")[3]
+	if !strings.Contains(html, ours.Fingerprint) || !strings.Contains(html, partner.Fingerprint) ||
+		strings.Contains(html, privateLine) || strings.Contains(html, publicLine) || strings.Contains(html, testgpg.Passphrase) {
+		t.Errorf("the keys page does not show the fingerprints alone: %s", html)
+	}
+	screenshot(t, ctx, "openpgp-keys")
+	checkA11y(t, ctx, "OpenPGP keys")
+
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner/watches/new"), chromedp.WaitVisible(chromedp.ID("to"))))
+	checkA11y(t, ctx, "new watch")
+	must(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("path"), "/inbox"),
+		chromedp.SetValue(chromedp.ID("to"), "archive"),
+		chromedp.SetValue(chromedp.ID("folder"), "/clear"),
+		chromedp.SetValue(chromedp.ID("openpgp"), "decrypt"),
+		chromedp.SetValue(chromedp.ID("key"), "our-key"),
+		chromedp.SetValue(chromedp.ID("verify"), "partner-key"),
+		chromedp.SetValue(chromedp.ID("done"), "/done"),
+		chromedp.SetValue(chromedp.ID("failed"), "/failed"),
+		chromedp.Submit(chromedp.ID("path")),
+		chromedp.WaitVisible(chromedp.CSS("table.watches")),
+	))
+	var list v1alpha1.SftpWatchList
+	must(t, k8s.List(context.Background(), &list))
+	var watch *v1alpha1.SftpWatch
+	for i := range list.Items {
+		if w := &list.Items[i]; w.Spec.ConnectionRef.Name == "partner" && w.Spec.Path == "/inbox" && w.Spec.Transfer != nil {
+			watch = w
+		}
+	}
+	if watch == nil || watch.Spec.Sink != nil || watch.Spec.Transfer.Destination.ConnectionRef.Name != "archive" ||
+		watch.Spec.Transfer.OpenPGP == nil || watch.Spec.AfterDelivery.MoveTo != "/done" {
+		t.Fatalf("the form made %+v", watch)
+	}
+	// Shorter waits than the form's defaults, for the test's sake.
+	watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
+	must(t, k8s.Update(context.Background(), watch))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
+		if watch.Status.LastPollTime != nil && watch.Status.ObservedGeneration == watch.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch does not poll: %+v", watch.Status)
+		}
+	}
+
+	statement := []byte("account,balance\n1,100.00\n")
+	sealed := partner.EncryptSign(t, statement, []*testgpg.Home{ours})
+	must(t, os.WriteFile(filepath.Join(sshd.Dir, "inbox", "statement.csv.pgp"), sealed, 0o644))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		clear, _ := os.ReadFile(filepath.Join(sshd.Dir, "clear", "statement.csv"))
+		_, filed := os.Stat(filepath.Join(sshd.Dir, "done", "statement.csv.pgp"))
+		if bytes.Equal(clear, statement) && filed == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
+			t.Fatalf("the file is not decrypted and filed: %q; the watch: %+v", clear, watch.Status)
+		}
+	}
+}
