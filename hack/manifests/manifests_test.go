@@ -409,6 +409,16 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		{"a watch of an unknown event", "SftpWatch", "reports-incoming", []string{"spec", "events"}, []any{"Renamed"}, "spec.events"},
 		{"a watch with a backoff that is no duration", "SftpWatch", "reports-incoming", []string{"spec", "delivery", "backoffDelay"}, "1s", "spec.delivery.backoffDelay"},
 		{"a watch too deep", "SftpWatch", "reports-incoming", []string{"spec", "maxDepth"}, int64(100), "spec.maxDepth"},
+		{"a watch's transfers deleted before it sees them end", "SftpWatch", "partner-inbox", []string{"spec", "transfer", "ttlSecondsAfterFinished"}, int64(5), "a minute"},
+		{"OpenPGP both ways at once", "Transfer", "statement-to-partner", []string{"spec", "openPGP", "decrypt"},
+			map[string]any{"keySecretRef": map[string]any{"name": "our-key"}}, "either encrypt or decrypt"},
+		{"an OpenPGP rename into a folder", "Transfer", "statement-to-partner", []string{"spec", "openPGP", "rename"}, "out/{name}.pgp", "no /"},
+		{"an OpenPGP rename that names every file alike", "Transfer", "statement-to-partner", []string{"spec", "openPGP", "rename"}, "statement.pgp", "{name} or {stem}"},
+		{"too many OpenPGP recipients", "Transfer", "statement-to-partner", []string{"spec", "openPGP", "encrypt", "recipients"},
+			[]any{map[string]any{"name": "a"}, map[string]any{"name": "b"}, map[string]any{"name": "c"}, map[string]any{"name": "d"}, map[string]any{"name": "e"},
+				map[string]any{"name": "f"}, map[string]any{"name": "g"}, map[string]any{"name": "h"}, map[string]any{"name": "i"}, map[string]any{"name": "j"},
+				map[string]any{"name": "k"}, map[string]any{"name": "l"}, map[string]any{"name": "m"}, map[string]any{"name": "n"}, map[string]any{"name": "o"},
+				map[string]any{"name": "p"}, map[string]any{"name": "q"}}, "spec.openPGP.encrypt.recipients"},
 	} {
 		u := sample(tc.kind, tc.sample)
 		if err := unstructured.SetNestedField(u.Object, tc.value, tc.field...); err != nil {
