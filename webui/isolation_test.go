@@ -384,6 +384,25 @@ func TestIsolation(t *testing.T) {
 			if ready := refusedReason(t, tr, v1alpha1.ReasonSecretNotFound); strings.Contains(ready.Message, victim.ns) || !strings.Contains(ready.Message, "no Secret our-key") {
 				t.Errorf("the refusal: %q", ready.Message)
 			}
+			// The same key, named in the transfer of the attacker's watch.
+			w := attacker.watch(t, "open", "/sealed", v1alpha1.Destination{}, func(s *v1alpha1.SftpWatchSpec) {
+				s.Sink, s.InitialState = nil, v1alpha1.InitialEmitExisting
+				s.Transfer = &v1alpha1.TransferOptions{
+					Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: "/opened"},
+					OpenPGP:     &v1alpha1.TransferOpenPGP{Decrypt: &v1alpha1.OpenPGPDecrypt{KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: "our-key"}}}}
+			})
+			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "sealed", "stolen.pgp"), []byte("x"), 0o644))
+			var got v1alpha1.SftpWatch
+			for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Last == ""; time.Sleep(100 * time.Millisecond) {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
+				if time.Now().After(deadline) {
+					t.Fatalf("the watch made no Transfer: %+v", got.Status)
+				}
+			}
+			refusedReason(t, &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: got.Status.Transfers.Last}}, v1alpha1.ReasonSecretNotFound)
+			if _, err := os.Stat(filepath.Join(attacker.sshd.Dir, "opened")); err == nil {
+				t.Error("the attacker's folder holds what the victim's key opened")
+			}
 		}},
 		{"the victim's connection and key, named in the transfer of the attacker's watch", func(t *testing.T) {
 			attacker.watchedFolder(t, "drop")

@@ -114,4 +114,18 @@ func TestOpenPGPInbox(t *testing.T) {
 			t.Fatalf("the file is not decrypted and filed: %q; the watch: %+v", clear, watch.Status)
 		}
 	}
+	// The connection's page says where the files go, and how many went.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner"), chromedp.WaitVisible(chromedp.CSS("table.watches"))))
+		row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("table.watches tbody tr")))
+		must(t, err)
+		if strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch's row: %q", row)
+		}
+	}
+	screenshot(t, ctx, "watch-openpgp")
+	checkA11y(t, ctx, "connection (watching an inbox)")
 }

@@ -23,7 +23,12 @@ import (
 // watchView is a watched folder as a connection's page shows it.
 type watchView struct {
 	Name, Path, Sink string
-	Events           string
+	// Transfer is where files go (connection:folder), and how, when the
+	// watch transfers them; Transfers how many it started and how they
+	// ended.
+	Transfer  string
+	Transfers v1alpha1.WatchTransferCounts
+	Events    string
 	// State is "testing" (not polled yet), "ready" or "failed".
 	State, Headline, Message string
 	Delivered                int64
@@ -67,6 +72,15 @@ func (u *ui) watches(ctx context.Context, c *v1alpha1.SftpConnection) ([]watchVi
 			State: "testing", Headline: "Waiting for the worker…", Delivered: w.Status.Delivered, Pending: w.Status.Pending}
 		if w.Spec.Sink != nil {
 			v.Sink = w.Spec.Sink.URI
+		}
+		if tr := w.Spec.Transfer; tr != nil {
+			v.Transfer, v.Transfers = tr.Destination.ConnectionRef.Name+":"+tr.Destination.Path, w.Status.Transfers
+			switch p := tr.OpenPGP; {
+			case p != nil && p.Decrypt != nil:
+				v.Transfer += ", decrypted"
+			case p != nil && p.Encrypt != nil:
+				v.Transfer += ", encrypted"
+			}
 		}
 		if w.Status.LastPollTime != nil {
 			v.LastPoll = w.Status.LastPollTime.Time

@@ -3,11 +3,14 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -124,5 +127,19 @@ func TestTransferOpenPGP(t *testing.T) {
 	}
 	for _, dir := range []string{"out", "outbox"} {
 		noTemporaryFiles(t, dst, dir)
+	}
+	// No key, nor passphrase, in what the Transfers and their events say.
+	var events eventsv1.EventList
+	must(t, k8s.List(context.Background(), &events, client.InNamespace(ns)))
+	var list v1alpha1.TransferList
+	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	said, err := json.Marshal([]any{events, list})
+	must(t, err)
+	var stored corev1.Secret
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "ours"}, &stored))
+	for _, secret := range []string{testgpg.Passphrase, strings.Split(string(stored.Data["key"]), "\n")[3]} {
+		if bytes.Contains(said, []byte(secret)) {
+			t.Errorf("a status or event holds %q", secret)
+		}
 	}
 }

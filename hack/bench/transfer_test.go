@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -102,20 +101,7 @@ func TestBenchmarkTransfers(t *testing.T) {
 	}
 
 	// One large file.
-	big := make([]byte, 1<<20)
-	f, err := os.Create(filepath.Join(r.sshd.Dir, "big.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range bigTransfer / len(big) {
-		_, _ = rand.Read(big)
-		if _, err := f.Write(big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRandom(t, filepath.Join(r.sshd.Dir, "big.bin"), bigTransfer)
 	if err := resetPeakRSS(worker.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
