@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pgp"
 )
 
@@ -34,7 +35,9 @@ type openPGPKey struct {
 
 // openPGPKeys are the account's keys, by name.
 func (u *ui) openPGPKeys(r *http.Request) ([]openPGPKey, error) {
-	var list corev1.SecretList
+	// Their metadata alone: the page needs no key to show them.
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace), client.HasLabels{labelOpenPGPKey}); err != nil {
 		return nil, err
 	}
@@ -96,11 +99,11 @@ func readOpenPGPForm(ns, name string, key, passphrase []byte) (*corev1.Secret, e
 		return nil, &personError{err.Error()}
 	}
 	kind := keyPublic
-	data := map[string][]byte{"key": key}
+	data := map[string][]byte{v1alpha1.OpenPGPSecretKey: key}
 	if pgp.Private(keys) {
 		kind = keyPrivate
 		if len(passphrase) > 0 {
-			data["passphrase"] = passphrase
+			data[v1alpha1.OpenPGPSecretPassphrase] = passphrase
 		}
 	}
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,

@@ -184,7 +184,7 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 	if path == "" {
 		path = "/"
 	}
-	if !strings.HasPrefix(path, "/") || slices.ContainsFunc(strings.Split(path, "/"), func(p string) bool { return p == "." || p == ".." }) {
+	if !cleanPath(path) {
 		return nil, &personError{fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming), with no . or .. parts", path)}
 	}
 	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: c.Name + "-"},
@@ -215,7 +215,7 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 // readWatchTransfer reads the form's transfer on arrival into watch.
 func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) error {
 	for _, field := range []string{"folder", "done", "failed"} {
-		if v := values[field]; v != "" && !absoluteFolder(v) {
+		if v := values[field]; v != "" && !cleanPath(v) {
 			return &personError{fmt.Sprintf("%q is not a folder: start it with / (such as /clear), with no . or .. parts", v)}
 		}
 	}
@@ -252,30 +252,22 @@ func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) erro
 	return nil
 }
 
-func absoluteFolder(p string) bool {
-	return strings.HasPrefix(p, "/") && !slices.ContainsFunc(strings.Split(p, "/"), func(p string) bool { return p == "." || p == ".." })
-}
-
 // ownTransferRefs checks that a transfer on arrival names the account's
 // own connection and OpenPGP keys, each of the kind its place needs.
 func (u *ui) ownTransferRefs(r *http.Request, ns string, t *v1alpha1.TransferOptions) error {
 	if err := u.ownConnections(r, ns, t.Destination.ConnectionRef.Name); err != nil {
 		return err
 	}
-	want := map[string]string{}
-	if p := t.OpenPGP; p != nil && p.Decrypt != nil {
-		want[p.Decrypt.KeySecretRef.Name] = keyPrivate
-		for _, k := range p.Decrypt.VerifyWith {
-			want[k.Name] = keyPublic
-		}
+	if t.OpenPGP == nil {
+		return nil
 	}
-	if p := t.OpenPGP; p != nil && p.Encrypt != nil {
-		for _, k := range p.Encrypt.Recipients {
-			want[k.Name] = keyPublic
-		}
-		if p.Encrypt.SignWith != nil {
-			want[p.Encrypt.SignWith.Name] = keyPrivate
-		}
+	want := map[string]string{}
+	private, public := t.OpenPGP.KeyRefs()
+	for _, name := range public {
+		want[name] = keyPublic
+	}
+	for _, name := range private {
+		want[name] = keyPrivate
 	}
 	for name, kind := range want {
 		var s corev1.Secret

@@ -69,6 +69,9 @@ func TestTransferOpenPGP(t *testing.T) {
 	src.file(t, "bad/altered.csv.pgp", tampered)
 	src.file(t, "bad/stranger.csv.pgp", stranger.EncryptSign(t, small, []*testgpg.Home{ours}))
 	src.file(t, "bad/not-for-us.csv.pgp", partner.Must(t, small, "--encrypt", "--sign", "--local-user", partner.Fingerprint, "--recipient", partner.Email))
+	// Armor around what is not base64: the library passes the decoder's
+	// error on, which must fail the file, not be retried as a server's.
+	src.file(t, "bad/garbled.csv.asc", []byte("-----BEGIN PGP MESSAGE-----\n\n!!!! not base64 !!!!\n-----END PGP MESSAGE-----\n"))
 	src.file(t, "clear/statement.csv", clear)
 
 	decrypt := func(s *v1alpha1.TransferSpec) {
@@ -92,7 +95,8 @@ func TestTransferOpenPGP(t *testing.T) {
 		reasons[f.Path] = f.Reason
 	}
 	want := map[string]string{"/bad/altered.csv.pgp": v1alpha1.ReasonMessageCorrupt,
-		"/bad/stranger.csv.pgp": v1alpha1.ReasonSignatureInvalid, "/bad/not-for-us.csv.pgp": v1alpha1.ReasonKeyNotFound}
+		"/bad/stranger.csv.pgp": v1alpha1.ReasonSignatureInvalid, "/bad/not-for-us.csv.pgp": v1alpha1.ReasonKeyNotFound,
+		"/bad/garbled.csv.asc": v1alpha1.ReasonMessageCorrupt}
 	for p, r := range want {
 		if reasons[p] != r {
 			t.Errorf("%s failed with %q, want %s (%+v)", p, reasons[p], r, got.Status.Failures)

@@ -505,6 +505,43 @@ func (s *TransferOptions) TargetName(name string) string {
 	return strings.NewReplacer("{name}", name, "{stem}", stem).Replace(rule)
 }
 
+// MadeBy is the owner reference of the SftpWatch that made t (its
+// spec.transfer), or nil.
+func (t *Transfer) MadeBy() *metav1.OwnerReference {
+	for i, o := range t.OwnerReferences {
+		if o.Kind == "SftpWatch" && o.APIVersion == GroupVersion.String() {
+			return &t.OwnerReferences[i]
+		}
+	}
+	return nil
+}
+
+// The keys of a Secret named by an OpenPGPKeyRef: the keys, and a private
+// key's passphrase.
+const (
+	OpenPGPSecretKey        = "key"
+	OpenPGPSecretPassphrase = "passphrase"
+)
+
+// KeyRefs are the Secrets p names, by the kind of key each must hold.
+func (p *TransferOpenPGP) KeyRefs() (private, public []string) {
+	if d := p.Decrypt; d != nil {
+		private = append(private, d.KeySecretRef.Name)
+		for _, k := range d.VerifyWith {
+			public = append(public, k.Name)
+		}
+	}
+	if e := p.Encrypt; e != nil {
+		for _, k := range e.Recipients {
+			public = append(public, k.Name)
+		}
+		if e.SignWith != nil {
+			private = append(private, e.SignWith.Name)
+		}
+	}
+	return private, public
+}
+
 // Finished reports whether the transfer succeeded or stalled for good.
 func (t *Transfer) Finished() bool { return t.Status.CompletionTime != nil }
 

@@ -88,8 +88,9 @@ func armored(out *bytes.Buffer, blockType string, write func(io.Writer) error) e
 // end printed.
 func (st *state) createInbox(ctx context.Context, k8s client.Client, eventsURL string) error {
 	for name, data := range map[string]map[string][]byte{
-		demoKeySecret:    {"key": []byte(st.OpenPGP.DemoPrivate), "passphrase": []byte(st.OpenPGP.Passphrase)},
-		partnerKeySecret: {"key": []byte(st.OpenPGP.PartnerPublic)},
+		demoKeySecret: {v1alpha1.OpenPGPSecretKey: []byte(st.OpenPGP.DemoPrivate),
+			v1alpha1.OpenPGPSecretPassphrase: []byte(st.OpenPGP.Passphrase)},
+		partnerKeySecret: {v1alpha1.OpenPGPSecretKey: []byte(st.OpenPGP.PartnerPublic)},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: name}}
 		if _, err := controllerutil.CreateOrUpdate(ctx, k8s, s, func() error { s.Data = data; return nil }); err != nil {

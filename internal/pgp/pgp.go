@@ -154,7 +154,9 @@ func Encrypt(w io.Writer, e Encryption) (io.WriteCloser, error) {
 	}
 	plain, err := openpgp.EncryptWithParams(out, e.To, nil, params)
 	if err != nil {
-		return nil, failed(KeyNotFound, "no key can encrypt or sign: %s", message(err))
+		// The keys chosen, or the first packets' write: the caller
+		// tells a write that failed by its own writer.
+		return nil, &Error{Reason: KeyNotFound, Err: fmt.Errorf("no key can encrypt or sign: %w", err)}
 	}
 	return &closer{WriteCloser: plain, arm: arm}, nil
 }

@@ -452,9 +452,14 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	made.Close()
 	rerr, terr := <-readErr, <-madeErr
 	r.Sent = n
+	var refused *TransformError
 	switch {
 	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe):
 		err = fail(rerr, "reading the source file")
+	case errors.As(terr, &refused) && j.sourceChanged(in, r):
+		// Cut short or altered because it is being written: copied
+		// again, as it is then, not failed for good.
+		err = errChanged
 	case terr != nil && !errors.Is(terr, io.ErrClosedPipe):
 		err = fail(terr, "reading the message")
 	case werr != nil:
@@ -509,6 +514,13 @@ func (j *Job) copyStream(in, out files.File, r *Result, progress *counter) error
 		return errChanged
 	}
 	return nil
+}
+
+// sourceChanged reports whether the source is no longer as the plan has
+// it (a stat that fails says nothing).
+func (j *Job) sourceChanged(in files.File, r *Result) bool {
+	now, err := in.Stat()
+	return err == nil && (now.Size() != r.Size || now.ModTime().Unix() != r.ModTime)
 }
 
 // errChanged is a source that did not hold the size the plan says.

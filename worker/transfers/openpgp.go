@@ -15,12 +15,6 @@ import (
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
-// The keys of a Secret named by an OpenPGPKeyRef.
-const (
-	secretKey        = "key"
-	secretPassphrase = "passphrase"
-)
-
 // transformOf is what tr's files go through: nil without spec.openPGP.
 // why says which Secret or key is missing or unusable; the transfer waits
 // for it.
@@ -37,10 +31,10 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 			return nil, fmt.Errorf("there is no Secret %s in this namespace", ref.Name)
 		case err != nil:
 			return nil, fmt.Errorf("reading Secret %s: %w", ref.Name, err)
-		case len(s.Data[secretKey]) == 0:
-			return nil, fmt.Errorf("the Secret %s has no key %q", ref.Name, secretKey)
+		case len(s.Data[v1alpha1.OpenPGPSecretKey]) == 0:
+			return nil, fmt.Errorf("the Secret %s has no key %q", ref.Name, v1alpha1.OpenPGPSecretKey)
 		}
-		keys, err := pgp.ReadKeys(s.Data[secretKey], s.Data[secretPassphrase], "the key in Secret "+ref.Name)
+		keys, err := pgp.ReadKeys(s.Data[v1alpha1.OpenPGPSecretKey], s.Data[v1alpha1.OpenPGPSecretPassphrase], "the key in Secret "+ref.Name)
 		if err == nil && private && !pgp.Private(keys) {
 			err = fmt.Errorf("the key in Secret %s is public: a private key is needed", ref.Name)
 		}
@@ -69,19 +63,22 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 			}
 		}
 		return func(dst io.Writer, src io.Reader, name string) error {
+			in, out := &sided{r: src}, &sided{w: dst}
 			enc := enc
 			enc.Name = name
-			w, err := pgp.Encrypt(dst, enc)
-			if err != nil {
-				return refused(err)
+			w, err := pgp.Encrypt(out, enc)
+			if err == nil {
+				if _, err = io.Copy(w, in); err == nil {
+					err = w.Close()
+				}
 			}
-			if _, err := io.Copy(w, src); err != nil {
-				return err
-			}
-			return w.Close()
+			return refused(in, out, err, v1alpha1.ReasonFilesFailed)
 		}, ""
 	}
 	d := spec.Decrypt
+	if d == nil {
+		return nil, "spec.openPGP has neither encrypt nor decrypt"
+	}
 	keys, err := read(d.KeySecretRef, true)
 	if err != nil {
 		return nil, err.Error()
@@ -93,26 +90,61 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 		}
 	}
 	return func(dst io.Writer, src io.Reader, _ string) error {
-		clear, err := pgp.Decrypt(src, dec)
-		if err != nil {
-			return refused(err)
+		in, out := &sided{r: src}, &sided{w: dst}
+		clear, err := pgp.Decrypt(in, dec)
+		if err == nil {
+			_, err = io.Copy(out, clear)
 		}
-		if _, err := io.Copy(dst, clear); err != nil {
-			return refused(err)
+		if err == nil {
+			// Bytes after the message are read too: the whole file is
+			// what the copy checks against the plan.
+			_, err = io.Copy(io.Discard, in)
 		}
-		// Bytes after the message are read too: the whole file is
-		// what the copy checks against the plan.
-		_, err = io.Copy(io.Discard, src)
-		return err
+		return refused(in, out, err, v1alpha1.ReasonMessageCorrupt)
 	}, ""
 }
 
-// refused types an OpenPGP failure as the file's: a read or write error
-// stays as it is.
-func refused(err error) error {
+// sided is one side of a transform, a reader or a writer, keeping its
+// first error: what failed there is the server's or the session's, not
+// the content's.
+type sided struct {
+	r   io.Reader
+	w   io.Writer
+	err error
+}
+
+func (s *sided) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
+
+func (s *sided) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// refused is err as the copy reports it: a failure of the source's read
+// (in) or of the copy's write (out) as it was, an OpenPGP failure with its
+// reason, and any other (which the library passes on from the message:
+// bad base64, a broken compressed stream) with reason, for good.
+func refused(in, out *sided, err error, reason string) error {
+	switch {
+	case err == nil:
+		return nil
+	case in.err != nil:
+		return in.err
+	case out.err != nil:
+		return out.err
+	}
 	var e *pgp.Error
 	if errors.As(err, &e) {
 		return &transfer.TransformError{Reason: e.Reason, Err: e}
 	}
-	return err
+	return &transfer.TransformError{Reason: reason, Err: err}
 }

@@ -16,10 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
@@ -290,7 +292,8 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	t.mu.Lock()
 	f := t.plan.Files[i]
 	target := t.plan.Target(&f)
-	target = path.Join(path.Dir(target), tr.Spec.TargetName(path.Base(target)))
+	renamed := tr.Spec.TargetName(path.Base(target))
+	target = path.Join(path.Dir(target), renamed)
 	moving := &atomic.Int64{}
 	t.moving[i] = moving
 	resumed, fresh := t.resumed, !t.resumed && f.Tries == 0 && !t.cut[i]
@@ -311,6 +314,9 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	var res transfer.Result
 	var err error
 	switch {
+	case renamed == "." || renamed == "..":
+		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,
+			Err: fmt.Errorf("spec.openPGP.rename names %s %q, which is no file's name", f.Path, renamed)}
 	case src.UID == dst.UID && job.Src == job.Dst:
 		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,
 			Err: fmt.Errorf("%s would be copied onto itself: the destination folder is its own", f.Path)}
@@ -331,6 +337,15 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 				res, err = transfer.Copy(ctx, ss.Files, ds.Files, job)
 				return err
 			})
+		})
+	}
+	if err != nil && job.Transform != nil {
+		// What a transformed copy left may be clear text not yet
+		// verified, and is never continued: removed, on a session of
+		// its own should the copy's have broken.
+		tmp := tempname.For(path.Dir(job.Dst), job.Seed)
+		_ = t.do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.Spec.Limits.OperationTimeoutOrDefault()}, func(s *sftpdial.Session) error {
+			return files.IgnoreMissing(s.Files.Remove(tmp))
 		})
 	}
 	t.mu.Lock()

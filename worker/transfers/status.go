@@ -96,10 +96,8 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 
 // triggeredBy names the watch that made t, from its owner reference.
 func triggeredBy(t *v1alpha1.Transfer) *v1alpha1.TriggeredBy {
-	for _, o := range t.OwnerReferences {
-		if o.Kind == "SftpWatch" && o.APIVersion == v1alpha1.GroupVersion.String() {
-			return &v1alpha1.TriggeredBy{Watch: o.Name, EventID: t.Annotations[v1alpha1.AnnotationEventID]}
-		}
+	if o := t.MadeBy(); o != nil {
+		return &v1alpha1.TriggeredBy{Watch: o.Name, EventID: t.Annotations[v1alpha1.AnnotationEventID]}
 	}
 	return nil
 }

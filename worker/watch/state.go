@@ -45,6 +45,9 @@ type Running struct {
 	ID string
 	// Made is when its Transfer was made.
 	Made time.Time
+	// Failed says its event was not delivered (dead-lettered or refused):
+	// the file goes to failedTo whatever its Transfer does.
+	Failed bool
 }
 
 // Pending is an event waiting to be delivered.
@@ -61,7 +64,9 @@ type Pending struct {
 
 // stateVersion starts every encoded State; a State of another version is
 // not read (the watch starts over from a snapshot). Version 1 is version 2
-// without its transfers, and is read.
+// without its transfers: it is read, and written while a state has no
+// transfers, so that a replica of the release before reads it during a
+// rolling upgrade.
 const stateVersion = 2
 
 // ErrUnknownState is an encoded State this worker cannot read.
@@ -74,7 +79,11 @@ var ErrUnknownState = errors.New("the watch's stored state is of an unknown vers
 func (s *State) Encode() ([]byte, error) {
 	var raw bytes.Buffer
 	w := &encoder{w: &raw}
-	w.uvarint(stateVersion)
+	version := uint64(stateVersion)
+	if len(s.Running) == 0 && s.Started == 0 && s.Succeeded == 0 && s.TransfersFailed == 0 && s.LastTransfer == "" {
+		version = 1
+	}
+	w.uvarint(version)
 	w.string(s.SpecKey)
 	if s.Seen == nil {
 		w.uvarint(0)
@@ -107,16 +116,19 @@ func (s *State) Encode() ([]byte, error) {
 	w.varint(s.Delivered)
 	w.varint(s.Failed)
 	w.varint(s.DeadLettered)
-	w.uvarint(uint64(len(s.Running)))
-	for _, e := range s.Running {
-		w.event(e.Event)
-		w.string(e.ID)
-		w.varint(e.Made.UnixMilli())
+	if version >= 2 {
+		w.uvarint(uint64(len(s.Running)))
+		for _, e := range s.Running {
+			w.event(e.Event)
+			w.string(e.ID)
+			w.varint(e.Made.UnixMilli())
+			w.flag(e.Failed)
+		}
+		w.varint(s.Started)
+		w.varint(s.Succeeded)
+		w.varint(s.TransfersFailed)
+		w.string(s.LastTransfer)
 	}
-	w.varint(s.Started)
-	w.varint(s.Succeeded)
-	w.varint(s.TransfersFailed)
-	w.string(s.LastTransfer)
 
 	var out bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
@@ -184,6 +196,7 @@ func DecodeState(b []byte) (*State, error) {
 		for range r.count() {
 			e := Running{Event: r.event(), ID: r.string()}
 			e.Made = time.UnixMilli(r.varint())
+			e.Failed = r.uvarint() == 1
 			s.Running = append(s.Running, e)
 		}
 		s.Started, s.Succeeded, s.TransfersFailed = r.varint(), r.varint(), r.varint()
@@ -210,6 +223,14 @@ func (e *encoder) varint(v int64)   { e.w.Write(binary.AppendVarint(nil, v)) }
 func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
 	e.w.WriteString(s)
+}
+
+func (e *encoder) flag(b bool) {
+	if b {
+		e.uvarint(1)
+	} else {
+		e.uvarint(0)
+	}
 }
 
 func (e *encoder) event(ev Event) {

@@ -1,6 +1,10 @@
 package watch
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"testing"
@@ -20,7 +24,7 @@ func TestStateRoundTrip(t *testing.T) {
 	s.Outbox = []Pending{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "a/b.csv", Size: 3, ModTime: 9}}, ID: "id-1", Attempts: 2,
 		Observed: time.UnixMilli(1_700_000_000_123)}}
 	s.Running = []Running{{Event: Event{Type: v1alpha1.WatchModified, File: File{Path: "c.pgp", Size: 5, ModTime: 8}}, ID: "id-0",
-		Made: time.UnixMilli(1_700_000_000_456)}}
+		Made: time.UnixMilli(1_700_000_000_456), Failed: true}}
 	s.Started, s.Succeeded, s.TransfersFailed, s.LastTransfer = 4, 2, 1, "w-id-0"
 	b, err := s.Encode()
 	if err != nil {
@@ -41,7 +45,28 @@ func TestStateRoundTrip(t *testing.T) {
 	if got, err := DecodeState(empty); err != nil || got.Seen != nil {
 		t.Errorf("a state before the first poll: %v, %v", got, err)
 	}
+	// Without transfers, version 1, which the release before reads.
+	if b, _ := (&State{SpecKey: "k", Delivered: 3}).Encode(); decodedVersion(t, b) != 1 {
+		t.Error("a state without transfers is not written as version 1")
+	}
+	if decodedVersion(t, b) != 2 {
+		t.Error("a state with transfers is not written as version 2")
+	}
 	if _, err := DecodeState([]byte("not gzip")); err == nil {
 		t.Error("garbage decodes")
 	}
+}
+
+// decodedVersion is the version an encoded state starts with.
+func decodedVersion(t *testing.T, b []byte) uint64 {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := binary.ReadUvarint(bufio.NewReader(zr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

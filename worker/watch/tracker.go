@@ -169,13 +169,19 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 // after it was first seen still, not a whole interval later; one seen to
 // change again is left to the regular polls, so that a long upload does
 // not make the folder listed every second. ok is false without such a
-// candidate.
-func (t *Tracker) Recheck() (at time.Time, ok bool) {
+// candidate due after now.
+func (t *Tracker) Recheck(now time.Time) (at time.Time, ok bool) {
 	for _, c := range t.candidates {
 		if c.changing || t.Report != nil && !t.Report[c.kind] {
 			continue
 		}
 		due := c.since.Add(max(t.MinAge, minRecheck))
+		if !due.After(now) {
+			// Due at this poll, and still not reported: no room for it
+			// (the events wait), which another poll at once would not
+			// change.
+			continue
+		}
 		if !ok || due.Before(at) {
 			at, ok = due, true
 		}

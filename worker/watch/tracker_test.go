@@ -118,11 +118,11 @@ func TestRecheck(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	tr := Tracker{MinAge: 3 * time.Second, Report: all}
 	tr.Poll(now, nil, 100)
-	if _, ok := tr.Recheck(); ok {
+	if _, ok := tr.Recheck(now); ok {
 		t.Fatal("a recheck with nothing unsettled")
 	}
 	tr.Poll(now.Add(5*time.Second), []File{file("a", 1, 1)}, 100)
-	if at, ok := tr.Recheck(); !ok || !at.Equal(now.Add(8*time.Second)) {
+	if at, ok := tr.Recheck(now.Add(5 * time.Second)); !ok || !at.Equal(now.Add(8*time.Second)) {
 		t.Fatalf("recheck at %v, %v; want 3s after the file was seen", at, ok)
 	}
 	if got := tr.Poll(now.Add(8*time.Second), []File{file("a", 1, 1)}, 100); len(got) != 1 {
@@ -130,19 +130,30 @@ func TestRecheck(t *testing.T) {
 	}
 	tr.Poll(now.Add(10*time.Second), []File{file("a", 1, 1), file("b", 1, 1)}, 100)
 	tr.Poll(now.Add(13*time.Second), []File{file("a", 1, 1), file("b", 2, 2)}, 100)
-	if _, ok := tr.Recheck(); ok {
+	if _, ok := tr.Recheck(now.Add(13 * time.Second)); ok {
 		t.Error("a file still changing is rechecked: a long upload would list the folder every second")
 	}
 	zero := Tracker{Report: all}
 	zero.Poll(now, nil, 100)
 	zero.Poll(now, []File{file("a", 1, 1)}, 100)
-	if at, _ := zero.Recheck(); !at.Equal(now.Add(time.Second)) {
+	if at, _ := zero.Recheck(now); !at.Equal(now.Add(time.Second)) {
 		t.Errorf("with MinAge 0 the recheck is at %v, want a second later", at)
+	}
+	// Due, but no room for its event: not rechecked at once again (the
+	// folder would be listed in a loop while the events wait).
+	full := Tracker{Report: all}
+	full.Poll(now, nil, 100)
+	full.Poll(now, []File{file("a", 1, 1)}, 100)
+	if got := full.Poll(now.Add(time.Second), []File{file("a", 1, 1)}, 0); len(got) != 0 {
+		t.Fatalf("reported %v with no room", got)
+	}
+	if _, ok := full.Recheck(now.Add(time.Second)); ok {
+		t.Error("a candidate due and not reported for want of room is rechecked at once")
 	}
 	quiet := Tracker{Report: map[v1alpha1.WatchEvent]bool{v1alpha1.WatchDeleted: true}}
 	quiet.Poll(now, nil, 100)
 	quiet.Poll(now, []File{file("a", 1, 1)}, 100)
-	if _, ok := quiet.Recheck(); ok {
+	if _, ok := quiet.Recheck(now); ok {
 		t.Error("a change not reported is rechecked")
 	}
 }

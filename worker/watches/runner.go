@@ -85,6 +85,9 @@ type Runner struct {
 	events  *ratelimit.Keyed[string]
 	// held counts the files the watchers track (Limits.MaxHeldFiles).
 	held heldFiles
+	// made is the Transfers this replica made that its cache may not
+	// show yet (Limits.MaxTransfersPerNamespace counts them).
+	made recentlyMade
 	// status writes the watches' statuses and their events.
 	status statuspatch.Writer
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,12 +61,8 @@ func transferFor(wt *v1alpha1.SftpWatch, p watch.Pending) *v1alpha1.Transfer {
 
 // madeBy reports whether tr is one wt made.
 func madeBy(tr *v1alpha1.Transfer, wt *v1alpha1.SftpWatch) bool {
-	for _, o := range tr.OwnerReferences {
-		if o.UID == wt.UID {
-			return true
-		}
-	}
-	return false
+	o := tr.MadeBy()
+	return o != nil && o.UID == wt.UID
 }
 
 // start makes the Transfer of the outbox's head, p, unless it is there
@@ -89,6 +86,9 @@ func (w *watcher) start(ctx context.Context, wt *v1alpha1.SftpWatch, p watch.Pen
 			n), true
 	}
 	err = w.r.Client.Create(ctx, tr)
+	if err == nil {
+		w.r.made.add(tr.Namespace, tr.Name)
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		// Made by an earlier try the cache has not shown yet: the next
@@ -103,22 +103,60 @@ func (w *watcher) start(ctx context.Context, wt *v1alpha1.SftpWatch, p watch.Pen
 	return "", false
 }
 
-// triggered counts the Transfers watches made in ns.
+// triggered counts the Transfers watches made in ns: those the cache
+// shows, and those this replica made that it does not show yet.
 func (w *watcher) triggered(ctx context.Context, ns string) (int, error) {
 	var list v1alpha1.TransferList
 	if err := w.r.Cache.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return 0, err
 	}
 	n := 0
+	shown := make(map[string]bool, len(list.Items))
 	for i := range list.Items {
-		for _, o := range list.Items[i].OwnerReferences {
-			if o.Kind == "SftpWatch" && o.APIVersion == v1alpha1.GroupVersion.String() {
-				n++
-				break
-			}
+		if list.Items[i].MadeBy() != nil {
+			n++
+			shown[list.Items[i].Name] = true
 		}
 	}
-	return n, nil
+	return n + w.r.made.unshown(ns, shown), nil
+}
+
+// recentlyMade is the Transfers a replica made, by namespace and name,
+// until its cache shows them (or a minute passed: deleted meanwhile).
+type recentlyMade struct {
+	mu sync.Mutex
+	of map[string]map[string]time.Time
+}
+
+func (m *recentlyMade) add(ns, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.of == nil {
+		m.of = map[string]map[string]time.Time{}
+	}
+	if m.of[ns] == nil {
+		m.of[ns] = map[string]time.Time{}
+	}
+	m.of[ns][name] = time.Now()
+}
+
+// unshown counts ns's Transfers made and not among shown, forgetting
+// those shown or older than goneAfter.
+func (m *recentlyMade) unshown(ns string, shown map[string]bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for name, at := range m.of[ns] {
+		if shown[name] || time.Since(at) > goneAfter {
+			delete(m.of[ns], name)
+			continue
+		}
+		n++
+	}
+	if len(m.of[ns]) == 0 {
+		delete(m.of, ns)
+	}
+	return n
 }
 
 // goneAfter is how long a Transfer made may be missing from the cache
@@ -142,14 +180,20 @@ func (w *watcher) settle(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 		case err != nil || !madeBy(&tr, wt):
 			w.lastErr = fmt.Sprintf("the Transfer of %s was deleted before it finished: the file stays where it is", r.Path)
 		default:
-			ok := meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady)
-			if ok {
+			// A file its Transfer skipped (overwrite Never, a copy already
+			// there) is not where the transfer should have put it.
+			ok := meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) && tr.Status.Files.Skipped == 0
+			switch {
+			case ok:
 				w.state.Succeeded++
-			} else {
+			case tr.Status.Files.Skipped > 0:
+				w.state.TransfersFailed++
+				w.lastErr = fmt.Sprintf("the Transfer %s skipped %s: a file is at its destination already (its overwrite policy)", tr.Name, r.Path)
+			default:
 				w.state.TransfersFailed++
 				w.lastErr = fmt.Sprintf("the Transfer %s of %s failed", tr.Name, r.Path)
 			}
-			w.after(ctx, wt, conn, r.Event, ok)
+			w.after(ctx, wt, conn, r.Event, ok && !r.Failed)
 		}
 		w.dirty = true
 	}

@@ -343,7 +343,7 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	}
 	w.pendingCount.Store(int64(len(w.state.Outbox)))
 	w.lastPoll, w.polledGeneration = now, wt.Generation
-	if at, ok := w.tracker.Recheck(); ok && at.Before(w.nextPoll) {
+	if at, ok := w.tracker.Recheck(now); ok && at.Before(w.nextPoll) {
 		w.nextPoll = at
 	}
 }
@@ -454,7 +454,7 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 	w.failing, w.unreachable, w.atLimit = "", false, ""
 	w.dirty = true
 	if w.started == p.ID {
-		w.state.Running = append(w.state.Running, watch.Running{Event: p.Event, ID: p.ID, Made: time.Now()})
+		w.state.Running = append(w.state.Running, watch.Running{Event: p.Event, ID: p.ID, Made: time.Now(), Failed: !ok})
 		return
 	}
 	w.after(ctx, wt, conn, p.Event, ok)
