@@ -20,8 +20,8 @@ import (
 // TestWatchTriggersTransfers: a watch of a partner's inbox makes one
 // Transfer per file that arrives, which decrypts it and checks its
 // signature; the original goes to done/ once its transfer succeeded, to
-// failed/ if it failed; both statuses say so, and the sink hears of both
-// files besides.
+// failed/ if it failed or skipped it; both statuses say so, and the sink
+// hears of every file besides.
 func TestWatchTriggersTransfers(t *testing.T) {
 	t.Parallel()
 	src, dst := inProcessServer(testsftp.Start(t)), inProcessServer(testsftp.Start(t))
@@ -53,14 +53,19 @@ func TestWatchTriggersTransfers(t *testing.T) {
 	payroll := []byte("employee,net\n1,3100.00\n")
 	src.file(t, "inbox/payroll.csv.pgp", partner.EncryptSign(t, payroll, []*testgpg.Home{ours}))
 	src.file(t, "inbox/forged.csv.pgp", stranger.EncryptSign(t, payroll, []*testgpg.Home{ours}))
+	// A copy already there, which overwrite Never keeps: the Transfer
+	// skips the file, and the watch files it as failed, never as done.
+	dst.file(t, "clear/again.csv", []byte("the earlier copy"))
+	src.file(t, "inbox/again.csv.pgp", partner.EncryptSign(t, payroll, []*testgpg.Home{ours}))
 
 	var got v1alpha1.SftpWatch
 	eventually(t, "both transfers finish and the files are filed", func() bool {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
 		c := got.Status.Transfers
-		return c.Succeeded == 1 && c.Failed == 1 && c.Running == 0 && src.has("done/payroll.csv.pgp") && src.has("failed/forged.csv.pgp")
+		return c.Succeeded == 1 && c.Failed == 2 && c.Running == 0 && src.has("done/payroll.csv.pgp") && src.has("failed/forged.csv.pgp") &&
+			src.has("failed/again.csv.pgp")
 	})
-	if c := got.Status.Transfers; c.Started != 2 || c.Last == "" {
+	if c := got.Status.Transfers; c.Started != 3 || c.Last == "" {
 		t.Errorf("the watch's transfers: %+v", c)
 	}
 	if !bytes.Equal(dst.read(t, "clear/payroll.csv"), payroll) || dst.has("clear/forged.csv") {
@@ -71,7 +76,10 @@ func TestWatchTriggersTransfers(t *testing.T) {
 	}
 	var list v1alpha1.TransferList
 	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
-	if len(list.Items) != 2 {
+	if string(dst.read(t, "clear/again.csv")) != "the earlier copy" {
+		t.Error("the copy already there was replaced")
+	}
+	if len(list.Items) != 3 {
 		t.Fatalf("%d Transfers, want one per file", len(list.Items))
 	}
 	for _, tr := range list.Items {
@@ -83,7 +91,7 @@ func TestWatchTriggersTransfers(t *testing.T) {
 			t.Errorf("%s: ttl %d", tr.Name, *tr.Spec.TTLSecondsAfterFinished)
 		}
 	}
-	if n := len(sink.Subjects()); n != 2 {
-		t.Errorf("the sink got %d events, want 2", n)
+	if n := len(sink.Subjects()); n != 3 {
+		t.Errorf("the sink got %d events, want 3", n)
 	}
 }
