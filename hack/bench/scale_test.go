@@ -270,7 +270,7 @@ func waitScale(t *testing.T, k8s client.Client, done func(scaleCount) bool, gone
 func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCount, error) {
 	s := scaleCount{byWorker: map[string]int{}}
 	var watches v1alpha1.SftpWatchList
-	if err := k8s.List(ctx, &watches, fromWatchCache); err != nil {
+	if err := k8s.List(ctx, &watches, fromWatchCache()); err != nil {
 		return s, err
 	}
 	for i := range watches.Items {
@@ -282,7 +282,7 @@ func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCoun
 		}
 	}
 	var transfers v1alpha1.TransferList
-	if err := k8s.List(ctx, &transfers, fromWatchCache); err != nil {
+	if err := k8s.List(ctx, &transfers, fromWatchCache()); err != nil {
 		return s, err
 	}
 	for i := range transfers.Items {
@@ -297,7 +297,11 @@ func countScale(ctx context.Context, k8s client.Client, gone *string) (scaleCoun
 	return s, nil
 }
 
-var fromWatchCache = &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+// fromWatchCache is a list from the API server's watch cache (new each
+// time: a List writes into its options).
+func fromWatchCache() *client.ListOptions {
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+}
 
 // apiWrites is how many writes (creates, updates, patches, deletes) the
 // API server has answered since it started, from its own metrics.

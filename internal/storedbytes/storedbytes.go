@@ -249,9 +249,9 @@ func (b *Budget) list(ctx context.Context, tenant string) ([]metav1.PartialObjec
 	case reader != nil:
 		opts = append(opts, client.HasLabels{LabelTenant})
 	case tenant != "":
-		reader, opts = b.Client, append(opts, client.MatchingLabels{LabelTenant: tenant}, fromWatchCache)
+		reader, opts = b.Client, append(opts, client.MatchingLabels{LabelTenant: tenant}, fromWatchCache())
 	default:
-		reader, opts = b.Client, append(opts, client.HasLabels{LabelTenant}, fromWatchCache)
+		reader, opts = b.Client, append(opts, client.HasLabels{LabelTenant}, fromWatchCache())
 	}
 	if err := reader.List(ctx, &list, opts...); err != nil {
 		return nil, err
@@ -259,7 +259,12 @@ func (b *Budget) list(ctx context.Context, tenant string) ([]metav1.PartialObjec
 	return list.Items, nil
 }
 
-var fromWatchCache = &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+// fromWatchCache is a list from the API server's watch cache: new on each
+// call, since a List writes into the options it is given (shared, two at
+// once raced).
+func fromWatchCache() *client.ListOptions {
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+}
 
 // Used is the bytes stored for tenant, as the budget counts them.
 func (b *Budget) Used(ctx context.Context, tenant string) (int64, error) {
