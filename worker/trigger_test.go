@@ -59,7 +59,17 @@ func TestWatchTriggersTransfers(t *testing.T) {
 	src.file(t, "inbox/again.csv.pgp", partner.EncryptSign(t, payroll, []*testgpg.Home{ours}))
 
 	var got v1alpha1.SftpWatch
-	eventually(t, "both transfers finish and the files are filed", func() bool {
+	defer func() {
+		if t.Failed() {
+			var list v1alpha1.TransferList
+			_ = k8s.List(context.Background(), &list, client.InNamespace(ns))
+			t.Logf("the watch: %+v", got.Status)
+			for _, tr := range list.Items {
+				t.Logf("%s: %s %+v", tr.Name, readyReason(&tr), tr.Status.Failures)
+			}
+		}
+	}()
+	eventually(t, "the transfers finish and the files are filed", func() bool {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
 		c := got.Status.Transfers
 		return c.Succeeded == 1 && c.Failed == 2 && c.Running == 0 && src.has("done/payroll.csv.pgp") && src.has("failed/forged.csv.pgp") &&

@@ -97,6 +97,37 @@ func anyEncrypted(e *openpgp.Entity) bool {
 	return false
 }
 
+// Frozen is keys kept as bytes (private ones unlocked), for many copies
+// at once: go-crypto's keys cache what they verified inside themselves and
+// are not for two goroutines at once, so each copy reads its own (Thaw),
+// which costs no passphrase.
+type Frozen []byte
+
+// Freeze keeps keys as Thaw reads them back.
+func Freeze(keys Keys) (Frozen, error) {
+	var buf bytes.Buffer
+	for _, k := range keys {
+		var err error
+		if k.PrivateKey != nil {
+			err = k.SerializePrivateWithoutSigning(&buf, config)
+		} else {
+			err = k.Serialize(&buf)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// Thaw is a copy of the frozen keys of its own; nil for none.
+func (f Frozen) Thaw() (Keys, error) {
+	if len(f) == 0 {
+		return nil, nil
+	}
+	return openpgp.ReadKeyRing(bytes.NewReader(f))
+}
+
 // Fingerprints are the keys' primary fingerprints, in upper-case hex as
 // gpg prints them.
 func Fingerprints(keys Keys) []string {

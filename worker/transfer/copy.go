@@ -251,11 +251,12 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, don
 	case tfi.dir:
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
-	// A transformed copy's size is its own: its modification time,
-	// the source's, is what it shares with the source.
-	same := tfi.modTime == r.ModTime && (tfi.size == r.Size || j.Transform != nil)
+	if j.Transform != nil {
+		return j.decideTransformed(tfi, r)
+	}
+	same := tfi.size == r.Size && tfi.modTime == r.ModTime
 	if same && (j.Overwrite != v1alpha1.OverwriteAlways || j.Resumed) {
-		if j.Verify != v1alpha1.VerifySHA256 || j.Transform != nil {
+		if j.Verify != v1alpha1.VerifySHA256 {
 			return false, Done, nil
 		}
 		a, err := digest(src, j.Src)
@@ -275,6 +276,22 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, don
 		}
 	}
 	if j.Overwrite == v1alpha1.OverwriteNever {
+		return false, Skipped, nil
+	}
+	return true, Waiting, nil
+}
+
+// decideTransformed is decide for a transformed copy, whose size is its
+// own: only its modification time (the source's) tells it. A target with
+// the source's time is taken for the copy only when an earlier run of the
+// transfer may have written it; else a file someone put there in the same
+// second would pass for it, and the new content never be written.
+func (j *Job) decideTransformed(tfi *entry, r Result) (replace bool, done FileState, err error) {
+	sameTime := tfi.modTime == r.ModTime
+	switch {
+	case j.Resumed && sameTime:
+		return false, Done, nil
+	case j.Overwrite == v1alpha1.OverwriteNever, j.Overwrite == v1alpha1.OverwriteIfDifferent && sameTime:
 		return false, Skipped, nil
 	}
 	return true, Waiting, nil

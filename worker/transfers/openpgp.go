@@ -56,17 +56,23 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 		if err != nil {
 			return nil, err.Error()
 		}
-		enc := pgp.Encryption{To: to, Armor: e.Armor}
+		var signer pgp.Keys
 		if e.SignWith != nil {
-			if enc.Signer, err = read(*e.SignWith, true); err != nil {
+			if signer, err = read(*e.SignWith, true); err != nil {
 				return nil, err.Error()
 			}
 		}
+		keys, err := freeze(to, signer)
+		if err != nil {
+			return nil, err.Error()
+		}
 		return func(dst io.Writer, src io.Reader, name string) error {
 			in, out := &sided{r: src}, &sided{w: dst}
-			enc := enc
-			enc.Name = name
-			w, err := pgp.Encrypt(out, enc)
+			k, err := thaw(keys)
+			if err != nil {
+				return err
+			}
+			w, err := pgp.Encrypt(out, pgp.Encryption{To: k[0], Signer: k[1], Armor: e.Armor, Name: name})
 			if err == nil {
 				if _, err = io.Copy(w, in); err == nil {
 					err = w.Close()
@@ -79,19 +85,27 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 	if d == nil {
 		return nil, "spec.openPGP has neither encrypt nor decrypt"
 	}
-	keys, err := read(d.KeySecretRef, true)
+	private, err := read(d.KeySecretRef, true)
 	if err != nil {
 		return nil, err.Error()
 	}
-	dec := pgp.Decryption{Keys: keys}
+	var verify pgp.Keys
 	if len(d.VerifyWith) > 0 {
-		if dec.Verify, err = readAll(d.VerifyWith); err != nil {
+		if verify, err = readAll(d.VerifyWith); err != nil {
 			return nil, err.Error()
 		}
 	}
+	keys, err := freeze(private, verify)
+	if err != nil {
+		return nil, err.Error()
+	}
 	return func(dst io.Writer, src io.Reader, _ string) error {
 		in, out := &sided{r: src}, &sided{w: dst}
-		clear, err := pgp.Decrypt(in, dec)
+		k, err := thaw(keys)
+		if err != nil {
+			return err
+		}
+		clear, err := pgp.Decrypt(in, pgp.Decryption{Keys: k[0], Verify: k[1]})
 		if err == nil {
 			_, err = io.Copy(out, clear)
 		}
@@ -102,6 +116,30 @@ func transformOf(ctx context.Context, c client.Reader, tr *v1alpha1.Transfer) (f
 		}
 		return refused(in, out, err, v1alpha1.ReasonMessageCorrupt)
 	}, ""
+}
+
+// freeze keeps each set of keys for thaw: each file's copy reads its
+// own, as files are copied at once (see pgp.Frozen).
+func freeze(sets ...pgp.Keys) ([]pgp.Frozen, error) {
+	out := make([]pgp.Frozen, len(sets))
+	for i, keys := range sets {
+		var err error
+		if out[i], err = pgp.Freeze(keys); err != nil {
+			return nil, fmt.Errorf("keeping the OpenPGP keys: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func thaw(sets []pgp.Frozen) ([]pgp.Keys, error) {
+	out := make([]pgp.Keys, len(sets))
+	for i, f := range sets {
+		var err error
+		if out[i], err = f.Thaw(); err != nil {
+			return nil, &transfer.TransformError{Reason: v1alpha1.ReasonKeyNotFound, Err: fmt.Errorf("reading the OpenPGP keys: %w", err)}
+		}
+	}
+	return out, nil
 }
 
 // sided is one side of a transform, a reader or a writer, keeping its
