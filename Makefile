@@ -6,6 +6,8 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 # rclone, the peer make bench compares transfers with.
 RCLONE_VERSION ?= v1.76.0
+# versitygw, the S3 server the tests start (its POSIX backend, on loopback).
+VERSITYGW_VERSION ?= v1.8.0
 K8S_VERSION ?= 1.37.0
 ETCD_VERSION ?= 3.6.16
 
@@ -13,6 +15,7 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 RCLONE ?= $(LOCALBIN)/rclone-$(RCLONE_VERSION)
+VERSITYGW ?= $(LOCALBIN)/versitygw-$(VERSITYGW_VERSION)
 # The control plane takes minutes to build: it is kept under the user's
 # cache directory (as Go's os.UserCacheDir), keyed by its versions, where
 # every clone of the project on the machine finds it.
@@ -73,8 +76,8 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 TEST_PACKAGES = $$(go list ./... | grep -v '/hack/bench$$')
 
 .PHONY: test
-test: require-root test-prereqs verify-generated fmt-check vet lint envtest ## Run every check and test against a real kube-apiserver, etcd and sshd.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -race $(TEST_PACKAGES) -count=1
+test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) go test -race $(TEST_PACKAGES) -count=1
 
 # The tests start their own sshd, which logs in as a dedicated user: only
 # root can do that. Without it they would not run, and a test that did not
@@ -173,6 +176,11 @@ $(GOLANGCI_LINT):
 
 $(RCLONE):
 	$(call go-install-tool,$(RCLONE),github.com/rclone/rclone,$(RCLONE_VERSION))
+
+.PHONY: versitygw
+versitygw: $(VERSITYGW) ## Install versitygw, the tests' S3 server, into bin/.
+$(VERSITYGW):
+	$(call go-install-tool,$(VERSITYGW),github.com/versity/versitygw/cmd/versitygw,$(VERSITYGW_VERSION))
 
 # go-install-tool installs a Go package at a version into bin/ under a
 # versioned name, so that changing a version installs it afresh.
