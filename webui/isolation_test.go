@@ -242,6 +242,20 @@ func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string, mu
 	return tr
 }
 
+// madeTransfer waits for w's first Transfer (its spec.transfer) and
+// returns it, to be read.
+func madeTransfer(t *testing.T, w *v1alpha1.SftpWatch) *v1alpha1.Transfer {
+	t.Helper()
+	var got v1alpha1.SftpWatch
+	for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Last == ""; time.Sleep(100 * time.Millisecond) {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch made no Transfer: %+v", got.Status)
+		}
+	}
+	return &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: got.Status.Transfers.Last}}
+}
+
 // TestIsolation runs two tenants side by side and tries every way one has
 // to reach, starve or impersonate the other. Every row is refused, and
 // nothing of the attacker's lands on the victim's server, nor the
@@ -392,17 +406,25 @@ func TestIsolation(t *testing.T) {
 					OpenPGP:     &v1alpha1.TransferOpenPGP{Decrypt: &v1alpha1.OpenPGPDecrypt{KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: "our-key"}}}}
 			})
 			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "sealed", "stolen.pgp"), []byte("x"), 0o644))
-			var got v1alpha1.SftpWatch
-			for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Last == ""; time.Sleep(100 * time.Millisecond) {
-				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
-				if time.Now().After(deadline) {
-					t.Fatalf("the watch made no Transfer: %+v", got.Status)
-				}
-			}
-			refusedReason(t, &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: got.Status.Transfers.Last}}, v1alpha1.ReasonSecretNotFound)
+			refusedReason(t, madeTransfer(t, w), v1alpha1.ReasonSecretNotFound)
 			if _, err := os.Stat(filepath.Join(attacker.sshd.Dir, "opened")); err == nil {
 				t.Error("the attacker's folder holds what the victim's key opened")
 			}
+		}},
+		{"the victim's OpenPGP key, through the attacker's web UI", func(t *testing.T) {
+			if status, _ := attacker.ui.form(t, "/openpgp/our-key/delete", url.Values{}); status != http.StatusNotFound {
+				t.Errorf("deleting the victim's key: %d", status)
+			}
+			status, page := attacker.ui.form(t, "/connections/"+attacker.uiConn+"/watches", url.Values{"path": {"/"}, "created": {"on"},
+				"to": {attacker.uiConn}, "folder": {"/opened"}, "openpgp": {"decrypt"}, "key": {"our-key"}})
+			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "no OpenPGP key our-key") {
+				t.Errorf("a watch decrypting with the victim's key: %d", status)
+			}
+			if _, page := attacker.ui.get(t, "/openpgp"); strings.Contains(page, "our-key") {
+				t.Error("the attacker's keys page lists the victim's key")
+			}
+			var s corev1.Secret
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "our-key"}, &s))
 		}},
 		{"the victim's connection and key, named in the transfer of the attacker's watch", func(t *testing.T) {
 			attacker.watchedFolder(t, "drop")
@@ -412,15 +434,7 @@ func TestIsolation(t *testing.T) {
 					ConnectionRef: v1alpha1.ConnectionReference{Name: victim.uiConn}, Path: "/planted"}}
 			})
 			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "drop", "payload.csv"), []byte("the attacker's"), 0o644))
-			var got v1alpha1.SftpWatch
-			for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Started == 0; time.Sleep(100 * time.Millisecond) {
-				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
-				if time.Now().After(deadline) {
-					t.Fatalf("the watch made no Transfer: %+v", got.Status)
-				}
-			}
-			tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: got.Status.Transfers.Last}}
-			refusedReason(t, tr, v1alpha1.ReasonConnectionNotReady)
+			refusedReason(t, madeTransfer(t, w), v1alpha1.ReasonConnectionNotReady)
 			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
 				t.Error("the victim's server holds the attacker's file")
 			}

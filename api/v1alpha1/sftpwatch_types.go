@@ -396,6 +396,7 @@ type WatchTransferCounts struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Delivered",type=integer,JSONPath=`.status.delivered`
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
+// +kubebuilder:printcolumn:name="Transfers",type=integer,JSONPath=`.status.transfers.started`,priority=1
 // +kubebuilder:printcolumn:name="Last poll",type=date,JSONPath=`.status.lastPollTime`,priority=1
 // +kubebuilder:printcolumn:name="Sink",type=string,JSONPath=`.status.sinkURI`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -34,6 +34,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,6 +163,29 @@ func (r *rig) addConnections(t *testing.T, ns string, sshd *testsshd.Server, roo
 			Limits:      v1alpha1.Limits{MaxConnections: 8, OperationTimeout: &metav1.Duration{Duration: time.Minute}},
 		}})
 	}
+}
+
+// benchWorkerNS is the namespace of the worker processes the benches run.
+const benchWorkerNS = "sftpgate-bench-worker"
+
+// startWorker runs binary's worker as its own process against r's API
+// server, as identity, until t ends; flags come after the defaults and
+// win over them. The caller may kill it sooner.
+func (r *rig) startWorker(t *testing.T, binary, identity string, flags ...string) *exec.Cmd {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchWorkerNS}}
+	if err := r.k8s.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	args := append([]string{"worker", "--kubeconfig=" + r.kubeconfig, "--namespace=" + benchWorkerNS, "--identity=" + identity,
+		"--metrics-address=0", "--health-probe-bind-address=0", "--denied-networks=" + testcluster.LoopbackNetworks}, flags...)
+	w := exec.Command(binary, args...)
+	w.Stderr = os.Stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
+	return w
 }
 
 func (r *rig) create(t *testing.T, objects ...client.Object) {

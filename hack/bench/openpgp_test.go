@@ -21,7 +21,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/pgp"
@@ -51,19 +50,7 @@ func TestBenchmarkOpenPGP(t *testing.T) {
 	r := startRig(t, binary, ns, map[string]string{"src": ""}, io.Discard)
 	dst := testsshd.Start(t)
 	r.addConnections(t, ns, dst, map[string]string{"dst": dst.Dir})
-	workerNS := "sftpgate-bench-worker"
-	r.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workerNS}})
-	startWorker := func() *exec.Cmd {
-		w := exec.Command(binary, "worker", "--kubeconfig="+r.kubeconfig, "--namespace="+workerNS, "--identity=bench",
-			"--metrics-address=0", "--health-probe-bind-address=0", "--denied-networks="+testcluster.LoopbackNetworks,
-			"--lease-duration=5s")
-		w.Stderr = os.Stderr
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
-		return w
-	}
+	startWorker := func() *exec.Cmd { return r.startWorker(t, binary, "bench", "--lease-duration=5s") }
 	worker := startWorker()
 	waitReadyConnections(t, r.k8s, ns, "src", "dst")
 

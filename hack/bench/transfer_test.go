@@ -14,14 +14,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
@@ -51,15 +49,7 @@ func TestBenchmarkTransfers(t *testing.T) {
 	r := startRig(t, binary, "transfers", map[string]string{"src": ""}, io.Discard)
 	dst := testsshd.Start(t)
 	r.addConnections(t, "transfers", dst, map[string]string{"dst": dst.Dir})
-	workerNS := "sftpgate-bench-worker"
-	r.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workerNS}})
-	worker := exec.Command(binary, "worker", "--kubeconfig="+r.kubeconfig, "--namespace="+workerNS, "--identity=bench",
-		"--metrics-address=0", "--health-probe-bind-address=0", "--denied-networks="+testcluster.LoopbackNetworks)
-	worker.Stderr = os.Stderr
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	worker := r.startWorker(t, binary, "bench")
 	waitReadyConnections(t, r.k8s, "transfers", "src", "dst")
 	remotes := rcloneRemotes(t, rclone, r.sshd, dst)
 

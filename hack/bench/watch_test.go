@@ -8,7 +8,6 @@ import (
 	mathrand "math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,7 +24,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
@@ -65,21 +63,12 @@ func TestBenchmarkWatches(t *testing.T) {
 		fill(t, r.sshd, fmt.Sprintf("w-%03d", i), filesPerWatch)
 	}
 	sink := testsink.Start(t)
-	workerNS := "sftpgate-bench-worker"
-	r.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workerNS}})
 	// Each phase has a worker process of its own, so that one's memory
 	// does not count in the next's.
 	startWorker := func(identity string) (pid int, metricsAddr string, stop func()) {
 		metricsAddr = testhttp.FreeAddr(t)
-		worker := exec.Command(binary, "worker", "--kubeconfig="+r.kubeconfig, "--namespace="+workerNS, "--identity="+identity,
-			"--metrics-address="+metricsAddr, "--health-probe-bind-address=0", "--denied-networks="+testcluster.LoopbackNetworks)
-		worker.Stderr = os.Stderr
-		if err := worker.Start(); err != nil {
-			t.Fatal(err)
-		}
-		stop = func() { _ = worker.Process.Kill(); _ = worker.Wait() }
-		t.Cleanup(stop)
-		return worker.Process.Pid, metricsAddr, stop
+		worker := r.startWorker(t, binary, identity, "--metrics-address="+metricsAddr)
+		return worker.Process.Pid, metricsAddr, func() { _ = worker.Process.Kill(); _ = worker.Wait() }
 	}
 
 	watch := func(ns, name, folder string, interval time.Duration, minAge *metav1.Duration) *v1alpha1.SftpWatch {
@@ -103,7 +92,7 @@ func TestBenchmarkWatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stateBytes, stateMaps := stateSize(t, r.k8s, workerNS, big)
+	stateBytes, stateMaps := stateSize(t, r.k8s, benchWorkerNS, big)
 	if err := r.k8s.Delete(ctx, big); err != nil {
 		t.Fatal(err)
 	}
