@@ -68,17 +68,24 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "another component's")
 	}
 
-	// The policy takes effect a moment after it is made.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := gateway.Create(ctx, configMap("sftpwatch-probe"))
-		if denied(err) {
-			break
-		}
-		if err == nil {
-			_ = admin.Delete(ctx, configMap("sftpwatch-probe"))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway may still write the worker's ConfigMaps: %v", err)
+	// The policy takes effect a moment after it is made, for each
+	// component's rules: wait until both the gateway's and the worker's
+	// are refused.
+	for _, probe := range []struct {
+		who  client.Client
+		name string
+	}{{gateway, "sftpwatch-probe"}, {worker, "sftpgate-upload-probe"}} {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err := probe.who.Create(ctx, configMap(probe.name))
+			if denied(err) {
+				break
+			}
+			if err == nil {
+				_ = admin.Delete(ctx, configMap(probe.name))
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not refused yet: %v", probe.name, err)
+			}
 		}
 	}
 	for _, tc := range []struct {
