@@ -1,0 +1,401 @@
+// Package s3fs is the object store backend of the file layer
+// (internal/files): a bucket's prefix, over S3's API, as a files.FS.
+//
+// Keys are paths: "/a/b.csv" is the object prefix+"a/b.csv", and a folder
+// is a key prefix ending in "/" that holds objects (S3 has no folders: one
+// exists while something is in it, and Mkdir makes none). A file's
+// modification time is the object's "mtime" metadata where a writer set
+// it (sftpgate and rclone do), else its Last-Modified; listings give
+// Last-Modified, which is all S3 lists. What an object cannot do (change
+// in place, permissions, links) is files.ErrUnsupported.
+package s3fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sftpgate/sftpgate/internal/files"
+)
+
+// Config is one bucket prefix's files.
+type Config struct {
+	Core *minio.Core
+	Bucket string
+	// Prefix is the keys' common start: "" or ending in "/".
+	Prefix string
+	// PartSize is the size of an upload's parts, and PartsInFlight how
+	// many are sent at once: an upload holds at most PartsInFlight+1
+	// parts in memory.
+	PartSize      int64
+	PartsInFlight int
+	// Timeout bounds each request but a download's stream.
+	Timeout time.Duration
+}
+
+// Defaults of Config's bounds.
+const (
+	DefaultPartSize      = 8 << 20
+	DefaultPartsInFlight = 4
+	// MinPartSize is S3's least part but the last.
+	MinPartSize = 5 << 20
+	// maxParts is S3's most parts of one upload.
+	maxParts = 10_000
+)
+
+// FS is a bucket prefix's files, for one user of them: Close ends every
+// request it has running.
+type FS struct {
+	c      Config
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+var (
+	_ files.FS       = (*FS)(nil)
+	_ files.Uploader = (*FS)(nil)
+)
+
+// New is c's files until Close.
+func New(c Config) *FS {
+	if c.PartSize < MinPartSize {
+		c.PartSize = DefaultPartSize
+	}
+	if c.PartsInFlight <= 0 {
+		c.PartsInFlight = DefaultPartsInFlight
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &FS{c: c, ctx: ctx, cancel: cancel}
+}
+
+// Close ends the requests running, as closing an SFTP session does.
+func (f *FS) Close() error {
+	f.cancel()
+	return nil
+}
+
+// op is the context of one request.
+func (f *FS) op() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(f.ctx, f.c.Timeout)
+}
+
+// key is the object key of the path name; the root is the prefix itself.
+func (f *FS) key(name string) string {
+	return f.c.Prefix + strings.TrimPrefix(path.Clean("/"+name), "/")
+}
+
+// dirKey is the key prefix of the folder name's entries.
+func (f *FS) dirKey(name string) string {
+	k := f.key(name)
+	if k == "" || strings.HasSuffix(k, "/") {
+		return k
+	}
+	return k + "/"
+}
+
+func isRoot(name string) bool { return path.Clean("/"+name) == "/" }
+
+// MetaModTime is the user metadata key of a file's modification time:
+// Unix seconds with a fraction, as rclone writes it.
+const MetaModTime = "Mtime"
+
+func formatModTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 9, 64)
+}
+
+func modTimeOf(o minio.ObjectInfo) time.Time {
+	if s, ok := o.UserMetadata[MetaModTime]; ok {
+		if secs, err := strconv.ParseFloat(s, 64); err == nil {
+			whole := int64(secs)
+			return time.Unix(whole, int64((secs-float64(whole))*1e9))
+		}
+	}
+	return o.LastModified
+}
+
+func (f *FS) Stat(name string) (fs.FileInfo, error) {
+	if isRoot(name) {
+		return dirInfo("/"), nil
+	}
+	ctx, cancel := f.op()
+	defer cancel()
+	o, err := f.c.Core.Client.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{})
+	if err == nil {
+		return objectInfo(path.Base(name), o, modTimeOf(o)), nil
+	}
+	if !errors.Is(wrap(err), fs.ErrNotExist) {
+		return nil, wrap(err)
+	}
+	// A folder is a prefix that holds something.
+	switch held, err := f.holds(name); {
+	case err != nil:
+		return nil, err
+	case !held:
+		return nil, &files.StatusError{Code: files.FxNoSuchFile, Err: &storeError{is: fs.ErrNotExist, err: fmt.Errorf("%s: no such object or folder", name)}}
+	}
+	return dirInfo(path.Base(name)), nil
+}
+
+// holds reports whether the folder name holds any object.
+func (f *FS) holds(name string) (bool, error) {
+	ctx, cancel := f.op()
+	defer cancel()
+	for o := range f.c.Core.Client.ListObjects(ctx, f.c.Bucket, minio.ListObjectsOptions{Prefix: f.dirKey(name), MaxKeys: 1}) {
+		if o.Err != nil {
+			return false, wrap(o.Err)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (f *FS) Lstat(name string) (fs.FileInfo, error) { return f.Stat(name) }
+
+func (f *FS) ReadLink(string) (string, error) { return "", unsupported("an object store has no links") }
+
+// RealPath is name cleaned: an object store has no links to follow.
+func (f *FS) RealPath(name string) (string, error) { return path.Clean("/" + name), nil }
+
+// Each lists dir a page of 1000 keys at a time, folders as S3 groups them
+// by "/". A prefix that holds nothing is an empty folder.
+func (f *FS) Each(dir string, fn func(fs.FileInfo) error) error {
+	prefix := f.dirKey(dir)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel() // ends the listing fn stopped
+	for o := range f.c.Core.Client.ListObjects(ctx, f.c.Bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if o.Err != nil {
+			return wrap(o.Err)
+		}
+		name, isDir := strings.CutSuffix(strings.TrimPrefix(o.Key, prefix), "/")
+		if name == "" {
+			continue // the folder's own marker object
+		}
+		fi := fs.FileInfo(dirInfo(name))
+		if !isDir {
+			fi = objectInfo(name, o, o.LastModified)
+		}
+		if err := fn(fi); err != nil {
+			return stopped(err)
+		}
+	}
+	return nil
+}
+
+func stopped(err error) error {
+	if errors.Is(err, files.Stop) {
+		return nil
+	}
+	return err
+}
+
+// ListsWhole is false: listings are read a page at a time.
+func (f *FS) ListsWhole() bool { return false }
+
+func (f *FS) ListsCapped() (bool, error) { return false, nil }
+
+func (f *FS) Open(name string) (files.File, error) {
+	fi, err := f.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, &files.StatusError{Code: files.FxFileIsADirectory, Err: fmt.Errorf("%s is a folder", name)}
+	}
+	return &object{f: f, name: name, info: fi.(*info)}, nil
+}
+
+// OpenFile opens name for reading, or for writing it whole: an object is
+// never changed in place, so a write needs O_TRUNC or a new name, and
+// ends in a complete object only when the file is closed.
+func (f *FS) OpenFile(name string, flag int) (files.File, error) {
+	const writing = 0x1 | 0x2 // os.O_WRONLY | os.O_RDWR
+	if flag&writing == 0 {
+		return f.Open(name)
+	}
+	const create, trunc, excl, appendTo = 0x40, 0x200, 0x80, 0x400 // os.O_CREATE, O_TRUNC, O_EXCL, O_APPEND
+	if flag&appendTo != 0 {
+		return nil, unsupported("an object cannot be appended to")
+	}
+	if flag&trunc == 0 || flag&create == 0 {
+		if _, err := f.Stat(name); err == nil {
+			return nil, unsupported("an object cannot be changed in place; write it whole (O_TRUNC)")
+		} else if flag&create == 0 || !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	u, err := f.Upload(name, files.UploadOptions{ModTime: time.Now(), Exclusive: flag&excl != 0})
+	if err != nil {
+		return nil, err
+	}
+	return &writer{upload: u.(*upload), name: name}, nil
+}
+
+func (f *FS) Truncate(string, int64) error {
+	return unsupported("an object cannot be changed in place")
+}
+
+func (f *FS) Chmod(string, fs.FileMode) error {
+	return unsupported("an object store keeps no permissions")
+}
+
+// Chtimes sets the object's mtime metadata, copying it onto itself (as
+// S3 changes metadata); atime is not kept.
+func (f *FS) Chtimes(name string, _, mtime time.Time) error {
+	fi, err := f.Stat(name)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return nil // a folder has no time of its own
+	}
+	ctx, cancel := f.op()
+	defer cancel()
+	k := f.key(name)
+	_, err = f.c.Core.Client.CopyObject(ctx,
+		minio.CopyDestOptions{Bucket: f.c.Bucket, Object: k, ReplaceMetadata: true,
+			UserMetadata: map[string]string{MetaModTime: formatModTime(mtime)}},
+		minio.CopySrcOptions{Bucket: f.c.Bucket, Object: k, MatchETag: fi.(*info).etag})
+	return wrap(err)
+}
+
+func (f *FS) Symlink(string, string) error { return unsupported("an object store has no links") }
+
+func (f *FS) Remove(name string) error {
+	fi, err := f.Stat(name)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return &files.StatusError{Code: files.FxFileIsADirectory, Err: fmt.Errorf("%s is a folder", name)}
+	}
+	ctx, cancel := f.op()
+	defer cancel()
+	return wrap(f.c.Core.Client.RemoveObject(ctx, f.c.Bucket, f.key(name), minio.RemoveObjectOptions{}))
+}
+
+// Rename copies the object on the store, then removes the original: it
+// refuses a to that exists, and folders (a prefix's every object).
+func (f *FS) Rename(from, to string) error {
+	return f.rename(from, to, false)
+}
+
+func (f *FS) rename(from, to string, replace bool) error {
+	fi, err := f.Stat(from)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return unsupported("an object store renames objects, not folders")
+	}
+	if !replace {
+		if _, err := f.Stat(to); err == nil {
+			return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s exists", to)}}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	// Large objects are copied a part at a time on the store, which a
+	// single request's timeout does not bound.
+	ctx := f.ctx
+	if fi.Size() <= 1<<30 {
+		var cancel context.CancelFunc
+		ctx, cancel = f.op()
+		defer cancel()
+	}
+	src := minio.CopySrcOptions{Bucket: f.c.Bucket, Object: f.key(from), MatchETag: fi.(*info).etag}
+	dst := minio.CopyDestOptions{Bucket: f.c.Bucket, Object: f.key(to)}
+	if _, err := f.c.Core.Client.ComposeObject(ctx, dst, src); err != nil {
+		return wrap(err)
+	}
+	rctx, cancel := f.op()
+	defer cancel()
+	return wrap(f.c.Core.Client.RemoveObject(rctx, f.c.Bucket, f.key(from), minio.RemoveObjectOptions{}))
+}
+
+// PosixRename replaces to: on an object store a copy replaces its target
+// in one step.
+func (f *FS) PosixRename(from, to string) error { return f.rename(from, to, true) }
+
+func (f *FS) HasPosixRename() bool { return true }
+
+// Mkdir makes nothing (a folder exists while it holds objects), but
+// refuses a name an object has.
+func (f *FS) Mkdir(name string) error {
+	if isRoot(name) {
+		return nil
+	}
+	ctx, cancel := f.op()
+	defer cancel()
+	if _, err := f.c.Core.Client.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{}); err == nil {
+		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s is an object", name)}}
+	} else if !errors.Is(wrap(err), fs.ErrNotExist) {
+		return wrap(err)
+	}
+	return nil
+}
+
+func (f *FS) MkdirAll(name string) error { return f.Mkdir(name) }
+
+// RemoveDirectory removes an empty folder, which is nothing to remove.
+func (f *FS) RemoveDirectory(name string) error {
+	err := f.Each(name, func(fs.FileInfo) error {
+		return &files.StatusError{Code: files.FxDirNotEmpty, Err: fmt.Errorf("%s is not empty", name)}
+	})
+	if err != nil || isRoot(name) {
+		return err
+	}
+	// A marker object another client made for the folder goes with it.
+	ctx, cancel := f.op()
+	defer cancel()
+	return files.IgnoreMissing(wrap(f.c.Core.Client.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
+}
+
+func (f *FS) Space(string) (files.Space, error) { return files.Space{}, files.ErrUnsupported }
+
+func unsupported(why string) error {
+	return &files.StatusError{Code: files.FxOpUnsupported, Err: fmt.Errorf("%w: %s", errors.ErrUnsupported, why)}
+}
+
+// storeError is the store's error that means one of io/fs's.
+type storeError struct{ is, err error }
+
+func (e *storeError) Error() string        { return e.err.Error() }
+func (e *storeError) Unwrap() error        { return e.err }
+func (e *storeError) Is(target error) bool { return target == e.is }
+
+// wrap turns the store's answer into the file layer's errors: a request
+// that got no answer is a lost connection.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var st *files.StatusError
+	if errors.As(err, &st) {
+		return err
+	}
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case resp.Code == "NoSuchKey" || resp.Code == "NoSuchBucket" || resp.Code == "NoSuchUpload" || resp.StatusCode == http.StatusNotFound:
+		return &files.StatusError{Code: files.FxNoSuchFile, Err: &storeError{is: fs.ErrNotExist, err: err}}
+	case resp.Code == "AccessDenied" || resp.StatusCode == http.StatusForbidden:
+		return &files.StatusError{Code: files.FxPermissionDenied, Err: &storeError{is: fs.ErrPermission, err: err}}
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: err}}
+	case resp.Code == "EntityTooLarge" || resp.Code == "QuotaExceeded" || resp.StatusCode == http.StatusInsufficientStorage:
+		return &files.StatusError{Code: files.FxNoSpace, Err: err}
+	case resp.StatusCode == 0:
+		return &files.StatusError{Code: files.FxConnectionLost, Err: err}
+	}
+	return &files.StatusError{Code: files.FxFailure, Err: err}
+}

@@ -1,0 +1,392 @@
+package s3fs
+
+import (
+	"bytes"
+	"crypto/md5" //nolint:gosec // S3's ETag of a part is its MD5: compared, not trusted for security
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sftpgate/sftpgate/internal/files"
+)
+
+// ErrCorrupt is an upload whose store reported a SHA-256 other than that
+// of what was sent.
+var ErrCorrupt = errors.New("the object store's SHA-256 of the file differs from what was sent")
+
+// upload writes one object whole: a file of one short part is put in one
+// request at Complete; a larger one is a multipart upload, its parts sent
+// with their SHA-256 (which the store checks), completed only at
+// Complete.
+type upload struct {
+	f    *FS
+	name string
+	key  string
+	o    files.UploadOptions
+
+	mu    sync.Mutex
+	id    string
+	parts []part
+	// next is the number of the next part; held what the parts before it
+	// hold.
+	next   int
+	held   int64
+	single []byte
+	err    error
+
+	verified bool
+}
+
+// part is a part the store holds.
+type part struct {
+	number int
+	etag   string
+	sum    []byte
+}
+
+// Upload starts writing name whole, or continues o.Resume.
+func (f *FS) Upload(name string, o files.UploadOptions) (files.Upload, error) {
+	u := &upload{f: f, name: name, key: f.key(name), o: o, next: 1}
+	if o.Resume != "" {
+		if err := u.resume(); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// resume takes over the parts of o.Resume that are whole and in order,
+// all but the last as they are; the last is kept only if it matches the
+// source, else sent again. An upload the store no longer has starts anew.
+func (u *upload) resume() error {
+	ctx, cancel := u.f.op()
+	defer cancel()
+	var held []minio.ObjectPart
+	marker := 0
+	for {
+		res, err := u.f.c.Core.ListObjectParts(ctx, u.f.c.Bucket, u.key, u.o.Resume, marker, 1000)
+		if errors.Is(wrap(err), fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return wrap(err)
+		}
+		held = append(held, res.ObjectParts...)
+		if !res.IsTruncated {
+			break
+		}
+		marker = res.NextPartNumberMarker
+	}
+	slices.SortFunc(held, func(a, b minio.ObjectPart) int { return a.PartNumber - b.PartNumber })
+	var kept []part
+	for i, p := range held {
+		if p.PartNumber != i+1 || p.Size != u.f.c.PartSize {
+			break
+		}
+		sum, _ := base64.StdEncoding.DecodeString(p.ChecksumSHA256)
+		kept = append(kept, part{number: p.PartNumber, etag: p.ETag, sum: sum})
+	}
+	if len(kept) > 0 {
+		last := held[len(kept)-1]
+		ok, err := u.matches(last, int64(len(kept)-1)*u.f.c.PartSize)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			kept = kept[:len(kept)-1] // sent again under its number
+		}
+	}
+	u.id, u.parts, u.next, u.held = u.o.Resume, kept, len(kept)+1, int64(len(kept))*u.f.c.PartSize
+	return nil
+}
+
+// matches reports whether part p holds the source's bytes from off: by
+// its SHA-256 where the store kept one, else its ETag (the MD5 of an
+// unencrypted part).
+func (u *upload) matches(p minio.ObjectPart, off int64) (bool, error) {
+	if u.o.Source == nil {
+		return false, nil
+	}
+	buf := make([]byte, p.Size)
+	if _, err := u.o.Source.ReadAt(buf, off); err != nil {
+		return false, err
+	}
+	if p.ChecksumSHA256 != "" {
+		sum := sha256.Sum256(buf)
+		return base64.StdEncoding.EncodeToString(sum[:]) == p.ChecksumSHA256, nil
+	}
+	sum := md5.Sum(buf) //nolint:gosec // see the import
+	return strings.Trim(p.ETag, `"`) == hex.EncodeToString(sum[:]), nil
+}
+
+func (u *upload) ID() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.id
+}
+
+func (u *upload) Size() int64 { return u.held }
+
+func (u *upload) Verified() bool { return u.verified }
+
+// ReadFromWithConcurrency sends r's content as parts, up to concurrency
+// (at most the store's PartsInFlight) at once; the parts sent stay for a
+// later try should r or a part fail.
+func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error) {
+	inFlight := u.f.c.PartsInFlight
+	if concurrency > 0 {
+		inFlight = min(inFlight, concurrency)
+	}
+	free := make(chan []byte, inFlight)
+	for range inFlight {
+		free <- nil
+	}
+	var (
+		sent  sync.WaitGroup
+		total int64
+	)
+	for {
+		buf := <-free
+		if buf == nil {
+			buf = make([]byte, u.f.c.PartSize)
+		}
+		n, err := io.ReadFull(r, buf)
+		total += int64(n)
+		short := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !short {
+			sent.Wait()
+			return total, err
+		}
+		if n == 0 {
+			break
+		}
+		if u.failed() != nil {
+			break
+		}
+		if short && u.id == "" && u.next == 1 {
+			u.single = buf[:n]
+			break
+		}
+		number, err := u.begin()
+		if err != nil {
+			sent.Wait()
+			return total, err
+		}
+		sent.Go(func() {
+			u.send(number, buf[:n])
+			free <- buf
+		})
+		if short {
+			break
+		}
+	}
+	sent.Wait()
+	return total, u.failed()
+}
+
+func (u *upload) failed() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// begin starts the multipart upload if need be, and numbers the next part.
+func (u *upload) begin() (int, error) {
+	if u.next > maxParts {
+		return 0, &files.StatusError{Code: files.FxNoSpace, Err: fmt.Errorf(
+			"%s: more than %d parts of %d bytes, an object's most", u.name, maxParts, u.f.c.PartSize)}
+	}
+	if u.id == "" {
+		ctx, cancel := u.f.op()
+		defer cancel()
+		opts := u.options()
+		opts.UserMetadata["x-amz-checksum-algorithm"] = "SHA256"
+		id, err := u.f.c.Core.NewMultipartUpload(ctx, u.f.c.Bucket, u.key, opts)
+		if err != nil {
+			return 0, wrap(err)
+		}
+		u.mu.Lock()
+		u.id = id
+		u.mu.Unlock()
+	}
+	u.next++
+	return u.next - 1, nil
+}
+
+func (u *upload) options() minio.PutObjectOptions {
+	opts := minio.PutObjectOptions{UserMetadata: map[string]string{}}
+	if !u.o.ModTime.IsZero() {
+		opts.UserMetadata[MetaModTime] = formatModTime(u.o.ModTime)
+	}
+	return opts
+}
+
+// send uploads one part with its SHA-256, which the store checks.
+func (u *upload) send(number int, data []byte) {
+	sum := sha256.Sum256(data)
+	p, err := u.f.c.Core.PutObjectPart(u.f.ctx, u.f.c.Bucket, u.key, u.id, number, bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(sum[:]),
+			CustomHeader: map[string][]string{"X-Amz-Checksum-Sha256": {base64.StdEncoding.EncodeToString(sum[:])}}})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err != nil {
+		u.err = cmpErr(u.err, wrap(err))
+		return
+	}
+	u.parts = append(u.parts, part{number: number, etag: p.ETag, sum: sum[:]})
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// Complete puts the object in place: the one short part in one request,
+// or the multipart upload completed; then compares the SHA-256 the store
+// reports, where it reports one, with what was sent.
+func (u *upload) Complete() error {
+	if err := u.failed(); err != nil {
+		return err
+	}
+	ctx, cancel := u.f.op()
+	defer cancel()
+	opts := u.options()
+	if u.o.Exclusive {
+		opts.SetMatchETagExcept("*")
+	}
+	var (
+		want string
+		info minio.UploadInfo
+		err  error
+	)
+	if u.id == "" {
+		sum := sha256.Sum256(u.single)
+		want = base64.StdEncoding.EncodeToString(sum[:])
+		opts.UserMetadata["x-amz-checksum-sha256"] = want
+		info, err = u.f.c.Core.PutObject(ctx, u.f.c.Bucket, u.key, bytes.NewReader(u.single), int64(len(u.single)),
+			"", hex.EncodeToString(sum[:]), opts)
+	} else {
+		slices.SortFunc(u.parts, func(a, b part) int { return a.number - b.number })
+		complete := make([]minio.CompletePart, len(u.parts))
+		all := sha256.New()
+		for i, p := range u.parts {
+			complete[i] = minio.CompletePart{PartNumber: p.number, ETag: p.etag, ChecksumSHA256: base64.StdEncoding.EncodeToString(p.sum)}
+			all.Write(p.sum)
+		}
+		want = fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(all.Sum(nil)), len(u.parts))
+		info, err = u.f.c.Core.CompleteMultipartUpload(ctx, u.f.c.Bucket, u.key, u.id, complete, opts)
+	}
+	if err != nil {
+		return wrap(err)
+	}
+	switch got := info.ChecksumSHA256; {
+	case got == "":
+	case got == want || got == strings.TrimSuffix(want, fmt.Sprintf("-%d", len(u.parts))):
+		u.verified = true
+	default:
+		return fmt.Errorf("%s: %w", u.name, ErrCorrupt)
+	}
+	return nil
+}
+
+// Abort removes the parts sent; a file of one part sent none.
+func (u *upload) Abort() error {
+	if u.id == "" {
+		return nil
+	}
+	ctx, cancel := u.f.op()
+	defer cancel()
+	return files.IgnoreMissing(wrap(u.f.c.Core.AbortMultipartUpload(ctx, u.f.c.Bucket, u.key, u.id)))
+}
+
+// writer is an object open for writing whole (OpenFile): what is written
+// goes to the upload as it comes, and Close completes it.
+type writer struct {
+	upload *upload
+	name   string
+	off    int64
+	pipe   *io.PipeWriter
+	done   chan error
+}
+
+var _ files.File = (*writer)(nil)
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.pipe == nil {
+		r, pw := io.Pipe()
+		w.pipe, w.done = pw, make(chan error, 1)
+		go func() {
+			_, err := w.upload.ReadFromWithConcurrency(r, 0)
+			r.CloseWithError(err)
+			w.done <- err
+		}()
+	}
+	n, err := w.pipe.Write(p)
+	w.off += int64(n)
+	return n, err
+}
+
+func (w *writer) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error) {
+	if w.pipe != nil {
+		return io.Copy(w.pipe, r)
+	}
+	n, err := w.upload.ReadFromWithConcurrency(r, concurrency)
+	w.off += n
+	return n, err
+}
+
+// Close completes the object; one whose writes failed is aborted.
+func (w *writer) Close() error {
+	var err error
+	if w.pipe != nil {
+		_ = w.pipe.Close()
+		err = <-w.done
+		w.pipe = nil
+	}
+	if err == nil {
+		err = w.upload.Complete()
+	}
+	if err != nil {
+		_ = w.upload.Abort()
+	}
+	return err
+}
+
+func (w *writer) Seek(offset int64, whence int) (int64, error) {
+	if whence == io.SeekCurrent {
+		offset += w.off
+	}
+	if offset != w.off || whence == io.SeekEnd {
+		return w.off, unsupported("an object is written from its start to its end")
+	}
+	return w.off, nil
+}
+
+func (w *writer) Name() string { return w.name }
+
+func (w *writer) Stat() (fs.FileInfo, error) {
+	return &info{name: w.name, size: w.off, modTime: w.upload.o.ModTime}, nil
+}
+
+func (w *writer) Read([]byte) (int, error) { return 0, unsupported("the object is open for writing") }
+
+func (w *writer) ReadAt([]byte, int64) (int, error) {
+	return 0, unsupported("the object is open for writing")
+}
+
+func (w *writer) WriteTo(io.Writer) (int64, error) {
+	return 0, unsupported("the object is open for writing")
+}
+
+func (w *writer) Chmod(fs.FileMode) error { return unsupported("an object store keeps no permissions") }
