@@ -24,7 +24,8 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 		ConnectionRef: v1alpha1.ConnectionReference{Name: "fresh"}, Sink: &v1alpha1.Destination{URI: "http://receiver.example"}}}
 	sched := schedule(ns, "fresh", "@daily")
 	transfer := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: sched.Spec.TransferTemplate.Spec}
-	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched} {
+	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched,
+		objectStore(ns, "fresh", "http://127.0.0.1:9", "fresh", "missing")} {
 		// As kstatus's users read it: the API server's JSON, untyped,
 		// as its answer to the creation (a controller may have written
 		// the status by the time of a later read).

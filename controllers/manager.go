@@ -23,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
+	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
@@ -97,15 +98,28 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
 		Dialer:             &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: mgr.GetCache()}},
-		TestInterval:       o.TestInterval,
+		Pace:               testPace{Interval: o.TestInterval, MaxBackoff: o.MaxTestBackoff},
 		MaxConcurrentTests: o.MaxConcurrentTests,
-		MaxTestBackoff:     o.MaxTestBackoff,
 		Slots:              newTestSlots(o.MaxTestsPerNamespace),
 		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
 		TestBudget:         newTestBudget(o.NewOrFailingTestsPerMinute),
 	}
 	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	stores := &ObjectStoreReconciler{
+		Client:             mgr.GetClient(),
+		SecretMetadata:     mgr.GetCache(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("objectstore-controller"),
+		Dialer:             &s3dial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: mgr.GetCache()}},
+		Pace:               connections.Pace,
+		MaxConcurrentTests: o.MaxConcurrentTests,
+		Slots:              newTestSlots(o.MaxTestsPerNamespace),
+		TestBudget:         connections.TestBudget,
+	}
+	if err := stores.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	schedules := &TransferScheduleReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("transferschedule-controller")}

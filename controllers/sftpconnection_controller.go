@@ -50,13 +50,11 @@ type SftpConnectionReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Dialer    *sftpdial.Dialer
-	// TestInterval is how often a connection is tested again with nothing
-	// changed; 0 tests only on changes.
-	TestInterval time.Duration
+	// Pace is how often a connection is tested again with nothing changed,
+	// and how long failures in a row hold the next test back.
+	Pace testPace
 	// MaxConcurrentTests bounds how many tests run at once.
 	MaxConcurrentTests int
-	// MaxTestBackoff bounds the wait after failed tests in a row.
-	MaxTestBackoff time.Duration
 	// Slots bounds the tests running at once per namespace.
 	Slots *testSlots
 	// Slugs keeps which namespace a slug is held for.
@@ -147,13 +145,14 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 		return ctrl.Result{}, secretMissing(conn, f, err)
 	}
 	hash := sftpdial.CredentialsHash(secretMeta)
-	f.untested = untested(conn, hash)
-	if wait, due := r.nextTest(conn, hash, time.Now()); !due {
+	record := connectionRecord(conn)
+	f.untested = record.untested(hash)
+	if wait, due := r.Pace.next(record, hash, time.Now()); !due {
 		f.waiting = fmt.Sprintf("the next test waits for the backoff after %d failed tests in a row to end", conn.Status.FailedTests)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	key := client.ObjectKeyFromObject(conn)
-	if !proven(conn, hash) {
+	if !record.proven(hash) {
 		if wait := r.TestBudget.wait(key, time.Now()); wait > 0 {
 			f.waiting = "the test waits for its namespace's budget of tests of new or failing connections"
 			return ctrl.Result{RequeueAfter: wait}, nil
@@ -184,7 +183,7 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	f.test = &outcome
 	conn.Status.CredentialsHash = sftpdial.CredentialsHash(&secret)
 	conn.Status.LastHandledTestRequest = conn.Annotations[v1alpha1.AnnotationTestRequestedAt]
-	return ctrl.Result{RequeueAfter: r.TestInterval}, nil
+	return ctrl.Result{RequeueAfter: r.Pace.Interval}, nil
 }
 
 // secretMissing records a missing credentials Secret (and passes on other

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 )
 
 // connectionFacts is what one reconcile of an SftpConnection found.
@@ -20,6 +21,12 @@ type connectionFacts struct {
 	// slugHeldUntil is when the slug stops being held for the namespace
 	// that freed it; zero when it is not.
 	slugHeldUntil time.Time
+	testFacts
+}
+
+// testFacts is what one reconcile of a tested object (an SftpConnection,
+// an ObjectStore) found of its Secret and test.
+type testFacts struct {
 	// secretMissing: the credentials Secret does not exist.
 	secretMissing bool
 	// untested: the current spec, Secret or test request has not been
@@ -30,7 +37,7 @@ type connectionFacts struct {
 	test *testOutcome
 }
 
-// testOutcome is what a connection test found: a Ready reason and message.
+// testOutcome is what a test found: a Ready reason and message.
 type testOutcome struct {
 	at      metav1.Time
 	passed  bool
@@ -47,6 +54,8 @@ var stalledReasons = map[string]bool{
 	v1alpha1.ReasonHostKeyMismatch:       true,
 	v1alpha1.ReasonAuthenticationFailed:  true,
 	v1alpha1.ReasonDestinationNotAllowed: true,
+	v1alpha1.ReasonInvalidCABundle:       true,
+	v1alpha1.ReasonInvalidSpec:           true,
 	v1alpha1.ReasonSlugConflict:          true, // unless the slug is only held for a while: see below
 }
 
@@ -54,51 +63,72 @@ var stalledReasons = map[string]bool{
 // from f.
 func setConnectionStatus(conn *v1alpha1.SftpConnection, f connectionFacts) {
 	conn.Status.ObservedGeneration = conn.Generation
-	ready := func(status metav1.ConditionStatus, reason, message string) {
-		setCondition(conn, v1alpha1.ConditionReady, status, reason, message)
-	}
 	slug := conn.EffectiveSlug()
+	blocked := true
 	switch {
 	case f.slugHolder != "":
-		ready(metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
+		setCondition(conn, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
 			"slug %q is already served for %s; choose another spec.slug", slug, f.slugHolder))
 	case !f.slugHeldUntil.IsZero():
-		ready(metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
+		setCondition(conn, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
 			"slug %q was served in another namespace until recently and is held for it until %s; choose another spec.slug, or wait",
 			slug, f.slugHeldUntil.UTC().Format(time.RFC3339)))
+	default:
+		blocked = false
+	}
+	tests := testStatus{last: &conn.Status.LastTestTime, failed: &conn.Status.FailedTests,
+		what: "connection", secret: conn.Spec.Credentials.SecretRef.Name, namespace: conn.Namespace}
+	tests.set(conn, f.testFacts, blocked, f.slugHeldUntil.IsZero())
+}
+
+// testStatus is where a tested object's status records its tests.
+type testStatus struct {
+	last   **metav1.Time
+	failed *int32
+	// what names the kind in messages; secret and namespace the
+	// credentials Secret.
+	what, secret, namespace string
+}
+
+// set sets obj's Ready (unless blocked: another fact set it), Reconciling
+// and Stalled conditions from f; mayStall false keeps a reason of
+// stalledReasons from stalling.
+func (s testStatus) set(obj statuspatch.Object, f testFacts, blocked, mayStall bool) {
+	switch {
+	case blocked:
 	case f.secretMissing:
-		ready(metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-			"Secret %q does not exist in namespace %q; the connection is tested as soon as it is created",
-			conn.Spec.Credentials.SecretRef.Name, conn.Namespace))
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+			"Secret %q does not exist in namespace %q; the %s is tested as soon as it is created", s.secret, s.namespace, s.what))
 	case f.test != nil:
 		status := metav1.ConditionFalse
 		if f.test.passed {
 			status = metav1.ConditionTrue
 		}
-		ready(status, f.test.reason, f.test.message)
-		conn.Status.LastTestTime = &f.test.at
+		setCondition(obj, v1alpha1.ConditionReady, status, f.test.reason, f.test.message)
+		*s.last = &f.test.at
 		if f.test.passed {
-			conn.Status.FailedTests = 0
+			*s.failed = 0
 		} else {
-			conn.Status.FailedTests++
+			*s.failed++
 		}
 	}
 
-	reconciling := f.untested && f.slugHolder == "" && f.slugHeldUntil.IsZero() && !f.secretMissing && f.test == nil
+	conditions := obj.GetConditions()
+	reconciling := f.untested && !blocked && !f.secretMissing && f.test == nil
 	switch {
 	case reconciling && f.waiting != "":
-		setCondition(conn, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonTestPending, f.waiting)
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonTestPending, f.waiting)
 	case reconciling:
-		setCondition(conn, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonTesting,
-			"testing the connection's current spec and Secret")
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonTesting,
+			fmt.Sprintf("testing the %s's current spec and Secret", s.what))
 	default:
-		meta.RemoveStatusCondition(&conn.Status.Conditions, v1alpha1.ConditionReconciling)
+		meta.RemoveStatusCondition(conditions, v1alpha1.ConditionReconciling)
 	}
 
-	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	if !reconciling && c != nil && c.Status == metav1.ConditionFalse && stalledReasons[c.Reason] && f.slugHeldUntil.IsZero() {
-		setCondition(conn, v1alpha1.ConditionStalled, metav1.ConditionTrue, c.Reason, c.Message)
+	c := meta.FindStatusCondition(*conditions, v1alpha1.ConditionReady)
+	if !reconciling && c != nil && c.Status == metav1.ConditionFalse && stalledReasons[c.Reason] && mayStall {
+		setCondition(obj, v1alpha1.ConditionStalled, metav1.ConditionTrue, c.Reason, c.Message)
 	} else {
-		meta.RemoveStatusCondition(&conn.Status.Conditions, v1alpha1.ConditionStalled)
+		meta.RemoveStatusCondition(conditions, v1alpha1.ConditionStalled)
 	}
 }

@@ -63,59 +63,87 @@ func (b *testBudget) spend(key types.NamespacedName) {
 	delete(b.granted, key)
 }
 
-// proven reports whether conn's last test, of its current spec and Secret
+// testRecord is what a tested object's status and annotations keep of its
+// tests: an SftpConnection's and an ObjectStore's alike.
+type testRecord struct {
+	generation int64
+	conditions []metav1.Condition
+	lastTest   *metav1.Time
+	failed     int32
+	// hash is the Secret's version last tested; requested and handled
+	// the test request annotation and the one the last test answered.
+	hash, requested, handled string
+}
+
+func connectionRecord(c *v1alpha1.SftpConnection) testRecord {
+	return testRecord{generation: c.Generation, conditions: c.Status.Conditions, lastTest: c.Status.LastTestTime,
+		failed: c.Status.FailedTests, hash: c.Status.CredentialsHash,
+		requested: c.Annotations[v1alpha1.AnnotationTestRequestedAt], handled: c.Status.LastHandledTestRequest}
+}
+
+func storeRecord(s *v1alpha1.ObjectStore) testRecord {
+	return testRecord{generation: s.Generation, conditions: s.Status.Conditions, lastTest: s.Status.LastTestTime,
+		failed: s.Status.FailedTests, hash: s.Status.CredentialsHash,
+		requested: s.Annotations[v1alpha1.AnnotationTestRequestedAt], handled: s.Status.LastHandledTestRequest}
+}
+
+// proven reports whether the last test, of the current spec and Secret
 // (hash), passed: testing it again tells its owner nothing new about
 // another server or password.
-func proven(conn *v1alpha1.SftpConnection, hash string) bool {
-	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == conn.Generation &&
-		conn.Status.CredentialsHash == hash && conn.Status.FailedTests == 0
+func (t testRecord) proven(hash string) bool {
+	ready := meta.FindStatusCondition(t.conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == t.generation &&
+		t.hash == hash && t.failed == 0
+}
+
+// untested reports whether the current spec, Secret (hash) or test
+// request has not been tested.
+func (t testRecord) untested(hash string) bool {
+	ready := meta.FindStatusCondition(t.conditions, v1alpha1.ConditionReady)
+	return ready == nil || t.lastTest == nil || ready.ObservedGeneration != t.generation ||
+		ready.Reason == v1alpha1.ReasonSlugConflict || t.hash != hash || t.requested != t.handled
 }
 
 // testBackoffBase is the wait after the first failed test; each further
 // failure in a row doubles it, up to the manager's --max-test-backoff.
 const testBackoffBase = 5 * time.Second
 
-// nextTest says whether a test is due now and, if not, how long until it is
+// testPace is when tests run: every Interval (0: only on changes), and
+// after failures in a row no sooner than a backoff up to MaxBackoff.
+type testPace struct {
+	Interval, MaxBackoff time.Duration
+}
+
+// next says whether a test is due now and, if not, how long until it is
 // (0: only when something changes). Restarts and re-syncs do not test again
 // what was tested recently with the same spec and Secret; failed tests
 // delay the next one, whatever changed.
-func (r *SftpConnectionReconciler) nextTest(conn *v1alpha1.SftpConnection, hash string, now time.Time) (time.Duration, bool) {
-	last := conn.Status.LastTestTime
-	changed := untested(conn, hash)
-	if last != nil && conn.Status.FailedTests > 0 {
-		if wait := last.Add(r.backoff(conn.Status.FailedTests)).Sub(now); wait > 0 && (changed || r.TestInterval > 0) {
+func (p testPace) next(t testRecord, hash string, now time.Time) (time.Duration, bool) {
+	changed := t.untested(hash)
+	if t.lastTest != nil && t.failed > 0 {
+		if wait := t.lastTest.Add(p.backoff(t.failed)).Sub(now); wait > 0 && (changed || p.Interval > 0) {
 			return wait, false
 		}
 	}
 	switch {
 	case changed:
 		return 0, true
-	case r.TestInterval <= 0:
+	case p.Interval <= 0:
 		return 0, false
 	}
-	wait := last.Add(r.TestInterval).Sub(now)
+	wait := t.lastTest.Add(p.Interval).Sub(now)
 	return wait, wait <= 0
 }
 
 // backoff is the wait after failed tests in a row.
-func (r *SftpConnectionReconciler) backoff(failed int32) time.Duration {
+func (p testPace) backoff(failed int32) time.Duration {
 	wait := testBackoffBase
 	for range min(failed, 32) - 1 {
-		if wait *= 2; wait >= r.MaxTestBackoff {
-			return r.MaxTestBackoff
+		if wait *= 2; wait >= p.MaxBackoff {
+			return p.MaxBackoff
 		}
 	}
-	return min(wait, r.MaxTestBackoff)
-}
-
-// untested reports whether conn's current spec, Secret (hash) or test
-// request has not been tested.
-func untested(conn *v1alpha1.SftpConnection, hash string) bool {
-	ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	return ready == nil || conn.Status.LastTestTime == nil || ready.ObservedGeneration != conn.Generation ||
-		ready.Reason == v1alpha1.ReasonSlugConflict || conn.Status.CredentialsHash != hash ||
-		conn.Annotations[v1alpha1.AnnotationTestRequestedAt] != conn.Status.LastHandledTestRequest
+	return min(wait, p.MaxBackoff)
 }
 
 // testSlots bounds the tests running at once in each namespace. A

@@ -28,7 +28,7 @@ func TestNextTest(t *testing.T) {
 		}
 		return c
 	}
-	r := &SftpConnectionReconciler{TestInterval: 5 * time.Minute, MaxTestBackoff: time.Minute}
+	r := testPace{Interval: 5 * time.Minute, MaxBackoff: time.Minute}
 	failed := func(n int32) func(*v1alpha1.SftpConnection) {
 		return func(c *v1alpha1.SftpConnection) { c.Status.FailedTests = n }
 	}
@@ -64,8 +64,8 @@ func TestNextTest(t *testing.T) {
 		{"failures, nothing changed, interval off", tested(time.Second, v1alpha1.ReasonTimeout, failed(2)), "sha256:a", 0, false, 0},
 	}
 	for _, tc := range cases {
-		r.TestInterval = tc.interval
-		wait, due := r.nextTest(tc.conn, tc.hash, now)
+		r.Interval = tc.interval
+		wait, due := r.next(connectionRecord(tc.conn), tc.hash, now)
 		if due != tc.due || (!due && wait != tc.wait) {
 			t.Errorf("%s: nextTest = (%s, %v), want (%s, %v)", tc.name, wait, due, tc.wait, tc.due)
 		}
@@ -148,7 +148,7 @@ func TestProven(t *testing.T) {
 		"failing":           {passed(func(c *v1alpha1.SftpConnection) { c.Status.FailedTests = 1 }), false},
 		"last test refused": {passed(func(c *v1alpha1.SftpConnection) { c.Status.Conditions[0].Status = metav1.ConditionFalse }), false},
 	} {
-		if got := proven(tc.conn, "sha256:a"); got != tc.want {
+		if got := connectionRecord(tc.conn).proven("sha256:a"); got != tc.want {
 			t.Errorf("%s: proven = %v, want %v", name, got, tc.want)
 		}
 	}

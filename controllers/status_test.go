@@ -68,36 +68,36 @@ func TestConnectionStatus(t *testing.T) {
 		facts  connectionFacts
 		want   want
 	}{
-		{"new, waiting for a slot", nil, connectionFacts{untested: true, waiting: "the test waits for a slot"},
+		{"new, waiting for a slot", nil, connectionFacts{testFacts: testFacts{untested: true, waiting: "the test waits for a slot"}},
 			want{reconciling: true, kstatus: status.InProgressStatus}},
-		{"new, being tested", nil, connectionFacts{untested: true},
+		{"new, being tested", nil, connectionFacts{testFacts: testFacts{untested: true}},
 			want{reconciling: true, kstatus: status.InProgressStatus}},
-		{"tested, passed", nil, connectionFacts{untested: true, test: passed},
+		{"tested, passed", nil, connectionFacts{testFacts: testFacts{untested: true, test: passed}},
 			want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonConnected, kstatus: status.CurrentStatus}},
-		{"tested, the server refused the connection (retried)", nil, connectionFacts{untested: true, test: failed(v1alpha1.ReasonConnectionRefused)},
+		{"tested, the server refused the connection (retried)", nil, connectionFacts{testFacts: testFacts{untested: true, test: failed(v1alpha1.ReasonConnectionRefused)}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonConnectionRefused, kstatus: status.InProgressStatus}},
-		{"tested, timed out (retried)", nil, connectionFacts{test: failed(v1alpha1.ReasonTimeout)},
+		{"tested, timed out (retried)", nil, connectionFacts{testFacts: testFacts{test: failed(v1alpha1.ReasonTimeout)}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonTimeout, kstatus: status.InProgressStatus}},
-		{"tested, invalid credentials", nil, connectionFacts{untested: true, test: failed(v1alpha1.ReasonInvalidCredentials)},
+		{"tested, invalid credentials", nil, connectionFacts{testFacts: testFacts{untested: true, test: failed(v1alpha1.ReasonInvalidCredentials)}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonInvalidCredentials, stalled: true, kstatus: status.FailedStatus}},
-		{"tested, host key mismatch", nil, connectionFacts{test: failed(v1alpha1.ReasonHostKeyMismatch)},
+		{"tested, host key mismatch", nil, connectionFacts{testFacts: testFacts{test: failed(v1alpha1.ReasonHostKeyMismatch)}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonHostKeyMismatch, stalled: true, kstatus: status.FailedStatus}},
-		{"tested, authentication failed", nil, connectionFacts{test: failed(v1alpha1.ReasonAuthenticationFailed)},
+		{"tested, authentication failed", nil, connectionFacts{testFacts: testFacts{test: failed(v1alpha1.ReasonAuthenticationFailed)}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonAuthenticationFailed, stalled: true, kstatus: status.FailedStatus}},
-		{"stalled, in backoff: still stalled", earlier(metav1.ConditionFalse, v1alpha1.ReasonAuthenticationFailed), connectionFacts{waiting: "backoff"},
+		{"stalled, in backoff: still stalled", earlier(metav1.ConditionFalse, v1alpha1.ReasonAuthenticationFailed), connectionFacts{testFacts: testFacts{waiting: "backoff"}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonAuthenticationFailed, stalled: true, kstatus: status.FailedStatus}},
 		{"stalled, then a new Secret waits for its test", earlier(metav1.ConditionFalse, v1alpha1.ReasonAuthenticationFailed),
-			connectionFacts{untested: true, waiting: "the test waits for its namespace's budget"},
+			connectionFacts{testFacts: testFacts{untested: true, waiting: "the test waits for its namespace's budget"}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonAuthenticationFailed, reconciling: true, kstatus: status.InProgressStatus}},
-		{"ready, a new Secret being tested: still Ready", earlier(metav1.ConditionTrue, v1alpha1.ReasonConnected), connectionFacts{untested: true},
+		{"ready, a new Secret being tested: still Ready", earlier(metav1.ConditionTrue, v1alpha1.ReasonConnected), connectionFacts{testFacts: testFacts{untested: true}},
 			want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonConnected, reconciling: true, kstatus: status.InProgressStatus}},
 		{"ready, not due", earlier(metav1.ConditionTrue, v1alpha1.ReasonConnected), connectionFacts{},
 			want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonConnected, kstatus: status.CurrentStatus}},
-		{"credentials Secret missing (appears later)", nil, connectionFacts{secretMissing: true},
+		{"credentials Secret missing (appears later)", nil, connectionFacts{testFacts: testFacts{secretMissing: true}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSecretNotFound, kstatus: status.InProgressStatus}},
 		{"slug served for another connection", nil, connectionFacts{slugHolder: `SftpConnection "elder"`},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSlugConflict, stalled: true, kstatus: status.FailedStatus}},
-		{"slug held for another namespace for a while", nil, connectionFacts{slugHeldUntil: now.Add(time.Minute), untested: true},
+		{"slug held for another namespace for a while", nil, connectionFacts{slugHeldUntil: now.Add(time.Minute), testFacts: testFacts{untested: true}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSlugConflict, kstatus: status.InProgressStatus}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,11 +112,40 @@ func TestConnectionStatus(t *testing.T) {
 	}
 }
 
+// TestObjectStoreStatus: a store's test outcomes read as a connection's,
+// with the reasons of its own.
+func TestObjectStoreStatus(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name  string
+		facts testFacts
+		want  want
+	}{
+		{"passed", testFacts{untested: true, test: &testOutcome{at: now, passed: true, reason: v1alpha1.ReasonConnected}},
+			want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonConnected, kstatus: status.CurrentStatus}},
+		{"no bucket yet (retried)", testFacts{test: &testOutcome{at: now, reason: v1alpha1.ReasonBucketNotFound}},
+			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonBucketNotFound, kstatus: status.InProgressStatus}},
+		{"untrusted certificate (retried)", testFacts{test: &testOutcome{at: now, reason: v1alpha1.ReasonTLSHandshakeFailed}},
+			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonTLSHandshakeFailed, kstatus: status.InProgressStatus}},
+		{"a CA bundle of no certificate", testFacts{test: &testOutcome{at: now, reason: v1alpha1.ReasonInvalidCABundle}},
+			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonInvalidCABundle, stalled: true, kstatus: status.FailedStatus}},
+		{"Secret missing", testFacts{secretMissing: true},
+			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSecretNotFound, kstatus: status.InProgressStatus}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &v1alpha1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Generation: 1}}
+			store.Status.ObservedGeneration = 1
+			testStatus{last: &store.Status.LastTestTime, failed: &store.Status.FailedTests, what: "object store"}.set(store, tc.facts, false, true)
+			check(t, store, tc.want)
+		})
+	}
+}
+
 // A connection's spec changed since its status was written: kstatus waits
 // for the controller, as Argo CD's health check does.
 func TestStatusOfAnUnseenGeneration(t *testing.T) {
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
-	setConnectionStatus(conn, connectionFacts{test: &testOutcome{passed: true, reason: v1alpha1.ReasonConnected}})
+	setConnectionStatus(conn, connectionFacts{testFacts: testFacts{test: &testOutcome{passed: true, reason: v1alpha1.ReasonConnected}}})
 	conn.Generation = 2
 	if got := teststatus.KStatus(t, conn); got != status.InProgressStatus {
 		t.Errorf("kstatus: %s, want InProgress", got)

@@ -1,7 +1,9 @@
 // Package v1alpha1 contains the sftpgate.dev/v1alpha1 API: SftpConnection,
 // one remote SFTP server the gateway serves under a slug; ApiKey, a bearer
 // token for the gateway; SftpWatch, a watched folder that sends events;
-// Transfer and TransferSchedule, files copied between servers.
+// Transfer and TransferSchedule, files copied between servers; ObjectStore,
+// a bucket of an S3-compatible store that transfers and watches reach as
+// they do an SFTP server.
 // +kubebuilder:object:generate=true
 // +groupName=sftpgate.dev
 package v1alpha1
@@ -30,6 +32,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&SftpWatch{}, &SftpWatchList{},
 		&Transfer{}, &TransferList{},
 		&TransferSchedule{}, &TransferScheduleList{},
+		&ObjectStore{}, &ObjectStoreList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -96,12 +96,37 @@ const (
 	ReasonReplicaAtCapacity = "ReplicaAtCapacity"
 )
 
-// ConnectionReference names an SftpConnection of the same namespace.
+// ConnectionReference names an SftpConnection or an ObjectStore of the
+// same namespace: the files a watch or a transfer works on.
 type ConnectionReference struct {
-	// Name is the SftpConnection's name.
+	// Kind is what Name names: an SftpConnection (the default) or an
+	// ObjectStore.
+	// +kubebuilder:validation:Enum=SftpConnection;ObjectStore
+	// +kubebuilder:default=SftpConnection
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Name is the object's name.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// Kinds a ConnectionReference names.
+const (
+	KindSftpConnection = "SftpConnection"
+	KindObjectStore    = "ObjectStore"
+)
+
+// IsObjectStore reports whether r names an ObjectStore.
+func (r ConnectionReference) IsObjectStore() bool { return r.Kind == KindObjectStore }
+
+// String is how status and events name it: "name" for an SftpConnection,
+// "ObjectStore/name" for a store.
+func (r ConnectionReference) String() string {
+	if r.IsObjectStore() {
+		return KindObjectStore + "/" + r.Name
+	}
+	return r.Name
 }
 
 // KReference names an object of the same namespace whose
@@ -207,8 +232,8 @@ type AfterDelivery struct {
 // +kubebuilder:validation:XValidation:rule="has(self.sink) || has(self.transfer)",message="give a sink, a transfer, or both"
 // +kubebuilder:validation:XValidation:rule="!has(self.transfer) || !has(self.transfer.ttlSecondsAfterFinished) || self.transfer.ttlSecondsAfterFinished >= 60",message="transfer.ttlSecondsAfterFinished must leave the watch a minute to see how the transfer ended"
 type SftpWatchSpec struct {
-	// ConnectionRef names the SftpConnection, of this namespace, whose
-	// folder is watched.
+	// ConnectionRef names the SftpConnection, or the ObjectStore, of this
+	// namespace whose folder (a key prefix, on a store) is watched.
 	ConnectionRef ConnectionReference `json:"connectionRef"`
 
 	// Path is the folder watched, below the connection's root.

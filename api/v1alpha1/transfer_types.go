@@ -153,8 +153,8 @@ type TransferOpenPGP struct {
 // +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.paths)",message="give either path or paths"
 // +kubebuilder:validation:XValidation:rule="!has(self.paths) || (!has(self.include) && !has(self.exclude) && !self.recursive)",message="include, exclude and recursive apply to a folder path, not to paths"
 type TransferSource struct {
-	// ConnectionRef names the SftpConnection, of this namespace, that the
-	// files are read from.
+	// ConnectionRef names the SftpConnection or ObjectStore, of this
+	// namespace, that the files are read from.
 	ConnectionRef ConnectionReference `json:"connectionRef"`
 
 	// Path is a file, or a folder whose files (filtered by include and
@@ -216,8 +216,8 @@ func (s *TransferSource) What() string {
 
 // TransferDestination is the folder files are copied into.
 type TransferDestination struct {
-	// ConnectionRef names the SftpConnection, of this namespace, that the
-	// files are written to. It may be the source's.
+	// ConnectionRef names the SftpConnection or ObjectStore, of this
+	// namespace, that the files are written to. It may be the source's.
 	ConnectionRef ConnectionReference `json:"connectionRef"`
 
 	// Path is the folder the files are written to (made if missing).

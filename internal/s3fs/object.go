@@ -48,7 +48,7 @@ type ETag string
 // version opened (a changed object fails the read rather than mixing two
 // versions), and a sequential read streams one GET.
 type object struct {
-	f    *FS
+	f    *fsys
 	name string
 	info *info
 	off  int64

@@ -28,7 +28,7 @@ import (
 
 // Config is one bucket prefix's files.
 type Config struct {
-	Core *minio.Core
+	Core   *minio.Core
 	Bucket string
 	// Prefix is the keys' common start: "" or ending in "/".
 	Prefix string
@@ -52,20 +52,21 @@ const (
 )
 
 // FS is a bucket prefix's files, for one user of them: Close ends every
-// request it has running.
-type FS struct {
+// request it has running, as closing an SFTP session does.
+type FS interface {
+	files.FS
+	files.Uploader
+	Close() error
+}
+
+type fsys struct {
 	c      Config
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
-var (
-	_ files.FS       = (*FS)(nil)
-	_ files.Uploader = (*FS)(nil)
-)
-
 // New is c's files until Close.
-func New(c Config) *FS {
+func New(c Config) FS {
 	if c.PartSize < MinPartSize {
 		c.PartSize = DefaultPartSize
 	}
@@ -76,27 +77,26 @@ func New(c Config) *FS {
 		c.Timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &FS{c: c, ctx: ctx, cancel: cancel}
+	return &fsys{c: c, ctx: ctx, cancel: cancel}
 }
 
-// Close ends the requests running, as closing an SFTP session does.
-func (f *FS) Close() error {
+func (f *fsys) Close() error {
 	f.cancel()
 	return nil
 }
 
 // op is the context of one request.
-func (f *FS) op() (context.Context, context.CancelFunc) {
+func (f *fsys) op() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(f.ctx, f.c.Timeout)
 }
 
 // key is the object key of the path name; the root is the prefix itself.
-func (f *FS) key(name string) string {
+func (f *fsys) key(name string) string {
 	return f.c.Prefix + strings.TrimPrefix(path.Clean("/"+name), "/")
 }
 
 // dirKey is the key prefix of the folder name's entries.
-func (f *FS) dirKey(name string) string {
+func (f *fsys) dirKey(name string) string {
 	k := f.key(name)
 	if k == "" || strings.HasSuffix(k, "/") {
 		return k
@@ -124,13 +124,13 @@ func modTimeOf(o minio.ObjectInfo) time.Time {
 	return o.LastModified
 }
 
-func (f *FS) Stat(name string) (fs.FileInfo, error) {
+func (f *fsys) Stat(name string) (fs.FileInfo, error) {
 	if isRoot(name) {
 		return dirInfo("/"), nil
 	}
 	ctx, cancel := f.op()
 	defer cancel()
-	o, err := f.c.Core.Client.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{})
+	o, err := f.c.Core.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{})
 	if err == nil {
 		return objectInfo(path.Base(name), o, modTimeOf(o)), nil
 	}
@@ -148,28 +148,29 @@ func (f *FS) Stat(name string) (fs.FileInfo, error) {
 }
 
 // holds reports whether the folder name holds any object.
-func (f *FS) holds(name string) (bool, error) {
+func (f *fsys) holds(name string) (bool, error) {
 	ctx, cancel := f.op()
 	defer cancel()
-	for o := range f.c.Core.Client.ListObjects(ctx, f.c.Bucket, minio.ListObjectsOptions{Prefix: f.dirKey(name), MaxKeys: 1}) {
-		if o.Err != nil {
-			return false, wrap(o.Err)
-		}
-		return true, nil
+	// The listing's goroutine ends with ctx.
+	o, ok := <-f.c.Core.Client.ListObjects(ctx, f.c.Bucket, minio.ListObjectsOptions{Prefix: f.dirKey(name), MaxKeys: 1})
+	if ok && o.Err != nil {
+		return false, wrap(o.Err)
 	}
-	return false, nil
+	return ok, nil
 }
 
-func (f *FS) Lstat(name string) (fs.FileInfo, error) { return f.Stat(name) }
+func (f *fsys) Lstat(name string) (fs.FileInfo, error) { return f.Stat(name) }
 
-func (f *FS) ReadLink(string) (string, error) { return "", unsupported("an object store has no links") }
+func (f *fsys) ReadLink(string) (string, error) {
+	return "", unsupported("an object store has no links")
+}
 
 // RealPath is name cleaned: an object store has no links to follow.
-func (f *FS) RealPath(name string) (string, error) { return path.Clean("/" + name), nil }
+func (f *fsys) RealPath(name string) (string, error) { return path.Clean("/" + name), nil }
 
 // Each lists dir a page of 1000 keys at a time, folders as S3 groups them
 // by "/". A prefix that holds nothing is an empty folder.
-func (f *FS) Each(dir string, fn func(fs.FileInfo) error) error {
+func (f *fsys) Each(dir string, fn func(fs.FileInfo) error) error {
 	prefix := f.dirKey(dir)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel() // ends the listing fn stopped
@@ -200,11 +201,11 @@ func stopped(err error) error {
 }
 
 // ListsWhole is false: listings are read a page at a time.
-func (f *FS) ListsWhole() bool { return false }
+func (f *fsys) ListsWhole() bool { return false }
 
-func (f *FS) ListsCapped() (bool, error) { return false, nil }
+func (f *fsys) ListsCapped() (bool, error) { return false, nil }
 
-func (f *FS) Open(name string) (files.File, error) {
+func (f *fsys) Open(name string) (files.File, error) {
 	fi, err := f.Stat(name)
 	if err != nil {
 		return nil, err
@@ -218,7 +219,7 @@ func (f *FS) Open(name string) (files.File, error) {
 // OpenFile opens name for reading, or for writing it whole: an object is
 // never changed in place, so a write needs O_TRUNC or a new name, and
 // ends in a complete object only when the file is closed.
-func (f *FS) OpenFile(name string, flag int) (files.File, error) {
+func (f *fsys) OpenFile(name string, flag int) (files.File, error) {
 	const writing = 0x1 | 0x2 // os.O_WRONLY | os.O_RDWR
 	if flag&writing == 0 {
 		return f.Open(name)
@@ -241,17 +242,17 @@ func (f *FS) OpenFile(name string, flag int) (files.File, error) {
 	return &writer{upload: u.(*upload), name: name}, nil
 }
 
-func (f *FS) Truncate(string, int64) error {
+func (f *fsys) Truncate(string, int64) error {
 	return unsupported("an object cannot be changed in place")
 }
 
-func (f *FS) Chmod(string, fs.FileMode) error {
+func (f *fsys) Chmod(string, fs.FileMode) error {
 	return unsupported("an object store keeps no permissions")
 }
 
 // Chtimes sets the object's mtime metadata, copying it onto itself (as
 // S3 changes metadata); atime is not kept.
-func (f *FS) Chtimes(name string, _, mtime time.Time) error {
+func (f *fsys) Chtimes(name string, _, mtime time.Time) error {
 	fi, err := f.Stat(name)
 	if err != nil {
 		return err
@@ -269,9 +270,9 @@ func (f *FS) Chtimes(name string, _, mtime time.Time) error {
 	return wrap(err)
 }
 
-func (f *FS) Symlink(string, string) error { return unsupported("an object store has no links") }
+func (f *fsys) Symlink(string, string) error { return unsupported("an object store has no links") }
 
-func (f *FS) Remove(name string) error {
+func (f *fsys) Remove(name string) error {
 	fi, err := f.Stat(name)
 	if err != nil {
 		return err
@@ -281,16 +282,16 @@ func (f *FS) Remove(name string) error {
 	}
 	ctx, cancel := f.op()
 	defer cancel()
-	return wrap(f.c.Core.Client.RemoveObject(ctx, f.c.Bucket, f.key(name), minio.RemoveObjectOptions{}))
+	return wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.key(name), minio.RemoveObjectOptions{}))
 }
 
 // Rename copies the object on the store, then removes the original: it
 // refuses a to that exists, and folders (a prefix's every object).
-func (f *FS) Rename(from, to string) error {
+func (f *fsys) Rename(from, to string) error {
 	return f.rename(from, to, false)
 }
 
-func (f *FS) rename(from, to string, replace bool) error {
+func (f *fsys) rename(from, to string, replace bool) error {
 	fi, err := f.Stat(from)
 	if err != nil {
 		return err
@@ -315,29 +316,29 @@ func (f *FS) rename(from, to string, replace bool) error {
 	}
 	src := minio.CopySrcOptions{Bucket: f.c.Bucket, Object: f.key(from), MatchETag: fi.(*info).etag}
 	dst := minio.CopyDestOptions{Bucket: f.c.Bucket, Object: f.key(to)}
-	if _, err := f.c.Core.Client.ComposeObject(ctx, dst, src); err != nil {
+	if _, err := f.c.Core.ComposeObject(ctx, dst, src); err != nil {
 		return wrap(err)
 	}
 	rctx, cancel := f.op()
 	defer cancel()
-	return wrap(f.c.Core.Client.RemoveObject(rctx, f.c.Bucket, f.key(from), minio.RemoveObjectOptions{}))
+	return wrap(f.c.Core.RemoveObject(rctx, f.c.Bucket, f.key(from), minio.RemoveObjectOptions{}))
 }
 
 // PosixRename replaces to: on an object store a copy replaces its target
 // in one step.
-func (f *FS) PosixRename(from, to string) error { return f.rename(from, to, true) }
+func (f *fsys) PosixRename(from, to string) error { return f.rename(from, to, true) }
 
-func (f *FS) HasPosixRename() bool { return true }
+func (f *fsys) HasPosixRename() bool { return true }
 
 // Mkdir makes nothing (a folder exists while it holds objects), but
 // refuses a name an object has.
-func (f *FS) Mkdir(name string) error {
+func (f *fsys) Mkdir(name string) error {
 	if isRoot(name) {
 		return nil
 	}
 	ctx, cancel := f.op()
 	defer cancel()
-	if _, err := f.c.Core.Client.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{}); err == nil {
+	if _, err := f.c.Core.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{}); err == nil {
 		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s is an object", name)}}
 	} else if !errors.Is(wrap(err), fs.ErrNotExist) {
 		return wrap(err)
@@ -345,10 +346,10 @@ func (f *FS) Mkdir(name string) error {
 	return nil
 }
 
-func (f *FS) MkdirAll(name string) error { return f.Mkdir(name) }
+func (f *fsys) MkdirAll(name string) error { return f.Mkdir(name) }
 
 // RemoveDirectory removes an empty folder, which is nothing to remove.
-func (f *FS) RemoveDirectory(name string) error {
+func (f *fsys) RemoveDirectory(name string) error {
 	err := f.Each(name, func(fs.FileInfo) error {
 		return &files.StatusError{Code: files.FxDirNotEmpty, Err: fmt.Errorf("%s is not empty", name)}
 	})
@@ -358,10 +359,10 @@ func (f *FS) RemoveDirectory(name string) error {
 	// A marker object another client made for the folder goes with it.
 	ctx, cancel := f.op()
 	defer cancel()
-	return files.IgnoreMissing(wrap(f.c.Core.Client.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
+	return files.IgnoreMissing(wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
 }
 
-func (f *FS) Space(string) (files.Space, error) { return files.Space{}, files.ErrUnsupported }
+func (f *fsys) Space(string) (files.Space, error) { return files.Space{}, files.ErrUnsupported }
 
 func unsupported(why string) error {
 	return &files.StatusError{Code: files.FxOpUnsupported, Err: fmt.Errorf("%w: %s", errors.ErrUnsupported, why)}

@@ -21,7 +21,7 @@ import (
 
 const partSize = s3fs.MinPartSize
 
-func newFS(t *testing.T) (*s3fs.FS, *tests3.Server) {
+func newFS(t *testing.T) (s3fs.FS, *tests3.Server) {
 	t.Helper()
 	s := tests3.Start(t)
 	s.Bucket(t, "data")

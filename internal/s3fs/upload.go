@@ -28,7 +28,7 @@ var ErrCorrupt = errors.New("the object store's SHA-256 of the file differs from
 // with their SHA-256 (which the store checks), completed only at
 // Complete.
 type upload struct {
-	f    *FS
+	f    *fsys
 	name string
 	key  string
 	o    files.UploadOptions
@@ -54,7 +54,7 @@ type part struct {
 }
 
 // Upload starts writing name whole, or continues o.Resume.
-func (f *FS) Upload(name string, o files.UploadOptions) (files.Upload, error) {
+func (f *fsys) Upload(name string, o files.UploadOptions) (files.Upload, error) {
 	u := &upload{f: f, name: name, key: f.key(name), o: o, next: 1}
 	if o.Resume != "" {
 		if err := u.resume(); err != nil {
@@ -328,7 +328,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.pipe, w.done = pw, make(chan error, 1)
 		go func() {
 			_, err := w.upload.ReadFromWithConcurrency(r, 0)
-			r.CloseWithError(err)
+			_ = r.CloseWithError(err)
 			w.done <- err
 		}()
 	}

@@ -147,7 +147,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		if ended := callerEnded(parent, own); ended != nil {
 			return nil, ended
 		}
-		return nil, d.networkError(err, addr, t.timeout)
+		return nil, NetworkError(err, addr, t.timeout, "an SSH server")
 	}
 	conn = withQuickAck(conn)
 	batched := newBatchConn(conn)
@@ -175,7 +175,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		if ended := callerEnded(parent, own); ended != nil {
 			return ended
 		}
-		if ctx.Err() != nil || isTimeout(err) {
+		if ctx.Err() != nil || IsTimeout(err) {
 			return timeoutError(addr, t.timeout, err)
 		}
 		return nil
@@ -262,7 +262,9 @@ func callerEnded(parent context.Context, own time.Time) error {
 	return nil
 }
 
-func (d *Dialer) networkError(err error, addr string, timeout time.Duration) error {
+// NetworkError is a failed dial of addr, with the reason that names why;
+// server says what should listen there ("an SSH server").
+func NetworkError(err error, addr string, timeout time.Duration, server string) error {
 	var (
 		denied *DeniedError
 		dns    *net.DNSError
@@ -276,11 +278,11 @@ func (d *Dialer) networkError(err error, addr string, timeout time.Duration) err
 			Message: fmt.Sprintf("cannot resolve host %q: %s", dns.Name, dns.Err)}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return &Error{Reason: v1alpha1.ReasonConnectionRefused, Err: err,
-			Message: fmt.Sprintf("%s refused the connection; is an SSH server listening on that port?", addr)}
+			Message: fmt.Sprintf("%s refused the connection; is %s listening on that port?", addr, server)}
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
 			Message: fmt.Sprintf("no route to %s: %v", addr, errors.Unwrap(err))}
-	case isTimeout(err):
+	case IsTimeout(err):
 		return timeoutError(addr, timeout, err)
 	}
 	return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
@@ -300,7 +302,8 @@ func handshakeError(err error, addr, user string) error {
 		Message: fmt.Sprintf("SSH handshake with %s failed; is it an SSH server? (%v)", addr, err)}
 }
 
-func isTimeout(err error) bool {
+// IsTimeout reports whether err is a deadline or a network timeout.
+func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
