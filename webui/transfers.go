@@ -60,8 +60,8 @@ func (u *ui) listTransfers(w http.ResponseWriter, r *http.Request) error {
 	views := make([]transferView, 0, len(list.Items))
 	for _, t := range list.Items {
 		src := t.Spec.Source
-		v := transferView{Name: t.Name, From: src.ConnectionRef.Name + ":" + src.What(),
-			To: t.Spec.Destination.ConnectionRef.Name + ":" + t.Spec.Destination.Path, Mode: strings.ToLower(string(t.Spec.Mode)),
+		v := transferView{Name: t.Name, From: src.ConnectionRef.String() + ":" + src.What(),
+			To: t.Spec.Destination.ConnectionRef.String() + ":" + t.Spec.Destination.Path, Mode: strings.ToLower(string(t.Spec.Mode)),
 			State: "testing", Headline: "Waiting for the worker…", Progress: t.Status.Progress, Failures: t.Status.Failures,
 			Started: t.CreationTimestamp.Time}
 		if b := t.Status.Bytes; b.Total > 0 {

@@ -34,11 +34,13 @@ import (
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -224,6 +226,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
+	ends := &ends.Ends{Pools: pools, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
+		Idle: cmp.Or(opts.IdleTimeout, 5*time.Minute)}}
 	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
@@ -237,7 +241,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	syncInterval := cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3
 	recorder := mgr.GetEventRecorder("sftpgate-worker")
 	envOf := func(kind string) tasks.Env {
-		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Pools: pools, Sender: sender, Metrics: m,
+		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Sender: sender, Metrics: m,
 			Recorder: recorder, Log: opts.Log, Shard: leasesOf(kind),
 			States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: kind, Budget: budget},
 			SyncInterval: syncInterval}

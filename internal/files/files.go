@@ -91,6 +91,13 @@ type Owned interface {
 	Accessed() time.Time
 }
 
+// Tagged is the fs.FileInfo.Sys of a backend that tags each version of a
+// file's content (an object's ETag): a change shows in the tag even when
+// the size and the time, in whole seconds, stay.
+type Tagged interface {
+	Tag() string
+}
+
 // Space is a file system's room, as statvfs reports it.
 type Space struct {
 	// BlockSize is the unit of the block counts (statvfs's f_frsize).

@@ -44,6 +44,9 @@ func (i *info) Mode() fs.FileMode {
 // ETag is an object's entity tag, its FileInfo's Sys.
 type ETag string
 
+// Tag makes ETag a files.Tagged.
+func (e ETag) Tag() string { return string(e) }
+
 // object is an object open for reading: each read is a ranged GET of the
 // version opened (a changed object fails the read rather than mixing two
 // versions), and a sequential read streams one GET.

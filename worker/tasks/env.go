@@ -7,8 +7,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -21,9 +21,10 @@ import (
 type Env struct {
 	// Cache reads the kind's items and connections; Client reads Secrets
 	// and sinks, and writes statuses.
-	Cache    client.Reader
-	Client   client.Client
-	Pools    *pool.Pools
+	Cache  client.Reader
+	Client client.Client
+	// Ends runs operations on connections and stores.
+	Ends     *ends.Ends
 	Sender   *deliver.Sender
 	Shard    *shard.Shard
 	States   *statestore.Store

@@ -61,6 +61,12 @@ type Job struct {
 	// the copy is what it wrote, so the target's size is not the
 	// source's, and a cut copy starts over.
 	Transform Transform
+	// Upload, to a destination whose files appear whole
+	// (files.Uploader), is the upload an earlier try left to continue;
+	// Uploading is told the id of the upload this try sends, as soon as
+	// it has one, for the plan.
+	Upload    string
+	Uploading func(id string)
 }
 
 // Transform writes to dst what src's content becomes (name is the source
@@ -169,6 +175,9 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 			err = removeSource(src, j.Src)
 		}
 		return r, err
+	}
+	if up, ok := dst.(files.Uploader); ok {
+		return j.upload(ctx, src, dst, up, replace, r)
 	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
 	if !j.Fresh && j.Transform == nil {
@@ -371,7 +380,7 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 	if r.From == 0 && r.Size <= SmallFile {
 		err = j.copySmall(in, out, r, progress, func() { now, serr = in.Stat() })
 	} else {
-		err = j.copyStream(in, out, r, progress)
+		err = j.copyStream(in, out, out.Close, r, progress)
 		if err == nil || errors.Is(err, errChanged) {
 			now, serr = in.Stat()
 		}
@@ -448,6 +457,12 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	if err != nil {
 		return 0, nil, err
 	}
+	return j.through(in, out, out.Close, r, progress)
+}
+
+// through streams in through j.Transform into out, and closes it with
+// closeOut; it returns what copyThrough does.
+func (j *Job) through(in files.File, out sink, closeOut func() error, r *Result, progress *counter) (int64, []byte, error) {
 	read, made := newBuffer(), newBuffer()
 	readErr, madeErr := make(chan error, 1), make(chan error, 1)
 	go func() {
@@ -469,7 +484,10 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	made.Close()
 	rerr, terr := <-readErr, <-madeErr
 	r.Sent = n
-	var refused *TransformError
+	var (
+		refused *TransformError
+		err     error
+	)
 	switch {
 	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe):
 		err = fail(rerr, "reading the source file")
@@ -482,7 +500,7 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	case werr != nil:
 		err = fail(werr, "writing the copy")
 	default:
-		if cerr := out.Close(); cerr != nil {
+		if cerr := closeOut(); cerr != nil {
 			err = fail(cerr, "writing the copy")
 		} else if progress.n.Load() != r.Size {
 			err = errChanged
@@ -504,9 +522,14 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	return n, written.sum.Sum(nil), nil
 }
 
+// sink is where a copy's content goes: an open file, or an upload.
+type sink interface {
+	ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error)
+}
+
 // copyStream copies the source from r.From on through a buffer, many
-// requests in flight each way, then closes the copy.
-func (j *Job) copyStream(in, out files.File, r *Result, progress *counter) error {
+// requests in flight each way, then closes the copy with closeOut.
+func (j *Job) copyStream(in files.File, out sink, closeOut func() error, r *Result, progress *counter) error {
 	buf := newBuffer()
 	readErr := make(chan error, 1)
 	go func() {
@@ -524,7 +547,7 @@ func (j *Job) copyStream(in, out files.File, r *Result, progress *counter) error
 	case err != nil:
 		return fail(err, "writing the copy")
 	}
-	if err := out.Close(); err != nil {
+	if err := closeOut(); err != nil {
 		return fail(err, "writing the copy")
 	}
 	if r.From+n != r.Size {

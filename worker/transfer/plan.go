@@ -40,6 +40,9 @@ type File struct {
 	// Reason and Message say why the last try failed.
 	Reason  string `json:"r,omitempty"`
 	Message string `json:"e,omitempty"`
+	// Upload is the object store's id of the file's upload a try left
+	// incomplete, which the next try continues.
+	Upload string `json:"u,omitempty"`
 }
 
 // Plan is a transfer's files and where each stands: what a replica

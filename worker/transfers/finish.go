@@ -52,8 +52,8 @@ func finishEvent(tr *v1alpha1.Transfer, f facts) (cloudevents.Event, error) {
 	src := tr.Spec.Source
 	data, err := json.Marshal(EventData{Transfer: tr.Name, Reason: f.outcome, Message: f.message,
 		Files: probe.Status.Files, Bytes: probe.Status.Bytes, Failures: probe.Status.Failures,
-		Source:      src.ConnectionRef.Name + ":" + src.What(),
-		Destination: tr.Spec.Destination.ConnectionRef.Name + ":" + tr.Spec.Destination.Path})
+		Source:      src.ConnectionRef.String() + ":" + src.What(),
+		Destination: tr.Spec.Destination.ConnectionRef.String() + ":" + tr.Spec.Destination.Path})
 	if err != nil {
 		return e, err
 	}

@@ -18,10 +18,10 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
@@ -109,11 +109,7 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 	if t.plan == nil {
 		// The destination's session is dialled while the source is
 		// listed.
-		go func() {
-			if p, err := t.r.Pools.Get(ctx, dst); err == nil {
-				_ = p.Warm(ctx)
-			}
-		}()
+		go t.r.Ends.Warm(ctx, dst)
 		if wait, ok := t.load(ctx, &tr, src); !ok {
 			t.report(ctx, t.facts())
 			return wait, false
@@ -147,20 +143,13 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 	return t.finish(ctx, &tr)
 }
 
-// connections reads the transfer's two connections; why says why one
-// cannot be used now.
-func (t *run) connections(ctx context.Context, tr *v1alpha1.Transfer) (src, dst *v1alpha1.SftpConnection, why string) {
-	get := func(name string) (*v1alpha1.SftpConnection, string) {
-		var c v1alpha1.SftpConnection
-		if err := t.r.Cache.Get(ctx, client.ObjectKey{Namespace: tr.Namespace, Name: name}, &c); err != nil {
-			return nil, fmt.Sprintf("there is no SftpConnection %s in this namespace", name)
-		}
-		return &c, c.Unusable()
-	}
-	if src, why = get(tr.Spec.Source.ConnectionRef.Name); why != "" {
+// connections reads the transfer's two ends; why says why one cannot be
+// used now.
+func (t *run) connections(ctx context.Context, tr *v1alpha1.Transfer) (src, dst *ends.End, why string) {
+	if src, why = ends.Get(ctx, t.r.Cache, tr.Namespace, tr.Spec.Source.ConnectionRef); why != "" {
 		return nil, nil, why
 	}
-	if dst, why = get(tr.Spec.Destination.ConnectionRef.Name); why != "" {
+	if dst, why = ends.Get(ctx, t.r.Cache, tr.Namespace, tr.Spec.Destination.ConnectionRef); why != "" {
 		return nil, nil, why
 	}
 	return src, dst, ""
@@ -168,7 +157,7 @@ func (t *run) connections(ctx context.Context, tr *v1alpha1.Transfer) (src, dst 
 
 // load reads the plan an earlier run stored, or lists the source and
 // stores the plan before any file is copied.
-func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.SftpConnection) (time.Duration, bool) {
+func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *ends.End) (time.Duration, bool) {
 	blob, v, err := t.r.States.Load(ctx, string(t.uid))
 	if err != nil {
 		t.retrying = "reading the transfer's plan: " + err.Error()
@@ -188,9 +177,9 @@ func (t *run) load(ctx context.Context, tr *v1alpha1.Transfer, src *v1alpha1.Sft
 	// copied.
 	p := t.unstored
 	if p == nil {
-		err = t.do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(s *sftpdial.Session) error {
+		err = t.r.Ends.Do(ctx, src, pool.Op{Idempotent: true, Stream: true, Timeout: t.r.Limits.StallTimeout}, func(f files.FS, _ func()) error {
 			var err error
-			p, err = transfer.List(ctx, s.Files, src.Status.RootPath, tr.Spec.Source, t.r.Limits.MaxFiles)
+			p, err = transfer.List(ctx, f, src.Root, tr.Spec.Source, t.r.Limits.MaxFiles)
 			return err
 		})
 	}
@@ -228,7 +217,7 @@ func retryOf(tr *v1alpha1.Transfer) (limit int32, backoff time.Duration) {
 // copyAll copies the plan's waiting files, a few at a time, until every
 // one ended or ctx ends; it stores the plan and writes the status as it
 // goes.
-func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1alpha1.SftpConnection) {
+func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends.End) {
 	q := newQueue()
 	t.mu.Lock()
 	for i := range t.plan.Files {
@@ -288,7 +277,7 @@ func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 
 // copyOne copies file i, and records how it ended; it returns when to try
 // it again, or nil.
-func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1alpha1.SftpConnection, i int) *time.Time {
+func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends.End, i int) *time.Time {
 	t.mu.Lock()
 	f := t.plan.Files[i]
 	target := t.plan.Target(&f)
@@ -299,7 +288,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	resumed, fresh := t.resumed, !t.resumed && f.Tries == 0 && !t.cut[i]
 	t.mu.Unlock()
 	job := transfer.Job{
-		Src: path.Join(src.Status.RootPath, f.Path), Dst: path.Join(dst.Status.RootPath, tr.Spec.Destination.Path, target),
+		Src: path.Join(src.Root, f.Path), Dst: path.Join(dst.Root, tr.Spec.Destination.Path, target),
 		Size: f.Size, ModTime: f.ModTime,
 		Seed: string(t.uid) + "\x00" + f.Path, Overwrite: tr.Spec.Overwrite, Verify: tr.Spec.Verify,
 		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
@@ -307,6 +296,12 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
 		Held:      func() bool { return t.r.Shard.Holds(string(t.uid)) },
 		Transform: t.transform,
+		Upload:    f.Upload,
+		Uploading: func(id string) {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.plan.Files[i].Upload, t.dirty = id, true
+		},
 	}
 	// A large file has sessions of its own, as the gateway's streams do;
 	// small ones share them, their requests sent and answered together.
@@ -323,29 +318,30 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	case src.UID == dst.UID:
 		// One session for both sides: two waits on one pool could hold
 		// each other up.
-		err = t.do(ctx, src, op, func(s *sftpdial.Session) error {
-			job.Abort = func() { _ = s.Close() }
+		err = t.r.Ends.Do(ctx, src, op, func(f files.FS, abort func()) error {
+			job.Abort = abort
 			var err error
-			res, err = transfer.Copy(ctx, s.Files, s.Files, job)
+			res, err = transfer.Copy(ctx, f, f, job)
 			return err
 		})
 	default:
-		err = t.do(ctx, src, op, func(ss *sftpdial.Session) error {
-			return t.do(ctx, dst, op, func(ds *sftpdial.Session) error {
-				job.Abort = func() { _ = ss.Close(); _ = ds.Close() }
+		err = t.r.Ends.Do(ctx, src, op, func(sf files.FS, abortSrc func()) error {
+			return t.r.Ends.Do(ctx, dst, op, func(df files.FS, abortDst func()) error {
+				job.Abort = func() { abortSrc(); abortDst() }
 				var err error
-				res, err = transfer.Copy(ctx, ss.Files, ds.Files, job)
+				res, err = transfer.Copy(ctx, sf, df, job)
 				return err
 			})
 		})
 	}
-	if err != nil && job.Transform != nil {
+	if err != nil && job.Transform != nil && dst.Conn != nil {
 		// What a transformed copy left may be clear text not yet
 		// verified, and is never continued: removed, on a session of
-		// its own should the copy's have broken.
+		// its own should the copy's have broken. (An upload's parts
+		// never show, and the copy aborted them.)
 		tmp := tempname.For(path.Dir(job.Dst), job.Seed)
-		_ = t.do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.Spec.Limits.OperationTimeoutOrDefault()}, func(s *sftpdial.Session) error {
-			return files.IgnoreMissing(s.Files.Remove(tmp))
+		_ = t.r.Ends.Do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.OperationTimeout}, func(f files.FS, _ func()) error {
+			return files.IgnoreMissing(f.Remove(tmp))
 		})
 	}
 	t.mu.Lock()
@@ -363,7 +359,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	if err == nil {
 		// Files copy again: whatever failed before is no longer the news.
 		t.retrying = ""
-		file.State, file.Reason, file.Message = res.State, "", ""
+		file.State, file.Reason, file.Message, file.Upload = res.State, "", "", ""
 		t.r.Metrics.TransferFiles.WithLabelValues(map[transfer.FileState]string{transfer.Done: "done", transfer.Skipped: "skipped"}[res.State]).Inc()
 		return nil
 	}
@@ -382,6 +378,15 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	t.lastErr = f.Path + ": " + typed.Error()
 	if typed.Permanent || file.Tries > limit {
 		file.State = transfer.Failed
+		if id := file.Upload; id != "" {
+			// Its parts would never be used.
+			file.Upload = ""
+			go func() {
+				_ = t.r.Ends.Do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.OperationTimeout}, func(f files.FS, _ func()) error {
+					return transfer.AbortUpload(f, job.Dst, id)
+				})
+			}()
+		}
 		t.r.Metrics.TransferFiles.WithLabelValues("failed").Inc()
 		return nil
 	}
@@ -389,16 +394,6 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *v1al
 	t.retrying = fmt.Sprintf("%s failed (try %d of %d); retrying: %s", f.Path, file.Tries, limit+1, typed.Error())
 	at := time.Now().Add(transfer.Backoff(backoff, file.Tries))
 	return &at
-}
-
-// do runs fn on a session of conn's pool; a failure of the session's
-// takes it out of the pool.
-func (t *run) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op, fn func(*sftpdial.Session) error) error {
-	p, err := t.r.Pools.Get(ctx, conn)
-	if err != nil {
-		return err
-	}
-	return p.Do(ctx, op, fn)
 }
 
 // facts are what the run knows now, for the status.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path"
 	"slices"
@@ -56,7 +57,7 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 			switch mode := fi.Mode(); {
 			case mode.IsRegular():
 				if w.Filter.Match(rel) {
-					found = append(found, File{Path: rel, Size: fi.Size(), ModTime: fi.ModTime().Unix()})
+					found = append(found, File{Path: rel, Size: fi.Size(), ModTime: fi.ModTime().Unix(), Tag: tagOf(fi)})
 				}
 			case mode.IsDir() && d.depth < w.Depth:
 				queue = append(queue, struct {
@@ -82,4 +83,16 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 		return 0
 	})
 	return found, nil
+}
+
+// tagOf hashes the tag of fi's content version, where its backend keeps
+// one: 64 bits tell versions of one file apart, and store in 8 bytes.
+func tagOf(fi os.FileInfo) uint64 {
+	tagged, ok := fi.Sys().(files.Tagged)
+	if !ok || tagged.Tag() == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(tagged.Tag()))
+	return max(h.Sum64(), 1)
 }

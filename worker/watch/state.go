@@ -64,10 +64,11 @@ type Pending struct {
 
 // stateVersion starts every encoded State; a State of another version is
 // not read (the watch starts over from a snapshot). Version 1 is version 2
-// without its transfers: it is read, and written while a state has no
-// transfers, so that a replica of the release before reads it during a
-// rolling upgrade.
-const stateVersion = 2
+// without its transfers, and version 2 is version 3 without the files'
+// tags (an object store's): each is read, and written while a state has
+// nothing of the next, so that a replica of the release before reads it
+// during a rolling upgrade.
+const stateVersion = 3
 
 // ErrUnknownState is an encoded State this worker cannot read.
 var ErrUnknownState = errors.New("the watch's stored state is of an unknown version")
@@ -79,9 +80,15 @@ var ErrUnknownState = errors.New("the watch's stored state is of an unknown vers
 func (s *State) Encode() ([]byte, error) {
 	var raw bytes.Buffer
 	w := &encoder{w: &raw}
-	version := uint64(stateVersion)
-	if len(s.Running) == 0 && s.Started == 0 && s.Succeeded == 0 && s.TransfersFailed == 0 && s.LastTransfer == "" {
-		version = 1
+	version := uint64(1)
+	if len(s.Running) > 0 || s.Started != 0 || s.Succeeded != 0 || s.TransfersFailed != 0 || s.LastTransfer != "" {
+		version = 2
+	}
+	for _, st := range s.Seen {
+		if st.Tag != 0 {
+			version = stateVersion
+			break
+		}
 	}
 	w.uvarint(version)
 	w.string(s.SpecKey)
@@ -103,6 +110,9 @@ func (s *State) Encode() ([]byte, error) {
 			st := s.Seen[p]
 			w.varint(st.Size)
 			w.varint(st.ModTime)
+			if version >= 3 {
+				w.uvarint(st.Tag)
+			}
 			prev = p
 		}
 	}
@@ -163,7 +173,7 @@ func DecodeState(b []byte) (*State, error) {
 	}
 	r := &decoder{r: bufio.NewReader(bytes.NewReader(raw))}
 	version := r.uvarint()
-	if version != 1 && version != stateVersion {
+	if version < 1 || version > stateVersion {
 		return nil, ErrUnknownState
 	}
 	s := &State{SpecKey: r.string()}
@@ -177,7 +187,11 @@ func DecodeState(b []byte) (*State, error) {
 				return nil, errors.New("the watch's stored state is corrupt")
 			}
 			p := prev[:shared] + r.string()
-			s.Seen[p] = Stat{Size: r.varint(), ModTime: r.varint()}
+			st := Stat{Size: r.varint(), ModTime: r.varint()}
+			if version >= 3 {
+				st.Tag = r.uvarint()
+			}
+			s.Seen[p] = st
 			prev = p
 		}
 	}

@@ -52,6 +52,12 @@ func TestStateRoundTrip(t *testing.T) {
 	if decodedVersion(t, b) != 2 {
 		t.Error("a state with transfers is not written as version 2")
 	}
+	// With an object store's tags, version 3, and the tags come back.
+	tagged := &State{SpecKey: "k", Seen: map[string]Stat{"a.csv": {Size: 1, ModTime: 2, Tag: 1 << 63}, "b.csv": {Size: 3, ModTime: 4}}}
+	b, _ = tagged.Encode()
+	if got, err := DecodeState(b); decodedVersion(t, b) != 3 || err != nil || !reflect.DeepEqual(got.Seen, tagged.Seen) {
+		t.Errorf("a state with tags: version %d, %v, %v", decodedVersion(t, b), got, err)
+	}
 	if _, err := DecodeState([]byte("not gzip")); err == nil {
 		t.Error("garbage decodes")
 	}

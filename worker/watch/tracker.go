@@ -13,17 +13,21 @@ import (
 )
 
 // File is a file as a poll saw it: its path below the watched folder, its
-// size and its modification time (SFTP's, in whole seconds).
+// size and its modification time (SFTP's, in whole seconds), and on an
+// object store a hash of its ETag.
 type File struct {
 	Path    string
 	Size    int64
 	ModTime int64
+	Tag     uint64
 }
 
-// Stat is a file's size and modification time, which a change alters.
+// Stat is what a change of a file alters: its size, its modification
+// time, and its tag where the backend keeps one (0 where not).
 type Stat struct {
 	Size    int64
 	ModTime int64
+	Tag     uint64
 }
 
 // Event is a change to report.
@@ -97,7 +101,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 		t.changed = true
 		if !t.EmitExisting {
 			for _, f := range listing {
-				t.seen[f.Path] = Stat{f.Size, f.ModTime}
+				t.seen[f.Path] = Stat{f.Size, f.ModTime, f.Tag}
 			}
 			return nil
 		}
@@ -117,7 +121,7 @@ func (t *Tracker) Poll(now time.Time, listing []File, room int) []Event {
 	present := make(map[string]bool, len(listing))
 	for _, f := range listing {
 		present[f.Path] = true
-		stat := Stat{f.Size, f.ModTime}
+		stat := Stat{f.Size, f.ModTime, f.Tag}
 		prev, known := t.seen[f.Path]
 		if known && prev == stat {
 			delete(t.candidates, f.Path) // changed back before it settled

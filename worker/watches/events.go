@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
 
@@ -47,16 +48,22 @@ type Data struct {
 
 // CloudEvent is p as the event sent for it. Its source names the
 // connection, its subject the file's path.
-func CloudEvent(w *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Pending) (cloudevents.Event, error) {
+func CloudEvent(w *v1alpha1.SftpWatch, conn *ends.End, p watch.Pending) (cloudevents.Event, error) {
 	e := cloudevents.NewEvent()
 	e.SetID(p.ID)
 	e.SetType(EventTypePrefix + strings.ToLower(string(p.Type)))
-	e.SetSource(fmt.Sprintf("/apis/%s/namespaces/%s/sftpconnections/%s", v1alpha1.GroupVersion, w.Namespace, conn.Name))
+	resource, slug := "sftpconnections", ""
+	if conn.Store != nil {
+		resource = "objectstores"
+	} else {
+		slug = conn.Conn.Status.Slug
+	}
+	e.SetSource(fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s", v1alpha1.GroupVersion, w.Namespace, resource, conn.Ref.Name))
 	full := path.Join(w.Spec.Path, p.Path)
 	e.SetSubject(full)
 	e.SetTime(p.Observed)
 	data, err := json.Marshal(Data{Path: full, Name: path.Base(p.Path), Size: p.Size, Modified: time.Unix(p.ModTime, 0).UTC(),
-		Connection: conn.Name, Slug: conn.Status.Slug, Watch: w.Name})
+		Connection: conn.Ref.Name, Slug: slug, Watch: w.Name})
 	if err != nil {
 		return e, err
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
 
@@ -165,7 +166,7 @@ const goneAfter = time.Minute
 
 // settle does what afterDelivery says with the files whose Transfers
 // finished.
-func (w *watcher) settle(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection) {
+func (w *watcher) settle(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End) {
 	kept := w.state.Running[:0]
 	for _, r := range w.state.Running {
 		var tr v1alpha1.Transfer

@@ -21,11 +21,11 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker/deliver"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
@@ -130,12 +130,8 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		f.overQuota = fmt.Sprintf("the namespace has more than %d watches; only its oldest run", w.r.Limits.MaxWatchesPerNamespace)
 		return time.Minute
 	}
-	var conn v1alpha1.SftpConnection
-	if err := w.r.Cache.Get(ctx, client.ObjectKey{Namespace: wt.Namespace, Name: wt.Spec.ConnectionRef.Name}, &conn); err != nil {
-		f.connection = fmt.Sprintf("there is no SftpConnection %s in this namespace", wt.Spec.ConnectionRef.Name)
-		return idle
-	}
-	if why := conn.Unusable(); why != "" {
+	conn, why := ends.Get(ctx, w.r.Cache, wt.Namespace, wt.Spec.ConnectionRef)
+	if why != "" {
 		f.connection = why
 		return idle
 	}
@@ -155,7 +151,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		}
 	}
 	w.deadLetterURI = deadLetter
-	if err := w.load(ctx, &wt, &conn, set); errors.Is(err, errAtCapacity) {
+	if err := w.load(ctx, &wt, conn, set); errors.Is(err, errAtCapacity) {
 		f.atCapacity = w.atCapacity
 		return idle
 	} else if err != nil {
@@ -168,14 +164,14 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		// The next poll is an interval away, unless this one found the
 		// namespace's polls all in flight and set it a second away.
 		w.nextPoll = now.Add(set.interval)
-		w.poll(ctx, &wt, &conn, set)
+		w.poll(ctx, &wt, conn, set)
 	}
 	f.polled = w.polledGeneration == wt.Generation
 	if p := w.polled; p.generation == wt.Generation {
 		f.tooLarge, f.pathMissing, f.pollFailed = p.tooLarge, p.pathMissing, p.failed
 	}
-	w.settle(ctx, &wt, &conn)
-	w.deliver(ctx, &wt, &conn, set, sink, deadLetter, &f)
+	w.settle(ctx, &wt, conn)
+	w.deliver(ctx, &wt, conn, set, sink, deadLetter, &f)
 	f.delivery, f.unreachable, f.transfersAtLimit = w.failing, w.unreachable, w.atLimit
 	w.save(ctx, false)
 	f.overBudget, f.atCapacity = w.overBudget, w.atCapacity
@@ -243,15 +239,15 @@ func inside(folder, dir string) bool {
 }
 
 // specKey identifies what the listing depends on.
-func specKey(wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%t\x00%d\x00%q\x00%q", conn.UID, conn.Status.RootPath,
+func specKey(wt *v1alpha1.SftpWatch, conn *ends.End) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%t\x00%d\x00%q\x00%q", conn.UID, conn.Root,
 		wt.Spec.Path, wt.Spec.Recursive, wt.Spec.MaxDepth, wt.Spec.Include, wt.Spec.Exclude))
 	return hex.EncodeToString(sum[:8])
 }
 
 // load reads the stored state once, and starts over when what the
 // listing depends on changed; it sets the tracker from the spec.
-func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings) error {
+func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings) error {
 	key := specKey(wt, conn)
 	if w.state == nil {
 		blob, v, err := w.r.States.Load(ctx, string(w.uid))
@@ -287,7 +283,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 }
 
 // poll lists the folder and queues the changes due.
-func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings) {
+func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings) {
 	leave, ok := w.r.enterPoll(ctx, wt.Namespace)
 	if !ok {
 		w.nextPoll = time.Now().Add(time.Second)
@@ -295,7 +291,7 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	}
 	defer leave()
 	start := time.Now()
-	walk := watch.Walk{Dir: path.Join(conn.Status.RootPath, wt.Spec.Path), Filter: set.filter, MaxFiles: w.r.Limits.MaxFiles}
+	walk := watch.Walk{Dir: path.Join(conn.Root, wt.Spec.Path), Filter: set.filter, MaxFiles: w.r.Limits.MaxFiles}
 	if wt.Spec.Recursive {
 		walk.Depth = int(max(wt.Spec.MaxDepth, 1))
 	}
@@ -303,10 +299,10 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alph
 	// A listing takes many requests, each bounded by the connection's
 	// operationTimeout; the whole by the worker's PollTimeout, which
 	// bounds how long a poll holds its slot.
-	op := pool.Op{Idempotent: true, Timeout: min(5*conn.Spec.Limits.OperationTimeoutOrDefault(), w.r.Limits.PollTimeout)}
-	err := w.do(ctx, conn, op, func(s *sftpdial.Session) error {
+	op := pool.Op{Idempotent: true, Timeout: min(5*conn.OperationTimeout, w.r.Limits.PollTimeout)}
+	err := w.do(ctx, conn, op, func(f files.FS, _ func()) error {
 		var err error
-		found, err = walk.List(ctx, s.Files)
+		found, err = walk.List(ctx, f)
 		return err
 	})
 	w.r.Metrics.PollDuration.Observe(time.Since(start).Seconds())
@@ -370,20 +366,15 @@ func (w *watcher) forget() {
 	w.r.held.resize(&w.tracked, w.key.Namespace, 0)
 }
 
-// do runs fn on a session of conn's pool; a failure of the session's
-// takes it out of the pool.
-func (w *watcher) do(ctx context.Context, conn *v1alpha1.SftpConnection, op pool.Op, fn func(*sftpdial.Session) error) error {
-	p, err := w.r.Pools.Get(ctx, conn)
-	if err != nil {
-		return err
-	}
+// do runs fn on conn's files; a listing streams, on a session of its own.
+func (w *watcher) do(ctx context.Context, conn *ends.End, op pool.Op, fn func(files.FS, func()) error) error {
 	op.Stream = true
-	return p.Do(ctx, op, fn)
+	return w.r.Ends.Do(ctx, conn, op, fn)
 }
 
 // deliver sends the outbox's events in order, while this replica holds the
 // watch, until one fails or the namespace's share of deliveries is spent.
-func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, set settings, sink, deadLetter string, f *facts) {
+func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings, sink, deadLetter string, f *facts) {
 	defer func() { w.pendingCount.Store(int64(len(w.state.Outbox))) }()
 	for len(w.state.Outbox) > 0 && ctx.Err() == nil {
 		if !w.r.Shard.Holds(string(w.uid)) || time.Now().Before(w.nextTry) {
@@ -448,7 +439,7 @@ func (w *watcher) deliver(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1a
 // finish takes the outbox's head, p, out after its event was delivered (ok)
 // or given up: what afterDelivery says is done with its file now, or once
 // its Transfer finished.
-func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Pending, ok bool) {
+func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, p watch.Pending, ok bool) {
 	w.state.Outbox = w.state.Outbox[1:]
 	w.nextTry = time.Time{}
 	w.failing, w.unreachable, w.atLimit = "", false, ""
@@ -462,7 +453,7 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1al
 
 // after does what afterDelivery says with e's file: ok, its event was
 // delivered (and its transfer succeeded).
-func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alpha1.SftpConnection, p watch.Event, ok bool) {
+func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, p watch.Event, ok bool) {
 	if p.Type == v1alpha1.WatchDeleted {
 		return
 	}
@@ -479,21 +470,21 @@ func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *v1alp
 	if !ok && to == "" {
 		return
 	}
-	root := conn.Status.RootPath
+	root := conn.Root
 	from := path.Join(root, wt.Spec.Path, p.Path)
-	err := w.do(ctx, conn, pool.Op{Timeout: conn.Spec.Limits.OperationTimeoutOrDefault()}, func(s *sftpdial.Session) error {
+	err := w.do(ctx, conn, pool.Op{Timeout: conn.OperationTimeout}, func(f files.FS, _ func()) error {
 		if to == "" {
-			return s.Files.Remove(from)
+			return f.Remove(from)
 		}
 		dest := path.Join(root, to, p.Path)
-		if err := s.Files.MkdirAll(path.Dir(dest)); err != nil {
+		if err := f.MkdirAll(path.Dir(dest)); err != nil {
 			return err
 		}
 		// Never over a file already there: beside it, under a new name.
-		if _, err := s.Files.Lstat(dest); err == nil {
+		if _, err := f.Lstat(dest); err == nil {
 			dest = path.Join(path.Dir(dest), strings.TrimPrefix(tempname.In(""), "/")+"-"+path.Base(dest))
 		}
-		return s.Files.Rename(from, dest)
+		return f.Rename(from, dest)
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && wt.Spec.Transfer != nil:
