@@ -164,7 +164,7 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		// even in the middle of reading a large file for its digest.
 		defer context.AfterFunc(ctx, j.Abort)()
 	}
-	target, err := j.Made.target(dst, j.Dst, j.Fresh)
+	target, err := j.Made.target(dst, j.Dst, j.Fresh, r.ModTime)
 	if err != nil {
 		return r, fail(err, "reading the destination folder")
 	}
@@ -742,7 +742,7 @@ const maxListed = 20_000
 // folder when it is missing. From the folder's listing when fresh (no
 // earlier try can have put the file there), else asked. A listing that
 // failed is tried again by the next file.
-func (f *Folders) target(dst files.FS, name string, fresh bool) (*entry, error) {
+func (f *Folders) target(dst files.FS, name string, fresh bool, modTime int64) (*entry, error) {
 	dir := path.Dir(name)
 	d := f.of(dir)
 	d.mu.Lock()
@@ -756,12 +756,18 @@ func (f *Folders) target(dst files.FS, name string, fresh bool) (*entry, error) 
 	if fresh && !d.tooLarge {
 		e, ok := d.entries[path.Base(name)]
 		d.mu.Unlock()
-		if ok {
+		switch {
+		case !ok:
+			return nil, nil
+		case e.modTime == modTime:
 			return &e, nil
 		}
-		return nil, nil
+		// Another time than the source's: a listing may not give a
+		// file's own time (an object store lists when an object was
+		// written, and keeps the file's time apart), a stat does.
+	} else {
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
 	fi, err := dst.Stat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
