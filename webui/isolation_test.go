@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -33,6 +34,8 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
@@ -386,6 +389,44 @@ func TestIsolation(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
 				t.Error("the victim's server holds the attacker's files")
+			}
+		}},
+		{"the victim's object store, named in the attacker's transfers and watch", func(t *testing.T) {
+			s3 := tests3.Start(t)
+			s3.Bucket(t, "vault")
+			testkit.ReadyStore(t, k8s, victim.ns, "vault", s3, "vault", "")
+			_, err := s3.Client(t).PutObject(ctx, "vault", "outgoing/secret.csv", strings.NewReader("the victim's"), -1, minio.PutObjectOptions{})
+			must(t, err)
+			store := func(s *v1alpha1.ConnectionReference) { s.Kind = v1alpha1.KindObjectStore }
+			for _, tr := range []*v1alpha1.Transfer{
+				attacker.transfer(t, "steal-objects", "vault", "/outgoing", "reports", "/stolen-objects", func(s *v1alpha1.TransferSpec) { store(&s.Source.ConnectionRef) }),
+				attacker.transfer(t, "plant-objects", "reports", "/", "vault", "/planted", func(s *v1alpha1.TransferSpec) { store(&s.Destination.ConnectionRef) }),
+			} {
+				ready := refusedReason(t, tr, v1alpha1.ReasonConnectionNotReady)
+				if !strings.Contains(ready.Message, "no ObjectStore vault") || strings.Contains(ready.Message, victim.ns) {
+					t.Errorf("%s: %+v", tr.Name, tr.Status.Conditions)
+				}
+			}
+			peek := attacker.watch(t, "peek-objects", "/outgoing", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.ConnectionRef = v1alpha1.ConnectionReference{Kind: v1alpha1.KindObjectStore, Name: "vault"}
+			})
+			refusedReason(t, peek, v1alpha1.ReasonConnectionNotReady)
+			if _, err := os.Stat(filepath.Join(attacker.sshd.Dir, "stolen-objects")); err == nil {
+				t.Error("the attacker's server holds a copy of the victim's objects")
+			}
+			if _, err := os.Stat(s3.Path("vault", "planted")); err == nil {
+				t.Error("the victim's bucket holds the attacker's files")
+			}
+		}},
+		{"the cluster's metadata endpoint and private addresses as the attacker's object store", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "store-creds"},
+				StringData: map[string]string{v1alpha1.SecretKeyAccessKeyID: "a", v1alpha1.SecretKeySecretAccessKey: "b"}}))
+			for name, endpoint := range map[string]string{"metadata": "http://169.254.169.254", "inside": "http://10.255.255.1:9000"} {
+				st := &v1alpha1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: name}, Spec: v1alpha1.ObjectStoreSpec{
+					Endpoint: endpoint, Bucket: "any", Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "store-creds"}}}}
+				must(t, k8s.Create(ctx, st))
+				t.Cleanup(func() { _ = k8s.Delete(ctx, st) })
+				refusedReason(t, st, v1alpha1.ReasonDestinationNotAllowed)
 			}
 		}},
 		{"the victim's OpenPGP key, named in the attacker's transfer", func(t *testing.T) {
