@@ -123,8 +123,8 @@ build-dev: ## Build sftpgate-dev, the local system of make run, into bin/.
 	go build -o $(LOCALBIN)/sftpgate-dev ./hack/sftpgate-dev
 
 .PHONY: run
-run: build-dev envtest ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(LOCALBIN)/sftpgate-dev $(RUN_ARGS)
+run: build-dev envtest $(VERSITYGW) ## Run the whole system on this machine, no cluster needed: control plane, manager, gateway, web UI, demo SFTP and S3 servers.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) $(LOCALBIN)/sftpgate-dev $(RUN_ARGS)
 
 .PHONY: run-manager
 run-manager: manifests generate build ## Run the manager against the cluster of the current kubeconfig (after make install).

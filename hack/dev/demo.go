@@ -28,6 +28,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
+	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
@@ -49,6 +50,9 @@ type state struct {
 	DemoKeyID    string `json:"demoKeyID"`
 	DemoPassword string `json:"demoPassword"`
 	SessionKey   string `json:"sessionKey"`
+	// S3SecretKey is the demo S3 server's (a state.json from before it
+	// existed gets one at the next start).
+	S3SecretKey string `json:"s3SecretKey,omitempty"`
 	// OpenPGP is the demo's key pairs, made once (a state.json from
 	// before they existed gets them at the next start).
 	OpenPGP *openPGPKeys `json:"openPGP,omitempty"`
@@ -61,11 +65,16 @@ func loadState(dir string) (*state, error) {
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return nil, fmt.Errorf("%s is damaged (start afresh with --fresh): %w", path, err)
 		}
-		if st.OpenPGP != nil {
+		if st.OpenPGP != nil && st.S3SecretKey != "" {
 			return &st, nil
 		}
-		if st.OpenPGP, err = newOpenPGPKeys(rand.Text()); err != nil {
-			return nil, err
+		if st.OpenPGP == nil {
+			if st.OpenPGP, err = newOpenPGPKeys(rand.Text()); err != nil {
+				return nil, err
+			}
+		}
+		if st.S3SecretKey == "" {
+			st.S3SecretKey = rand.Text()
 		}
 		return &st, st.save(path)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -80,7 +89,7 @@ func loadState(dir string) (*state, error) {
 		return nil, err
 	}
 	st = state{SFTPPassword: rand.Text(), HostKeyPEM: string(pem.EncodeToMemory(block)), DemoPassword: rand.Text()[:16],
-		SessionKey: rand.Text() + rand.Text()}
+		SessionKey: rand.Text() + rand.Text(), S3SecretKey: rand.Text()}
 	st.DemoToken, st.DemoKeyID = apitoken.NewToken()
 	if st.OpenPGP, err = newOpenPGPKeys(rand.Text()); err != nil {
 		return nil, err
@@ -166,18 +175,24 @@ func waitReady(ctx context.Context, k8s client.Client) error {
 		var conn v1alpha1.SftpConnection
 		var key v1alpha1.ApiKey
 		var watch v1alpha1.SftpWatch
+		var store v1alpha1.ObjectStore
 		name := client.ObjectKey{Namespace: demoNamespace, Name: demoName}
 		connErr, keyErr := k8s.Get(ctx, name, &conn), k8s.Get(ctx, name, &key)
 		watchErr := k8s.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "incoming"}, &watch)
+		storeErr := k8s.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: bucketName}, &store)
 		// The watch too, so that a file dropped at once is a change to
 		// its first poll, not part of it.
-		if connErr == nil && keyErr == nil && watchErr == nil && isReady(conn.Status.Conditions, conn.Generation) &&
-			isReady(key.Status.Conditions, key.Generation) && isReady(watch.Status.Conditions, watch.Generation) {
+		if connErr == nil && keyErr == nil && watchErr == nil && storeErr == nil && isReady(conn.Status.Conditions, conn.Generation) &&
+			isReady(key.Status.Conditions, key.Generation) && isReady(watch.Status.Conditions, watch.Generation) &&
+			isReady(store.Status.Conditions, store.Generation) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
+			if ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status != metav1.ConditionTrue {
 				return fmt.Errorf("the demo connection is not Ready: %s: %s", ready.Reason, ready.Message)
+			}
+			if ready := meta.FindStatusCondition(store.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status != metav1.ConditionTrue {
+				return fmt.Errorf("the demo bucket's ObjectStore is not Ready: %s: %s", ready.Reason, ready.Message)
 			}
 			return errors.New("the demo connection did not become Ready")
 		}
@@ -220,7 +235,7 @@ func isReady(conditions []metav1.Condition, generation int64) bool {
 }
 
 // envValues are what dev.env holds, in order.
-func envValues(kubeconfig, gatewayURL, webuiURL, eventsURL string, st *state) [][2]string {
+func envValues(kubeconfig, gatewayURL, webuiURL, eventsURL string, st *state, s3 *tests3.Server) [][2]string {
 	abs, err := filepath.Abs(kubeconfig)
 	if err != nil {
 		abs = kubeconfig
@@ -235,6 +250,11 @@ func envValues(kubeconfig, gatewayURL, webuiURL, eventsURL string, st *state) []
 		{"DEMO_EMAIL", demoEmail},
 		{"DEMO_PASSWORD", st.DemoPassword},
 		{"EVENTS_URL", eventsURL},
+		{"S3_ENDPOINT", "http://" + s3.Endpoint},
+		{"AWS_ACCESS_KEY_ID", s3.AccessKey},
+		{"AWS_SECRET_ACCESS_KEY", s3.SecretKey},
+		{"AWS_REGION", s3.Region},
+		{"DEMO_BUCKET_DIR", s3.Path(bucketName, "")},
 	}
 }
 
@@ -290,6 +310,12 @@ folder), server to server; its end prints here too:
   kubectl apply -f hack/dev/demo-transfer.yaml
   kubectl get transfers -n demo -w
 
+Copy incoming/ into the demo bucket (an S3 server on %s; any S3 client
+reads it with the keys in dev.env), each object checked by SHA-256:
+
+  kubectl apply -f hack/dev/demo-bucket.yaml
+  ls %s/incoming
+
 A partner drops a payroll file encrypted to the demo's OpenPGP key and
 signed by theirs into partner/inbox/; the watch there decrypts it into
 clear/, checks the signature, files the original in partner/done/, and
@@ -308,7 +334,7 @@ the transfer's end prints here:
 All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
-		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"],
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], v["S3_ENDPOINT"], v["DEMO_BUCKET_DIR"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], tourMessage, filepath.Join(filepath.Dir(envFile), tourMessage),
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], envFile)
 }

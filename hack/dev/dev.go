@@ -1,7 +1,8 @@
 // Package dev is sftpgate-dev (make run): the whole system on one machine,
 // no cluster needed. One process runs a local kube-apiserver and etcd (the
-// binaries the tests use), the manager, the gateway, the web UI and a demo
-// SFTP server, with a demo connection, API key and web UI account.
+// binaries the tests use), the manager, the gateway, the web UI, a demo
+// SFTP server and a demo S3 server, with a demo connection, bucket, API
+// key and web UI account.
 package dev
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
@@ -36,6 +38,8 @@ type options struct {
 	webuiAddr   string
 	sftpAddr    string
 	eventsAddr  string
+	s3Addr      string
+	versitygw   string
 }
 
 // Run runs sftpgate-dev until ctx ends (Ctrl-C), then stops everything.
@@ -48,6 +52,8 @@ func Run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.webuiAddr, "webui-address", "127.0.0.1:8081", "Where the web UI listens.")
 	fs.StringVar(&o.sftpAddr, "sftp-address", "127.0.0.1:2222", "Where the demo SFTP server listens.")
 	fs.StringVar(&o.eventsAddr, "events-address", "127.0.0.1:8082", "Where the demo watch's events are received (and printed).")
+	fs.StringVar(&o.s3Addr, "s3-address", "127.0.0.1:8083", "Where the demo S3 server (the demo bucket's) listens.")
+	fs.StringVar(&o.versitygw, "versitygw", os.Getenv(tests3.Binary), "The versitygw binary the demo S3 server runs (make run builds it; default $"+tests3.Binary+").")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,8 +88,11 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 			_ = l.Close()
 		}
 	}()
+	if o.versitygw == "" {
+		return fmt.Errorf("no versitygw for the demo S3 server: run make run, or give --versitygw")
+	}
 	for flagName, addr := range map[string]string{"gateway-address": o.gatewayAddr, "webui-address": o.webuiAddr, "sftp-address": o.sftpAddr,
-		"events-address": o.eventsAddr} {
+		"events-address": o.eventsAddr, "s3-address": o.s3Addr} {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("%s is taken (is another sftpgate-dev running?); choose another with --%s: %w", addr, flagName, err)
@@ -118,7 +127,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 
-	step("starting the manager, the gateway, the web UI, the worker and the demo SFTP server")
+	step("starting the manager, the gateway, the web UI, the worker and the demo SFTP and S3 servers")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
@@ -168,6 +177,14 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// versitygw takes an address, not a socket: the port is free again
+	// only now.
+	_ = listeners["s3-address"].Close()
+	s3, stopS3, err := startDemoBucket(ctx, o.dataDir, o.s3Addr, o.versitygw, st)
+	if err != nil {
+		return err
+	}
+	defer stopS3()
 	// The worker's defaults, as its flags give them, with what a laptop
 	// needs instead.
 	var wOpts worker.Options
@@ -196,6 +213,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := st.createDemo(ctx, k8s, ui.Accounts(), demo, listeners["sftp-address"].Addr(), eventsURL); err != nil {
 		return err
 	}
+	if err := createBucketStore(ctx, k8s, s3); err != nil {
+		return err
+	}
 	if err := waitReady(ctx, k8s); err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C while starting
@@ -214,7 +234,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := st.writeTourMessage(o.dataDir); err != nil {
 		return err
 	}
-	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st)
+	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st, s3)
 	if err := writeEnv(envFile, values); err != nil {
 		return err
 	}

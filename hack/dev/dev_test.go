@@ -136,26 +136,14 @@ func TestQuickstart(t *testing.T) {
 		}
 	}
 
-	// The tour's transfer, as hack/dev/demo-transfer.yaml has it (its sink
-	// this run's event printer): incoming/ copied into the archive
-	// connection, its end printed.
-	raw, err := os.ReadFile("demo-transfer.yaml")
-	must(t, err)
-	var tr v1alpha1.Transfer
-	must(t, yaml.Unmarshal(raw, &tr))
-	tr.Spec.Sink.URI = env["EVENTS_URL"]
-	must(t, k8s.Create(ctx, &tr))
-	for deadline := time.After(time.Minute); ; {
-		select {
-		case line := <-dev.printed:
-			if !strings.Contains(line, "event dev.sftpgate.transfer.succeeded incoming-to-archive (1 files done, 0 skipped)") {
-				continue
-			}
-		case <-deadline:
-			_ = k8s.Get(ctx, client.ObjectKeyFromObject(&tr), &tr)
-			t.Fatalf("the tour's transfer did not print its end; its status: %+v", tr.Status)
-		}
-		break
+	// The tour's transfers, as hack/dev/demo-transfer.yaml and
+	// demo-bucket.yaml have them (their sink this run's event printer):
+	// incoming/ copied into the archive connection, then into the demo
+	// bucket, each end printed.
+	dev.tourTransfer(t, k8s, "demo-transfer.yaml", env["EVENTS_URL"])
+	dev.tourTransfer(t, k8s, "demo-bucket.yaml", env["EVENTS_URL"])
+	if object, err := os.ReadFile(filepath.Join(env["DEMO_BUCKET_DIR"], "incoming", "report.csv")); err != nil || string(object) != "id,total\n1,42\n" {
+		t.Errorf("the object in the demo bucket: %q, %v", object, err)
 	}
 	if _, body = call(t, env, "read", `{"path": "incoming/report.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"id,total\n1,42\n"`) {
 		t.Errorf("the source after the copy: %s", body)
@@ -287,10 +275,36 @@ type devProcess struct {
 }
 
 // start runs sftpgate-dev on free ports and waits for its dev.env.
+// tourTransfer makes the tour's Transfer of file, its sink the event
+// printer at eventsURL, and waits until its end is printed.
+func (d *devProcess) tourTransfer(t *testing.T, k8s client.Client, file, eventsURL string) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	must(t, err)
+	var tr v1alpha1.Transfer
+	must(t, yaml.Unmarshal(raw, &tr))
+	tr.Spec.Sink.URI = eventsURL
+	must(t, k8s.Create(context.Background(), &tr))
+	want := fmt.Sprintf("event dev.sftpgate.transfer.succeeded %s (1 files done, 0 skipped)", tr.Name)
+	for deadline := time.After(time.Minute); ; {
+		select {
+		case line := <-d.printed:
+			if !strings.Contains(line, want) {
+				continue
+			}
+		case <-deadline:
+			_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(&tr), &tr)
+			t.Fatalf("the tour's transfer %s did not print its end; its status: %+v", tr.Name, tr.Status)
+		}
+		return
+	}
+}
+
 func start(t *testing.T, binary, dataDir string) *devProcess {
 	t.Helper()
 	cmd := exec.Command(binary, "--data-dir="+dataDir, "--gateway-address="+testhttp.FreeAddr(t),
-		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t), "--events-address="+testhttp.FreeAddr(t))
+		"--webui-address="+testhttp.FreeAddr(t), "--sftp-address="+testhttp.FreeAddr(t), "--events-address="+testhttp.FreeAddr(t),
+		"--s3-address="+testhttp.FreeAddr(t))
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = os.Stderr
