@@ -90,10 +90,10 @@ require-root:
 .PHONY: bench
 # The server's files live in memory (/dev/shm, where there is one): the
 # bench compares the gateway with a direct client, not the disk's writeback.
-bench: build envtest $(RCLONE) ## Compare the gateway with a direct SFTP client, and transfers with rclone, on real sshd (prints tables).
+bench: build envtest $(RCLONE) $(VERSITYGW) ## Compare the gateway with a direct SFTP client, and transfers with rclone, on real sshd and S3 (prints tables).
 	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) \
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) SFTPGATE_VERSITYGW=$(VERSITYGW) \
 		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 60m
 
 # How long make soak runs, and how often it restarts sshd.

@@ -186,22 +186,23 @@ transfers between two sshd on loopback (make bench)
 // remotes src and dst: the two sshd, logged in as the test user.
 func rcloneRemotes(t *testing.T, rclone string, src, dst *testsshd.Server) []string {
 	t.Helper()
-	out, err := exec.Command(rclone, "obscure", src.Password).Output()
+	return append(append(rcloneSFTP(t, rclone, "SRC", src), rcloneSFTP(t, rclone, "DST", dst)...), "RCLONE_CONFIG=/dev/null")
+}
+
+// rcloneSFTP defines rclone's remote name: s, logged in as the test user.
+func rcloneSFTP(t *testing.T, rclone, name string, s *testsshd.Server) []string {
+	t.Helper()
+	out, err := exec.Command(rclone, "obscure", s.Password).Output()
 	if err != nil {
 		t.Fatalf("rclone obscure: %v", err)
 	}
-	pass := strings.TrimSpace(string(out))
-	var env []string
-	for name, s := range map[string]*testsshd.Server{"SRC": src, "DST": dst} {
-		known := filepath.Join(t.TempDir(), "known_hosts")
-		if err := os.WriteFile(known, fmt.Appendf(nil, "[%s]:%d %s\n", s.Host, s.Port, s.HostKeyLine), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p := "RCLONE_CONFIG_" + name + "_"
-		env = append(env, p+"TYPE=sftp", p+"HOST="+s.Host, p+"PORT="+strconv.Itoa(int(s.Port)), p+"USER="+testsshd.User,
-			p+"PASS="+pass, p+"KNOWN_HOSTS_FILE="+known, p+"SHELL_TYPE=none")
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, fmt.Appendf(nil, "[%s]:%d %s\n", s.Host, s.Port, s.HostKeyLine), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return append(env, "RCLONE_CONFIG=/dev/null")
+	p := "RCLONE_CONFIG_" + name + "_"
+	return []string{p + "TYPE=sftp", p + "HOST=" + s.Host, p + "PORT=" + strconv.Itoa(int(s.Port)), p + "USER=" + testsshd.User,
+		p + "PASS=" + strings.TrimSpace(string(out)), p + "KNOWN_HOSTS_FILE=" + known, p + "SHELL_TYPE=none"}
 }
 
 func waitReadyConnections(t *testing.T, k8s client.Client, ns string, names ...string) {
