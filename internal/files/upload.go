@@ -17,6 +17,9 @@ type Uploader interface {
 type UploadOptions struct {
 	// ModTime is the file's modification time once complete.
 	ModTime time.Time
+	// Size is the file's size as far as the caller knows it, or 0: a
+	// small file is then held in a buffer of its size, not a part's.
+	Size int64
 	// Resume is an earlier try's Upload.ID to continue: the parts it holds
 	// are kept as far as they match Source (the last one is compared), and
 	// the upload is started anew when they do not or it is gone.

@@ -154,30 +154,35 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 		sent  sync.WaitGroup
 		total int64
 	)
-	for {
-		buf := <-free
-		if buf == nil {
-			buf = make([]byte, u.f.c.PartSize)
+	defer func() {
+		// Every part sent by now: their buffers go back for the next.
+		for range inFlight {
+			if buf := <-free; buf != nil {
+				parts.put(buf)
+			}
 		}
-		n, err := io.ReadFull(r, buf)
+	}()
+	for {
+		buf, n, err := u.readPart(r, <-free)
 		total += int64(n)
 		short := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 		if err != nil && !short {
+			free <- buf
 			sent.Wait()
 			return total, err
 		}
-		if n == 0 {
-			break
-		}
-		if u.failed() != nil {
+		if n == 0 || u.failed() != nil {
+			free <- buf
 			break
 		}
 		if short && u.id == "" && u.next == 1 {
-			u.single = buf[:n]
+			u.single = bytes.Clone(buf[:n])
+			free <- buf
 			break
 		}
 		number, err := u.begin()
 		if err != nil {
+			free <- buf
 			sent.Wait()
 			return total, err
 		}
@@ -191,6 +196,49 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 	}
 	sent.Wait()
 	return total, u.failed()
+}
+
+// readPart reads the next part from r into buf, or a buffer of the
+// pool's. A file told to be smaller than a part is read into a buffer of
+// its size (and one byte more, to see that it ends), not a whole part's.
+func (u *upload) readPart(r io.Reader, buf []byte) ([]byte, int, error) {
+	size := u.f.c.PartSize
+	if buf == nil && u.id == "" && u.next == 1 && u.o.Size > 0 && u.o.Size < size {
+		small := make([]byte, u.o.Size+1)
+		n, err := io.ReadFull(r, small)
+		if err != nil {
+			return small, n, err
+		}
+		// Larger than told: a whole part after all.
+		buf = parts.get(size)
+		copy(buf, small)
+		m, err := io.ReadFull(r, buf[n:])
+		return buf, n + m, err
+	}
+	if buf == nil || int64(len(buf)) != size {
+		buf = parts.get(size)
+	}
+	n, err := io.ReadFull(r, buf)
+	return buf, n, err
+}
+
+// parts keeps parts' buffers between uploads: a large file takes many,
+// one at a time, and so do many files.
+var parts partPool
+
+type partPool struct{ pool sync.Pool }
+
+func (p *partPool) get(size int64) []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok && int64(len(*b)) == size {
+		return *b
+	}
+	return make([]byte, size)
+}
+
+func (p *partPool) put(b []byte) {
+	if int64(len(b)) >= MinPartSize {
+		p.pool.Put(&b)
+	}
 }
 
 func (u *upload) failed() error {

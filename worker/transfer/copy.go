@@ -378,7 +378,8 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 		serr error
 	)
 	if r.From == 0 && r.Size <= SmallFile {
-		err = j.copySmall(in, out, r, progress, func() { now, serr = in.Stat() })
+		err = j.copySmall(in, func(b []byte) error { _, err := out.Write(b); return err }, out.Close, r, progress,
+			func() { now, serr = in.Stat() })
 	} else {
 		err = j.copyStream(in, out, out.Close, r, progress)
 		if err == nil || errors.Is(err, errChanged) {
@@ -571,10 +572,10 @@ var errChanged = errors.New("the source file changed")
 // common files; at most this much per copy.
 const SmallFile = 256 << 10
 
-// copySmall copies a small file whole: one read, then the write and the
-// copy's close on the destination while afterRead (the source's fstat)
-// runs on the source.
-func (j *Job) copySmall(in, out files.File, r *Result, progress *counter, afterRead func()) error {
+// copySmall copies a small file whole: one read, then write and closeOut
+// on the destination while afterRead (the source's fstat) runs on the
+// source.
+func (j *Job) copySmall(in files.File, write func([]byte) error, closeOut func() error, r *Result, progress *counter, afterRead func()) error {
 	buf := make([]byte, r.Size)
 	if _, err := io.ReadFull(in, buf); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) && r.Size > 0 {
 		afterRead()
@@ -585,10 +586,10 @@ func (j *Job) copySmall(in, out files.File, r *Result, progress *counter, afterR
 	var source sync.WaitGroup
 	source.Go(afterRead)
 	defer source.Wait()
-	if _, err := out.Write(buf); err != nil {
+	if err := write(buf); err != nil {
 		return fail(err, "writing the copy")
 	}
-	if err := out.Close(); err != nil {
+	if err := closeOut(); err != nil {
 		return fail(err, "writing the copy")
 	}
 	r.Sent = r.Size

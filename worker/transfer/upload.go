@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -36,8 +37,9 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 	defer func() { _ = in.Close() }()
 	opts := files.UploadOptions{ModTime: time.Unix(r.ModTime, 0), Source: in, Exclusive: !replace}
 	if j.Transform == nil {
-		// A transformed copy starts over: its parts are not the source's.
-		opts.Resume = j.Upload
+		// A transformed copy starts over: its parts are not the source's,
+		// nor its size.
+		opts.Resume, opts.Size = j.Upload, r.Size
 	}
 	u, err := up.Upload(j.Dst, opts)
 	if err != nil {
@@ -85,7 +87,7 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 		}
 		return r, err
 	}
-	if err := j.verifyUploaded(src, dst, u, size, srcSum); err != nil {
+	if err := j.verifyUploaded(src, dst, u, size, srcSum, r.From > 0); err != nil {
 		return r, err
 	}
 	r.State = Done
@@ -95,16 +97,23 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 	return r, nil
 }
 
-// sendAll sends the source from r.From on, then checks it did not change.
+// sendAll sends the source from r.From on (a small file in one read, as
+// Copy does), then checks it did not change.
 func (j *Job) sendAll(in files.File, out sink, r *Result, progress *counter) error {
-	if _, err := in.Seek(r.From, io.SeekStart); err != nil {
-		return fail(err, "reading the source file")
-	}
-	err := j.copyStream(in, out, noClose, r, progress)
 	var (
 		now  os.FileInfo
 		serr error
+		err  error
 	)
+	if r.From == 0 && r.Size <= SmallFile {
+		send := func(b []byte) error { _, err := out.ReadFromWithConcurrency(bytes.NewReader(b), 1); return err }
+		err = j.copySmall(in, send, noClose, r, progress, func() { now, serr = in.Stat() })
+		return j.ended(err, now, serr, r, progress)
+	}
+	if _, err := in.Seek(r.From, io.SeekStart); err != nil {
+		return fail(err, "reading the source file")
+	}
+	err = j.copyStream(in, out, noClose, r, progress)
 	if err == nil || errors.Is(err, errChanged) {
 		now, serr = in.Stat()
 	}
@@ -112,17 +121,13 @@ func (j *Job) sendAll(in files.File, out sink, r *Result, progress *counter) err
 }
 
 // verifyUploaded checks the object in place: its size, and with SHA256
-// its digest, unless the store confirmed it (every part was checked
-// against its SHA-256 as it came, and the whole against theirs).
-func (j *Job) verifyUploaded(src, dst files.FS, u files.Upload, size int64, srcSum []byte) error {
-	if j.Verify == v1alpha1.VerifySHA256 && u.Verified() {
-		fi, err := dst.Stat(j.Dst)
-		if err != nil {
-			return fail(err, "reading the copy")
-		}
-		if fi.Size() != size {
-			return &Error{Reason: v1alpha1.ReasonVerificationFailed, Err: fmt.Errorf("the copy of %s holds %d bytes, not %d", j.Src, fi.Size(), size)}
-		}
+// its digest; unless the store confirmed it holds what was sent (every
+// part was checked against its SHA-256 as it came, and the whole against
+// theirs) and what was sent is the source: its bytes counted as they were
+// read, and with SHA256 every one of them (a resumed upload's earlier
+// parts were not: the whole is read back).
+func (j *Job) verifyUploaded(src, dst files.FS, u files.Upload, size int64, srcSum []byte, resumed bool) error {
+	if u.Verified() && (j.Verify != v1alpha1.VerifySHA256 || !resumed) {
 		return nil
 	}
 	return j.verify(src, dst, j.Dst, size, srcSum)
