@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 )
 
@@ -72,6 +73,7 @@ func TestBenchmarkObjectStore(t *testing.T) {
 		}
 		return took
 	}
+	var rcloneCPU time.Duration
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
 		start := time.Now()
 		cmd := exec.Command(rclone, append([]string{"copy", from, to}, args...)...)
@@ -79,6 +81,7 @@ func TestBenchmarkObjectStore(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("rclone copy: %v\n%s", err, out)
 		}
+		rcloneCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return time.Since(start)
 	}
 	object := func(key string) string { return s3.Path(bucket, key) }
@@ -128,7 +131,12 @@ func TestBenchmarkObjectStore(t *testing.T) {
 	if err := resetPeakRSS(worker.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
+	cpu := func() [3]time.Duration {
+		return [3]time.Duration{procs.TreeCPUTime(worker.Process.Pid), r.sshd.CPUTime(), procs.TreeCPUTime(s3.PID)}
+	}
+	before := cpu()
 	oursSmall := transfer("small", sftp, "/small", store, smallParallelism)
+	after := cpu()
 	smallRSS, err := peakRSS(worker.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +144,10 @@ func TestBenchmarkObjectStore(t *testing.T) {
 	if n := countFiles(t, object("small")); n != smallFiles {
 		t.Fatalf("%d objects copied of %d", n, smallFiles)
 	}
+	before2 := cpu()
 	rcloneSmall := rcloneCopy("src:"+filepath.Join(r.sshd.Dir, "small"), "s3:"+bucket+"/rclone-small")
+	after2 := cpu()
+	after2[0], before2[0] = rcloneCPU, 0
 	rcloneSmall8 := rcloneCopy("src:"+filepath.Join(r.sshd.Dir, "small"), "s3:"+bucket+"/rclone-small-8", "--transfers="+strconv.Itoa(smallParallelism))
 	if n := countFiles(t, object("rclone-small")); n != smallFiles {
 		t.Fatalf("rclone copied %d objects of %d", n, smallFiles)
@@ -156,10 +167,13 @@ transfers between an sshd and an S3 server (versitygw, POSIX backend) on loopbac
 %s
 | 10,000 files of 1 KiB, SFTP to bucket | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4); %.0f files/s with --transfers %d | %.2f | >= 2.0 |
 | worker peak RSS | %.0f MB (1 GiB files), %.0f MB (10,000 files) | | | flat |
+| CPU for the 10,000 files: client, sshd, S3 server | %.1f, %.1f, %.1f s | %.1f, %.1f, %.1f s | | |
 `, row("1 GiB file, SFTP to bucket, median of 3 turns", median(upOurs), median(upRclone)),
 		row("1 GiB file, bucket to SFTP, median of 3 turns", median(downOurs), median(downRclone)),
 		fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(), fps(rcloneSmall8), smallParallelism,
-		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6)
+		rcloneSmall.Seconds()/oursSmall.Seconds(), float64(bigRSS)/1e6, float64(smallRSS)/1e6,
+		(after[0] - before[0]).Seconds(), (after[1] - before[1]).Seconds(), (after[2] - before[2]).Seconds(),
+		(after2[0] - before2[0]).Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
 
 func waitReadyStore(t *testing.T, k8s client.Client, ns, name string) {

@@ -270,8 +270,11 @@ func (u *upload) begin() (int, error) {
 	return u.next - 1, nil
 }
 
+// options are a write's: the SHA-256 it is signed with is the one
+// computed of the part, not minio-go's chunked signing, which would hash
+// and sign it again on both sides.
 func (u *upload) options() minio.PutObjectOptions {
-	opts := minio.PutObjectOptions{UserMetadata: map[string]string{}}
+	opts := minio.PutObjectOptions{UserMetadata: map[string]string{}, DisableContentSha256: true}
 	if !u.o.ModTime.IsZero() {
 		opts.UserMetadata[MetaModTime] = formatModTime(u.o.ModTime)
 	}
@@ -282,7 +285,7 @@ func (u *upload) options() minio.PutObjectOptions {
 func (u *upload) send(number int, data []byte) {
 	sum := sha256.Sum256(data)
 	p, err := u.f.c.Core.PutObjectPart(u.f.ctx, u.f.c.Bucket, u.key, u.id, number, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(sum[:]),
+		minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(sum[:]), DisableContentSha256: true,
 			CustomHeader: map[string][]string{"X-Amz-Checksum-Sha256": {base64.StdEncoding.EncodeToString(sum[:])}}})
 	u.mu.Lock()
 	defer u.mu.Unlock()
