@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
@@ -30,9 +32,12 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	defer cancel()
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	must(t, err)
-	stderr := os.Stderr
-	os.Stderr = logFile // Run logs to it
-	defer func() { os.Stderr = stderr }()
+	// Run logs to standard error: its descriptor points at the file for
+	// the test (os.Stderr itself stays, as other goroutines read it).
+	saved, err := unix.Dup(2)
+	must(t, err)
+	must(t, unix.Dup2(int(logFile.Fd()), 2))
+	defer func() { _ = unix.Dup2(saved, 2); _ = unix.Close(saved) }()
 	done := make(chan error, 1)
 	go func() {
 		done <- gateway.Run(ctx, []string{"--kubeconfig=" + path, "--listen-address=" + addr, "--metrics-address=0",
