@@ -12,12 +12,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -75,6 +77,10 @@ type Options struct {
 	// UploadSweepInterval is how often expired resumable uploads are
 	// looked for (their expiry is the gateway's --upload-expiry).
 	UploadSweepInterval time.Duration
+	// UploadMemory bounds the parts the replica's uploads to object stores
+	// hold, and UploadMemoryPerNamespace one namespace's: 0 takes the
+	// defaults (DefaultUploadMemory).
+	UploadMemory, UploadMemoryPerNamespace int64
 	// Expiry bounds the removal of expired uploads.
 	Expiry uploadexpiry.Limits
 	// StateBudget bounds the bytes of states stored for each namespace
@@ -141,6 +147,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Transfers.MaxFiles, "max-transfer-files", t.MaxFiles, "Most files one transfer copies; a larger source is TooManyFiles.")
 	fs.DurationVar(&o.Transfers.StallTimeout, "transfer-stall-timeout", t.StallTimeout,
 		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
+	o.UploadMemory, o.UploadMemoryPerNamespace = DefaultUploadMemory, DefaultUploadMemoryPerNamespace
+	quantityFlag(fs, &o.UploadMemory, "max-upload-memory",
+		"Memory the parts of this replica's uploads to object stores may hold together; a part waits for room")
+	quantityFlag(fs, &o.UploadMemoryPerNamespace, "max-upload-memory-per-namespace",
+		"Of it, what one namespace's uploads may hold; a store whose part would not fit is refused")
 	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", uploadexpiry.DefaultInterval,
 		"How often expired resumable uploads are looked for and removed (they expire after the gateway's --upload-expiry).")
 	e := uploadexpiry.DefaultLimits()
@@ -227,7 +238,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	ends := &ends.Ends{Pools: pools, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
-		Idle: cmp.Or(opts.IdleTimeout, 5*time.Minute)}}
+		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
+		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
 	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
@@ -334,4 +346,24 @@ func Run(ctx context.Context, args []string) error {
 		defer func() { _ = srv.Close() }()
 	}
 	return w.Start(ctx)
+}
+
+// The defaults of --max-upload-memory and --max-upload-memory-per-namespace:
+// at a store's default parts (8 MiB, four in flight, five held) a
+// namespace copies six large files into buckets at full speed.
+const (
+	DefaultUploadMemory             = 1 << 30
+	DefaultUploadMemoryPerNamespace = 256 << 20
+)
+
+// quantityFlag is a flag of bytes given as a quantity (256Mi).
+func quantityFlag(fs *flag.FlagSet, p *int64, name, usage string) {
+	fs.Func(name, fmt.Sprintf("%s, as a quantity (default %s).", usage, resource.NewQuantity(*p, resource.BinarySI)), func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("want a quantity such as 256Mi, not %q", v)
+		}
+		*p = q.Value()
+		return nil
+	})
 }

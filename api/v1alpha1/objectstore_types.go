@@ -114,7 +114,8 @@ type ObjectStoreLimits struct {
 	PartSizeMiB int32 `json:"partSizeMiB,omitempty"`
 
 	// PartsInFlight is how many parts of one file are sent at once; each
-	// copy holds this many parts, and one more, in memory.
+	// copy holds this many parts in memory (within the worker's
+	// --max-upload-memory-per-namespace).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	// +kubebuilder:default=4

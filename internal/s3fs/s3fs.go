@@ -33,12 +33,26 @@ type Config struct {
 	// Prefix is the keys' common start: "" or ending in "/".
 	Prefix string
 	// PartSize is the size of an upload's parts, and PartsInFlight how
-	// many are sent at once: an upload holds at most PartsInFlight+1
-	// parts in memory.
+	// many are sent at once: an upload holds at most PartsInFlight parts
+	// in memory.
 	PartSize      int64
 	PartsInFlight int
 	// Timeout bounds each request but a download's stream.
 	Timeout time.Duration
+	// Memory, when set, is what the parts held in memory may take: an
+	// upload waits for room for its parts in flight (fewer, if that many
+	// could never fit), and one whose single part could never fit is
+	// refused.
+	Memory Memory
+}
+
+// Memory is a bound on bytes held, shared by uploads.
+type Memory interface {
+	// Acquire waits for n bytes of room, or until ctx ends.
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+	// Size is the most that can ever be held.
+	Size() int64
 }
 
 // Defaults of Config's bounds.

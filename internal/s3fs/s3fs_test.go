@@ -2,6 +2,7 @@ package s3fs_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -246,3 +247,45 @@ func TestUploadWhole(t *testing.T) {
 type failing struct{}
 
 func (failing) Read([]byte) (int, error) { return 0, errors.New("the source failed") }
+
+// TestUploadMemory: parts are held within the memory given, which an
+// upload waits for (with fewer parts in flight if need be), and an upload
+// whose part could never fit is refused, not grown into.
+func TestUploadMemory(t *testing.T) {
+	s := tests3.Start(t)
+	s.Bucket(t, "data")
+	memory := &budget{size: partSize}
+	f := s3fs.New(s3fs.Config{Core: &minio.Core{Client: s.Client(t)}, Bucket: "data", PartSize: partSize, PartsInFlight: 4, Memory: memory})
+	defer func() { _ = f.Close() }()
+	data := make([]byte, 3*partSize+1)
+	_, _ = rand.Read(data)
+	write(t, f, "/a.bin", data)
+	if got := read(t, f, "/a.bin"); !bytes.Equal(got, data) {
+		t.Fatal("the upload within one part of memory differs")
+	}
+	if memory.most > partSize || memory.held != 0 {
+		t.Errorf("held at most %d bytes of %d, %d still held", memory.most, partSize, memory.held)
+	}
+	small := s3fs.New(s3fs.Config{Core: &minio.Core{Client: s.Client(t)}, Bucket: "data", PartSize: 2 * partSize, Memory: memory})
+	defer func() { _ = small.Close() }()
+	if _, err := small.Upload("/b.bin", files.UploadOptions{}); !errors.Is(err, s3fs.ErrTooLargeParts) {
+		t.Fatalf("parts larger than the memory: %v", err)
+	}
+}
+
+// budget is a Memory that records what it held.
+type budget struct {
+	size, held, most int64
+}
+
+func (b *budget) Acquire(_ context.Context, n int64) error {
+	b.held += n
+	b.most = max(b.most, b.held)
+	if b.held > b.size {
+		return errors.New("over the budget")
+	}
+	return nil
+}
+
+func (b *budget) Release(n int64) { b.held -= n }
+func (b *budget) Size() int64     { return b.size }

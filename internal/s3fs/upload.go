@@ -53,8 +53,16 @@ type part struct {
 	sum    []byte
 }
 
+// ErrTooLargeParts is an upload whose parts could never fit the memory
+// its uploads may hold.
+var ErrTooLargeParts = errors.New("the object store's parts do not fit the memory this worker gives a namespace's uploads")
+
 // Upload starts writing name whole, or continues o.Resume.
 func (f *fsys) Upload(name string, o files.UploadOptions) (files.Upload, error) {
+	if m := f.c.Memory; m != nil && f.c.PartSize > m.Size() {
+		return nil, &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf(
+			"%w: a part of %d MiB, %d MiB given; lower the ObjectStore's limits.partSizeMiB", ErrTooLargeParts, f.c.PartSize>>20, m.Size()>>20)}
+	}
 	u := &upload{f: f, name: name, key: f.key(name), o: o, next: 1}
 	if o.Resume != "" {
 		if err := u.resume(); err != nil {
@@ -140,11 +148,23 @@ func (u *upload) Verified() bool { return u.verified }
 
 // ReadFromWithConcurrency sends r's content as parts, up to concurrency
 // (at most the store's PartsInFlight) at once; the parts sent stay for a
-// later try should r or a part fail.
+// later try should r or a part fail. With Memory, the parts' buffers are
+// reserved at once (as many as fit) before the first is read, so that
+// uploads waiting for room never hold part of it.
 func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error) {
 	inFlight := u.f.c.PartsInFlight
 	if concurrency > 0 {
 		inFlight = min(inFlight, concurrency)
+	}
+	if m := u.f.c.Memory; m != nil {
+		inFlight = int(max(min(int64(inFlight), m.Size()/u.f.c.PartSize), 1))
+	}
+	res := &reservation{u: u, parts: int64(inFlight)}
+	defer res.release()
+	if !u.small() {
+		if err := res.take(); err != nil {
+			return 0, err
+		}
 	}
 	free := make(chan []byte, inFlight)
 	for range inFlight {
@@ -157,13 +177,13 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 	defer func() {
 		// Every part sent by now: their buffers go back for the next.
 		for range inFlight {
-			if buf := <-free; buf != nil {
+			if buf := <-free; int64(len(buf)) == u.f.c.PartSize {
 				parts.put(buf)
 			}
 		}
 	}()
 	for {
-		buf, n, err := u.readPart(r, <-free)
+		buf, n, err := u.readPart(r, <-free, res)
 		total += int64(n)
 		short := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 		if err != nil && !short {
@@ -175,7 +195,7 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 			free <- buf
 			break
 		}
-		if short && u.id == "" && u.next == 1 {
+		if short && u.id == "" && u.next == 1 && n <= maxSingle {
 			u.single = bytes.Clone(buf[:n])
 			free <- buf
 			break
@@ -198,29 +218,73 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 	return total, u.failed()
 }
 
-// readPart reads the next part from r into buf, or a buffer of the
-// pool's. A file told to be smaller than a part is read into a buffer of
-// its size (and one byte more, to see that it ends), not a whole part's.
-func (u *upload) readPart(r io.Reader, buf []byte) ([]byte, int, error) {
+// small reports whether the file is told to be small enough to be put in
+// one request, from a buffer of its own size.
+func (u *upload) small() bool {
+	return u.id == "" && u.next == 1 && u.o.Size > 0 && u.o.Size < min(u.f.c.PartSize, maxSingle)
+}
+
+// readPart reads the next part from r into buf, or into a buffer of the
+// pool's (res taken first). A file told to be small is read into a
+// buffer of its size (and one byte more, to see that it ends), not a
+// part's.
+func (u *upload) readPart(r io.Reader, buf []byte, res *reservation) ([]byte, int, error) {
 	size := u.f.c.PartSize
-	if buf == nil && u.id == "" && u.next == 1 && u.o.Size > 0 && u.o.Size < size {
+	if buf == nil && u.small() {
 		small := make([]byte, u.o.Size+1)
 		n, err := io.ReadFull(r, small)
 		if err != nil {
 			return small, n, err
 		}
-		// Larger than told: a whole part after all.
+		// Larger than told: parts after all.
+		if err := res.take(); err != nil {
+			return small, n, err
+		}
 		buf = parts.get(size)
 		copy(buf, small)
 		m, err := io.ReadFull(r, buf[n:])
 		return buf, n + m, err
 	}
-	if buf == nil || int64(len(buf)) != size {
+	if int64(len(buf)) != size {
+		if err := res.take(); err != nil {
+			return buf, 0, err
+		}
 		buf = parts.get(size)
 	}
 	n, err := io.ReadFull(r, buf)
 	return buf, n, err
 }
+
+// reservation is the Memory one ReadFromWithConcurrency holds for its
+// parts' buffers, taken once.
+type reservation struct {
+	u     *upload
+	parts int64
+	taken bool
+}
+
+func (r *reservation) take() error {
+	m := r.u.f.c.Memory
+	if m == nil || r.taken {
+		return nil
+	}
+	if err := m.Acquire(r.u.f.ctx, r.parts*r.u.f.c.PartSize); err != nil {
+		return err
+	}
+	r.taken = true
+	return nil
+}
+
+func (r *reservation) release() {
+	if r.taken {
+		r.u.f.c.Memory.Release(r.parts * r.u.f.c.PartSize)
+	}
+}
+
+// maxSingle is the largest file put in one request, held in a buffer of
+// its own (outside the parts' memory); a larger one is a multipart upload,
+// of one part if need be.
+const maxSingle = 1 << 20
 
 // parts keeps parts' buffers between uploads: a large file takes many,
 // one at a time, and so do many files.

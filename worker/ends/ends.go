@@ -100,6 +100,8 @@ type Stores struct {
 	Secrets client.Reader
 	// Idle forgets a client unused this long (and its credentials).
 	Idle time.Duration
+	// Memory bounds the parts uploads hold.
+	Memory *Memory
 
 	mu      sync.Mutex
 	clients map[types.UID]*storeClient
@@ -141,6 +143,9 @@ func (s *Stores) Get(ctx context.Context, store *v1alpha1.ObjectStore) (*s3dial.
 	made, err := s.Dialer.Client(ctx, store, &secret)
 	if err != nil {
 		return nil, err
+	}
+	if s.Memory != nil {
+		made.Config.Memory = s.Memory.Of(store.Namespace)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
