@@ -13,6 +13,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/controllers"
 	"github.com/sftpgate/sftpgate/gateway"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
 )
@@ -25,6 +26,7 @@ var subcommands = []struct {
 	{"gateway", "serve the HTTP API: POST {base}/<slug>/<command>", gateway.Run},
 	{"webui", "serve the web UI: accounts, connections and API keys (webui add-account adds one)", webui.Run},
 	{"worker", "run the work apart from requests: SftpWatches and Transfers", worker.Run},
+	{"audit", "check exported audit records: audit verify [file...]", audit.Run},
 }
 
 func usage() {

@@ -1,0 +1,159 @@
+// Package audit is the trail of what was done to a tenant's files and
+// resources: the record, the chain that lets a reader tell that none was
+// removed or changed between two it holds, and its verification.
+//
+// Each replica chains its records per namespace: the n-th record of a
+// chain carries Seq n and the Hash of the record before it, and its own
+// Hash covers both. A chain starts with Seq 1 when its replica starts
+// (Replica names the process: a restart is a new chain) and ends with a
+// closing record when the replica stops cleanly; a chain that ends
+// without one ended with its replica, and may have lost the records of
+// its last moments.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// Actor is who acted: an ApiKey (Name its key id), a ServiceAccount
+// (system:serviceaccount:<namespace>:<name>), a web UI account (its
+// email), or an SftpWatch or Transfer (its name) acting for its tenant.
+type Actor struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Actors' kinds.
+const (
+	ActorKey            = "ApiKey"
+	ActorServiceAccount = "ServiceAccount"
+	ActorAccount        = "Account"
+	ActorWatch          = "SftpWatch"
+	ActorTransfer       = "Transfer"
+	// ActorSftpgate is sftpgate itself: a chain's closing and drop records.
+	ActorSftpgate = "sftpgate"
+)
+
+// Results other than an error code.
+const (
+	ResultOK = "ok"
+)
+
+// Actions of sftpgate's own.
+const (
+	// ActionClosed closes a chain: its replica stopped cleanly, and
+	// nothing follows.
+	ActionClosed = "audit.closed"
+	// ActionDropped says records were dropped (past a bound): Count of
+	// them, the drop itself recorded.
+	ActionDropped = "audit.dropped"
+)
+
+// Record is one action. Its members are in the order of their JSON keys,
+// sorted: the form its Hash covers.
+type Record struct {
+	Action     string    `json:"action"`
+	Actor      Actor     `json:"actor"`
+	Bytes      int64     `json:"bytes,omitempty"`
+	Client     string    `json:"client,omitempty"`
+	Connection string    `json:"connection,omitempty"`
+	Count      int64     `json:"count,omitempty"`
+	Hash       string    `json:"hash,omitempty"`
+	Namespace  string    `json:"namespace"`
+	Paths      []string  `json:"paths,omitempty"`
+	Prev       string    `json:"prev"`
+	Replica    string    `json:"replica"`
+	RequestID  string    `json:"requestID,omitempty"`
+	Result     string    `json:"result"`
+	Seq        uint64    `json:"seq"`
+	SHA256     string    `json:"sha256,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+// Sum is the hash of r: the hex SHA-256 of its JSON without hash, keys
+// sorted, no spaces, no HTML escaping, times in RFC 3339 with nanoseconds.
+func (r Record) Sum() string {
+	r.Hash = ""
+	r.Time = r.Time.UTC()
+	sum := sha256.Sum256(r.encode())
+	return hex.EncodeToString(sum[:])
+}
+
+// encode is r as JSON, its keys sorted (the members' order), no HTML
+// escaping.
+func (r Record) encode() []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(r) // a Record always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// Chains numbers and links the records of one replica, a chain per
+// namespace. Safe for concurrent use.
+type Chains struct {
+	// Replica names this process's chains: unique per start.
+	Replica string
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	chains map[string]*chain
+}
+
+type chain struct {
+	seq  uint64
+	last string
+}
+
+// Link gives r its place in its namespace's chain (Replica, Seq, Prev,
+// Hash, and Time if unset) and returns it.
+func (c *Chains) Link(r Record) Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chains == nil {
+		c.chains = map[string]*chain{}
+	}
+	ch := c.chains[r.Namespace]
+	if ch == nil {
+		ch = &chain{}
+		c.chains[r.Namespace] = ch
+	}
+	if r.Time.IsZero() {
+		now := time.Now
+		if c.Now != nil {
+			now = c.Now
+		}
+		r.Time = now()
+	}
+	r.Time = r.Time.UTC()
+	ch.seq++
+	r.Replica, r.Seq, r.Prev = c.Replica, ch.seq, ch.last
+	r.Hash = r.Sum()
+	ch.last = r.Hash
+	return r
+}
+
+// Close returns the closing record of every chain, linked.
+func (c *Chains) Close() []Record {
+	c.mu.Lock()
+	namespaces := make([]string, 0, len(c.chains))
+	for ns := range c.chains {
+		namespaces = append(namespaces, ns)
+	}
+	c.mu.Unlock()
+	out := make([]Record, 0, len(namespaces))
+	for _, ns := range namespaces {
+		out = append(out, c.Link(Record{Action: ActionClosed, Actor: Actor{Kind: ActorSftpgate}, Namespace: ns, Result: ResultOK}))
+	}
+	return out
+}
+
+// String is the record as a line of JSON Lines, in the form its hash
+// covers.
+func (r Record) String() string { return string(r.encode()) }

@@ -1,0 +1,86 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Run is "sftpgate audit verify [file...]": it reads records (JSON Lines;
+// standard input without files), and prints for each chain whether it is
+// whole, what is missing or changed, and whether it was closed; it fails
+// unless every chain is whole.
+func Run(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: sftpgate audit verify [file...]\n\nChecks audit records (JSON Lines; standard input without files): each record's hash,\nthe links between them, and which are missing.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.Arg(0) != "verify" {
+		fs.Usage()
+		return errors.New("the only subcommand is verify")
+	}
+	var in []io.Reader
+	for _, name := range fs.Args()[1:] {
+		f, err := os.Open(name) //nolint:gosec // the file the user names
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		in = append(in, f)
+	}
+	if len(in) == 0 {
+		in = append(in, os.Stdin)
+	}
+	return verify(os.Stdout, io.MultiReader(in...))
+}
+
+func verify(w io.Writer, r io.Reader) error {
+	records, err := Read(r)
+	if err != nil {
+		return err
+	}
+	whole := true
+	for _, rep := range Verify(records) {
+		var says []string
+		if rep.First > 1 {
+			says = append(says, fmt.Sprintf("records 1 to %d not held", rep.First-1))
+		}
+		for _, g := range rep.Missing {
+			says = append(says, fmt.Sprintf("missing %s", span(g)))
+		}
+		if len(rep.Broken) > 0 {
+			says = append(says, fmt.Sprintf("changed %v", rep.Broken))
+		}
+		if len(says) == 0 {
+			says = append(says, "whole")
+		}
+		if rep.Dropped > 0 {
+			says = append(says, fmt.Sprintf("%d records dropped past sftpgate's bounds (recorded)", rep.Dropped))
+		}
+		if rep.Closed {
+			says = append(says, "closed")
+		} else {
+			says = append(says, "not closed: its replica ended, or it goes on past these records")
+		}
+		whole = whole && rep.Whole()
+		fmt.Fprintf(w, "%s %s: %d records, %d to %d: %s\n", rep.Namespace, rep.Replica, rep.Records, rep.First, rep.Last, strings.Join(says, "; "))
+	}
+	if !whole {
+		return errors.New("the trail is not whole")
+	}
+	return nil
+}
+
+func span(g Gap) string {
+	if g.From == g.To {
+		return fmt.Sprint(g.From)
+	}
+	return fmt.Sprintf("%d to %d", g.From, g.To)
+}

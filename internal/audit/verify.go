@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Report is what Verify found of one chain: a replica's records of one
+// namespace.
+type Report struct {
+	Replica, Namespace string
+	// Records is how many were held; First and Last their least and
+	// greatest Seq.
+	Records     int
+	First, Last uint64
+	// Missing are the runs of Seq between First and Last not held.
+	Missing []Gap
+	// Broken are the Seqs of records changed: a hash that is not the
+	// record's, a link that is not the hash of the record before, or two
+	// records of one Seq that differ.
+	Broken []uint64
+	// Closed: the chain's last record closes it; without one, the replica
+	// ended (or the chain goes on past what is held) and the records of its
+	// last moments may be lost.
+	Closed bool
+	// Dropped counts the records that drop records say were dropped.
+	Dropped int64
+}
+
+// Gap is a run of Seq not held, From to To.
+type Gap struct{ From, To uint64 }
+
+// Whole reports whether nothing is missing or broken from the chain's
+// first record (Seq 1) to its last.
+func (r Report) Whole() bool { return r.First == 1 && len(r.Missing) == 0 && len(r.Broken) == 0 }
+
+// Verify checks records, of any chains and in any order: each record's
+// hash, each link, and which Seqs are missing.
+func Verify(records []Record) []Report {
+	type key struct{ replica, namespace string }
+	chains := map[key][]Record{}
+	for _, r := range records {
+		k := key{r.Replica, r.Namespace}
+		chains[k] = append(chains[k], r)
+	}
+	reports := make([]Report, 0, len(chains))
+	for k, rs := range chains {
+		slices.SortStableFunc(rs, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+		rep := Report{Replica: k.replica, Namespace: k.namespace, First: rs[0].Seq, Last: rs[len(rs)-1].Seq}
+		broken := map[uint64]bool{}
+		var prev *Record
+		for i := range rs {
+			r := &rs[i]
+			if r.Sum() != r.Hash {
+				broken[r.Seq] = true
+			}
+			switch {
+			case prev != nil && prev.Seq == r.Seq:
+				if prev.Hash != r.Hash {
+					broken[r.Seq] = true // the same record, repeated, must be the same
+				}
+				continue
+			case prev != nil && r.Seq == prev.Seq+1 && r.Prev != prev.Hash:
+				broken[r.Seq] = true
+			case prev != nil && r.Seq > prev.Seq+1:
+				rep.Missing = append(rep.Missing, Gap{prev.Seq + 1, r.Seq - 1})
+			case prev == nil && r.Seq == 1 && r.Prev != "":
+				broken[r.Seq] = true
+			}
+			rep.Records++
+			if r.Action == ActionDropped {
+				rep.Dropped += r.Count
+			}
+			prev = r
+		}
+		rep.Closed = prev.Action == ActionClosed
+		for seq := range broken {
+			rep.Broken = append(rep.Broken, seq)
+		}
+		slices.Sort(rep.Broken)
+		reports = append(reports, rep)
+	}
+	slices.SortFunc(reports, func(a, b Report) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Replica, b.Replica))
+	})
+	return reports
+}
+
+// Read reads records as JSON Lines (a CloudEvent's data, an export): one
+// record a line, blank lines skipped, at most maxLine bytes a line.
+func Read(r io.Reader) ([]Record, error) {
+	const maxLine = 1 << 20
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64<<10), maxLine)
+	var out []Record
+	for n := 1; s.Scan(); n++ {
+		line := s.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		out = append(out, rec)
+	}
+	return out, s.Err()
+}
