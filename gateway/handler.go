@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -22,6 +25,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/metrics"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
@@ -60,6 +64,9 @@ type handler struct {
 	uploads *uploads.Endpoint
 	// log has a line per request, and the causes of 5xx answers.
 	log *slog.Logger
+	// audit chains the audit records of the requests that reached a
+	// connection, which log writes too.
+	audit *audit.Chains
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +76,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := h.newRequest(r)
 	defer h.done(req)
 	if err := h.serve(ww, r, req, slug, name, rec); err != nil {
+		rec.result = answer.CodeOf(err)
 		answer.Err(h.log, ww, r, err)
 	}
 }
@@ -102,7 +110,25 @@ func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name str
 			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
 		}
 		_ = logHandler.Handle(ctx, line)
+		if rec.namespace != "" && h.audit != nil {
+			h.logAudit(ctx, r, end, name, rec, ww.BytesWritten())
+		}
 	}
+}
+
+// logAudit writes the audit record of a request that reached a
+// connection: who, from where, what, and how it ended.
+func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, command string, rec *requestLog, answered int) {
+	actor := audit.Actor{Kind: audit.ActorKey, Name: rec.keyID}
+	if rec.serviceAccount != "" {
+		actor = audit.Actor{Kind: audit.ActorServiceAccount, Name: "system:serviceaccount:" + strings.Replace(rec.serviceAccount, "/", ":", 1)}
+	}
+	record := h.audit.Link(audit.Record{Action: "gateway." + command, Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
+		Client: clientAddress(r), RequestID: middleware.GetReqID(ctx), Paths: rec.paths, Bytes: max(rec.bytes, int64(answered)),
+		Result: cmp.Or(rec.result, audit.ResultOK), Time: at})
+	line := slog.NewRecord(at, slog.LevelInfo, "audit", 0)
+	line.AddAttrs(slog.Any("record", record))
+	_ = h.log.Handler().Handle(ctx, line)
 }
 
 // requestLog collects what the request's log line and metrics say beyond
@@ -113,6 +139,14 @@ type requestLog struct {
 	// serviceAccount is the caller's ServiceAccount, namespace/name, when
 	// it sent a ServiceAccount token rather than a key.
 	serviceAccount string
+	// namespace and connection are the connection's the request reached
+	// (none: no audit record, the request concerned no tenant's files);
+	// paths what it named; bytes its body's; result its error code, or ""
+	// for ok.
+	namespace, connection string
+	paths                 []string
+	bytes                 int64
+	result                string
 }
 
 // request is one request's scope, made in one place (newRequest) and
@@ -182,15 +216,21 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 	if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
 		return err
 	}
+	rec.namespace, rec.connection = req.conn.Namespace, req.conn.Name
 	if err := h.admit(req.conn, req.who); err != nil {
 		return err
 	}
 	defer h.leave(req.who)
-	if err := h.decode(w, r, req); err != nil {
+	err = h.decode(w, r, req)
+	rec.paths, rec.bytes = namedPaths(r, req.body), max(r.ContentLength, 0)
+	if err != nil {
 		return err
 	}
 	req.ran = true
 	result, streamed, err := h.run(w, r, req)
+	if failure := (*commands.Failure)(nil); errors.As(err, &failure) {
+		rec.result = failure.Code
+	}
 	if streamed {
 		// The answer is sent; a failure halfway shows as a short body.
 		return nil
@@ -273,6 +313,30 @@ func (h *handler) answer(w http.ResponseWriter, name string, result any, err err
 		answer.Command(w, name, nil, failure)
 	default:
 		return h.runError(err)
+	}
+	return nil
+}
+
+// namedPaths are the paths a request names, for its audit record: a JSON
+// body's path, from and to (read again only from a body of at most
+// maxAuditedBody: a large write's content is not parsed twice), or a raw
+// request's path parameter.
+func namedPaths(r *http.Request, body []byte) []string {
+	const maxAuditedBody = 64 << 10
+	if len(body) > 0 && len(body) <= maxAuditedBody {
+		var named struct{ Path, From, To string }
+		if json.Unmarshal(body, &named) == nil {
+			var paths []string
+			for _, p := range []string{named.Path, named.From, named.To} {
+				if p != "" {
+					paths = append(paths, p)
+				}
+			}
+			return paths
+		}
+	}
+	if p := r.URL.Query().Get("path"); p != "" {
+		return []string{p}
 	}
 	return nil
 }

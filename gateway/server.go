@@ -36,6 +36,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/openapi"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
@@ -146,6 +147,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 		log:          log,
+		audit:        &audit.Chains{Replica: audit.ReplicaName("gateway")},
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
 		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}

@@ -122,3 +122,12 @@ func send(w http.ResponseWriter, status int, b []byte, err error) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// CodeOf is the code err answers with.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal(err).Code
+}

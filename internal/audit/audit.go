@@ -16,6 +16,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -92,6 +94,13 @@ func (r Record) encode() []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(r) // a Record always encodes
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// ReplicaName names a process's chains: the component, the host (a pod's
+// name) and the moment it started, so that a restart starts new chains.
+func ReplicaName(component string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%s/%d", component, host, time.Now().UnixNano())
 }
 
 // Chains numbers and links the records of one replica, a chain per
