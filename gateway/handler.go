@@ -64,9 +64,8 @@ type handler struct {
 	uploads *uploads.Endpoint
 	// log has a line per request, and the causes of 5xx answers.
 	log *slog.Logger
-	// audit chains the audit records of the requests that reached a
-	// connection, which log writes too.
-	audit *audit.Chains
+	// audit records the requests that reached a connection.
+	audit *audit.Trail
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +109,7 @@ func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name str
 			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
 		}
 		_ = logHandler.Handle(ctx, line)
-		if rec.namespace != "" && h.audit != nil {
+		if rec.namespace != "" {
 			h.logAudit(ctx, r, end, name, rec, ww.BytesWritten())
 		}
 	}
@@ -123,12 +122,9 @@ func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, c
 	if rec.serviceAccount != "" {
 		actor = audit.Actor{Kind: audit.ActorServiceAccount, Name: "system:serviceaccount:" + strings.Replace(rec.serviceAccount, "/", ":", 1)}
 	}
-	record := h.audit.Link(audit.Record{Action: "gateway." + command, Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
+	h.audit.Record(ctx, audit.Record{Action: "gateway." + command, Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
 		Client: clientAddress(r), RequestID: middleware.GetReqID(ctx), Paths: rec.paths, Bytes: max(rec.bytes, int64(answered)),
 		Result: cmp.Or(rec.result, audit.ResultOK), Time: at})
-	line := slog.NewRecord(at, slog.LevelInfo, "audit", 0)
-	line.AddAttrs(slog.Any("record", record))
-	_ = h.log.Handler().Handle(ctx, line)
 }
 
 // requestLog collects what the request's log line and metrics say beyond

@@ -147,7 +147,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 		log:          log,
-		audit:        &audit.Chains{Replica: audit.ReplicaName("gateway")},
+		audit:        audit.NewTrail("gateway", log),
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
 		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -240,6 +241,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	ends := &ends.Ends{Pools: pools, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
 		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
 		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
+	trail := audit.NewTrail("worker", opts.Log)
 	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
@@ -253,7 +255,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	syncInterval := cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3
 	recorder := mgr.GetEventRecorder("sftpgate-worker")
 	envOf := func(kind string) tasks.Env {
-		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Sender: sender, Metrics: m,
+		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Audit: trail, Sender: sender, Metrics: m,
 			Recorder: recorder, Log: opts.Log, Shard: leasesOf(kind),
 			States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: kind, Budget: budget},
 			SyncInterval: syncInterval}

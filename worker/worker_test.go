@@ -137,7 +137,7 @@ func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (
 	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
-		UploadSweepInterval: 200 * time.Millisecond, Log: testcluster.Log("worker")}
+		UploadSweepInterval: 200 * time.Millisecond, Log: workerLog.tee(testcluster.Log("worker"))}
 	for _, m := range mutate {
 		m(&opts)
 	}

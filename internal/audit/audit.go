@@ -13,10 +13,14 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -166,3 +170,47 @@ func (c *Chains) Close() []Record {
 // String is the record as a line of JSON Lines, in the form its hash
 // covers.
 func (r Record) String() string { return string(r.encode()) }
+
+// Trail links records in its chains and writes each to a log, a line of
+// its own ("msg":"audit"): the operator's view of every tenant's records.
+// A nil Trail records nothing.
+type Trail struct {
+	Chains *Chains
+	Log    *slog.Logger
+}
+
+// NewTrail is the trail of a component's process.
+func NewTrail(component string, log *slog.Logger) *Trail {
+	return &Trail{Chains: &Chains{Replica: ReplicaName(component)}, Log: log}
+}
+
+// Record links r and logs it.
+func (t *Trail) Record(ctx context.Context, r Record) Record {
+	if t == nil {
+		return r
+	}
+	r = t.Chains.Link(r)
+	if t.Log != nil {
+		// Straight to the handler: Logger.LogAttrs would also look up the
+		// caller, which the line does not show.
+		line := slog.NewRecord(r.Time, slog.LevelInfo, "audit", 0)
+		line.AddAttrs(slog.Any("record", r))
+		_ = t.Log.Handler().Handle(ctx, line)
+	}
+	return r
+}
+
+// ResultOf is an error's result in a record: ok, or what it means.
+func ResultOf(err error) string {
+	switch {
+	case err == nil:
+		return ResultOK
+	case errors.Is(err, fs.ErrNotExist):
+		return "not_found"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission_denied"
+	case errors.Is(err, fs.ErrExist):
+		return "already_exists"
+	}
+	return "failed"
+}

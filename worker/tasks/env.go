@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -24,7 +25,9 @@ type Env struct {
 	Cache  client.Reader
 	Client client.Client
 	// Ends runs operations on connections and stores.
-	Ends     *ends.Ends
+	Ends *ends.Ends
+	// Audit records what the tasks do to tenants' files.
+	Audit    *audit.Trail
 	Sender   *deliver.Sender
 	Shard    *shard.Shard
 	States   *statestore.Store

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
@@ -350,6 +352,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped: the file is still waiting, for the next run
 	}
+	defer t.audit(ctx, tr, src, dst, f.Path, job.Dst, res, err)
 	file := &t.plan.Files[i]
 	t.dirty = true
 	if res.ModTime != 0 {
@@ -394,6 +397,28 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	t.retrying = fmt.Sprintf("%s failed (try %d of %d); retrying: %s", f.Path, file.Tries, limit+1, typed.Error())
 	at := time.Now().Add(transfer.Backoff(backoff, file.Tries))
 	return &at
+}
+
+// audit records a file's try that wrote or removed something, or failed
+// for good: its source and target as connection:path.
+func (t *run) audit(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends.End, from, to string, res transfer.Result, err error) {
+	var typed *transfer.Error
+	result := audit.ResultOK
+	switch {
+	case err == nil && res.State == transfer.Skipped:
+		return // nothing written
+	case errors.As(err, &typed) && typed.Permanent:
+		result = typed.Reason
+	case err != nil:
+		return // tried again: the try that ends it is recorded
+	}
+	action := "transfer.copy"
+	if tr.Spec.Mode == v1alpha1.TransferMove {
+		action = "transfer.move"
+	}
+	t.r.Audit.Record(ctx, audit.Record{Action: action, Actor: audit.Actor{Kind: audit.ActorTransfer, Name: tr.Name}, Namespace: tr.Namespace,
+		Connection: dst.Ref.String(), Paths: []string{src.Ref.String() + ":" + from, dst.Ref.String() + ":" + strings.TrimPrefix(to, strings.TrimSuffix(dst.Root, "/"))},
+		Bytes: res.Sent, Result: result})
 }
 
 // facts are what the run knows now, for the status.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
@@ -472,20 +473,26 @@ func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.
 	}
 	root := conn.Root
 	from := path.Join(root, wt.Spec.Path, p.Path)
+	record := audit.Record{Action: "watch.delete", Actor: audit.Actor{Kind: audit.ActorWatch, Name: wt.Name}, Namespace: wt.Namespace,
+		Connection: conn.Ref.String(), Paths: []string{path.Join(wt.Spec.Path, p.Path)}}
 	err := w.do(ctx, conn, pool.Op{Timeout: conn.OperationTimeout}, func(f files.FS, _ func()) error {
 		if to == "" {
 			return f.Remove(from)
 		}
 		dest := path.Join(root, to, p.Path)
+		record.Action, record.Paths = "watch.move", append(record.Paths[:1], path.Join(to, p.Path))
 		if err := f.MkdirAll(path.Dir(dest)); err != nil {
 			return err
 		}
 		// Never over a file already there: beside it, under a new name.
 		if _, err := f.Lstat(dest); err == nil {
 			dest = path.Join(path.Dir(dest), strings.TrimPrefix(tempname.In(""), "/")+"-"+path.Base(dest))
+			record.Paths[1] = path.Join(path.Dir(record.Paths[1]), path.Base(dest))
 		}
 		return f.Rename(from, dest)
 	})
+	record.Result = audit.ResultOf(err)
+	w.r.Audit.Record(ctx, record)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && wt.Spec.Transfer != nil:
 		// Moved by its Transfer (mode Move), or by someone else.
