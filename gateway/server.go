@@ -71,6 +71,7 @@ type Server struct {
 	lastUse    *lastuse.Recorder
 	metrics    *metrics.Metrics
 	log        *slog.Logger
+	audit      *audit.Trail
 }
 
 // New builds a gateway reading from the cluster of restConfig. Start the
@@ -130,6 +131,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		memory:   budget.New(opts.Limits.MemoryBudget, memoryWait),
 		lastUse:  lastuse.New(direct, log),
 		log:      log,
+		audit:    audit.NewTrail("gateway", log),
 	}
 	if err := m.Register(s.pools); err != nil {
 		return nil, err
@@ -147,7 +149,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
 		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 		log:          log,
-		audit:        audit.NewTrail("gateway", log),
+		audit:        s.audit,
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
 		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
@@ -438,5 +440,8 @@ func Run(ctx context.Context, args []string) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *shutdownGrace)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	err = srv.Shutdown(shutdownCtx)
+	// The requests are answered (or cut): the chains end whole.
+	s.audit.Close(shutdownCtx)
+	return err
 }

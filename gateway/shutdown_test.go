@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -122,5 +124,19 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	must(t, err)
 	if !strings.Contains(string(logged), `"command":"write","status":200`) {
 		t.Errorf("the upload's log line is missing from the log:\n%s", logged)
+	}
+	// The audit chain of the namespace ends with its closing record.
+	var records []audit.Record
+	for line := range strings.Lines(string(logged)) {
+		var entry struct {
+			Msg    string
+			Record audit.Record
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "audit" && entry.Record.Namespace == f.ns {
+			records = append(records, entry.Record)
+		}
+	}
+	if reports := audit.Verify(records); len(reports) != 1 || !reports[0].Whole() || !reports[0].Closed {
+		t.Errorf("the namespace's audit chain after shutdown: %+v", reports)
 	}
 }

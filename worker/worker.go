@@ -177,6 +177,7 @@ type Worker struct {
 	metrics   *metrics.Metrics
 	runner    *watches.Runner
 	transfers *transfers.Runner
+	audit     *audit.Trail
 }
 
 // New builds a worker replica on the cluster of restConfig.
@@ -284,7 +285,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr}, nil
+	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr, audit: trail}, nil
 }
 
 // Start runs the worker until ctx ends: then it stops its watches, stores
@@ -312,7 +313,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.transfers.Kick() }}); err != nil {
 		return err
 	}
-	return w.mgr.Start(ctx)
+	err = w.mgr.Start(ctx)
+	// Every task has stopped: the chains end whole.
+	w.audit.Close(context.WithoutCancel(ctx))
+	return err
 }
 
 // MetricsHandler serves the worker's metrics at /metrics.

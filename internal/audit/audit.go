@@ -190,14 +190,30 @@ func (t *Trail) Record(ctx context.Context, r Record) Record {
 		return r
 	}
 	r = t.Chains.Link(r)
-	if t.Log != nil {
-		// Straight to the handler: Logger.LogAttrs would also look up the
-		// caller, which the line does not show.
-		line := slog.NewRecord(r.Time, slog.LevelInfo, "audit", 0)
-		line.AddAttrs(slog.Any("record", r))
-		_ = t.Log.Handler().Handle(ctx, line)
-	}
+	t.log(ctx, r)
 	return r
+}
+
+// log writes r's line: straight to the handler, as Logger.LogAttrs would
+// also look up the caller, which the line does not show.
+func (t *Trail) log(ctx context.Context, r Record) {
+	if t.Log == nil {
+		return
+	}
+	line := slog.NewRecord(r.Time, slog.LevelInfo, "audit", 0)
+	line.AddAttrs(slog.Any("record", r))
+	_ = t.Log.Handler().Handle(ctx, line)
+}
+
+// Close logs the closing record of every chain: the process stops, and
+// its chains end whole.
+func (t *Trail) Close(ctx context.Context) {
+	if t == nil {
+		return
+	}
+	for _, r := range t.Chains.Close() {
+		t.log(ctx, r)
+	}
 }
 
 // ResultOf is an error's result in a record: ok, or what it means.
