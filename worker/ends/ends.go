@@ -62,12 +62,18 @@ type Ends struct {
 // Do runs fn on e's files: on a session of a connection's pool (a
 // failure of the session's takes it out of the pool), or on a store's
 // client. abort ends what fn has running: it closes the session, or
-// cancels the store's requests.
+// cancels the store's requests, as op.Timeout does (a store's requests
+// each have its operationTimeout too, but a listing is many).
 func (x *Ends) Do(ctx context.Context, e *End, op pool.Op, fn func(f files.FS, abort func()) error) error {
 	if e.Store != nil {
 		s, err := x.Stores.Get(ctx, e.Store)
 		if err != nil {
 			return err
+		}
+		if op.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, op.Timeout)
+			defer cancel()
 		}
 		f := s.FS()
 		defer func() { _ = f.Close() }()
