@@ -87,9 +87,12 @@ func TestOpenPGPInbox(t *testing.T) {
 		watch.Spec.Transfer.OpenPGP == nil || watch.Spec.AfterDelivery.MoveTo != "/done" {
 		t.Fatalf("the form made %+v", watch)
 	}
-	// Shorter waits than the form's defaults, for the test's sake.
+	// Shorter waits than the form's defaults, for the test's sake; a
+	// patch, which the worker's status writes meanwhile do not conflict
+	// with.
+	before := watch.DeepCopy()
 	watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
-	must(t, k8s.Update(context.Background(), watch))
+	must(t, k8s.Patch(context.Background(), watch, client.MergeFrom(before)))
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
 		if watch.Status.LastPollTime != nil && watch.Status.ObservedGeneration == watch.Generation {
