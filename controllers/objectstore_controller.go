@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -170,23 +169,9 @@ func (r *ObjectStoreReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ObjectStore{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.storesUsingSecret)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(usingSecret(r.Client, func() client.ObjectList { return &v1alpha1.ObjectStoreList{} }))).
 		WatchesRawSource(source.Channel(r.Slots.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).
 		Named("objectstore").
 		Complete(r)
-}
-
-func (r *ObjectStoreReconciler) storesUsingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	var list v1alpha1.ObjectStoreList
-	if err := r.Client.List(ctx, &list, client.InNamespace(secret.GetNamespace()),
-		client.MatchingFields{IndexCredentialsSecret: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing object stores by Secret")
-		return nil
-	}
-	requests := make([]reconcile.Request, 0, len(list.Items))
-	for _, s := range list.Items {
-		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
-	}
-	return requests
 }

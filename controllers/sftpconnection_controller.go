@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -272,22 +273,27 @@ func (r *SftpConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		For(&v1alpha1.SftpConnection{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.SftpConnection{}, r.slugClaimants()).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsUsingSecret)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(usingSecret(r.Client, func() client.ObjectList { return &v1alpha1.SftpConnectionList{} }))).
 		WatchesRawSource(source.Channel(r.Slots.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).
 		Complete(r)
 }
 
-func (r *SftpConnectionReconciler) connectionsUsingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	var list v1alpha1.SftpConnectionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(secret.GetNamespace()),
-		client.MatchingFields{IndexCredentialsSecret: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing connections by Secret")
-		return nil
+// usingSecret maps a Secret to the objects of newList's kind in its
+// namespace whose credentials name it (IndexCredentialsSecret).
+func usingSecret(c client.Reader, newList func() client.ObjectList) handler.MapFunc {
+	return func(ctx context.Context, secret client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(secret.GetNamespace()),
+			client.MatchingFields{IndexCredentialsSecret: secret.GetName()}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing the objects that use a Secret")
+			return nil
+		}
+		var requests []reconcile.Request
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o.(client.Object))})
+			return nil
+		})
+		return requests
 	}
-	requests := make([]reconcile.Request, 0, len(list.Items))
-	for _, c := range list.Items {
-		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
-	}
-	return requests
 }

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -71,16 +70,7 @@ func TestAuditRecords(t *testing.T) {
 	testhttp.PostJSON(t, base+"write", "not-a-key", `{"path": "x"}`) // no tenant's: no record
 
 	logged := log.String()
-	var records []audit.Record
-	for line := range strings.Lines(logged) {
-		var entry struct {
-			Msg    string
-			Record audit.Record
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "audit" {
-			records = append(records, entry.Record)
-		}
-	}
+	records := audit.FromLog(logged, "")
 	reports := audit.Verify(records)
 	if len(reports) != 1 || !reports[0].Whole() || reports[0].Namespace != f.ns {
 		t.Fatalf("chains: %+v", reports)

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -126,16 +125,7 @@ func TestShutdownFinishesRequests(t *testing.T) {
 		t.Errorf("the upload's log line is missing from the log:\n%s", logged)
 	}
 	// The audit chain of the namespace ends with its closing record.
-	var records []audit.Record
-	for line := range strings.Lines(string(logged)) {
-		var entry struct {
-			Msg    string
-			Record audit.Record
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "audit" && entry.Record.Namespace == f.ns {
-			records = append(records, entry.Record)
-		}
-	}
+	records := audit.FromLog(string(logged), f.ns)
 	if reports := audit.Verify(records); len(reports) != 1 || !reports[0].Whole() || !reports[0].Closed {
 		t.Errorf("the namespace's audit chain after shutdown: %+v", reports)
 	}

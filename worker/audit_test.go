@@ -3,7 +3,6 @@ package worker_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -43,17 +42,7 @@ func (l *logCopy) tee(log *slog.Logger) *slog.Logger {
 func (l *logCopy) records(namespace string) []audit.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []audit.Record
-	for line := range strings.Lines(l.b.String()) {
-		var entry struct {
-			Msg    string
-			Record audit.Record
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "audit" && entry.Record.Namespace == namespace {
-			out = append(out, entry.Record)
-		}
-	}
-	return out
+	return audit.FromLog(l.b.String(), namespace)
 }
 
 type teeHandler struct{ a, b slog.Handler }

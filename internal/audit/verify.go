@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // Report is what Verify found of one chain: a replica's records of one
@@ -109,4 +110,20 @@ func Read(r io.Reader) ([]Record, error) {
 		out = append(out, rec)
 	}
 	return out, s.Err()
+}
+
+// FromLog are the records of namespace ("" for all) in a component's log:
+// its "msg":"audit" lines; other lines are skipped.
+func FromLog(log string, namespace string) []Record {
+	var out []Record
+	for line := range strings.Lines(log) {
+		var entry struct {
+			Msg    string
+			Record Record
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "audit" && (namespace == "" || entry.Record.Namespace == namespace) {
+			out = append(out, entry.Record)
+		}
+	}
+	return out
 }
