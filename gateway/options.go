@@ -14,6 +14,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
@@ -59,6 +60,8 @@ type Options struct {
 	// StateBudget bounds the bytes of upload records (with the worker's
 	// states) stored for each namespace, and for all.
 	StateBudget storedbytes.Limits
+	// Audit bounds the audit records held before they are stored.
+	Audit audit.Bounds
 	// Log is where the gateway logs (Run: from --log-level and
 	// --log-flush-interval); nil logs nothing.
 	Log *slog.Logger
@@ -262,6 +265,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Requests of resumable uploads that write their records (all but HEAD and OPTIONS) one namespace may send to one replica per second; 0 is no limit.")
 	fs.IntVar(&o.Uploads.WritesBurst, "upload-writes-burst", o.Uploads.WritesBurst, "Burst of --upload-writes-per-namespace.")
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
+	audit.RegisterFlags(fs, &o.Audit)
 	quantity(fs, &o.Directories.MaxBytes, "max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole "+
 		"(see --max-directory-entries), as a quantity (32Mi) or in bytes (default 32Mi).")
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
@@ -131,8 +132,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		memory:   budget.New(opts.Limits.MemoryBudget, memoryWait),
 		lastUse:  lastuse.New(direct, log),
 		log:      log,
-		audit:    audit.NewTrail("gateway", log),
 	}
+	stateBudget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}
+	s.audit = audit.NewTrail("gateway", log).Keep(&auditstore.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}, opts.Audit)
 	if err := m.Register(s.pools); err != nil {
 		return nil, err
 	}
@@ -151,8 +153,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		log:          log,
 		audit:        s.audit,
 	}
-	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: &storedbytes.Budget{
-		Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
+	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}
 	limits := opts.Uploads
 	limits.MaxSize = opts.Limits.MaxUploadBytes
 	if h.uploads, err = uploads.New(records, limits, h.uploadError, log); err != nil {
@@ -269,6 +270,9 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.pools.Run(ctx)
 	go s.watchAPIServer(ctx)
 	go s.lastUse.Run(ctx)
+	// Stores records until Close, which Run calls once requests are
+	// answered: not when ctx ends, while they still are.
+	go s.audit.Run(context.WithoutCancel(ctx))
 	if !s.cache.WaitForCacheSync(ctx) {
 		return errors.New("the cache did not sync")
 	}

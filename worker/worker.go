@@ -34,6 +34,7 @@ import (
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -42,6 +43,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/worker/auditsinks"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -88,6 +90,10 @@ type Options struct {
 	// (with the gateway's upload records), and for all; zero limits are
 	// the defaults.
 	StateBudget storedbytes.Limits
+	// Audit bounds the records held before they are stored, AuditSinks
+	// what is stored of each namespace's.
+	Audit      audit.Bounds
+	AuditSinks auditsinks.Limits
 	// APIQPS and APIBurst bound the requests a replica sends the API
 	// server: a rate and its bursts.
 	APIQPS   float64
@@ -165,6 +171,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Longest the removal of one expired upload may take (dial included), whatever the connection's own timeouts say.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
+	audit.RegisterFlags(fs, &o.Audit)
+	fs.IntVar(&o.AuditSinks.Outbox, "audit-outbox-records", auditsinks.DefaultOutbox,
+		"Undelivered audit records stored for one namespace's AuditSink at most; past it, the oldest are dropped and a record says so.")
+	fs.IntVar(&o.AuditSinks.Recent, "audit-recent-records", auditsinks.DefaultRecent,
+		"Audit records of one namespace kept once delivered (or without an AuditSink): what the web UI's Activity page shows.")
 	fs.Float64Var(&o.APIQPS, "kube-api-qps", 50, "Requests a second this replica may send the Kubernetes API server (its writes of statuses, states and Leases).")
 	fs.IntVar(&o.APIBurst, "kube-api-burst", 100, "Requests this replica may send the API server at once beyond --kube-api-qps.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
@@ -177,6 +188,7 @@ type Worker struct {
 	metrics   *metrics.Metrics
 	runner    *watches.Runner
 	transfers *transfers.Runner
+	sinks     *auditsinks.Runner
 	audit     *audit.Trail
 }
 
@@ -242,7 +254,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	ends := &ends.Ends{Pools: pools, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
 		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
 		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
-	trail := audit.NewTrail("worker", opts.Log)
+	records := &auditstore.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace, Budget: budget}
+	trail := audit.NewTrail("worker", opts.Log).Keep(records, opts.Audit)
 	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
@@ -263,8 +276,9 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	r := &watches.Runner{Env: envOf("sftpwatch"), Limits: opts.Limits}
 	tr := &transfers.Runner{Env: envOf("transfer"), Limits: opts.Transfers}
+	sinks := &auditsinks.Runner{Env: envOf("audit"), Store: records, Limits: opts.AuditSinks}
 	for _, runnable := range []manager.Runnable{
-		r, tr,
+		r, tr, sinks,
 		&uploadexpiry.Sweeper{
 			Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
@@ -285,7 +299,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr, audit: trail}, nil
+	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr, sinks: sinks, audit: trail}, nil
 }
 
 // Start runs the worker until ctx ends: then it stops its watches, stores
@@ -313,6 +327,16 @@ func (w *Worker) Start(ctx context.Context) error {
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.transfers.Kick() }}); err != nil {
 		return err
 	}
+	informer, err = w.mgr.GetCache().GetInformer(ctx, &v1alpha1.AuditSink{})
+	if err != nil {
+		return err
+	}
+	// A new sink's namespace is taken at once.
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.sinks.Kick() }}); err != nil {
+		return err
+	}
+	// Stores records until Close, once every task has stopped.
+	go w.audit.Run(context.WithoutCancel(ctx))
 	err = w.mgr.Start(ctx)
 	// Every task has stopped: the chains end whole.
 	w.audit.Close(context.WithoutCancel(ctx))

@@ -31,6 +31,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/worker"
+	"github.com/sftpgate/sftpgate/worker/auditsinks"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/watches"
@@ -137,7 +138,7 @@ func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (
 	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
-		UploadSweepInterval: 200 * time.Millisecond, Log: workerLog.tee(testcluster.Log("worker"))}
+		UploadSweepInterval: 200 * time.Millisecond, AuditSinks: auditsinks.Limits{Outbox: auditOutbox, Recent: 20}, Log: workerLog.tee(testcluster.Log("worker"))}
 	for _, m := range mutate {
 		m(&opts)
 	}

@@ -56,7 +56,7 @@ const (
 	// nothing follows.
 	ActionClosed = "audit.closed"
 	// ActionDropped says records were dropped (past a bound): Count of
-	// them, the drop itself recorded.
+	// them, Lost which, the drop itself recorded.
 	ActionDropped = "audit.dropped"
 )
 
@@ -70,6 +70,7 @@ type Record struct {
 	Connection string    `json:"connection,omitempty"`
 	Count      int64     `json:"count,omitempty"`
 	Hash       string    `json:"hash,omitempty"`
+	Lost       []Span    `json:"lost,omitempty"`
 	Namespace  string    `json:"namespace"`
 	Paths      []string  `json:"paths,omitempty"`
 	Prev       string    `json:"prev"`
@@ -79,6 +80,15 @@ type Record struct {
 	Seq        uint64    `json:"seq"`
 	SHA256     string    `json:"sha256,omitempty"`
 	Time       time.Time `json:"time"`
+}
+
+// Span names records of one replica's chain (of the namespace of the
+// record that names it), Seq From to To: those a drop record says were
+// dropped.
+type Span struct {
+	Replica string `json:"replica"`
+	From    uint64 `json:"from"`
+	To      uint64 `json:"to"`
 }
 
 // Sum is the hash of r: the hex SHA-256 of its JSON without hash, keys
@@ -172,11 +182,18 @@ func (c *Chains) Close() []Record {
 func (r Record) String() string { return string(r.encode()) }
 
 // Trail links records in its chains and writes each to a log, a line of
-// its own ("msg":"audit"): the operator's view of every tenant's records.
-// A nil Trail records nothing.
+// its own ("msg":"audit"): the operator's view of every tenant's records;
+// with a Keeper (Keep), it also stores each namespace's records for its
+// tenant, every StoreEvery (Run). A nil Trail records nothing.
 type Trail struct {
 	Chains *Chains
 	Log    *slog.Logger
+
+	out *outbox
+	// linking makes linking and holding one step: a namespace's records
+	// are held in the order of their Seq.
+	linking sync.Mutex
+	storing sync.Mutex
 }
 
 // NewTrail is the trail of a component's process.
@@ -184,13 +201,31 @@ func NewTrail(component string, log *slog.Logger) *Trail {
 	return &Trail{Chains: &Chains{Replica: ReplicaName(component)}, Log: log}
 }
 
-// Record links r and logs it.
+// Keep has the trail store its records with k, within bounds; call it
+// before the trail records anything, and Run.
+func (t *Trail) Keep(k Keeper, bounds Bounds) *Trail {
+	t.out = &outbox{keeper: k, bounds: bounds.WithDefaults(), held: map[string]*held{}, closed: make(chan struct{})}
+	return t
+}
+
+// Record links r, holds it to be stored, and logs it.
 func (t *Trail) Record(ctx context.Context, r Record) Record {
 	if t == nil {
 		return r
 	}
-	r = t.Chains.Link(r)
+	r = t.link(r)
 	t.log(ctx, r)
+	return r
+}
+
+// link links r and holds it to be stored.
+func (t *Trail) link(r Record) Record {
+	t.linking.Lock()
+	defer t.linking.Unlock()
+	r = t.Chains.Link(r)
+	if t.out != nil {
+		t.out.hold(r)
+	}
 	return r
 }
 
@@ -205,14 +240,33 @@ func (t *Trail) log(ctx context.Context, r Record) {
 	_ = t.Log.Handler().Handle(ctx, line)
 }
 
-// Close logs the closing record of every chain: the process stops, and
-// its chains end whole.
+// Close records the closing record of every chain, and stores what is
+// held: the process stops, and its chains end whole. Call it once
+// nothing records any more, after Run returned.
 func (t *Trail) Close(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	for _, r := range t.Chains.Close() {
+	ctx = context.WithoutCancel(ctx)
+	if t.out != nil {
+		t.out.closeOnce.Do(func() { close(t.out.closed) })
+		// What is held first, so that a drop it records is not the
+		// closing record's successor.
+		t.store(ctx)
+	}
+	t.linking.Lock()
+	closing := t.Chains.Close()
+	if t.out != nil {
+		for _, r := range closing {
+			t.out.hold(r)
+		}
+	}
+	t.linking.Unlock()
+	for _, r := range closing {
 		t.log(ctx, r)
+	}
+	if t.out != nil {
+		t.store(ctx)
 	}
 }
 

@@ -49,9 +49,6 @@ func verify(w io.Writer, r io.Reader) error {
 	whole := true
 	for _, rep := range Verify(records) {
 		var says []string
-		if rep.First > 1 {
-			says = append(says, fmt.Sprintf("records 1 to %d not held", rep.First-1))
-		}
 		for _, g := range rep.Missing {
 			says = append(says, fmt.Sprintf("missing %s", span(g)))
 		}
@@ -61,8 +58,8 @@ func verify(w io.Writer, r io.Reader) error {
 		if len(says) == 0 {
 			says = append(says, "whole")
 		}
-		if rep.Dropped > 0 {
-			says = append(says, fmt.Sprintf("%d records dropped past sftpgate's bounds (recorded)", rep.Dropped))
+		for _, g := range rep.Dropped {
+			says = append(says, fmt.Sprintf("dropped %s past sftpgate's bounds (a drop record says so)", span(g)))
 		}
 		if rep.Closed {
 			says = append(says, "closed")

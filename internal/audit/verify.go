@@ -18,7 +18,7 @@ type Report struct {
 	// greatest Seq.
 	Records     int
 	First, Last uint64
-	// Missing are the runs of Seq between First and Last not held.
+	// Missing are the runs of Seq from 1 to Last not held.
 	Missing []Gap
 	// Broken are the Seqs of records changed: a hash that is not the
 	// record's, a link that is not the hash of the record before, or two
@@ -28,25 +28,34 @@ type Report struct {
 	// ended (or the chain goes on past what is held) and the records of its
 	// last moments may be lost.
 	Closed bool
-	// Dropped counts the records that drop records say were dropped.
-	Dropped int64
+	// Dropped are the runs of Seq not held that a drop record (of any
+	// chain of the namespace) names: dropped past sftpgate's bounds, and
+	// said so. Missing are the others.
+	Dropped []Gap
 }
 
 // Gap is a run of Seq not held, From to To.
 type Gap struct{ From, To uint64 }
 
-// Whole reports whether nothing is missing or broken from the chain's
-// first record (Seq 1) to its last.
-func (r Report) Whole() bool { return r.First == 1 && len(r.Missing) == 0 && len(r.Broken) == 0 }
+// Whole reports whether nothing is missing (unsaid) or broken from the
+// chain's first record (Seq 1) to its last.
+func (r Report) Whole() bool { return len(r.Missing) == 0 && len(r.Broken) == 0 }
 
 // Verify checks records, of any chains and in any order: each record's
 // hash, each link, and which Seqs are missing.
 func Verify(records []Record) []Report {
 	type key struct{ replica, namespace string }
 	chains := map[key][]Record{}
+	said := map[key][]Gap{}
 	for _, r := range records {
 		k := key{r.Replica, r.Namespace}
 		chains[k] = append(chains[k], r)
+		if r.Action == ActionDropped {
+			for _, s := range r.Lost {
+				k := key{s.Replica, r.Namespace}
+				said[k] = append(said[k], Gap{s.From, s.To})
+			}
+		}
 	}
 	reports := make([]Report, 0, len(chains))
 	for k, rs := range chains {
@@ -73,11 +82,12 @@ func Verify(records []Record) []Report {
 				broken[r.Seq] = true
 			}
 			rep.Records++
-			if r.Action == ActionDropped {
-				rep.Dropped += r.Count
-			}
 			prev = r
 		}
+		if rep.First > 1 {
+			rep.Missing = append([]Gap{{1, rep.First - 1}}, rep.Missing...)
+		}
+		rep.Missing, rep.Dropped = apart(rep.Missing, said[k])
 		rep.Closed = prev.Action == ActionClosed
 		for seq := range broken {
 			rep.Broken = append(rep.Broken, seq)
@@ -89,6 +99,32 @@ func Verify(records []Record) []Report {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Replica, b.Replica))
 	})
 	return reports
+}
+
+// apart splits the gaps into those the drop records' spans cover and
+// the rest.
+func apart(gaps, covered []Gap) (missing, dropped []Gap) {
+	slices.SortFunc(covered, func(a, b Gap) int { return cmp.Compare(a.From, b.From) })
+	for _, g := range gaps {
+		at := g.From
+		for _, c := range covered {
+			if c.To < at || c.From > g.To {
+				continue
+			}
+			if c.From > at {
+				missing = append(missing, Gap{at, c.From - 1})
+			}
+			dropped = append(dropped, Gap{max(at, c.From), min(g.To, c.To)})
+			at = min(g.To, c.To) + 1
+			if at > g.To {
+				break
+			}
+		}
+		if at <= g.To {
+			missing = append(missing, Gap{at, g.To})
+		}
+	}
+	return missing, dropped
 }
 
 // Read reads records as JSON Lines (a CloudEvent's data, an export): one

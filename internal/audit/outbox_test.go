@@ -1,0 +1,81 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// keeper keeps what it is given, or fails while failing is set.
+type keeper struct {
+	mu      sync.Mutex
+	kept    map[string][]Record
+	failing bool
+}
+
+func (k *keeper) Keep(_ context.Context, ns string, records []Record) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.failing {
+		return errors.New("the API server is away")
+	}
+	k.kept[ns] = append(k.kept[ns], records...)
+	return nil
+}
+
+// TestOutboxBounds: past a namespace's bound the oldest held records are
+// dropped, never another namespace's; the next store records the drop,
+// naming the records lost; a store that fails holds its records again,
+// within the same bounds; Close stores the chains' closing records; and
+// what was kept, with the drop record, verifies with nothing missing
+// that is not said.
+func TestOutboxBounds(t *testing.T) {
+	k := &keeper{kept: map[string][]Record{}}
+	tr := &Trail{Chains: &Chains{Replica: "r"}}
+	tr.Keep(k, Bounds{PerNamespace: 5, Total: 8})
+	ctx := context.Background()
+	write := func(ns string, n int) {
+		for range n {
+			tr.Record(ctx, Record{Action: "gateway.write", Namespace: ns, Result: ResultOK})
+		}
+	}
+	write("a", 7)                                                                // 1 and 2 dropped
+	write("b", 3)                                                                // within the total of 8: a is left alone
+	tr.Record(ctx, Record{Action: "webui.login", Result: "invalid_credentials"}) // no namespace: logged only
+	tr.store(ctx)
+	if got := seqs(k.kept["a"]); !slices.Equal(got, []uint64{3, 4, 5, 6, 7, 8}) {
+		t.Errorf("a kept %v", got)
+	}
+	if drop := k.kept["a"][5]; drop.Action != ActionDropped || drop.Count != 2 || !slices.Equal(drop.Lost, []Span{{"r", 1, 2}}) {
+		t.Errorf("drop record %s", drop)
+	}
+	if got := seqs(k.kept["b"]); len(got) != 3 {
+		t.Errorf("b kept %v", got)
+	}
+
+	k.failing = true
+	write("a", 4) // 9..12
+	tr.store(ctx)
+	write("a", 3) // 13..15: with 9..12 held again, 9 and 10 past the bound
+	k.failing = false
+	tr.Close(ctx)
+	if got := seqs(k.kept["a"]); !slices.Equal(got, []uint64{3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17}) {
+		t.Errorf("a kept %v", got)
+	}
+	reports := Verify(k.kept["a"])
+	if len(reports) != 1 || !reports[0].Whole() || !reports[0].Closed ||
+		!slices.Equal(reports[0].Dropped, []Gap{{1, 2}, {9, 10}}) {
+		t.Errorf("%+v", reports)
+	}
+}
+
+func seqs(records []Record) []uint64 {
+	var out []uint64
+	for _, r := range records {
+		out = append(out, r.Seq)
+	}
+	slices.Sort(out)
+	return out
+}
