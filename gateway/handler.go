@@ -93,6 +93,10 @@ func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name str
 		// Straight to the handler: Logger.LogAttrs would also look up the
 		// caller (runtime.Callers), which the line does not show.
 		ctx, logHandler := r.Context(), h.log.Handler()
+		// The audit record, whatever the log's level.
+		if rec.namespace != "" {
+			h.logAudit(ctx, r, end, name, rec, ww.BytesWritten())
+		}
 		if !logHandler.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
@@ -109,9 +113,6 @@ func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name str
 			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
 		}
 		_ = logHandler.Handle(ctx, line)
-		if rec.namespace != "" {
-			h.logAudit(ctx, r, end, name, rec, ww.BytesWritten())
-		}
 	}
 }
 

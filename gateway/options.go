@@ -60,8 +60,10 @@ type Options struct {
 	// StateBudget bounds the bytes of upload records (with the worker's
 	// states) stored for each namespace, and for all.
 	StateBudget storedbytes.Limits
-	// Audit bounds the audit records held before they are stored.
-	Audit audit.Bounds
+	// Audit bounds the audit records held before they are stored;
+	// NoAudit records none (for measuring what the trail costs).
+	Audit   audit.Bounds
+	NoAudit bool
 	// Log is where the gateway logs (Run: from --log-level and
 	// --log-flush-interval); nil logs nothing.
 	Log *slog.Logger
@@ -266,6 +268,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Uploads.WritesBurst, "upload-writes-burst", o.Uploads.WritesBurst, "Burst of --upload-writes-per-namespace.")
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	audit.RegisterFlags(fs, &o.Audit)
+	fs.BoolFunc("audit", "Keep the audit trail: a record of every request that reaches a tenant's connection, logged, stored and "+
+		"delivered to its AuditSink (default true; false records none, which regulated tenants will not accept).", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		o.NoAudit = !on
+		return err
+	})
 	quantity(fs, &o.Directories.MaxBytes, "max-directory-bytes", "Most bytes the gateway may receive while it reads a directory whole "+
 		"(see --max-directory-entries), as a quantity (32Mi) or in bytes (default 32Mi).")
 }

@@ -134,7 +134,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		log:      log,
 	}
 	stateBudget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}
-	s.audit = audit.NewTrail("gateway", log).Keep(&auditstore.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}, opts.Audit)
+	if !opts.NoAudit {
+		s.audit = audit.NewTrail("gateway", log).Keep(&auditstore.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}, opts.Audit)
+	}
 	if err := m.Register(s.pools); err != nil {
 		return nil, err
 	}

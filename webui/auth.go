@@ -103,6 +103,7 @@ func (u *ui) signUp(w http.ResponseWriter, r *http.Request) error {
 	}
 	email, password := r.PostFormValue("email"), r.PostFormValue("password")
 	acct, err := u.accounts.SignUp(r.Context(), email, password)
+	noteAccount(r, acct)
 	switch {
 	case errors.Is(err, accounts.ErrBusy):
 		u.busy(w, r)
@@ -138,6 +139,7 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	acct, err := u.accounts.LogIn(r.Context(), email, r.PostFormValue("password"))
+	noteAccount(r, acct)
 	switch {
 	case errors.Is(err, accounts.ErrWrongCredentials):
 		return &formError{msg: err.Error(), status: http.StatusUnauthorized, form: u.logInPage(email)}

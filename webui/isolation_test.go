@@ -40,6 +40,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
@@ -1039,6 +1040,59 @@ func TestIsolation(t *testing.T) {
 			}
 			conformance.Race(t, conformance.Target{URL: endpoint, ScopedToken: token, Dir: victim.sshd.Dir, UID: victim.sshd.UID, GID: victim.sshd.GID,
 				MaxInFlight: maxRequestsPerNamespace})
+		}},
+		{"the audit trail: each namespace's records reach its own sink and Activity page only", func(t *testing.T) {
+			victimAudit, attackerAudit := testsink.Start(t), testsink.Start(t)
+			must(t, k8s.Create(ctx, &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: v1alpha1.AuditSinkName},
+				Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: victimAudit.URL}}}))
+			// The cluster's Service range, where the victim's receiver
+			// would be: refused at the dial, like any private address.
+			theirs := &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: v1alpha1.AuditSinkName},
+				Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://10.96.0.10/"}}}
+			must(t, k8s.Create(ctx, theirs))
+			refusedReason(t, theirs, v1alpha1.ReasonSinkNotAllowed)
+			theirs.Spec.Sink.URI = attackerAudit.URL
+			must(t, k8s.Update(ctx, theirs))
+			victim.writes(t, "audited")
+			attacker.writes(t, "audited")
+			for _, c := range []struct {
+				tn   *tenant
+				sink *testsink.Sink
+			}{{victim, victimAudit}, {attacker, attackerAudit}} {
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+					records := c.sink.AuditRecords(t)
+					if slices.ContainsFunc(records, func(r audit.Record) bool {
+						return r.Action == "gateway.write" && slices.ContainsFunc(r.Paths, func(p string) bool { return strings.HasSuffix(p, "-audited") })
+					}) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s's sink got no record of its write: %d records", c.tn.ns, len(records))
+					}
+				}
+				records := c.sink.AuditRecords(t)
+				for _, r := range records {
+					if r.Namespace != c.tn.ns {
+						t.Fatalf("%s's sink got a record of %s: %s", c.tn.ns, r.Namespace, r)
+					}
+				}
+				for _, rep := range audit.Verify(records) {
+					if !rep.Whole() {
+						t.Errorf("%s's sink: chain %+v", c.tn.ns, rep)
+					}
+				}
+			}
+			status, body := attacker.ui.get(t, "/activity?format=jsonl")
+			exported, err := audit.Read(strings.NewReader(body))
+			must(t, err)
+			if status != http.StatusOK || len(exported) == 0 {
+				t.Fatalf("the attacker's export: %d, %d records", status, len(exported))
+			}
+			for _, r := range exported {
+				if r.Namespace != attacker.ns {
+					t.Fatalf("the attacker's Activity export has a record of %s", r.Namespace)
+				}
+			}
 		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {

@@ -118,6 +118,7 @@ func (u *ui) createKey(w http.ResponseWriter, r *http.Request) error {
 	key, err := u.readKeyForm(r, acct.Namespace, values)
 	if err == nil {
 		err = u.quotaReached(u.client.Create(r.Context(), key.ApiKey))
+		noteObject(r, "ApiKey", key.Name)
 	}
 	if err != nil {
 		return onForm(err, u.keyForm(values))

@@ -14,6 +14,12 @@ package webui
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=sftpgate-webui-tenant
 
+// In sftpgate's own namespace, the ConfigMaps that keep the audit
+// records of what accounts do (package auditstore): made, and read back
+// for their Activity pages.
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create,namespace=system
+
 // TenantRole is the ClusterRole (config/rbac/webui/tenant_role.yaml) the UI
 // is bound to in each account's namespace.
 const TenantRole = "sftpgate-webui-tenant"

@@ -5,6 +5,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -27,10 +28,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -70,6 +75,11 @@ type Options struct {
 	Quota accounts.Quota
 	// MaxPasswordChecks bounds the password hashes computed at once.
 	MaxPasswordChecks int
+	// SystemNamespace is sftpgate's own, where the audit records of the
+	// accounts' actions are stored; StateBudget and Audit bound them.
+	SystemNamespace string
+	StateBudget     storedbytes.Limits
+	Audit           audit.Bounds
 	// Log is where the web UI logs (Run: from --log-level); nil logs
 	// nothing.
 	Log *slog.Logger
@@ -98,6 +108,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Watches, "max-watches-per-account", 10, "SftpWatches one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
+	fs.StringVar(&o.SystemNamespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "sftpgate-system"),
+		"sftpgate's namespace, where the audit records of what accounts do are stored.")
+	o.StateBudget = storedbytes.Limits{}.WithDefaults()
+	storedbytes.RegisterFlags(fs, &o.StateBudget)
+	audit.RegisterFlags(fs, &o.Audit)
 	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
 		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
@@ -110,6 +125,7 @@ const hashWait = 2 * time.Second
 type Server struct {
 	handler  http.Handler
 	accounts *accounts.Store
+	trail    *audit.Trail
 }
 
 type ui struct {
@@ -139,6 +155,10 @@ type ui struct {
 	// filesKeys remembers those found issued.
 	filesSecret []byte
 	filesKeys   issuedKeys
+	// trail records what accounts do; records reads it back for the
+	// Activity page.
+	trail   *audit.Trail
+	records *auditstore.Store
 	// log has what fails on the server side.
 	log *slog.Logger
 }
@@ -197,7 +217,11 @@ func New(c client.Client, opts Options) (*Server, error) {
 		filesSecret:  derive(secret, "files"),
 		log:          logging.OrDiscard(opts.Log),
 	}
-	return &Server{handler: u.routes(), accounts: u.accounts}, nil
+	records := &auditstore.Store{Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Budget: &storedbytes.Budget{
+		Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
+	u.trail = audit.NewTrail("webui", u.log).Keep(records, opts.Audit)
+	u.records = records
+	return &Server{handler: u.routes(), accounts: u.accounts, trail: u.trail}, nil
 }
 
 // accountBurst is how many addresses' worth of log-ins one account takes
@@ -215,6 +239,14 @@ func authLimit(perMinute float64) *ratelimit.Keyed[string] {
 // Handler is the web UI's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Start stores the audit records of what accounts do, every second,
+// until Close.
+func (s *Server) Start() { go s.trail.Run(context.Background()) }
+
+// Close stores the audit records not yet stored, and closes the chains:
+// once requests are answered.
+func (s *Server) Close(ctx context.Context) { s.trail.Close(ctx) }
+
 // Accounts is the web UI's store of accounts, for creating one outside a
 // sign-up (the demo account of sftpgate dev).
 func (s *Server) Accounts() *accounts.Store { return s.accounts }
@@ -224,7 +256,7 @@ func (u *ui) routes() http.Handler {
 	r.Use(middleware.RequestID, recovery.Middleware(u.serverError))
 	// Uploads stream through to the gateway, which bounds them; every
 	// other body is a form, and small.
-	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.withConnection(u.uploadProxy)))
+	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads(u.withConnection(u.uploadProxy))))
 	r.Group(func(r chi.Router) {
 		r.Use(limitBodies)
 		static, _ := fs.Sub(assets, "static")
@@ -234,45 +266,46 @@ func (u *ui) routes() http.Handler {
 
 		r.Get("/", u.serve(u.home))
 		r.Get("/signup", u.serve(u.signUpForm))
-		r.Post("/signup", u.limited(u.serve(u.signUp)))
+		r.Post("/signup", u.limited(u.serve(u.audited("signup", nil, u.signUp))))
 		r.Get("/login", u.serve(u.logInForm))
-		r.Post("/login", u.serve(u.logIn))
-		r.Post("/logout", u.serve(u.logOut))
+		r.Post("/login", u.serve(u.audited("login", nil, u.logIn)))
+		r.Post("/logout", u.serve(u.audited("logout", nil, u.logOut)))
 
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireAccount)
 			r.Get("/connections", u.serve(u.listConnections))
 			r.Get("/connections/new", u.serve(u.newConnection))
-			r.Post("/connections", u.serve(u.createConnection))
+			r.Post("/connections", u.serve(u.audited("connection.create", formNamed("SftpConnection", "name"), u.createConnection)))
 			r.Get("/connections/{name}", u.serve(u.withConnection(u.showConnection)))
 			r.Get("/connections/{name}/status", u.serve(u.withConnection(u.connectionStatus)))
 			r.Get("/connections/{name}/edit", u.serve(u.withConnection(u.editConnection)))
-			r.Post("/connections/{name}/edit", u.serve(u.withConnection(u.updateConnection)))
+			r.Post("/connections/{name}/edit", u.serve(u.audited("connection.update", all(onConnection, urlNamed("SftpConnection", "name")), u.withConnection(u.updateConnection))))
 			r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
-			r.Post("/connections/{name}/delete", u.serve(u.withConnection(u.deleteConnection)))
-			r.Post("/connections/{name}/try", u.serve(u.withConnection(u.tryIt)))
+			r.Post("/connections/{name}/delete", u.serve(u.audited("connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), u.withConnection(u.deleteConnection))))
+			r.Post("/connections/{name}/try", u.serve(u.audited("connection.try", onConnection, u.withConnection(u.tryIt))))
 			r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
-			r.Post("/connections/{name}/watches", u.serve(u.withConnection(u.createWatch)))
-			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.withConnection(u.deleteWatch)))
-			r.Get("/connections/{name}/files", u.serve(u.withConnection(u.folder)))
-			r.Get("/connections/{name}/files/view", u.serve(u.withConnection(u.showFile)))
-			r.Get("/connections/{name}/files/download", u.serve(u.withConnection(u.download)))
-			r.Post("/connections/{name}/files/mkdir", u.serve(u.withConnection(u.newFolder)))
-			r.Post("/connections/{name}/files/rename", u.serve(u.withConnection(u.rename)))
+			r.Post("/connections/{name}/watches", u.serve(u.audited("watch.create", all(onConnection, formPath), u.withConnection(u.createWatch))))
+			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.audited("watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), u.withConnection(u.deleteWatch))))
+			r.Get("/connections/{name}/files", u.serve(u.audited("file.list", all(onConnection, queryPath), u.withConnection(u.folder))))
+			r.Get("/connections/{name}/files/view", u.serve(u.audited("file.view", all(onConnection, queryPath), u.withConnection(u.showFile))))
+			r.Get("/connections/{name}/files/download", u.serve(u.audited("file.download", all(onConnection, queryPath), u.withConnection(u.download))))
+			r.Post("/connections/{name}/files/mkdir", u.serve(u.audited("file.mkdir", all(onConnection, newFolderPath), u.withConnection(u.newFolder))))
+			r.Post("/connections/{name}/files/rename", u.serve(u.audited("file.rename", all(onConnection, renamePaths), u.withConnection(u.rename))))
 			r.Get("/connections/{name}/files/delete", u.serve(u.withConnection(u.confirmDelete)))
-			r.Post("/connections/{name}/files/delete", u.serve(u.withConnection(u.deleteEntry)))
+			r.Post("/connections/{name}/files/delete", u.serve(u.audited("file.delete", all(onConnection, formPath), u.withConnection(u.deleteEntry))))
 			r.Get("/transfers", u.serve(u.listTransfers))
 			r.Get("/transfers/new", u.serve(u.newTransferForm))
-			r.Post("/transfers", u.serve(u.createTransfer))
-			r.Post("/transfers/{name}/delete", u.serve(u.deleteTransfer))
+			r.Post("/transfers", u.serve(u.audited("transfer.create", nil, u.createTransfer)))
+			r.Post("/transfers/{name}/delete", u.serve(u.audited("transfer.delete", urlNamed("Transfer", "name"), u.deleteTransfer)))
 			r.Get("/openpgp", u.serve(u.listOpenPGPKeys))
-			r.Post("/openpgp", u.serve(u.uploadOpenPGPKey))
-			r.Post("/openpgp/{name}/delete", u.serve(u.deleteOpenPGPKey))
+			r.Post("/openpgp", u.serve(u.audited("openpgp.create", formNamed("Secret", "name"), u.uploadOpenPGPKey)))
+			r.Post("/openpgp/{name}/delete", u.serve(u.audited("openpgp.delete", urlNamed("Secret", "name"), u.deleteOpenPGPKey)))
 			r.Get("/keys", u.serve(u.listKeys))
 			r.Get("/keys/new", u.serve(u.newKeyForm))
-			r.Post("/keys", u.serve(u.createKey))
+			r.Post("/keys", u.serve(u.audited("key.create", nil, u.createKey)))
 			r.Get("/keys/{name}/created", u.serve(u.showNewKey))
-			r.Post("/keys/{name}/revoke", u.serve(u.revokeKey))
+			r.Get("/activity", u.serve(u.showActivity))
+			r.Post("/keys/{name}/revoke", u.serve(u.audited("key.revoke", urlNamed("ApiKey", "name"), u.revokeKey)))
 		})
 	})
 	// Every state-changing request must come from the UI's own pages.
@@ -359,6 +392,7 @@ func Run(ctx context.Context, args []string) error {
 	}
 	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	s.Start()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("web UI listening", "address", opts.Addr)
@@ -369,7 +403,9 @@ func Run(ctx context.Context, args []string) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	err = srv.Shutdown(shutdownCtx)
+	s.Close(shutdownCtx)
+	return err
 }
 
 // NewForConfig is New with a client of the cluster of restConfig.

@@ -127,6 +127,7 @@ func (u *ui) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err == nil {
 		err = u.client.Create(r.Context(), t)
+		noteObject(r, "Transfer", t.Name)
 		if apierrors.IsInvalid(err) {
 			err = &personError{"the server refused these settings: " + invalidCauses(err)}
 		}

@@ -164,6 +164,7 @@ func (u *ui) createWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	}
 	if err == nil {
 		err = u.client.Create(r.Context(), watch)
+		noteObject(r, "SftpWatch", watch.Name)
 		if apierrors.IsInvalid(err) {
 			err = &personError{"the server refused these settings: " + invalidCauses(err)}
 		}

@@ -122,7 +122,7 @@ func run(m *testing.M) int {
 		var opts webui.Options
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
 		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
-		opts.ServiceAccount = uiNamespace + "/" + uiServiceAccount
+		opts.ServiceAccount, opts.SystemNamespace = uiNamespace+"/"+uiServiceAccount, uiNamespace
 		opts.Log = testcluster.Log("webui")
 		if mutate != nil {
 			mutate(&opts)
@@ -131,6 +131,7 @@ func run(m *testing.M) int {
 		if err != nil {
 			panic(err)
 		}
+		ui.Start()
 		srv := httptest.NewServer(ui.Handler())
 		serversMu.Lock()
 		servers = append(servers, srv)

@@ -276,7 +276,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	r := &watches.Runner{Env: envOf("sftpwatch"), Limits: opts.Limits}
 	tr := &transfers.Runner{Env: envOf("transfer"), Limits: opts.Transfers}
-	sinks := &auditsinks.Runner{Env: envOf("audit"), Store: records, Limits: opts.AuditSinks}
+	sinks := &auditsinks.Runner{Env: envOf("audit"), Store: records, Budget: budget, Limits: opts.AuditSinks}
 	for _, runnable := range []manager.Runnable{
 		r, tr, sinks,
 		&uploadexpiry.Sweeper{

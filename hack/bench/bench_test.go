@@ -101,15 +101,24 @@ func startRig(t *testing.T, binary, ns string, roots map[string]string, stderr i
 		t.Fatal(err)
 	}
 	r.kubeconfig = kubeconfig
-	r.addr, r.metricsAddr = testhttp.FreeAddr(t), testhttp.FreeAddr(t)
-	r.gateway = exec.Command(binary, append([]string{"gateway", "--kubeconfig=" + kubeconfig, "--listen-address=" + r.addr,
-		"--metrics-address=" + r.metricsAddr, "--denied-networks=" + testcluster.LoopbackNetworks, "--rate-per-key=0"}, flags...)...)
-	r.gateway.Stderr = stderr
-	if err := r.gateway.Start(); err != nil {
+	r.gateway, r.addr, r.metricsAddr = r.startGateway(t, binary, stderr, flags...)
+	return r
+}
+
+// startGateway runs binary's gateway as its own process against r's API
+// server, with flags, until t ends; it returns the process and its
+// addresses.
+func (r *rig) startGateway(t *testing.T, binary string, stderr io.Writer, flags ...string) (gw *exec.Cmd, addr, metricsAddr string) {
+	t.Helper()
+	addr, metricsAddr = testhttp.FreeAddr(t), testhttp.FreeAddr(t)
+	gw = exec.Command(binary, append([]string{"gateway", "--kubeconfig=" + r.kubeconfig, "--listen-address=" + addr,
+		"--metrics-address=" + metricsAddr, "--denied-networks=" + testcluster.LoopbackNetworks, "--rate-per-key=0"}, flags...)...)
+	gw.Stderr = stderr
+	if err := gw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.gateway.Process.Kill(); _ = r.gateway.Wait() })
-	return r
+	t.Cleanup(func() { _ = gw.Process.Kill(); _ = gw.Wait() })
+	return gw, addr, metricsAddr
 }
 
 // addTenant makes a namespace with the credentials of testsshd's user, a

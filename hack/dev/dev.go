@@ -166,6 +166,8 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	ui.Start()
+	defer ui.Close(context.Background())
 	servers := []*http.Server{
 		gw.HTTPServer(),
 		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},

@@ -68,7 +68,7 @@ func TestPolicyParametersAreTheServiceAccounts(t *testing.T) {
 	}
 	want := map[string]string{"sftpgate-webui-bindings": accounts["webui"], "sftpgate-status-writers": accounts["manager"],
 		"sftpgate-system-objects-gateway": accounts["gateway"], "sftpgate-system-objects-worker": accounts["worker"],
-		"sftpgate-system-objects-manager": accounts["manager"]}
+		"sftpgate-system-objects-manager": accounts["manager"], "sftpgate-system-objects-webui": accounts["webui"]}
 	for _, u := range objects {
 		if u.GetKind() != "ValidatingAdmissionPolicyBinding" {
 			continue
@@ -205,6 +205,7 @@ var allowed = map[string][]string{
 		"* rbac.authorization.k8s.io rolebindings create",
 		"* rbac.authorization.k8s.io clusterroles bind sftpgate-webui-tenant",
 		"sftpgate-accounts core secrets create,delete,get,update",
+		"sftpgate-system core configmaps create,get,list",
 	},
 }
 
@@ -399,6 +400,8 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		{"a store's endpoint with a path", "ObjectStore", "landing", []string{"spec", "endpoint"}, "https://s3.example.com/bucket", "without a path"},
 		{"a store's prefix from the root", "ObjectStore", "landing", []string{"spec", "prefix"}, "/payroll/", "spec.prefix"},
 		{"a store's parts below S3's least", "ObjectStore", "landing", []string{"spec", "limits", "partSizeMiB"}, int64(1), "partSizeMiB"},
+		{"an AuditSink of another name", "AuditSink", "audit", []string{"metadata", "name"}, "second", "named audit"},
+		{"an AuditSink's batches too large", "AuditSink", "audit", []string{"spec", "maxBatch"}, int64(5000), "spec.maxBatch"},
 		{"a reference to a kind that holds no files", "Transfer", "reports-to-landing", []string{"spec", "destination", "connectionRef", "kind"}, "Secret", "connectionRef.kind"},
 		{"two token sources", "ApiKey", "laptop", []string{"spec", "token", "secretName"}, "laptop", "at most one"},
 		{"the hash of nothing", "ApiKey", "laptop", []string{"spec", "token", "sha256"},

@@ -20,9 +20,10 @@ import (
 // TestComponentsTouchOnlyTheirOwnObjects: in sftpgate's namespace, which
 // the components share, each may write only its own ConfigMaps and
 // Leases (the system-objects policy), though RBAC lets it write any: the
-// gateway its upload records, the worker its states and Leases (and
-// remove expired upload records), the manager its leader election and
-// reservations.
+// gateway its upload records and audit records, the web UI its audit
+// records, the worker its states, Leases and audit records (and remove
+// expired upload records and delivered audit records), the manager its
+// leader election and reservations.
 func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 	env, admin, err := testcluster.Start()
 	if err != nil {
@@ -58,12 +59,13 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
 	// Objects another component made, for deletes and updates.
-	for _, o := range []client.Object{configMap("sftpwatch-victim"), configMap("sftpgate-upload-victim"), lease("manager.sftpgate.dev")} {
+	for _, o := range []client.Object{configMap("sftpwatch-victim"), configMap("sftpgate-upload-victim"), lease("manager.sftpgate.dev"),
+		configMap("sftpgate-audit-gateway-victim"), configMap("sftpgate-audit-worker-victim")} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gateway, worker, manager := as("gateway"), as("worker"), as("manager")
+	gateway, worker, manager, webui := as("gateway"), as("worker"), as("manager"), as("webui")
 	denied := func(err error) bool {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "another component's")
 	}
@@ -102,6 +104,13 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		{"the worker removes the manager's Lease", func() error { return worker.Delete(ctx, lease("manager.sftpgate.dev")) }, false},
 		{"the worker takes a slug's reservation", func() error { return worker.Create(ctx, lease("slug-stolen")) }, false},
 		{"the worker removes an expired upload record", func() error { return worker.Delete(ctx, configMap("sftpgate-upload-victim")) }, true},
+		{"the gateway stores audit records", func() error { return gateway.Create(ctx, configMap("sftpgate-audit-gateway-mine")) }, true},
+		{"the gateway stores records as the worker's", func() error { return gateway.Create(ctx, configMap("sftpgate-audit-worker-forged")) }, false},
+		{"the gateway removes the worker's audit records", func() error { return gateway.Delete(ctx, configMap("sftpgate-audit-worker-victim")) }, false},
+		{"the web UI stores audit records", func() error { return webui.Create(ctx, configMap("sftpgate-audit-webui-mine")) }, true},
+		{"the web UI makes a watch state", func() error { return webui.Create(ctx, configMap("sftpwatch-forged-by-ui")) }, false},
+		{"the worker stores audit records", func() error { return worker.Create(ctx, configMap("sftpgate-audit-worker-mine")) }, true},
+		{"the worker removes delivered audit records", func() error { return worker.Delete(ctx, configMap("sftpgate-audit-gateway-victim")) }, true},
 		{"the manager reserves a slug", func() error { return manager.Create(ctx, lease("slug-mine")) }, true},
 		{"the manager removes a watch's Lease", func() error { return manager.Delete(ctx, lease("sftpwatch-mine")) }, false},
 		{"the manager makes a watch's Lease", func() error { return manager.Create(ctx, lease("sftpwatch-forged")) }, false},

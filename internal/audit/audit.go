@@ -61,7 +61,8 @@ const (
 )
 
 // Record is one action. Its members are in the order of their JSON keys,
-// sorted: the form its Hash covers.
+// sorted: the form its Hash covers. Object names the resource acted on
+// ("ApiKey/ci"), Paths the files.
 type Record struct {
 	Action     string    `json:"action"`
 	Actor      Actor     `json:"actor"`
@@ -72,6 +73,7 @@ type Record struct {
 	Hash       string    `json:"hash,omitempty"`
 	Lost       []Span    `json:"lost,omitempty"`
 	Namespace  string    `json:"namespace"`
+	Object     string    `json:"object,omitempty"`
 	Paths      []string  `json:"paths,omitempty"`
 	Prev       string    `json:"prev"`
 	Replica    string    `json:"replica"`

@@ -3,7 +3,8 @@
 // AuditSink is delivered from and the recent records the web UI shows.
 // Each component's replica stores its records every second, a segment per
 // namespace (gzipped JSON Lines, never changed after), counted against the
-// namespace's stored budget; the worker marks what it delivered and
+// namespace's audit budget (apart from the rest of its state); the
+// worker marks what it delivered and
 // removes what is no longer needed.
 package auditstore
 
@@ -18,6 +19,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +44,9 @@ const (
 	dataKey             = "records.jsonl.gz"
 )
 
+// NamePrefix starts every segment's name.
+const NamePrefix = "sftpgate-audit-"
+
 // maxSegment is the most a segment's data may take; more is split.
 const maxSegment = 900 << 10
 
@@ -62,6 +67,8 @@ type Segment struct {
 	Name, Tenant, Replica string
 	First, Last           uint64
 	Records, Delivered    int
+	// Bytes is what it counts against its tenant's audit budget.
+	Bytes int64
 	// Time is its first record's.
 	Time time.Time
 	uid  types.UID
@@ -92,7 +99,7 @@ func (s *Store) Keep(ctx context.Context, namespace string, records []audit.Reco
 	first, last := records[0], records[len(records)-1]
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: segmentName(first.Replica, namespace, first.Seq),
-			Labels: map[string]string{LabelSegment: ""},
+			Labels: map[string]string{LabelSegment: "", storedbytes.LabelKind: storedbytes.KindAudit},
 			Annotations: map[string]string{
 				annotationReplica: first.Replica,
 				annotationFirst:   strconv.FormatUint(first.Seq, 10),
@@ -116,10 +123,13 @@ func (s *Store) Keep(ctx context.Context, namespace string, records []audit.Reco
 
 // segmentName names the segment of a chain from Seq first: the same
 // records make the same name, so a store tried again after a failure it
-// did not see is found made.
+// did not see is found made. It starts with NamePrefix and the replica's
+// component, the prefix each component's service account may write
+// (config/rbac/system_objects_policy.yaml).
 func segmentName(replica, namespace string, first uint64) string {
+	component, _, _ := strings.Cut(replica, "/")
 	sum := sha256.Sum256([]byte(replica + "\n" + namespace))
-	return fmt.Sprintf("sftpgate-audit-%s-%d", hex.EncodeToString(sum[:10]), first)
+	return fmt.Sprintf("%s%s-%s-%d", NamePrefix, component, hex.EncodeToString(sum[:10]), first)
 }
 
 func encode(records []audit.Record) ([]byte, error) {
@@ -160,6 +170,7 @@ func (s *Store) List(ctx context.Context, tenant string) ([]Segment, error) {
 		seg.Records, _ = strconv.Atoi(a[annotationRecords])
 		seg.Delivered, _ = strconv.Atoi(a[annotationDelivered])
 		seg.Time, _ = time.Parse(time.RFC3339Nano, a[annotationTime])
+		seg.Bytes, _ = strconv.ParseInt(a[storedbytes.AnnotationBytes], 10, 64)
 		out = append(out, seg)
 	}
 	slices.SortFunc(out, func(a, b Segment) int {

@@ -37,6 +37,11 @@ import (
 const (
 	LabelTenant     = "sftpgate.dev/stored-for"
 	AnnotationBytes = "sftpgate.dev/stored-bytes"
+	// LabelKind is KindAudit on audit records, which have budgets of
+	// their own: a tenant's trail never crowds out its uploads, watches
+	// and transfers, nor they its trail.
+	LabelKind = "sftpgate.dev/stored-kind"
+	KindAudit = "audit"
 )
 
 // Limits are the budgets; 0 is no limit.
@@ -44,6 +49,9 @@ type Limits struct {
 	// PerNamespace bounds what is stored for one namespace, PerAccount
 	// for a web UI account's (a stranger's).
 	PerNamespace, PerAccount int64
+	// AuditPerNamespace and AuditPerAccount bound the audit records
+	// stored for one namespace, apart.
+	AuditPerNamespace, AuditPerAccount int64
 	// Total bounds everything stored, every namespace's together.
 	Total int64
 }
@@ -52,9 +60,11 @@ type Limits struct {
 // stores about 6.4 MB; etcd refuses every write of the cluster past its
 // quota (2 GiB unless raised).
 const (
-	DefaultPerNamespace = 64 << 20
-	DefaultPerAccount   = 16 << 20
-	DefaultTotal        = 1 << 30
+	DefaultPerNamespace      = 64 << 20
+	DefaultPerAccount        = 16 << 20
+	DefaultAuditPerNamespace = 8 << 20
+	DefaultAuditPerAccount   = 4 << 20
+	DefaultTotal             = 1 << 30
 )
 
 // totalEvery is how long a reading of the total serves.
@@ -154,8 +164,10 @@ func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.Config
 		return func() {}, nil
 	}
 	var adding int64
+	audit := false
 	for _, cm := range objs {
 		adding += bytesOf(cm)
+		audit = cm.Labels[LabelKind] == KindAudit
 	}
 	unlock, err := b.locks.lock(ctx, tenant)
 	if err != nil {
@@ -173,13 +185,16 @@ func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.Config
 	}
 	var stored, freed int64
 	for i := range items {
+		if isAudit(&items[i]) != audit {
+			continue
+		}
 		n := bytesOf(&items[i])
 		stored += n
 		if replaced != nil && replaced(&items[i]) {
 			freed += n
 		}
 	}
-	limit := b.limit(ctx, tenant)
+	limit := b.Limit(ctx, tenant, audit)
 	if limit > 0 && adding > freed && stored-freed+adding > limit {
 		return nil, &ExceededError{Tenant: tenant, Stored: stored, Adding: adding - freed, Limit: limit}
 	}
@@ -190,23 +205,28 @@ func (b *Budget) Admit(ctx context.Context, tenant string, objs []*corev1.Config
 	return unlock, nil
 }
 
-// limit is tenant's budget.
-func (b *Budget) limit(ctx context.Context, tenant string) int64 {
-	if b.Tenants.IsAccount(ctx, tenant) {
-		return b.accountLimit()
+// Limit is tenant's budget: of its audit records, or of the rest.
+func (b *Budget) Limit(ctx context.Context, tenant string, audit bool) int64 {
+	perNamespace, perAccount := b.Limits.PerNamespace, b.Limits.PerAccount
+	if audit {
+		perNamespace, perAccount = b.Limits.AuditPerNamespace, b.Limits.AuditPerAccount
 	}
-	return b.Limits.PerNamespace
+	if !b.Tenants.IsAccount(ctx, tenant) {
+		return perNamespace
+	}
+	return accountLimit(perNamespace, perAccount)
 }
 
 // accountLimit is a web UI account's budget, never more than any
 // namespace's.
-func (b *Budget) accountLimit() int64 {
-	perNamespace, perAccount := b.Limits.PerNamespace, b.Limits.PerAccount
+func accountLimit(perNamespace, perAccount int64) int64 {
 	if perNamespace > 0 && (perAccount <= 0 || perNamespace < perAccount) {
 		return perNamespace
 	}
 	return perAccount
 }
+
+func isAudit(o metav1.Object) bool { return o.GetLabels()[LabelKind] == KindAudit }
 
 // TenantIndex is the index of the informer a Budget's Cache reads: the
 // namespace each object is stored for.
@@ -266,11 +286,15 @@ func fromWatchCache() *client.ListOptions {
 	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
 }
 
-// Used is the bytes stored for tenant, as the budget counts them.
+// Used is the bytes stored for tenant, as the budget counts them: its
+// audit records apart.
 func (b *Budget) Used(ctx context.Context, tenant string) (int64, error) {
 	items, err := b.list(ctx, tenant)
 	var n int64
 	for i := range items {
+		if isAudit(&items[i]) {
+			continue
+		}
 		n += bytesOf(&items[i])
 	}
 	return n, err
@@ -351,6 +375,8 @@ func (l Limits) WithDefaults() Limits {
 	}
 	or(&l.PerNamespace, DefaultPerNamespace)
 	or(&l.PerAccount, DefaultPerAccount)
+	or(&l.AuditPerNamespace, DefaultAuditPerNamespace)
+	or(&l.AuditPerAccount, DefaultAuditPerAccount)
 	or(&l.Total, DefaultTotal)
 	return l
 }
@@ -366,6 +392,8 @@ func RegisterFlags(fs *flag.FlagSet, l *Limits) {
 	}{
 		{&l.PerNamespace, "max-state-bytes-per-namespace", "Bytes sftpgate may store in its namespace for one namespace's upload records, watch states and transfer plans"},
 		{&l.PerAccount, "max-state-bytes-per-account", "The same for a web UI account's namespace"},
+		{&l.AuditPerNamespace, "max-audit-bytes-per-namespace", "Bytes sftpgate may store in its namespace for one namespace's audit records (apart from the rest)"},
+		{&l.AuditPerAccount, "max-audit-bytes-per-account", "The same for a web UI account's namespace"},
 		{&l.Total, "max-state-bytes-total", "Bytes sftpgate may store in its namespace for all namespaces together; keep it well below etcd's quota"},
 	} {
 		usage := fmt.Sprintf("%s, as a quantity; 0 is no limit (default %s).", f.usage, resource.NewQuantity(*f.p, resource.BinarySI))

@@ -44,8 +44,7 @@ func TestAccountsNeverGetMore(t *testing.T) {
 	for _, tc := range []struct{ perNamespace, perAccount, want int64 }{
 		{64, 16, 16}, {8, 16, 8}, {0, 16, 16}, {8, 0, 8}, {0, 0, 0},
 	} {
-		b := &Budget{Limits: Limits{PerNamespace: tc.perNamespace, PerAccount: tc.perAccount}}
-		if got := b.accountLimit(); got != tc.want {
+		if got := accountLimit(tc.perNamespace, tc.perAccount); got != tc.want {
 			t.Errorf("per namespace %d, per account %d: an account gets %d, want %d", tc.perNamespace, tc.perAccount, got, tc.want)
 		}
 	}

@@ -274,7 +274,9 @@ func (s *Store) dummyHash() []byte {
 	return s.dummy
 }
 
-// LogIn returns the account whose email and password these are.
+// LogIn returns the account whose email and password these are. With
+// ErrWrongCredentials, it returns the email's account if there is one: its
+// audit trail records the failure.
 func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, error) {
 	hash := s.dummyHash()
 	var secret *corev1.Secret
@@ -297,8 +299,13 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 	}); err != nil {
 		return nil, err
 	}
-	if wrong || secret == nil {
+	switch {
+	case secret == nil:
 		return nil, ErrWrongCredentials
+	case wrong:
+		// The account, for its audit trail (a failed log-in is its
+		// owner's to see), never to log in with.
+		return fromSecret(secret), ErrWrongCredentials
 	}
 	return fromSecret(secret), nil
 }

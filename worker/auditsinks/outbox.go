@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 
@@ -197,36 +198,46 @@ func event(namespace string, batch []audit.Record) cloudevents.Event {
 }
 
 // prune removes what is no longer needed: past the newest Recent
-// records, those delivered (all, without a sink); and, past the outbox's
-// bound, the oldest undelivered, with a drop record saying which.
+// records (or half the namespace's audit budget), those delivered (all,
+// without a sink); and, past the outbox's bound or nine tenths of the
+// budget, the oldest undelivered, with a drop record saying which.
 func (o *outbox) prune(ctx context.Context, segments []auditstore.Segment, hasSink bool) {
-	undelivered := 0
+	budget := int64(math.MaxInt64)
+	if o.r.Budget != nil {
+		if b := o.r.Budget.Limit(ctx, o.namespace, true); b > 0 {
+			budget = b
+		}
+	}
+	undelivered, stored := 0, int64(0)
 	for _, s := range segments {
+		stored += s.Bytes
 		if hasSink {
 			undelivered += s.Pending()
 		}
 	}
-	kept := 0
+	kept, keptBytes := 0, int64(0)
 	for i := len(segments) - 1; i >= 0; i-- {
 		s := segments[i]
 		if hasSink && s.Pending() > 0 {
 			continue
 		}
-		if kept < o.r.Limits.Recent {
-			kept += s.Records
+		if kept < o.r.Limits.Recent && keptBytes+s.Bytes <= budget/2 {
+			kept, keptBytes = kept+s.Records, keptBytes+s.Bytes
 			continue
 		}
-		o.remove(ctx, s)
+		if o.remove(ctx, s) {
+			stored -= s.Bytes
+		}
 	}
-	if undelivered <= o.r.Limits.Outbox {
+	if undelivered <= o.r.Limits.Outbox && stored <= budget-budget/10 {
 		return
 	}
-	// Down to nine tenths of the bound, in one drop record: the drop
+	// Down to nine tenths of the bounds, in one drop record: the drop
 	// record takes room too, and must not make the next step drop again.
 	var dropped []audit.Record
 	defer func() { o.recordDrop(ctx, dropped, "the outbox was full") }()
 	for _, s := range segments {
-		if undelivered <= o.r.Limits.Outbox-o.r.Limits.Outbox/10 {
+		if undelivered <= o.r.Limits.Outbox-o.r.Limits.Outbox/10 && stored <= budget-budget/5 {
 			return
 		}
 		if s.Pending() <= 0 {
@@ -242,6 +253,7 @@ func (o *outbox) prune(ctx context.Context, segments []auditstore.Segment, hasSi
 		}
 		dropped = append(dropped, records[min(s.Delivered, len(records)):]...)
 		undelivered -= s.Pending()
+		stored -= s.Bytes
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/tasks"
 )
 
@@ -26,7 +27,9 @@ type Limits struct {
 	// have stored; past it, the oldest are dropped, and a record says so.
 	Outbox int
 	// Recent is how many records are kept once delivered (or, without a
-	// sink, at all): what the web UI's Activity page shows.
+	// sink, at all): what the web UI's Activity page shows. They take at
+	// most half the namespace's audit budget; undelivered ones at most
+	// nine tenths.
 	Recent int
 }
 
@@ -51,7 +54,10 @@ func (l Limits) WithDefaults() Limits {
 // Runner runs the outboxes of the namespaces this replica holds.
 type Runner struct {
 	tasks.Env
-	Store  *auditstore.Store
+	Store *auditstore.Store
+	// Budget says each namespace's audit budget: what is stored of it is
+	// kept within.
+	Budget *storedbytes.Budget
 	Limits Limits
 
 	once   sync.Once

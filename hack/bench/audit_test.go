@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+)
+
+// auditRounds is how many rounds of each the audit bench alternates.
+const auditRounds = 10
+
+// TestBenchmarkAudit: what the audit trail costs the gateway. Two gateway
+// processes serve the same connection, one keeping the trail (records
+// logged, stored every second, delivered by a worker to an AuditSink, a
+// CloudEvents receiver on loopback), one with --audit=false; small
+// writes at concurrency 16 alternate between them, and each one's CPU
+// per write is its process's. Then a worker starts and delivers the
+// stored records: the sink's rate is records per second from its first
+// batch to its last.
+func TestBenchmarkAudit(t *testing.T) {
+	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
+	if binary == "" {
+		t.Fatal("run it with make bench, which builds the binary it measures")
+	}
+	// The trail's records go where the worker reads them.
+	r := startRig(t, binary, "audit", map[string]string{"box": ""}, io.Discard, "--namespace="+benchWorkerNS, "--log-level=warn")
+	off, offAddr, _ := r.startGateway(t, binary, io.Discard, "--audit=false", "--log-level=warn")
+	sink := testsink.Start(t)
+	r.create(t, &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: v1alpha1.AuditSinkName},
+		Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: sink.URL}, MaxBatch: 1000}})
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	on := r.client(httpClient, "box", r.token)
+	offClient := &gatewayClient{url: "http://" + offAddr + "/box/", token: r.token, http: httpClient}
+	waitServed(t, on, offClient)
+
+	onLoad := newLoad(t, on.url+"write", r.token, "", newNames, jsonBody)
+	offLoad := newLoad(t, offClient.url+"write", r.token, "", newNames, jsonBody)
+	var withTrail, without result
+	var onCPU, offCPU cpuUse
+	gateway := func(pid int) func() time.Duration { return func() time.Duration { return mustCPU(t, pid) } }
+	for range auditRounds {
+		phaseNumber.Add(1)
+		withTrail.add(onCPU.measure(gateway(r.gateway.Process.Pid), r.sshd, func() result { res, _ := onLoad.run(t, 16); return res }))
+		phaseNumber.Add(1)
+		without.add(offCPU.measure(gateway(off.Process.Pid), r.sshd, func() result { res, _ := offLoad.run(t, 16); return res }))
+	}
+
+	// The worker starts once the writes are stored: the sink's rate is
+	// what it drains from the outbox.
+	r.startWorker(t, binary, "audit-0", "--log-level=warn")
+	written := withTrail.ops
+	received := func() (n int, first, last time.Time) {
+		for _, req := range sink.Taken() {
+			if first.IsZero() {
+				first = req.At
+			}
+			last = req.At
+		}
+		for _, rec := range sink.AuditRecords(t) {
+			if rec.Action == "gateway.write" {
+				n++
+			}
+		}
+		return n, first, last
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for n, _, _ := received(); n < written; n, _, _ = received() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink got %d records of %d writes", n, written)
+		}
+		time.Sleep(time.Second)
+	}
+	n, first, last := received()
+	batches := len(sink.Taken())
+
+	fmt.Printf(`
+the audit trail's cost, small writes (1 KiB, JSON) at concurrency 16, %d rounds of %s each way (make bench)
+| measure | trail on | trail off (--audit=false) | ratio | target |
+|---|---|---|---|---|
+| writes/s | %.0f | %.0f | %.2f | >= 0.95 |
+| gateway CPU per write | %.3f ms | %.3f ms | %.2f | |
+| records delivered at the sink | %.0f records/s (%d records in %d batches, %.1f s) | | | |
+`, auditRounds, phase, withTrail.rate(), without.rate(), withTrail.rate()/without.rate(),
+		onCPU.perOp(onCPU.client), offCPU.perOp(offCPU.client), onCPU.perOp(onCPU.client)/offCPU.perOp(offCPU.client),
+		float64(n)/last.Sub(first).Seconds(), n, batches, last.Sub(first).Seconds())
+}
