@@ -36,6 +36,7 @@ func (h *handler) serveUploads(w http.ResponseWriter, r *http.Request) {
 	req := h.newRequest(r)
 	defer h.done(req)
 	if err := h.serveUpload(ww, r, req, slug, id, rec); err != nil {
+		rec.result = answer.CodeOf(err)
 		answer.Err(h.log, ww, r, err)
 	}
 }
@@ -46,6 +47,13 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 	var err error
 	if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
 		return err
+	}
+	rec.namespace, rec.connection, rec.bytes = req.conn.Namespace, req.conn.Name, max(r.ContentLength, 0)
+	if id != "" {
+		rec.object = "upload/" + id
+	}
+	if p := uploadrecord.RequestedPath(r); p != "" {
+		rec.paths = []string{p}
 	}
 	if err := h.admit(req.conn, req.who); err != nil {
 		return err

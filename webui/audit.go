@@ -2,16 +2,15 @@ package webui
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"path"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -188,10 +187,7 @@ func (u *ui) auditedUploads(h pageFunc) pageFunc {
 }
 
 func uploadPath(r *http.Request, rec *audit.Record) {
-	for pair := range strings.SplitSeq(r.Header.Get("Upload-Metadata"), ",") {
-		key, value, _ := strings.Cut(strings.TrimSpace(pair), " ")
-		if p, err := base64.StdEncoding.DecodeString(value); key == "path" && err == nil {
-			rec.Paths = []string{string(p)}
-		}
+	if p := uploadrecord.RequestedPath(r); p != "" {
+		rec.Paths = []string{p}
 	}
 }

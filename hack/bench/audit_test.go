@@ -5,13 +5,18 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/internal/audit"
 )
 
 // auditRounds is how many rounds of each the audit bench alternates.
@@ -32,6 +37,9 @@ func TestBenchmarkAudit(t *testing.T) {
 	}
 	// The trail's records go where the worker reads them.
 	r := startRig(t, binary, "audit", map[string]string{"box": ""}, io.Discard, "--namespace="+benchWorkerNS, "--log-level=warn")
+	if err := r.k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchWorkerNS}}); err != nil {
+		t.Fatal(err)
+	}
 	off, offAddr, _ := r.startGateway(t, binary, io.Discard, "--audit=false", "--log-level=warn")
 	sink := testsink.Start(t)
 	r.create(t, &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: v1alpha1.AuditSinkName},
@@ -41,6 +49,13 @@ func TestBenchmarkAudit(t *testing.T) {
 	offClient := &gatewayClient{url: "http://" + offAddr + "/box/", token: r.token, http: httpClient}
 	waitServed(t, on, offClient)
 
+	// The loads write into small/, as the main bench's do.
+	if err := os.MkdirAll(filepath.Join(r.sshd.Dir, "small"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(r.sshd.Dir, "small"), r.sshd.UID, r.sshd.GID); err != nil {
+		t.Fatal(err)
+	}
 	onLoad := newLoad(t, on.url+"write", r.token, "", newNames, jsonBody)
 	offLoad := newLoad(t, offClient.url+"write", r.token, "", newNames, jsonBody)
 	var withTrail, without result
@@ -57,7 +72,9 @@ func TestBenchmarkAudit(t *testing.T) {
 	// what it drains from the outbox.
 	r.startWorker(t, binary, "audit-0", "--log-level=warn")
 	written := withTrail.ops
-	received := func() (n int, first, last time.Time) {
+	// Records dropped past the bounds count as received: their drop
+	// records say so.
+	received := func() (n, dropped int, first, last time.Time) {
 		for _, req := range sink.Taken() {
 			if first.IsZero() {
 				first = req.At
@@ -65,20 +82,25 @@ func TestBenchmarkAudit(t *testing.T) {
 			last = req.At
 		}
 		for _, rec := range sink.AuditRecords(t) {
-			if rec.Action == "gateway.write" {
+			switch rec.Action {
+			case "gateway.write":
 				n++
+			case audit.ActionDropped:
+				dropped += int(rec.Count)
 			}
 		}
-		return n, first, last
+		return n, dropped, first, last
 	}
 	deadline := time.Now().Add(5 * time.Minute)
-	for n, _, _ := received(); n < written; n, _, _ = received() {
+	for n, dropped, _, _ := received(); n+dropped < written; n, dropped, _, _ = received() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sink got %d records of %d writes", n, written)
+			var st v1alpha1.AuditSink
+			_ = r.k8s.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: v1alpha1.AuditSinkName}, &st)
+			t.Fatalf("the sink got %d records of %d writes; the AuditSink's status: %+v", n, written, st.Status)
 		}
 		time.Sleep(time.Second)
 	}
-	n, first, last := received()
+	n, dropped, first, last := received()
 	batches := len(sink.Taken())
 
 	fmt.Printf(`
@@ -88,7 +110,8 @@ the audit trail's cost, small writes (1 KiB, JSON) at concurrency 16, %d rounds 
 | writes/s | %.0f | %.0f | %.2f | >= 0.95 |
 | gateway CPU per write | %.3f ms | %.3f ms | %.2f | |
 | records delivered at the sink | %.0f records/s (%d records in %d batches, %.1f s) | | | |
+| records dropped past the bounds (and said so) | %d | | | 0 |
 `, auditRounds, phase, withTrail.rate(), without.rate(), withTrail.rate()/without.rate(),
 		onCPU.perOp(onCPU.client), offCPU.perOp(offCPU.client), onCPU.perOp(onCPU.client)/offCPU.perOp(offCPU.client),
-		float64(n)/last.Sub(first).Seconds(), n, batches, last.Sub(first).Seconds())
+		float64(n)/last.Sub(first).Seconds(), n, batches, last.Sub(first).Seconds(), dropped)
 }

@@ -82,14 +82,18 @@ type Record struct {
 	Seq        uint64    `json:"seq"`
 	SHA256     string    `json:"sha256,omitempty"`
 	Time       time.Time `json:"time"`
+
+	// line is the record's JSON, as Link made it: logged and stored as
+	// it is, not encoded again.
+	line []byte
 }
 
 // Span names records of one replica's chain (of the namespace of the
 // record that names it), Seq From to To: those a drop record says were
 // dropped.
 type Span struct {
-	Replica string `json:"replica"`
 	From    uint64 `json:"from"`
+	Replica string `json:"replica"`
 	To      uint64 `json:"to"`
 }
 
@@ -104,13 +108,7 @@ func (r Record) Sum() string {
 
 // encode is r as JSON, its keys sorted (the members' order), no HTML
 // escaping.
-func (r Record) encode() []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(r) // a Record always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
+func (r Record) encode() []byte { return r.appendJSON(make([]byte, 0, 512)) }
 
 // ReplicaName names a process's chains: the component, the host (a pod's
 // name) and the moment it started, so that a restart starts new chains.
@@ -158,10 +156,28 @@ func (c *Chains) Link(r Record) Record {
 	}
 	r.Time = r.Time.UTC()
 	ch.seq++
-	r.Replica, r.Seq, r.Prev = c.Replica, ch.seq, ch.last
-	r.Hash = r.Sum()
+	r.Replica, r.Seq, r.Prev, r.Hash = c.Replica, ch.seq, ch.last, ""
+	r.line = withHash(r.encode(), &r)
 	ch.last = r.Hash
 	return r
+}
+
+// withHash sets r's Hash, the hash of line (r without a hash, encoded),
+// and returns r's line with it: the hash's member goes where its key
+// sorts, before lost or namespace, so the line need not be encoded again.
+func withHash(line []byte, r *Record) []byte {
+	sum := sha256.Sum256(line)
+	r.Hash = hex.EncodeToString(sum[:])
+	at := bytes.Index(line, []byte(`,"lost":`))
+	if at < 0 {
+		at = bytes.Index(line, []byte(`,"namespace":`))
+	}
+	out := make([]byte, 0, len(line)+len(`,"hash":""`)+len(r.Hash))
+	out = append(out, line[:at]...)
+	out = append(out, `,"hash":"`...)
+	out = append(out, r.Hash...)
+	out = append(out, '"')
+	return append(out, line[at:]...)
 }
 
 // Close returns the closing record of every chain, linked.
@@ -181,7 +197,19 @@ func (c *Chains) Close() []Record {
 
 // String is the record as a line of JSON Lines, in the form its hash
 // covers.
-func (r Record) String() string { return string(r.encode()) }
+func (r Record) String() string { return string(r.Line()) }
+
+// Line is the record as a line of JSON Lines, without the newline: as
+// Link made it, or encoded now.
+func (r Record) Line() []byte {
+	if r.line != nil {
+		return r.line
+	}
+	return r.encode()
+}
+
+// MarshalJSON is Line: a batch of records encodes without reflection.
+func (r Record) MarshalJSON() ([]byte, error) { return r.Line(), nil }
 
 // Trail links records in its chains and writes each to a log, a line of
 // its own ("msg":"audit"): the operator's view of every tenant's records;
@@ -238,7 +266,7 @@ func (t *Trail) log(ctx context.Context, r Record) {
 		return
 	}
 	line := slog.NewRecord(r.Time, slog.LevelInfo, "audit", 0)
-	line.AddAttrs(slog.Any("record", r))
+	line.AddAttrs(slog.Any("record", json.RawMessage(r.Line())))
 	_ = t.Log.Handler().Handle(ctx, line)
 }
 

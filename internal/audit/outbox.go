@@ -22,11 +22,12 @@ type Bounds struct {
 	PerNamespace, Total int
 }
 
-// Defaults of the bounds: a record is about 400 bytes, so a replica holds
-// at most about 8 MB of them.
+// Defaults of the bounds: above what one gateway replica serves of small
+// writes a second; a record held takes about 800 bytes (its members and
+// its line), so a replica holds at most about 32 MB of them.
 const (
-	DefaultPerNamespace = 5000
-	DefaultTotal        = 20000
+	DefaultPerNamespace = 10000
+	DefaultTotal        = 40000
 )
 
 // StoreEvery is how often a trail stores what it holds: what a replica's

@@ -48,7 +48,7 @@ func TestOutboxBounds(t *testing.T) {
 	if got := seqs(k.kept["a"]); !slices.Equal(got, []uint64{3, 4, 5, 6, 7, 8}) {
 		t.Errorf("a kept %v", got)
 	}
-	if drop := k.kept["a"][5]; drop.Action != ActionDropped || drop.Count != 2 || !slices.Equal(drop.Lost, []Span{{"r", 1, 2}}) {
+	if drop := k.kept["a"][5]; drop.Action != ActionDropped || drop.Count != 2 || !slices.Equal(drop.Lost, []Span{{Replica: "r", From: 1, To: 2}}) {
 		t.Errorf("drop record %s", drop)
 	}
 	if got := seqs(k.kept["b"]); len(got) != 3 {

@@ -134,9 +134,12 @@ func segmentName(replica, namespace string, first uint64) string {
 
 func encode(records []audit.Record) ([]byte, error) {
 	var b bytes.Buffer
-	z := gzip.NewWriter(&b)
+	z, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed) // a valid level
 	for _, r := range records {
-		if _, err := fmt.Fprintln(z, r); err != nil {
+		if _, err := z.Write(r.Line()); err != nil {
+			return nil, err
+		}
+		if _, err := z.Write([]byte{'\n'}); err != nil {
 			return nil, err
 		}
 	}
