@@ -135,6 +135,7 @@ func Defaults() Options {
 		Uploads: uploads.Limits{Expiry: uploads.DefaultExpiry, MaxPerNamespace: uploads.DefaultMaxPerNamespace,
 			WritesPerNamespace: uploads.DefaultWritesPerNamespace, WritesBurst: uploads.DefaultWritesBurst},
 		StateBudget: storedbytes.Limits{}.WithDefaults(),
+		Audit:       audit.Bounds{}.WithDefaults(),
 	}
 }
 
@@ -182,6 +183,7 @@ func (o Options) withDefaults() Options {
 	}
 	orInt(&o.Uploads.WritesBurst, d.Uploads.WritesBurst)
 	o.StateBudget = o.StateBudget.WithDefaults()
+	o.Audit = o.Audit.WithDefaults()
 	l, dl := &o.Limits, d.Limits
 	orInt64(&l.MaxBodyBytes, dl.MaxBodyBytes)
 	orInt64(&l.MaxUploadBytes, dl.MaxUploadBytes)

@@ -353,7 +353,7 @@ func TestFlow(t *testing.T) {
 	must(t, k8s.List(context.Background(), &watches))
 	var watch *v1alpha1.SftpWatch
 	for i := range watches.Items {
-		if w := &watches.Items[i]; w.Spec.ConnectionRef.Name == "reports" && w.Spec.Sink.URI == sink.URL+"/hooks" {
+		if w := &watches.Items[i]; w.Spec.ConnectionRef.Name == "reports" && w.Spec.Sink != nil && w.Spec.Sink.URI == sink.URL+"/hooks" {
 			watch = w
 		}
 	}

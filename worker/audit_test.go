@@ -3,6 +3,8 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"slices"
 	"strings"
@@ -67,14 +69,16 @@ func (t teeHandler) WithGroup(g string) slog.Handler {
 // TestAuditOfWorkerActions: what the worker does to a tenant's files, a
 // transfer's copy (Move: the source removed) and a watch's move after
 // delivery, is an audit record of the namespace's chain, whole, naming
-// the Transfer or watch that acted.
+// the Transfer or watch that acted, and the SHA-256 a verification computed.
 func TestAuditOfWorkerActions(t *testing.T) {
 	t.Parallel()
 	src, dst := inProcessServer(testsftp.Start(t)), inProcessServer(testsftp.Start(t))
 	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
 	startWorker(t)
 	src.file(t, "out/report.csv", []byte("figures"))
-	tr := transfer(t, ns, "moved", "/out/report.csv", func(s *v1alpha1.TransferSpec) { s.Mode = v1alpha1.TransferMove })
+	tr := transfer(t, ns, "moved", "/out/report.csv", func(s *v1alpha1.TransferSpec) {
+		s.Mode, s.Verify = v1alpha1.TransferMove, v1alpha1.VerifySHA256
+	})
 	if got := finished(t, tr); readyReason(got) != "True/Succeeded" {
 		t.Fatalf("%s %+v", readyReason(got), got.Status)
 	}
@@ -97,6 +101,10 @@ func TestAuditOfWorkerActions(t *testing.T) {
 	actions := make([]string, 0, len(records))
 	for _, r := range records {
 		actions = append(actions, r.Action+" "+r.Actor.Kind+"/"+r.Actor.Name+" "+strings.Join(r.Paths, " ")+" "+r.Result)
+	}
+	figures := sha256.Sum256([]byte("figures"))
+	if !slices.ContainsFunc(records, func(r audit.Record) bool { return r.Action == "transfer.move" && r.SHA256 == hex.EncodeToString(figures[:]) }) {
+		t.Errorf("no record of the move with the SHA-256 its verification computed: %v", records)
 	}
 	for _, want := range []string{"transfer.move Transfer/moved src:/out/report.csv dst:/out/report.csv ok",
 		"watch.move SftpWatch/inbox /inbox/late.csv /done/late.csv ok"} {

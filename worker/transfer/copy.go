@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -92,6 +93,9 @@ type Result struct {
 	Size, ModTime int64
 	// From is where the copy resumed; Sent what this try wrote.
 	From, Sent int64
+	// SHA256 is the hex SHA-256 of the file's content, when verification
+	// computed it (spec.verify SHA256, on a copy to a server).
+	SHA256 string
 }
 
 // Error is a file's failed try, with the reason reported for it.
@@ -214,7 +218,7 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		modTime := time.Unix(r.ModTime, 0)
 		timedErr = dst.Chtimes(tmp, modTime, modTime)
 	})
-	err = j.verify(src, dst, tmp, size, srcSum)
+	sum, err := j.verify(src, dst, tmp, size, srcSum)
 	timed.Wait()
 	if err != nil {
 		_ = dst.Remove(tmp)
@@ -244,6 +248,9 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		return r, fail(err, "renaming the copy into place")
 	}
 	r.State = Done
+	if sum != nil {
+		r.SHA256 = hex.EncodeToString(sum)
+	}
 	if j.Move {
 		return r, removeSource(src, j.Src)
 	}
@@ -652,30 +659,30 @@ func (c *counter) Write(p []byte) (int, error) {
 // verify checks tmp against the source: its size, or both digests
 // (srcSum when the copy computed it). A transformed copy is checked
 // against what was written: size is its size, srcSum its digest.
-func (j *Job) verify(src, dst files.FS, tmp string, size int64, srcSum []byte) error {
+func (j *Job) verify(src, dst files.FS, tmp string, size int64, srcSum []byte) ([]byte, error) {
 	fi, err := dst.Stat(tmp)
 	if err != nil {
-		return fail(err, "reading the copy")
+		return nil, fail(err, "reading the copy")
 	}
 	if fi.Size() != size {
-		return &Error{Reason: v1alpha1.ReasonVerificationFailed, Err: fmt.Errorf("the copy of %s holds %d bytes, not %d", j.Src, fi.Size(), size)}
+		return nil, &Error{Reason: v1alpha1.ReasonVerificationFailed, Err: fmt.Errorf("the copy of %s holds %d bytes, not %d", j.Src, fi.Size(), size)}
 	}
 	if j.Verify != v1alpha1.VerifySHA256 {
-		return nil
+		return nil, nil
 	}
 	if srcSum == nil {
 		if srcSum, err = digest(src, j.Src); err != nil {
-			return fail(err, "reading the source file")
+			return nil, fail(err, "reading the source file")
 		}
 	}
 	dstSum, err := digest(dst, tmp)
 	if err != nil {
-		return fail(err, "reading the copy")
+		return nil, fail(err, "reading the copy")
 	}
 	if !bytes.Equal(srcSum, dstSum) {
-		return &Error{Reason: v1alpha1.ReasonVerificationFailed, Err: fmt.Errorf("the copy of %s differs from it (SHA-256)", j.Src)}
+		return nil, &Error{Reason: v1alpha1.ReasonVerificationFailed, Err: fmt.Errorf("the copy of %s differs from it (SHA-256)", j.Src)}
 	}
-	return nil
+	return dstSum, nil
 }
 
 // digest is the SHA-256 of name's content.

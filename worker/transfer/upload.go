@@ -130,7 +130,8 @@ func (j *Job) verifyUploaded(src, dst files.FS, u files.Upload, size int64, srcS
 	if u.Verified() && (j.Verify != v1alpha1.VerifySHA256 || !resumed) {
 		return nil
 	}
-	return j.verify(src, dst, j.Dst, size, srcSum)
+	_, err := j.verify(src, dst, j.Dst, size, srcSum)
+	return err
 }
 
 func noClose() error { return nil }

@@ -418,7 +418,7 @@ func (t *run) audit(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends.E
 	}
 	t.r.Audit.Record(ctx, audit.Record{Action: action, Actor: audit.Actor{Kind: audit.ActorTransfer, Name: tr.Name}, Namespace: tr.Namespace,
 		Connection: dst.Ref.String(), Paths: []string{src.Ref.String() + ":" + from, dst.Ref.String() + ":" + strings.TrimPrefix(to, strings.TrimSuffix(dst.Root, "/"))},
-		Bytes: res.Sent, Result: result})
+		Bytes: res.Sent, SHA256: res.SHA256, Result: result})
 }
 
 // facts are what the run knows now, for the status.
