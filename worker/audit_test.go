@@ -103,7 +103,9 @@ func TestAuditOfWorkerActions(t *testing.T) {
 		actions = append(actions, r.Action+" "+r.Actor.Kind+"/"+r.Actor.Name+" "+strings.Join(r.Paths, " ")+" "+r.Result)
 	}
 	figures := sha256.Sum256([]byte("figures"))
-	if !slices.ContainsFunc(records, func(r audit.Record) bool { return r.Action == "transfer.move" && r.SHA256 == hex.EncodeToString(figures[:]) }) {
+	if !slices.ContainsFunc(records, func(r audit.Record) bool {
+		return r.Action == "transfer.move" && r.SHA256 == hex.EncodeToString(figures[:])
+	}) {
 		t.Errorf("no record of the move with the SHA-256 its verification computed: %v", records)
 	}
 	for _, want := range []string{"transfer.move Transfer/moved src:/out/report.csv dst:/out/report.csv ok",
