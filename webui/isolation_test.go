@@ -273,6 +273,16 @@ func TestIsolation(t *testing.T) {
 	ctx := context.Background()
 	// The victim watches its /arrivals; each row that could hold the
 	// worker back checks that a file the victim drops is still reported.
+	// Each tenant's audit records go to an AuditSink made before any row
+	// runs, so that its receiver gets every record from the first: the
+	// attacker's at first at the cluster's Service range, where the
+	// victim's receiver would be (its row checks the refusal).
+	victimAudit, attackerAudit := testsink.Start(t), testsink.Start(t)
+	must(t, k8s.Create(ctx, &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: v1alpha1.AuditSinkName},
+		Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: victimAudit.URL}}}))
+	attackersAuditSink := &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: v1alpha1.AuditSinkName},
+		Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://10.96.0.10/"}}}
+	must(t, k8s.Create(ctx, attackersAuditSink))
 	victimSink := testsink.Start(t)
 	victim.watchedFolder(t, "arrivals")
 	victim.watch(t, "arrivals", "/arrivals", v1alpha1.Destination{URI: victimSink.URL})
@@ -1042,14 +1052,9 @@ func TestIsolation(t *testing.T) {
 				MaxInFlight: maxRequestsPerNamespace})
 		}},
 		{"the audit trail: each namespace's records reach its own sink and Activity page only", func(t *testing.T) {
-			victimAudit, attackerAudit := testsink.Start(t), testsink.Start(t)
-			must(t, k8s.Create(ctx, &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: v1alpha1.AuditSinkName},
-				Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: victimAudit.URL}}}))
-			// The cluster's Service range, where the victim's receiver
-			// would be: refused at the dial, like any private address.
-			theirs := &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: v1alpha1.AuditSinkName},
-				Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://10.96.0.10/"}}}
-			must(t, k8s.Create(ctx, theirs))
+			// The attacker's sink at the cluster's Service range: refused
+			// at the dial, like any private address; then its own.
+			theirs := attackersAuditSink
 			refusedReason(t, theirs, v1alpha1.ReasonSinkNotAllowed)
 			theirs.Spec.Sink.URI = attackerAudit.URL
 			must(t, k8s.Update(ctx, theirs))

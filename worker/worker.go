@@ -331,8 +331,18 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A new sink's namespace is taken at once.
-	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.sinks.Kick() }}); err != nil {
+	// A new sink's namespace is taken at once, a changed one looked at
+	// again at once.
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { w.sinks.Kick() },
+		UpdateFunc: func(old, obj any) {
+			o, okOld := old.(*v1alpha1.AuditSink)
+			n, okNew := obj.(*v1alpha1.AuditSink)
+			if okOld && okNew && o.Generation != n.Generation {
+				w.sinks.Wake(n.Namespace)
+			}
+		},
+	}); err != nil {
 		return err
 	}
 	// Stores records until Close, once every task has stopped.

@@ -132,7 +132,7 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 		}
 		start := seg.Delivered
 		for seg.Delivered < len(records) {
-			if batches == batchesPerStep || !o.r.Shard.Holds("audit-"+o.namespace) {
+			if batches == batchesPerStep || !o.r.Shard.Holds(itemOf(o.namespace)) {
 				o.mark(ctx, seg, start)
 				return 0
 			}
@@ -143,7 +143,7 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 				f.sinkDenied = "the sink's address is one the worker may not reach: " + res.Err.Error()
 				o.lastErr = f.sinkDenied
 				o.mark(ctx, seg, start)
-				return time.Minute
+				return idle
 			}
 			if res.Err != nil {
 				o.lastErr = res.Err.Error()

@@ -88,6 +88,16 @@ func (r *Runner) Kick() {
 	r.kind.Kick()
 }
 
+// Wake has namespace's outbox, if this replica runs it, step now: for a
+// sink whose spec changed.
+func (r *Runner) Wake(namespace string) {
+	r.init()
+	r.kind.Wake(itemOf(namespace))
+}
+
+// itemOf is namespace's item: its bucket, and its task's key.
+func itemOf(namespace string) string { return "audit-" + namespace }
+
 // list is the namespaces with stored records or a sink.
 func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	segments, err := r.Store.List(ctx, "")
@@ -103,7 +113,7 @@ func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	add := func(ns string) {
 		if !seen[ns] {
 			seen[ns] = true
-			items = append(items, tasks.Item{UID: "audit-" + ns, Namespace: ns, Name: v1alpha1.AuditSinkName})
+			items = append(items, tasks.Item{UID: itemOf(ns), Namespace: ns, Name: v1alpha1.AuditSinkName})
 		}
 	}
 	for _, s := range sinks.Items {
