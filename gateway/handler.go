@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -185,6 +186,9 @@ type request struct {
 	pace   pacing.Stream
 	// ran says the request got as far as running its command.
 	ran bool
+	// named holds the paths its command reported (Env.Named), for its
+	// audit record: set from the pool's goroutine.
+	named atomic.Pointer[[]string]
 }
 
 // form is how a request sends or wants a file's bytes.
@@ -224,7 +228,8 @@ func (req *request) large() bool {
 // env is what the request's command runs with, on a session of p.
 func (req *request) env(p *pool.Pool) *commands.Env {
 	root := req.conn.Status.RootPath
-	return &commands.Env{Memory: &req.memory, Pace: &req.pace, Root: root, Scope: commands.Scope(root, req.who.paths), Leftovers: p}
+	return &commands.Env{Memory: &req.memory, Pace: &req.pace, Root: root, Scope: commands.Scope(root, req.who.paths), Leftovers: p,
+		Named: func(paths []string) { req.named.Store(&paths) }}
 }
 
 // serve runs one command in named steps; each returns the error that
@@ -242,8 +247,17 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 		return err
 	}
 	defer h.leave(req.who)
+	// The paths the command reports once it decoded the request, else
+	// (it did not get that far, or it is a raw upload) read here.
+	defer func() {
+		if named := req.named.Load(); named != nil {
+			rec.paths = *named
+		} else {
+			rec.paths = namedPaths(r, req.body)
+		}
+	}()
 	err = h.decode(w, r, req)
-	rec.paths, rec.bytes = namedPaths(r, req.body), max(r.ContentLength, 0)
+	rec.bytes = max(r.ContentLength, 0)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -73,6 +74,9 @@ func stoppable[Req any](run func(context.Context, *FS, *Req) (any, error)) runFu
 		var req Req
 		if err := decode(body, &req); err != nil {
 			return nil, err
+		}
+		if fs.Named != nil {
+			fs.Named(namedIn(&req))
 		}
 		return run(ctx, fs, &req)
 	}
@@ -226,4 +230,33 @@ type pathRequest struct {
 // PathResult is the result of commands that act on one path.
 type PathResult struct {
 	Path string `json:"path"`
+}
+
+// namedFields caches, per request type, the indexes of its string fields
+// named path, from and to in JSON, in that order.
+var namedFields sync.Map
+
+// namedIn is the paths req (a pointer to a request struct) names.
+func namedIn(req any) []string {
+	v := reflect.ValueOf(req).Elem()
+	fields, ok := namedFields.Load(v.Type())
+	if !ok {
+		var found []int
+		for _, name := range []string{"path", "from", "to"} {
+			for i := range v.NumField() {
+				f := v.Type().Field(i)
+				if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name && f.Type.Kind() == reflect.String {
+					found = append(found, i)
+				}
+			}
+		}
+		fields, _ = namedFields.LoadOrStore(v.Type(), found)
+	}
+	var paths []string
+	for _, i := range fields.([]int) {
+		if p := v.Field(i).String(); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	return paths
 }

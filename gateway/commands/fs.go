@@ -37,6 +37,10 @@ type Env struct {
 	// undoing what an operation cut off by a broken session left half
 	// done.
 	Leftovers Leftovers
+	// Named, when set, is told the paths a JSON request names (its path,
+	// from and to, in that order) once it is decoded: for its audit
+	// record, without decoding the body again.
+	Named func(paths []string)
 }
 
 // FS is the request's file system on session s.
