@@ -92,6 +92,10 @@ func TestAuditOfWorkerActions(t *testing.T) {
 	testkit.Polls(t, k8s, w)(1)
 	src.file(t, "inbox/late.csv", []byte("late"))
 	eventually(t, "the watch files the file it reported", func() bool { return src.has("done/late.csv") })
+	// The record follows the move: it says how the move ended.
+	eventually(t, "the watch's move is recorded", func() bool {
+		return slices.ContainsFunc(workerLog.records(ns), func(r audit.Record) bool { return r.Action == "watch.move" })
+	})
 
 	records := workerLog.records(ns)
 	reports := audit.Verify(records)
