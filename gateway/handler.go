@@ -129,26 +129,7 @@ func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, c
 	}
 	h.audit.Record(ctx, audit.Record{Action: "gateway." + command, Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
 		Client: clientAddress(r), RequestID: middleware.GetReqID(ctx), Object: rec.object, Paths: rec.paths, Bytes: max(rec.bytes, int64(answered)),
-		Result: cmp.Or(rec.result, statusResult(status)), Time: at})
-}
-
-// statusResult is the result of a request answered with status and no
-// error code of ours (a resumable upload's answers): ok, or what the
-// status means.
-func statusResult(status int) string {
-	switch {
-	case status < 400:
-		return audit.ResultOK
-	case status == http.StatusNotFound, status == http.StatusGone:
-		return "not_found"
-	case status == http.StatusConflict:
-		return "offset_mismatch"
-	case status == http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case status < 500:
-		return "invalid_request"
-	}
-	return "failed"
+		Result: cmp.Or(rec.result, audit.ResultOfStatus(status)), Time: at})
 }
 
 // requestLog collects what the request's log line and metrics say beyond

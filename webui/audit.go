@@ -107,25 +107,7 @@ func resultOf(status int, err error) string {
 	case err != nil:
 		return "failed"
 	}
-	switch {
-	case status < 400:
-		return audit.ResultOK
-	case status == http.StatusUnauthorized:
-		return "invalid_credentials"
-	case status == http.StatusForbidden:
-		return "permission_denied"
-	case status == http.StatusNotFound:
-		return "not_found"
-	case status == http.StatusConflict:
-		return "already_exists"
-	case status == http.StatusTooManyRequests:
-		return "rate_limited"
-	case status == http.StatusServiceUnavailable:
-		return "busy"
-	case status < 500:
-		return "invalid_request"
-	}
-	return "failed"
+	return audit.ResultOfStatus(status)
 }
 
 // The records' whats: the connection, object and files a request names.

@@ -35,7 +35,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
-	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -217,8 +216,10 @@ func New(c client.Client, opts Options) (*Server, error) {
 		filesSecret:  derive(secret, "files"),
 		log:          logging.OrDiscard(opts.Log),
 	}
+	// Every namespace the UI records for is an account's: its budgets are
+	// the accounts' (the UI may not read namespaces to tell).
 	records := &auditstore.Store{Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Budget: &storedbytes.Budget{
-		Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}}
+		Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Limits: opts.StateBudget.ForAccounts()}}
 	u.trail = audit.NewTrail("webui", u.log).Keep(records, opts.Audit)
 	u.records = records
 	return &Server{handler: u.routes(), accounts: u.accounts, trail: u.trail}, nil

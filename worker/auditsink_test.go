@@ -2,12 +2,14 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
+	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
 
 // auditOutbox is the tests' workers' bound of a namespace's undelivered
@@ -139,4 +142,42 @@ func TestAuditOutboxBound(t *testing.T) {
 			t.Errorf("the chain at the sink: %+v", rep)
 		}
 	}
+}
+
+// TestAuditBudgetRefuses: a namespace's stored records are refused past
+// its audit budget, before they are written, while the rest of what is
+// stored for it (its budget apart) is still admitted.
+func TestAuditBudgetRefuses(t *testing.T) {
+	t.Parallel()
+	ns := testkit.Namespace(t, k8s, "audit-budget-")
+	budget := &storedbytes.Budget{Client: k8s, Namespace: workerNamespace(t),
+		Limits: storedbytes.Limits{PerNamespace: 1 << 20, AuditPerNamespace: 8 << 10}}
+	store := &auditstore.Store{Client: k8s, Namespace: workerNamespace(t), Budget: budget}
+	chains := &audit.Chains{Replica: "gateway/budget/" + ns}
+	var err error
+	kept := 0
+	for ; kept < 100 && err == nil; kept++ {
+		err = store.Keep(context.Background(), ns, []audit.Record{chains.Link(audit.Record{Action: "gateway.read", Namespace: ns,
+			Actor: audit.Actor{Kind: audit.ActorKey, Name: "k"}, Paths: []string{"/in/a.csv"}, Result: audit.ResultOK})})
+	}
+	var exceeded *storedbytes.ExceededError
+	if !errors.As(err, &exceeded) || kept < 2 {
+		t.Fatalf("after %d segments: %v, want the audit budget's refusal", kept, err)
+	}
+	segments, err := store.List(context.Background(), ns)
+	must(t, err)
+	var stored int64
+	for _, s := range segments {
+		stored += s.Bytes
+	}
+	if stored > 8<<10 || len(segments) != kept-1 {
+		t.Errorf("%d segments of %d bytes stored, past the budget of 8Ki", len(segments), stored)
+	}
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: workerNamespace(t), Name: "sftpwatch-" + ns}}
+	storedbytes.Mark(state, ns, 0)
+	done, err := budget.Admit(context.Background(), ns, []*corev1.ConfigMap{state}, nil)
+	if err != nil {
+		t.Fatalf("the namespace's other state is refused: %v", err)
+	}
+	done()
 }

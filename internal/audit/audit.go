@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -298,6 +299,33 @@ func (t *Trail) Close(ctx context.Context) {
 	if t.out != nil {
 		t.store(ctx)
 	}
+}
+
+// ResultOfStatus is the result of a request answered with an HTTP
+// status and no error code of sftpgate's own (a resumable upload's
+// answers, a web UI page): ok, or what the status means.
+func ResultOfStatus(status int) string {
+	switch {
+	case status < 400:
+		return ResultOK
+	case status == http.StatusUnauthorized:
+		return "invalid_credentials"
+	case status == http.StatusForbidden:
+		return "permission_denied"
+	case status == http.StatusNotFound, status == http.StatusGone:
+		return "not_found"
+	case status == http.StatusConflict:
+		return "conflict"
+	case status == http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limited"
+	case status == http.StatusServiceUnavailable:
+		return "busy"
+	case status < 500:
+		return "invalid_request"
+	}
+	return "failed"
 }
 
 // ResultOf is an error's result in a record: ok, or what it means.

@@ -381,6 +381,15 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// ForAccounts is l for a component whose every tenant is a web UI
+// account (the web UI): each per-namespace budget is the account's, so
+// its Budget need not ask which namespaces are accounts.
+func (l Limits) ForAccounts() Limits {
+	l.PerNamespace = accountLimit(l.PerNamespace, l.PerAccount)
+	l.AuditPerNamespace = accountLimit(l.AuditPerNamespace, l.AuditPerAccount)
+	return l
+}
+
 // RegisterFlags adds the budget's flags, which the gateway and the worker
 // both take (set them alike): each a quantity such as 64Mi, 0 for no
 // limit. l holds the defaults.

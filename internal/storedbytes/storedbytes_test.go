@@ -44,7 +44,8 @@ func TestAccountsNeverGetMore(t *testing.T) {
 	for _, tc := range []struct{ perNamespace, perAccount, want int64 }{
 		{64, 16, 16}, {8, 16, 8}, {0, 16, 16}, {8, 0, 8}, {0, 0, 0},
 	} {
-		if got := accountLimit(tc.perNamespace, tc.perAccount); got != tc.want {
+		l := Limits{PerNamespace: tc.perNamespace, PerAccount: tc.perAccount, AuditPerNamespace: tc.perNamespace, AuditPerAccount: tc.perAccount}.ForAccounts()
+		if got := accountLimit(tc.perNamespace, tc.perAccount); got != tc.want || l.PerNamespace != tc.want || l.AuditPerNamespace != tc.want {
 			t.Errorf("per namespace %d, per account %d: an account gets %d, want %d", tc.perNamespace, tc.perAccount, got, tc.want)
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,13 +80,26 @@ func (o *outbox) Step(ctx context.Context) (time.Duration, bool) {
 		return idle, false
 	}
 	var f facts
-	wait := o.deliver(ctx, sink, segments, &f)
+	wait := busy
+	if slices.ContainsFunc(segments, func(s auditstore.Segment) bool { return s.Pending() > 0 }) || !settled(sink) {
+		wait = o.deliver(ctx, sink, segments, &f)
+	} else {
+		// Nothing to send to a sink found good for this spec: its
+		// address and Secret are not read again every second.
+		f.sinkURI = sink.Status.SinkURI
+	}
 	o.prune(ctx, segments, true)
 	for _, s := range segments {
 		f.pending += int64(s.Pending())
 	}
 	o.report(ctx, sink, f)
 	return wait, false
+}
+
+// settled says s's status is Ready for its current spec.
+func settled(s *v1alpha1.AuditSink) bool {
+	ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == s.Generation
 }
 
 // Stop has nothing to store: what was delivered is marked on the
