@@ -20,11 +20,34 @@ func accountFrom(ctx context.Context) *accounts.Account {
 	return a
 }
 
-// currentAccount is the account of the request's session, if any.
-func (u *ui) currentAccount(r *http.Request) (*accounts.Account, error) {
+// currentAccount is the account of the request's session, if any. A
+// session an OpenID provider signed in is checked with it again once
+// older than --oidc-recheck (the cookie renewed): refused, it ends;
+// with the provider away, the request fails (errProviderAway) and the
+// session stays for when it is back.
+func (u *ui) currentAccount(w http.ResponseWriter, r *http.Request) (*accounts.Account, error) {
 	var s session
 	if !u.cookies.get(r, sessionCookie, &s) {
 		return nil, nil
+	}
+	if s.SSO {
+		if u.oidc == nil {
+			return nil, nil // sign-in with the provider was turned off
+		}
+		if time.Since(time.Unix(s.Checked, 0)) >= u.oidc.opts.Recheck {
+			fresh, err := u.oidc.recheck(r.Context(), r, s)
+			switch {
+			case errors.Is(err, errSignedOut):
+				u.cookies.clear(w, r, sessionCookie)
+				return nil, nil
+			case err != nil:
+				return nil, &providerAwayError{err}
+			}
+			if err := u.setSession(w, r, fresh); err != nil {
+				return nil, err
+			}
+			s = fresh
+		}
 	}
 	acct, err := u.accounts.Get(r.Context(), s.Account)
 	switch {
@@ -41,7 +64,7 @@ func (u *ui) currentAccount(r *http.Request) (*accounts.Account, error) {
 // requireAccount sends people who are not logged in to the log-in page.
 func (u *ui) requireAccount(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		acct, err := u.currentAccount(r)
+		acct, err := u.currentAccount(w, r)
 		switch {
 		case err != nil:
 			u.fail(w, r, err)
@@ -63,7 +86,7 @@ func (u *ui) home(w http.ResponseWriter, r *http.Request) error {
 
 // loggedIn sends a logged-in person on to their connections and says so.
 func (u *ui) loggedIn(w http.ResponseWriter, r *http.Request) bool {
-	acct, err := u.currentAccount(r)
+	acct, err := u.currentAccount(w, r)
 	if err != nil || acct == nil {
 		return false
 	}
@@ -121,18 +144,39 @@ func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) error {
 	if u.loggedIn(w, r) {
 		return nil
 	}
+	if !u.passwords {
+		http.Redirect(w, r, "/login/oidc", http.StatusSeeOther)
+		return nil
+	}
 	return u.logInPage("")(w, r, http.StatusOK, "")
 }
 
 // logInPage draws the log-in form, filled with email.
 func (u *ui) logInPage(email string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
 	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-		u.render(w, r, status, "login", page{Title: "Log in", Error: problem, Form: map[string]string{"email": email}, Data: u.signUpOpen})
+		var sso string
+		if u.oidc != nil {
+			sso = u.oidc.opts.Name
+		}
+		u.render(w, r, status, "login", page{Title: "Log in", Error: problem, Form: map[string]string{"email": email},
+			Data: logInChoices{SignUp: u.signUpOpen, SSO: sso}})
 		return nil
 	}
 }
 
+// logInChoices are the log-in page's ways in: SSO names the OpenID
+// provider, when there is one.
+type logInChoices struct {
+	SignUp bool
+	SSO    string
+}
+
 func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
+	if !u.passwords {
+		u.render(w, r, http.StatusForbidden, "message", page{Title: "Passwords are off",
+			Message: "This server signs people in with its identity provider only."})
+		return nil
+	}
 	email := r.PostFormValue("email")
 	if ok, retry, message := u.logInAllowed(r, email); !ok {
 		u.tooMany(w, r, retry, message)
@@ -197,7 +241,7 @@ func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts
 	if !u.cookies.get(r, deviceCookie, &known) || known.Email != acct.Email {
 		known = device{Email: acct.Email, ID: rand.Text()}
 	}
-	if err := errors.Join(u.cookies.set(w, r, sessionCookie, session{Account: acct.ID, Epoch: acct.Session}),
+	if err := errors.Join(u.setSession(w, r, session{Account: acct.ID, Epoch: acct.Session}),
 		u.cookies.set(w, r, deviceCookie, known)); err != nil {
 		return err
 	}
@@ -205,16 +249,61 @@ func (u *ui) startSession(w http.ResponseWriter, r *http.Request, acct *accounts
 	return nil
 }
 
+// startSSOSession logs the browser in with the session an OpenID provider
+// signed in.
+func (u *ui) startSSOSession(w http.ResponseWriter, r *http.Request, s session, next string) error {
+	if err := u.setSession(w, r, s); err != nil {
+		return err
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
+}
+
+// setSession sets the session cookie. A provider's ID token can make it
+// longer than browsers keep: then it goes without, and logging out at the
+// provider names only the client.
+func (u *ui) setSession(w http.ResponseWriter, r *http.Request, s session) error {
+	err := u.cookies.set(w, r, sessionCookie, s)
+	if err != nil && s.IDToken != "" {
+		s.IDToken = ""
+		err = u.cookies.set(w, r, sessionCookie, s)
+	}
+	return err
+}
+
 // logOut ends every session of the account, not only this browser's: a
-// copied cookie stops working too.
+// copied cookie stops working too. A session a provider signed in ends
+// there too, where the provider lets clients end them.
 func (u *ui) logOut(w http.ResponseWriter, r *http.Request) error {
-	if acct, err := u.currentAccount(r); err == nil && acct != nil {
-		if err := u.accounts.EndSessions(r.Context(), acct.ID); err != nil {
+	var s session
+	signedIn := u.cookies.get(r, sessionCookie, &s)
+	if signedIn {
+		acct, err := u.accounts.Get(r.Context(), s.Account)
+		noteAccount(r, acct)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			return err
+		case subtle.ConstantTimeCompare([]byte(acct.Session), []byte(s.Epoch)) == 1:
+			if err := u.accounts.EndSessions(r.Context(), acct.ID); err != nil {
+				return err
+			}
 		}
 	}
 	u.cookies.clear(w, r, sessionCookie)
+	if signedIn && s.SSO && u.oidc != nil {
+		if end := u.oidc.endSessionURL(r.Context(), r, s); end != "" {
+			http.Redirect(w, r, end, http.StatusSeeOther)
+			return nil
+		}
+	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}
+
+// loggedOut is where a log-out ends, here or at the provider.
+func (u *ui) loggedOut(w http.ResponseWriter, r *http.Request) error {
+	u.render(w, r, http.StatusOK, "message", page{Title: "Logged out", Message: "You have logged out."})
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 //     the words of what to fix;
 //   - another person's mistake (*personError): a page with its words;
 //   - errNotFound: the 404 page;
+//   - *providerAwayError: the 503 page that asks to try again;
 //   - anything else: the 500 page, which says nothing of the cause, and
 //     one log line naming it and the request id.
 
@@ -28,6 +29,13 @@ var errNotFound = errors.New("not found")
 type personError struct{ msg string }
 
 func (e *personError) Error() string { return e.msg }
+
+// providerAwayError: the OpenID provider could not be asked whether a
+// session still holds. The request fails; the session stays.
+type providerAwayError struct{ err error }
+
+func (e *providerAwayError) Error() string { return "asking the OpenID provider: " + e.err.Error() }
+func (e *providerAwayError) Unwrap() error { return e.err }
 
 // formError is a person's mistake to show on the form it came from: form
 // draws the form again, with status and the words of what to fix.
@@ -73,6 +81,8 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 		u.render(w, r, http.StatusUnprocessableEntity, "message", page{Title: "Check what you sent", Message: mistake.msg})
 	case errors.Is(err, errNotFound):
 		u.notFound(w, r)
+	case errors.As(err, new(*providerAwayError)):
+		_ = u.providerAway(w, r, err)
 	default:
 		u.serverError(w, r, err)
 	}
@@ -81,7 +91,7 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
 	acct := accountFrom(r.Context())
 	if acct == nil {
-		acct, _ = u.currentAccount(r) // for the navigation; none is fine
+		acct, _ = u.currentAccount(w, r) // for the navigation; none is fine
 	}
 	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Account: acct,
 		Message: "There is nothing here. It may have been deleted, or the link is wrong."})

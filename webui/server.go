@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ type Options struct {
 	SystemNamespace string
 	StateBudget     storedbytes.Limits
 	Audit           audit.Bounds
+	// PasswordLogin lets people log in (and sign up) with an email and a
+	// password; OIDC signs them in with an OpenID provider. Either or both.
+	PasswordLogin bool
+	OIDC          OIDCOptions
 	// Log is where the web UI logs (Run: from --log-level); nil logs
 	// nothing.
 	Log *slog.Logger
@@ -112,6 +117,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	audit.RegisterFlags(fs, &o.Audit)
+	fs.BoolVar(&o.PasswordLogin, "password-login", true,
+		"Let people log in and sign up with an email and a password. false with --oidc-issuer: only the OpenID provider signs people in, and the log-in page goes straight to it.")
+	o.OIDC.bindFlags(fs)
 	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
 		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
@@ -144,9 +152,13 @@ type ui struct {
 	// strangers' failures never hold up.
 	authLimit, emailLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
 	signUpOpen                                       bool
-	quota                                            accounts.Quota
-	pages                                            map[string]*template.Template
-	httpClient                                       *http.Client
+	// passwords: log-ins with a password are on; oidc signs in with an
+	// OpenID provider (nil: off).
+	passwords  bool
+	oidc       *oidcLogin
+	quota      accounts.Quota
+	pages      map[string]*template.Template
+	httpClient *http.Client
 	// filesClient carries the file browser's requests to the gateway,
 	// which may stream for as long as a file takes.
 	filesClient *http.Client
@@ -166,11 +178,11 @@ type ui struct {
 func New(c client.Client, opts Options) (*Server, error) {
 	secret := make([]byte, 32)
 	if opts.SessionKeyFile != "" {
-		b, err := os.ReadFile(opts.SessionKeyFile)
+		s, err := readSecretFile(opts.SessionKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--session-key-file: %w", err)
 		}
-		if secret = []byte(strings.TrimSpace(string(b))); len(secret) < 32 {
+		if secret = []byte(s); len(secret) < 32 {
 			return nil, errors.New("--session-key-file: the secret must be at least 32 bytes")
 		}
 	} else {
@@ -191,6 +203,14 @@ func New(c client.Client, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !opts.PasswordLogin && opts.OIDC.Issuer == "" {
+		return nil, errors.New("--password-login=false needs --oidc-issuer: no one could log in")
+	}
+	httpClient := &http.Client{Timeout: 30 * time.Second}
+	oidcLogin, err := newOIDCLogin(opts.OIDC, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	tryURL := opts.GatewayInternalURL
 	if tryURL == "" {
 		tryURL = opts.GatewayURL
@@ -200,7 +220,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
 			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName},
 			Quota:   opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
-		signUpOpen:   opts.SignUp,
+		signUpOpen:   opts.SignUp && opts.PasswordLogin,
 		quota:        opts.Quota,
 		cookies:      newCookies(secret, opts.SecureCookies),
 		gatewayURL:   strings.TrimSuffix(opts.GatewayURL, "/"),
@@ -211,7 +231,9 @@ func New(c client.Client, opts Options) (*Server, error) {
 		accountLimit: authLimit(accountBurst * opts.AuthPerMinute),
 		deviceLimit:  authLimit(opts.AuthPerMinute),
 		pages:        pages,
-		httpClient:   &http.Client{Timeout: 30 * time.Second},
+		httpClient:   httpClient,
+		oidc:         oidcLogin,
+		passwords:    opts.PasswordLogin,
 		filesClient:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		filesSecret:  derive(secret, "files"),
 		log:          logging.OrDiscard(opts.Log),
@@ -271,6 +293,11 @@ func (u *ui) routes() http.Handler {
 		r.Get("/login", u.serve(u.logInForm))
 		r.Post("/login", u.serve(u.audited("login", nil, u.logIn)))
 		r.Post("/logout", u.serve(u.audited("logout", nil, u.logOut)))
+		r.Get("/logged-out", u.serve(u.loggedOut))
+		if u.oidc != nil {
+			r.Get("/login/oidc", u.serve(u.startOIDC))
+			r.Get("/login/oidc/callback", u.limited(u.serve(u.audited("login", nil, u.finishOIDC))))
+		}
 
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireAccount)
@@ -316,15 +343,26 @@ func (u *ui) routes() http.Handler {
 			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
 	}))
 	// Security headers outside, so that the refusal has them too.
-	return securityHeaders(csrf.Handler(r))
+	var issuer string
+	if u.oidc != nil {
+		issuer = u.oidc.opts.Issuer
+	}
+	return securityHeaders(issuer, csrf.Handler(r))
 }
 
-// securityHeaders: no inline script, no framing, no sniffing.
-func securityHeaders(next http.Handler) http.Handler {
+// securityHeaders: no inline script, no framing, no sniffing. Forms
+// post here only, or (logging out, which goes on to end the session
+// there) to the OpenID provider.
+func securityHeaders(provider string, next http.Handler) http.Handler {
+	formAction := "'self'"
+	if u, err := url.Parse(provider); err == nil && u.Host != "" {
+		formAction += " " + u.Scheme + "://" + u.Host
+	}
+	csp := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
-			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")

@@ -3,6 +3,8 @@ package webui
 import (
 	"crypto/sha256"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/gorilla/securecookie"
@@ -18,12 +20,16 @@ const (
 	// log-ins to that account are limited per browser, not with the
 	// account's limit that strangers' attempts use up.
 	deviceCookie = "sftpgate_device"
+	// oidcCookie carries a sign-in's state, nonce and PKCE verifier while
+	// the browser is at the OpenID provider.
+	oidcCookie = "sftpgate_oidc"
 )
 
 // cookieTTL is how long each cookie lasts: a log-in 12 hours, a new key
 // 5 minutes waiting for its page, a known browser 90 days from its last
-// log-in.
-var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute, deviceCookie: 90 * 24 * time.Hour}
+// log-in, a sign-in 10 minutes at the provider.
+var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute, deviceCookie: 90 * 24 * time.Hour,
+	oidcCookie: 10 * time.Minute}
 
 // cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
 // always; Secure when the request came over TLS (directly or as an ingress
@@ -54,6 +60,14 @@ type session struct {
 	Account string `json:"a"`
 	// Epoch is the account's session value when the session began.
 	Epoch string `json:"e"`
+	// SSO: an OpenID provider signed the person in. Groups are theirs as
+	// it said, Checked (Unix seconds) when it last did; Refresh asks it
+	// again, IDToken names the session when logging out there.
+	SSO     bool     `json:"s,omitempty"`
+	Groups  []string `json:"g,omitempty"`
+	Checked int64    `json:"c,omitempty"`
+	Refresh string   `json:"r,omitempty"`
+	IDToken string   `json:"i,omitempty"`
 }
 
 type device struct {
@@ -97,4 +111,13 @@ func (c *cookies) clear(w http.ResponseWriter, r *http.Request, name string) {
 
 func (c *cookies) secure(r *http.Request) bool {
 	return c.alwaysSecure || r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// readSecretFile reads a secret from a file, without surrounding space.
+func readSecretFile(name string) (string, error) {
+	b, err := os.ReadFile(name) //nolint:gosec // the operator names the file
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -150,7 +150,7 @@ func id(email string) string {
 // (or undoes itself) even if the person goes away, so that no account is
 // left without its namespace.
 func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, error) {
-	return s.SignUpWithNamespace(ctx, email, password, strings.ToLower("sftpgate-"+rand.Text()[:12]))
+	return s.SignUpWithNamespace(ctx, email, password, newNamespaceName())
 }
 
 // SignUpWithNamespace is SignUp with the account's namespace named, for the
@@ -172,13 +172,49 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 	if err != nil {
 		return nil, err
 	}
+	return s.create(ctx, email, hash, namespace)
+}
+
+// SignIn returns the account of email, a person an identity provider
+// vouched for, making it and its namespace on their first sign-in. An
+// account made so has no password: only the provider signs it in.
+func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
+	ctx = context.WithoutCancel(ctx)
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	for range 2 {
+		secret, err := s.secret(ctx, id(email))
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return nil, err
+			}
+			return fromSecret(secret), nil
+		}
+		acct, err := s.create(ctx, email, nil, newNamespaceName())
+		if !errors.Is(err, ErrEmailTaken) {
+			return acct, err
+		}
+		// Two first sign-ins at once: the other made it.
+	}
+	return nil, ErrEmailTaken
+}
+
+func newNamespaceName() string { return strings.ToLower("sftpgate-" + rand.Text()[:12]) }
+
+// create makes the account of email, with a password hash (none: only an
+// identity provider signs it in), and its namespace.
+func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string) (*Account, error) {
 	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text()}
 	// The Secret first: its Create is what makes an email taken, once.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},
 		Type:       SecretType,
-		Data: map[string][]byte{keyEmail: []byte(email), keyHash: hash, keyNamespace: []byte(acct.Namespace),
-			keySession: []byte(acct.Session)},
+		Data:       map[string][]byte{keyEmail: []byte(email), keyNamespace: []byte(acct.Namespace), keySession: []byte(acct.Session)},
+	}
+	if hash != nil {
+		secret.Data[keyHash] = hash
 	}
 	if err := s.Client.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -285,7 +321,9 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 		secret, err = s.secret(ctx, id(email))
 		switch {
 		case err == nil:
-			hash = secret.Data[keyHash]
+			if len(secret.Data[keyHash]) > 0 {
+				hash = secret.Data[keyHash]
+			}
 		case !apierrors.IsNotFound(err):
 			return nil, err
 		}
@@ -302,7 +340,7 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 	switch {
 	case secret == nil:
 		return nil, ErrWrongCredentials
-	case wrong:
+	case wrong || len(secret.Data[keyHash]) == 0:
 		// The account, for its audit trail (a failed log-in is its
 		// owner's to see), never to log in with.
 		return fromSecret(secret), ErrWrongCredentials
