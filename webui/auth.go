@@ -25,26 +25,26 @@ func accountFrom(ctx context.Context) *accounts.Account {
 // older than --oidc-recheck (the cookie renewed): refused, it ends;
 // with the provider away, the request fails (errProviderAway) and the
 // session stays for when it is back.
-func (u *ui) currentAccount(w http.ResponseWriter, r *http.Request) (*accounts.Account, error) {
+func (u *ui) currentAccount(w http.ResponseWriter, r *http.Request) (*accounts.Account, session, error) {
 	var s session
 	if !u.cookies.get(r, sessionCookie, &s) {
-		return nil, nil
+		return nil, s, nil
 	}
 	if s.SSO {
 		if u.oidc == nil {
-			return nil, nil // sign-in with the provider was turned off
+			return nil, s, nil // sign-in with the provider was turned off
 		}
 		if time.Since(time.Unix(s.Checked, 0)) >= u.oidc.opts.Recheck {
 			fresh, err := u.oidc.recheck(r.Context(), r, s)
 			switch {
 			case errors.Is(err, errSignedOut):
 				u.cookies.clear(w, r, sessionCookie)
-				return nil, nil
+				return nil, s, nil
 			case err != nil:
-				return nil, &providerAwayError{err}
+				return nil, s, &providerAwayError{err}
 			}
 			if err := u.setSession(w, r, fresh); err != nil {
-				return nil, err
+				return nil, s, err
 			}
 			s = fresh
 		}
@@ -52,27 +52,37 @@ func (u *ui) currentAccount(w http.ResponseWriter, r *http.Request) (*accounts.A
 	acct, err := u.accounts.Get(r.Context(), s.Account)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, nil // the account is gone
+		return nil, s, nil // the account is gone
 	case err != nil:
-		return nil, err
+		return nil, s, err
 	case subtle.ConstantTimeCompare([]byte(acct.Session), []byte(s.Epoch)) != 1:
-		return nil, nil // logged out since
+		return nil, s, nil // logged out since
 	}
-	return acct, nil
+	return acct, s, nil
 }
 
 // requireAccount sends people who are not logged in to the log-in page.
 func (u *ui) requireAccount(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		acct, err := u.currentAccount(w, r)
+		acct, s, err := u.currentAccount(w, r)
 		switch {
 		case err != nil:
 			u.fail(w, r, err)
+			return
 		case acct == nil:
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
-		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acct)))
+			return
 		}
+		m := newMember(acct, s)
+		if err := u.joinTeam(w, r, acct, m); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+		// Pages act in the team's namespace, as the person.
+		acting := *acct
+		acting.Namespace = m.team.Namespace
+		ctx := context.WithValue(context.WithValue(r.Context(), accountKey{}, &acting), memberKey{}, m)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -86,7 +96,7 @@ func (u *ui) home(w http.ResponseWriter, r *http.Request) error {
 
 // loggedIn sends a logged-in person on to their connections and says so.
 func (u *ui) loggedIn(w http.ResponseWriter, r *http.Request) bool {
-	acct, err := u.currentAccount(w, r)
+	acct, _, err := u.currentAccount(w, r)
 	if err != nil || acct == nil {
 		return false
 	}

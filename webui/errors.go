@@ -91,7 +91,7 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
 	acct := accountFrom(r.Context())
 	if acct == nil {
-		acct, _ = u.currentAccount(w, r) // for the navigation; none is fine
+		acct, _, _ = u.currentAccount(w, r) // for the navigation; none is fine
 	}
 	u.render(w, r, http.StatusNotFound, "message", page{Title: "Not found", Account: acct,
 		Message: "There is nothing here. It may have been deleted, or the link is wrong."})

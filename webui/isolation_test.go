@@ -44,6 +44,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 // tenant is one of two who do not trust each other: a web UI account,
@@ -1110,6 +1111,81 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("revoke: %d, want 404", status)
 			}
 		}},
+		{"the victim's team, as its viewer trying an editor's and an admin's actions", func(t *testing.T) {
+			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
+			if _, body := attacker.ui.get(t, "/teams"); !strings.Contains(body, victim.ui.email) {
+				t.Fatal("the victim's team is not among the attacker's")
+			}
+			if status, body := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK || !strings.Contains(body, victim.uiConn) {
+				t.Fatalf("switching to the victim's team: %d", status)
+			}
+			conn := "/connections/" + victim.uiConn
+			if status, _ := attacker.ui.get(t, conn+"/files?path=%2F"); status != http.StatusOK {
+				t.Fatalf("a viewer browses the team's files: %d", status)
+			}
+			upload, err := http.NewRequest(http.MethodPost, attacker.ui.base+conn+"/uploads/", nil)
+			must(t, err)
+			upload.Header.Set("Sec-Fetch-Site", "same-origin")
+			upload.Header.Set("Tus-Resumable", "1.0.0")
+			upload.Header.Set("Upload-Length", "1")
+			upload.Header.Set("Upload-Metadata", "filename "+base64.StdEncoding.EncodeToString([]byte("/planted")))
+			for what, status := range map[string]int{
+				"create a folder":       first(attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}})),
+				"delete a file":         first(attacker.ui.form(t, conn+"/files/delete", url.Values{"path": {"/from-" + victim.ns + "-setup"}})),
+				"rename a file":         first(attacker.ui.form(t, conn+"/files/rename", url.Values{"path": {"/from-" + victim.ns + "-setup"}, "name": {"planted"}})),
+				"upload":                first(attacker.ui.do(t, upload)),
+				"watch a folder":        first(attacker.ui.form(t, conn+"/watches", url.Values{"path": {"/"}, "sink": {"http://127.0.0.1:9"}, "events": {"created"}})),
+				"copy files":            first(attacker.ui.form(t, "/transfers", url.Values{"from": {victim.uiConn}, "path": {"/"}, "to": {victim.uiConn}, "folder": {"/planted"}})),
+				"delete the connection": first(attacker.ui.form(t, conn+"/delete", nil)),
+				"edit the connection":   first(attacker.ui.form(t, conn+"/edit", url.Values{"host": {"127.0.0.1"}})),
+				"make a key":            first(attacker.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}})),
+				"list the keys":         first(attacker.ui.get(t, "/keys")),
+				"make itself an admin":  first(attacker.ui.form(t, "/members", url.Values{"kind": {"person"}, "name": {attacker.ui.email}, "role": {"admin"}})),
+				"read the activity":     first(attacker.ui.get(t, "/activity")),
+			} {
+				if status != http.StatusForbidden {
+					t.Errorf("a viewer may %s: %d, want 403", what, status)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
+				t.Error("a viewer planted a file in the team's server")
+			}
+			var b rbacv1.RoleBinding
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: memberBinding(t, victim.ns, accounts.UserName(attacker.ui.email))}, &b))
+			if b.RoleRef.Name != "sftpgate-team-viewer" {
+				t.Errorf("the viewer's role became %s", b.RoleRef.Name)
+			}
+			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusNotFound {
+				t.Errorf("switching to a team it is no member of: %d, want 404", status)
+			}
+		}},
+		{"the victim's team, as a member the victim removed", func(t *testing.T) {
+			addMember(t, victim.ui, "person", attacker.ui.email, "editor")
+			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK {
+				t.Fatalf("switching to the victim's team: %d", status)
+			}
+			conn := "/connections/" + victim.uiConn
+			if status, _ := attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"by-the-editor"}}); status != http.StatusOK {
+				t.Fatalf("an editor makes a folder: %d", status)
+			}
+			binding := memberBinding(t, victim.ns, accounts.UserName(attacker.ui.email))
+			if status, _ := victim.ui.form(t, "/members/"+binding+"/remove", nil); status != http.StatusOK {
+				t.Fatalf("the owner removes the member: %d", status)
+			}
+			// The next request, at once: no cache holds the old answer.
+			if status, _ := attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}}); status != http.StatusNotFound {
+				t.Errorf("a removed member makes a folder: %d, want 404 (back in its own team)", status)
+			}
+			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
+				t.Error("a removed member planted a folder")
+			}
+			if _, body := attacker.ui.get(t, "/connections"); strings.Contains(body, victim.uiConn) {
+				t.Error("a removed member still sees the team's connection")
+			}
+			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
+				t.Errorf("a removed member switches back to the team: %d, want 404", status)
+			}
+		}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, row.attack)
@@ -1153,3 +1229,6 @@ func gatewayMetric(t *testing.T, name string) float64 {
 	must(t, err)
 	return v
 }
+
+// first is the status of a UI client's answer.
+func first(status int, _ string) int { return status }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -70,6 +71,7 @@ type oidcLogin struct {
 	opts   OIDCOptions
 	secret string
 	client *http.Client
+	log    *slog.Logger
 
 	mu   sync.Mutex
 	disc *discovered
@@ -87,7 +89,7 @@ type discovered struct {
 	revocation string
 }
 
-func newOIDCLogin(opts OIDCOptions, client *http.Client) (*oidcLogin, error) {
+func newOIDCLogin(opts OIDCOptions, client *http.Client, log *slog.Logger) (*oidcLogin, error) {
 	if opts.Issuer == "" {
 		return nil, nil //nolint:nilnil // off
 	}
@@ -97,7 +99,7 @@ func newOIDCLogin(opts OIDCOptions, client *http.Client) (*oidcLogin, error) {
 	if opts.Recheck <= 0 {
 		return nil, errors.New("--oidc-recheck must be positive")
 	}
-	l := &oidcLogin{opts: opts, client: client}
+	l := &oidcLogin{opts: opts, client: client, log: log}
 	if opts.ClientSecretFile != "" {
 		secret, err := readSecretFile(opts.ClientSecretFile)
 		if err != nil {
@@ -278,8 +280,23 @@ func (l *oidcLogin) groups(id *oidc.IDToken) []string {
 		}
 	}
 	slices.Sort(groups)
-	return slices.Compact(groups)
+	groups = slices.Compact(groups)
+	// The session cookie carries them: bounded, so that it stays one
+	// browsers keep.
+	groups = slices.DeleteFunc(groups, func(g string) bool { return len(g) > maxGroupName })
+	if len(groups) > maxGroups {
+		l.log.Warn("a person has more groups than a session keeps; teams granted to the others are not seen",
+			"groups", len(groups), "kept", maxGroups)
+		groups = groups[:maxGroups]
+	}
+	return groups
 }
+
+// The groups a session keeps, at most, and their longest name.
+const (
+	maxGroups    = 30
+	maxGroupName = 64
+)
 
 // refused says the provider answered no (the grant or code is not good),
 // not that it could not be reached.

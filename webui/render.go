@@ -28,7 +28,13 @@ type page struct {
 	Data any
 	// Refresh reloads the page without JavaScript while a test runs.
 	Refresh bool
+	// Team is the team the person acts in, Role theirs there: the pages
+	// offer what the role may do (RBAC decides what it may).
+	Team, Role string
 }
+
+// Can says whether the page's role is role or above it.
+func (p page) Can(role string) bool { return roleRank(p.Role) >= roleRank(role) }
 
 var funcs = template.FuncMap{"ago": ago, "size": size, "pageSize": func() int { return pageSize }}
 
@@ -90,6 +96,9 @@ func parsePages() (map[string]*template.Template, error) {
 func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	if p.Account == nil {
 		p.Account = accountFrom(r.Context())
+	}
+	if m := memberFrom(r.Context()); m != nil {
+		p.Team, p.Role = m.team.Name, m.role
 	}
 	var buf bytes.Buffer
 	if err := u.pages[name].Execute(&buf, p); err != nil {

@@ -112,6 +112,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Watches, "max-watches-per-account", 10, "SftpWatches one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Members, "max-members-per-account", 50, "Members one account's team may have, people and groups (a ResourceQuota on its RoleBindings).")
 	fs.StringVar(&o.SystemNamespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "sftpgate-system"),
 		"sftpgate's namespace, where the audit records of what accounts do are stored.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
@@ -207,7 +208,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 		return nil, errors.New("--password-login=false needs --oidc-issuer: no one could log in")
 	}
 	httpClient := &http.Client{Timeout: 30 * time.Second}
-	oidcLogin, err := newOIDCLogin(opts.OIDC, httpClient)
+	oidcLogin, err := newOIDCLogin(opts.OIDC, httpClient, logging.OrDiscard(opts.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +219,8 @@ func New(c client.Client, opts Options) (*Server, error) {
 	u := &ui{
 		client: c,
 		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
-			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName},
-			Quota:   opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
+			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}, OwnerRole: clusterRoleOf("admin"),
+			Quota: opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
 		signUpOpen:   opts.SignUp && opts.PasswordLogin,
 		quota:        opts.Quota,
 		cookies:      newCookies(secret, opts.SecureCookies),
@@ -279,7 +280,7 @@ func (u *ui) routes() http.Handler {
 	r.Use(middleware.RequestID, recovery.Middleware(u.serverError))
 	// Uploads stream through to the gateway, which bounds them; every
 	// other body is a form, and small.
-	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads(u.withConnection(u.uploadProxy))))
+	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads(u.may(writeFiles, u.withConnection(u.uploadProxy)))))
 	r.Group(func(r chi.Router) {
 		r.Use(limitBodies)
 		static, _ := fs.Sub(assets, "static")
@@ -301,39 +302,44 @@ func (u *ui) routes() http.Handler {
 
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireAccount)
-			r.Get("/connections", u.serve(u.listConnections))
-			r.Get("/connections/new", u.serve(u.newConnection))
-			r.Post("/connections", u.serve(u.audited("connection.create", formNamed("SftpConnection", "name"), u.createConnection)))
-			r.Get("/connections/{name}", u.serve(u.withConnection(u.showConnection)))
-			r.Get("/connections/{name}/status", u.serve(u.withConnection(u.connectionStatus)))
-			r.Get("/connections/{name}/edit", u.serve(u.withConnection(u.editConnection)))
-			r.Post("/connections/{name}/edit", u.serve(u.audited("connection.update", all(onConnection, urlNamed("SftpConnection", "name")), u.withConnection(u.updateConnection))))
-			r.Get("/connections/{name}/delete", u.serve(u.withConnection(u.confirmDeleteConnection)))
-			r.Post("/connections/{name}/delete", u.serve(u.audited("connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), u.withConnection(u.deleteConnection))))
-			r.Post("/connections/{name}/try", u.serve(u.audited("connection.try", onConnection, u.withConnection(u.tryIt))))
-			r.Get("/connections/{name}/watches/new", u.serve(u.withConnection(u.newWatchForm)))
-			r.Post("/connections/{name}/watches", u.serve(u.audited("watch.create", all(onConnection, formPath), u.withConnection(u.createWatch))))
-			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.audited("watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), u.withConnection(u.deleteWatch))))
-			r.Get("/connections/{name}/files", u.serve(u.audited("file.list", all(onConnection, queryPath), u.withConnection(u.folder))))
-			r.Get("/connections/{name}/files/view", u.serve(u.audited("file.view", all(onConnection, queryPath), u.withConnection(u.showFile))))
-			r.Get("/connections/{name}/files/download", u.serve(u.audited("file.download", all(onConnection, queryPath), u.withConnection(u.download))))
-			r.Post("/connections/{name}/files/mkdir", u.serve(u.audited("file.mkdir", all(onConnection, newFolderPath), u.withConnection(u.newFolder))))
-			r.Post("/connections/{name}/files/rename", u.serve(u.audited("file.rename", all(onConnection, renamePaths), u.withConnection(u.rename))))
-			r.Get("/connections/{name}/files/delete", u.serve(u.withConnection(u.confirmDelete)))
-			r.Post("/connections/{name}/files/delete", u.serve(u.audited("file.delete", all(onConnection, formPath), u.withConnection(u.deleteEntry))))
-			r.Get("/transfers", u.serve(u.listTransfers))
-			r.Get("/transfers/new", u.serve(u.newTransferForm))
-			r.Post("/transfers", u.serve(u.audited("transfer.create", nil, u.createTransfer)))
-			r.Post("/transfers/{name}/delete", u.serve(u.audited("transfer.delete", urlNamed("Transfer", "name"), u.deleteTransfer)))
-			r.Get("/openpgp", u.serve(u.listOpenPGPKeys))
-			r.Post("/openpgp", u.serve(u.audited("openpgp.create", formNamed("Secret", "name"), u.uploadOpenPGPKey)))
-			r.Post("/openpgp/{name}/delete", u.serve(u.audited("openpgp.delete", urlNamed("Secret", "name"), u.deleteOpenPGPKey)))
-			r.Get("/keys", u.serve(u.listKeys))
-			r.Get("/keys/new", u.serve(u.newKeyForm))
-			r.Post("/keys", u.serve(u.audited("key.create", nil, u.createKey)))
-			r.Get("/keys/{name}/created", u.serve(u.showNewKey))
-			r.Get("/activity", u.serve(u.showActivity))
-			r.Post("/keys/{name}/revoke", u.serve(u.audited("key.revoke", urlNamed("ApiKey", "name"), u.revokeKey)))
+			r.Get("/connections", u.serve(u.may(seeConnections, u.listConnections)))
+			r.Get("/connections/new", u.serve(u.may(createConnections, u.newConnection)))
+			r.Post("/connections", u.serve(u.audited("connection.create", formNamed("SftpConnection", "name"), u.may(createConnections, u.createConnection))))
+			r.Get("/connections/{name}", u.serve(u.may(seeConnections, u.withConnection(u.showConnection))))
+			r.Get("/connections/{name}/status", u.serve(u.may(seeConnections, u.withConnection(u.connectionStatus))))
+			r.Get("/connections/{name}/edit", u.serve(u.may(updateConnections, u.withConnection(u.editConnection))))
+			r.Post("/connections/{name}/edit", u.serve(u.audited("connection.update", all(onConnection, urlNamed("SftpConnection", "name")), u.may(updateConnections, u.withConnection(u.updateConnection)))))
+			r.Get("/connections/{name}/delete", u.serve(u.may(deleteConnections, u.withConnection(u.confirmDeleteConnection))))
+			r.Post("/connections/{name}/delete", u.serve(u.audited("connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), u.may(deleteConnections, u.withConnection(u.deleteConnection)))))
+			r.Post("/connections/{name}/try", u.serve(u.audited("connection.try", onConnection, u.may(readFiles, u.withConnection(u.tryIt)))))
+			r.Get("/connections/{name}/watches/new", u.serve(u.may(createWatches, u.withConnection(u.newWatchForm))))
+			r.Post("/connections/{name}/watches", u.serve(u.audited("watch.create", all(onConnection, formPath), u.may(createWatches, u.withConnection(u.createWatch)))))
+			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.audited("watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), u.may(deleteWatches, u.withConnection(u.deleteWatch)))))
+			r.Get("/connections/{name}/files", u.serve(u.audited("file.list", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.folder)))))
+			r.Get("/connections/{name}/files/view", u.serve(u.audited("file.view", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.showFile)))))
+			r.Get("/connections/{name}/files/download", u.serve(u.audited("file.download", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.download)))))
+			r.Post("/connections/{name}/files/mkdir", u.serve(u.audited("file.mkdir", all(onConnection, newFolderPath), u.may(writeFiles, u.withConnection(u.newFolder)))))
+			r.Post("/connections/{name}/files/rename", u.serve(u.audited("file.rename", all(onConnection, renamePaths), u.may(renameFiles, u.withConnection(u.rename)))))
+			r.Get("/connections/{name}/files/delete", u.serve(u.may(deleteFiles, u.withConnection(u.confirmDelete))))
+			r.Post("/connections/{name}/files/delete", u.serve(u.audited("file.delete", all(onConnection, formPath), u.may(deleteFiles, u.withConnection(u.deleteEntry)))))
+			r.Get("/transfers", u.serve(u.may(seeTransfers, u.listTransfers)))
+			r.Get("/transfers/new", u.serve(u.may(createTransfers, u.newTransferForm)))
+			r.Post("/transfers", u.serve(u.audited("transfer.create", nil, u.may(createTransfers, u.createTransfer))))
+			r.Post("/transfers/{name}/delete", u.serve(u.audited("transfer.delete", urlNamed("Transfer", "name"), u.may(deleteTransfers, u.deleteTransfer))))
+			r.Get("/openpgp", u.serve(u.may(manageOpenPGPKeys, u.listOpenPGPKeys)))
+			r.Post("/openpgp", u.serve(u.audited("openpgp.create", formNamed("Secret", "name"), u.may(createOpenPGPKeys, u.uploadOpenPGPKey))))
+			r.Post("/openpgp/{name}/delete", u.serve(u.audited("openpgp.delete", urlNamed("Secret", "name"), u.may(deleteOpenPGPKeys, u.deleteOpenPGPKey))))
+			r.Get("/keys", u.serve(u.may(manageKeys, u.listKeys)))
+			r.Get("/keys/new", u.serve(u.may(createKeys, u.newKeyForm)))
+			r.Post("/keys", u.serve(u.audited("key.create", nil, u.may(createKeys, u.createKey))))
+			r.Get("/keys/{name}/created", u.serve(u.may(createKeys, u.showNewKey)))
+			r.Get("/activity", u.serve(u.may(seeActivity, u.showActivity)))
+			r.Post("/keys/{name}/revoke", u.serve(u.audited("key.revoke", urlNamed("ApiKey", "name"), u.may(deleteKeys, u.revokeKey))))
+			r.Get("/members", u.serve(u.may(seeMembers, u.listMembers)))
+			r.Post("/members", u.serve(u.audited("member.add", nil, u.may(addMembers, u.addMember))))
+			r.Post("/members/{name}/remove", u.serve(u.audited("member.remove", urlNamed("RoleBinding", "name"), u.may(removeMembers, u.removeMember))))
+			r.Get("/teams", u.serve(u.listTeams))
+			r.Post("/teams", u.serve(u.audited("team.switch", nil, u.switchTeam)))
 		})
 	})
 	// Every state-changing request must come from the UI's own pages.

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -361,8 +362,14 @@ func TestFlow(t *testing.T) {
 		t.Fatalf("the form made %+v", watch)
 	}
 	// Shorter waits than the form's defaults, for the test's sake.
-	watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
-	must(t, k8s.Update(context.Background(), watch))
+	// The worker writes the watch's status meanwhile: retried on conflict.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch); err != nil {
+			return err
+		}
+		watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
+		return k8s.Update(context.Background(), watch)
+	}))
 	for deadline := time.Now().Add(time.Minute); ; {
 		must(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("table.watches"))))
 		watching, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector("table.watches tr.ready .badge")`))

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,10 @@ const (
 	archiveName   = "archive"
 	demoUser      = "demo"
 	demoEmail     = "demo@sftpgate.dev"
+	// demoViewer signs in with the demo provider only, and is a viewer of
+	// the demo team through the group demoViewers.
+	demoViewer  = "viewer@sftpgate.dev"
+	demoViewers = "demo-viewers"
 )
 
 // state is what a restart keeps: the demo's secrets, made once.
@@ -164,7 +169,22 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 	if err != nil {
 		return err
 	}
+	if err := createDemoViewers(ctx, k8s, store); err != nil {
+		return err
+	}
 	return st.createInbox(ctx, k8s, eventsURL)
+}
+
+// createDemoViewers makes the demo provider's group demoViewers viewers
+// of the demo team, as its Members page would.
+func createDemoViewers(ctx context.Context, k8s client.Client, store *accounts.Store) error {
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "demo-viewers"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "sftpgate-team-viewer"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: accounts.GroupName(demoViewers)}}}
+	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return store.IndexTeam(ctx, accounts.GroupName(demoViewers), accounts.Team{Namespace: demoNamespace, Name: demoEmail}, false)
 }
 
 // waitReady waits for the demo connection, key and watch to be Ready, so
@@ -277,7 +297,9 @@ func printWelcome(w io.Writer, values [][2]string, envFile string) {
 sftpgate is running. Ctrl-C stops it; the data stays in %s.
 
   Gateway   %s   (API docs: %s/docs)
-  Web UI    %s   (log in as %s, password %s)
+  Web UI    %s   (log in as %s, password %s, or sign in
+            with the demo provider as that person or as %s,
+            a viewer of the demo team, with the same password)
 
 Write a file through the demo connection, then read it back:
 
@@ -332,7 +354,7 @@ the transfer's end prints here:
     -d '{"path": "clear/payroll.csv"}'
 
 All of this, for scripts: . %s
-`, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"],
+`, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"], v["DEMO_VIEWER_EMAIL"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], v["S3_ENDPOINT"], v["DEMO_BUCKET_DIR"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], tourMessage, filepath.Join(filepath.Dir(envFile), tourMessage),

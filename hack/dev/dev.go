@@ -19,13 +19,16 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/sftpserver"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testoidc"
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
+	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/worker"
@@ -127,6 +130,9 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 
+	if err := installTeamRoles(ctx, k8s); err != nil {
+		return err
+	}
 	step("starting the manager, the gateway, the web UI, the worker and the demo SFTP and S3 servers")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -153,9 +159,22 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := os.WriteFile(sessionKey, []byte(st.SessionKey), 0o600); err != nil {
 		return err
 	}
+	// A demo OpenID provider to sign in with: the demo person, and a
+	// viewer of the demo team through a group.
+	provider, err := testoidc.Start(testoidc.Options{ClientID: "sftpgate-webui", RedirectURI: webuiURL + "/login/oidc/callback",
+		PostLogoutURI: webuiURL + "/logged-out", Users: []testoidc.User{
+			{Email: demoEmail, Password: st.DemoPassword},
+			{Email: demoViewer, Password: st.DemoPassword, Groups: []string{demoViewers}}}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = provider.Close() }()
 	var uiOpts webui.Options
 	uiOpts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
 	uiOpts.GatewayURL, uiOpts.SessionKeyFile = gatewayURL, sessionKey
+	uiOpts.OIDC.Issuer, uiOpts.OIDC.ClientID, uiOpts.OIDC.Name = provider.Issuer, "sftpgate-webui", "the demo provider"
+	uiOpts.OIDC.RedirectURL = webuiURL + "/login/oidc/callback"
+	uiOpts.OIDC.Scopes = append(uiOpts.OIDC.Scopes, "groups")
 	uiOpts.BcryptCost = 10    // log-ins at once on a laptop
 	uiOpts.AuthPerMinute = 30 // a person trying things out
 	uiOpts.Log = log.With("component", "webui")
@@ -236,7 +255,8 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := st.writeTourMessage(o.dataDir); err != nil {
 		return err
 	}
-	values := envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st, s3)
+	values := append(envValues(kubeconfig, gatewayURL, webuiURL, eventsURL, st, s3), [2]string{"OIDC_ISSUER", provider.Issuer},
+		[2]string{"DEMO_VIEWER_EMAIL", demoViewer})
 	if err := writeEnv(envFile, values); err != nil {
 		return err
 	}
@@ -252,6 +272,23 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	defer stop()
 	for _, s := range servers {
 		_ = s.Shutdown(shutdownCtx)
+	}
+	return nil
+}
+
+// installTeamRoles makes config/default's team roles, which the web UI
+// asks RBAC about (a cluster has them from dist/install.yaml).
+func installTeamRoles(ctx context.Context, k8s client.Client) error {
+	objects, err := kustomize.Render("config/default")
+	if err != nil {
+		return err
+	}
+	for _, obj := range objects {
+		if obj.GetKind() == "ClusterRole" && strings.HasPrefix(obj.GetName(), "sftpgate-team-") {
+			if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("the team role %s: %w", obj.GetName(), err)
+			}
+		}
 	}
 	return nil
 }

@@ -88,6 +88,37 @@ func TestQuickstart(t *testing.T) {
 		t.Errorf("the demo's file browser: %d, without hello.txt", resp.StatusCode)
 	}
 
+	// The demo provider signs the demo team's viewer in; the team's files
+	// are theirs to see.
+	jar, err = cookiejar.New(nil)
+	must(t, err)
+	viewer := &http.Client{Jar: jar, Timeout: time.Minute}
+	resp, err = viewer.Get(env["WEBUI_URL"] + "/login/oidc")
+	must(t, err)
+	_ = resp.Body.Close()
+	if !strings.HasPrefix(resp.Request.URL.String(), env["OIDC_ISSUER"]+"/login") {
+		t.Fatalf("sign-in went to %s, not the demo provider's form", resp.Request.URL)
+	}
+	resp, err = viewer.PostForm(env["OIDC_ISSUER"]+"/login", url.Values{"authRequestID": {resp.Request.URL.Query().Get("authRequestID")},
+		"username": {env["DEMO_VIEWER_EMAIL"]}, "password": {env["DEMO_PASSWORD"]}})
+	must(t, err)
+	_ = resp.Body.Close()
+	switchTeam, err := http.NewRequest(http.MethodPost, env["WEBUI_URL"]+"/teams", strings.NewReader(url.Values{"namespace": {"demo"}}.Encode()))
+	must(t, err)
+	switchTeam.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	switchTeam.Header.Set("Origin", env["WEBUI_URL"])
+	resp, err = viewer.Do(switchTeam)
+	must(t, err)
+	_ = resp.Body.Close()
+	resp, err = viewer.Get(env["WEBUI_URL"] + "/connections/demo/files?path=/")
+	must(t, err)
+	page, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	must(t, err)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `data-name="hello.txt"`) || strings.Contains(string(page), "upload-files") {
+		t.Errorf("the demo team's viewer's file browser: %d, without hello.txt or with uploads", resp.StatusCode)
+	}
+
 	// The printed file dropped into the watched folder: its event prints.
 	if status, body = call(t, env, "write", `{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}`, env["DEMO_API_KEY"]); status != http.StatusOK {
 		t.Fatalf("write into incoming/: %d %s", status, body)

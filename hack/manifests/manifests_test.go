@@ -203,7 +203,8 @@ var allowed = map[string][]string{
 	"sftpgate-webui": {
 		"* core namespaces create",
 		"* rbac.authorization.k8s.io rolebindings create",
-		"* rbac.authorization.k8s.io clusterroles bind sftpgate-webui-tenant",
+		"* rbac.authorization.k8s.io clusterroles bind sftpgate-team-admin,sftpgate-team-editor,sftpgate-team-viewer,sftpgate-webui-tenant",
+		"* authorization.k8s.io subjectaccessreviews create",
 		"sftpgate-accounts core secrets create,delete,get,update",
 		"sftpgate-system core configmaps create,get,list",
 	},

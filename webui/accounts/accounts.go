@@ -9,9 +9,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -73,7 +76,7 @@ const QuotaName = "sftpgate-account"
 // server whatever creates the objects (the UI, or kubectl by whoever the
 // operator lets in).
 type Quota struct {
-	Connections, Keys, Secrets, Watches, Transfers int
+	Connections, Keys, Secrets, Watches, Transfers, Members int
 }
 
 func (q Quota) hard() corev1.ResourceList {
@@ -84,6 +87,8 @@ func (q Quota) hard() corev1.ResourceList {
 		"count/secrets":                  *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
 		"count/sftpwatches.sftpgate.dev": *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
 		"count/transfers.sftpgate.dev":   *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
+		// Two more for the UI's own binding and the owner's.
+		"count/rolebindings.rbac.authorization.k8s.io": *resource.NewQuantity(int64(q.Members)+2, resource.DecimalSI),
 	}
 }
 
@@ -102,9 +107,11 @@ type Store struct {
 	Client    client.Client
 	Namespace string
 	// TenantRole is the ClusterRole, and Subject who it is granted to (the
-	// UI's service account), in each account's namespace.
+	// UI's service account), in each account's namespace; OwnerRole is
+	// the one its owner has there.
 	TenantRole string
 	Subject    rbacv1.Subject
+	OwnerRole  string
 	// Cost is bcrypt's cost; bcrypt.DefaultCost when zero.
 	Cost int
 	// Quota is what each account's namespace may hold.
@@ -185,7 +192,7 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 		return nil, err
 	}
 	for range 2 {
-		secret, err := s.secret(ctx, id(email))
+		secret, err := s.secret(ctx, id(email), SecretType)
 		if !apierrors.IsNotFound(err) {
 			if err != nil {
 				return nil, err
@@ -247,7 +254,45 @@ func (s *Store) createNamespace(ctx context.Context, acct *Account) error {
 	if err := s.Client.Create(ctx, binding); err != nil {
 		return fmt.Errorf("granting the web UI its role in the account's namespace: %w", err)
 	}
+	if err := s.EnsureOwner(ctx, acct); err != nil {
+		return err
+	}
 	return s.ensureQuota(ctx, acct, true)
+}
+
+// OwnerBinding names the RoleBinding that makes an account's owner the
+// admin of its namespace.
+const OwnerBinding = "sftpgate-owner"
+
+// UserName is the user a person is to RBAC, in the RoleBindings that make
+// them a team's member and the reviews of what they may do.
+func UserName(email string) string { return "sftpgate:account:" + email }
+
+// GroupName is the group a provider's group is to RBAC.
+func GroupName(group string) string { return "sftpgate:group:" + group }
+
+// EnsureOwner makes the account's owner the admin of its namespace (on
+// sign-up, and for accounts made before teams): the UI asks RBAC about
+// owners as about any member.
+func (s *Store) EnsureOwner(ctx context.Context, acct *Account) error {
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: OwnerBinding},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.OwnerRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: UserName(acct.Email)}},
+	}
+	// The UI's rights there come from the binding just made, which the
+	// API server's authorizer may take a moment to see.
+	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 7},
+		func(ctx context.Context) (bool, error) {
+			err := s.Client.Create(ctx, binding)
+			switch {
+			case err == nil || apierrors.IsAlreadyExists(err):
+				return true, nil
+			case apierrors.IsForbidden(err):
+				return false, nil
+			}
+			return false, fmt.Errorf("making the account's owner its admin: %w", err)
+		})
 }
 
 // initQuotaStatus gives a quota its status: the API server enforces a
@@ -318,7 +363,7 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 	var secret *corev1.Secret
 	email, err := NormalizeEmail(email)
 	if err == nil {
-		secret, err = s.secret(ctx, id(email))
+		secret, err = s.secret(ctx, id(email), SecretType)
 		switch {
 		case err == nil:
 			if len(secret.Data[keyHash]) > 0 {
@@ -367,19 +412,19 @@ func (s *Store) hashing(fn func() error) error {
 
 // Get returns the account with id, as a session names it.
 func (s *Store) Get(ctx context.Context, id string) (*Account, error) {
-	secret, err := s.secret(ctx, id)
+	secret, err := s.secret(ctx, id, SecretType)
 	if err != nil {
 		return nil, err
 	}
 	return fromSecret(secret), nil
 }
 
-func (s *Store) secret(ctx context.Context, name string) (*corev1.Secret, error) {
+func (s *Store) secret(ctx context.Context, name string, typ corev1.SecretType) (*corev1.Secret, error) {
 	var secret corev1.Secret
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &secret); err != nil {
 		return nil, err
 	}
-	if secret.Type != SecretType {
+	if secret.Type != typ {
 		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
 	}
 	return &secret, nil
@@ -392,7 +437,7 @@ func fromSecret(secret *corev1.Secret) *Account {
 
 // EndSessions ends every session of the account (log-out).
 func (s *Store) EndSessions(ctx context.Context, id string) error {
-	secret, err := s.secret(ctx, id)
+	secret, err := s.secret(ctx, id, SecretType)
 	if err != nil {
 		return err
 	}
@@ -405,4 +450,93 @@ func (s *Store) cost() int {
 		return bcrypt.DefaultCost
 	}
 	return s.Cost
+}
+
+// Team is an account's namespace as a team, by the name people know it
+// by.
+type Team struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// MaxTeams bounds the teams one person or group is indexed in.
+const MaxTeams = 100
+
+// ErrTooManyTeams refuses a membership past MaxTeams.
+var ErrTooManyTeams = fmt.Errorf("this person or group is a member of %d teams already, the most there may be", MaxTeams)
+
+// teamsSecretType is the type of the Secrets that index the teams of a
+// person or group (by their RBAC name), for the team switcher: an index
+// only, never what decides access, which RBAC does.
+const teamsSecretType corev1.SecretType = "sftpgate.dev/teams" //nolint:gosec // a type name, not a credential
+
+func teamsSecretName(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return "teams-" + hex.EncodeToString(sum[:12])
+}
+
+// Teams are the teams indexed for subjects (RBAC user and group names).
+func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
+	var all []Team
+	for _, subject := range subjects {
+		teams, _, err := s.teams(ctx, subject)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range teams {
+			if !slices.ContainsFunc(all, func(x Team) bool { return x.Namespace == t.Namespace }) {
+				all = append(all, t)
+			}
+		}
+	}
+	return all, nil
+}
+
+func (s *Store) teams(ctx context.Context, subject string) ([]Team, *corev1.Secret, error) {
+	secret, err := s.secret(ctx, teamsSecretName(subject), teamsSecretType)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var teams []Team
+	if err := json.Unmarshal(secret.Data[keyTeams], &teams); err != nil {
+		return nil, nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
+	}
+	return teams, secret, nil
+}
+
+const keyTeams = "teams"
+
+// IndexTeam indexes t among subject's teams, or (remove) no more.
+func (s *Store) IndexTeam(ctx context.Context, subject string, t Team, remove bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		teams, secret, err := s.teams(ctx, subject)
+		if err != nil {
+			return err
+		}
+		teams = slices.DeleteFunc(teams, func(x Team) bool { return x.Namespace == t.Namespace })
+		if !remove {
+			if len(teams) >= MaxTeams {
+				return ErrTooManyTeams
+			}
+			teams = append(teams, t)
+		}
+		data, err := json.Marshal(teams)
+		if err != nil {
+			return err
+		}
+		if secret == nil {
+			secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: teamsSecretName(subject)},
+				Type: teamsSecretType, Data: map[string][]byte{keyTeams: data}}
+			err = s.Client.Create(ctx, secret)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("secrets"), secret.Name, err)
+			}
+			return err
+		}
+		secret.Data[keyTeams] = data
+		return s.Client.Update(ctx, secret)
+	})
 }

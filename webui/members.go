@@ -1,0 +1,239 @@
+package webui
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/webui/accounts"
+)
+
+// The Members page: a team's people and the provider's groups, each with
+// a role, as RoleBindings of the team roles in the team's namespace
+// (those GitOps made listed too). The owner's binding is not removed here.
+
+// LabelMember marks the RoleBindings the Members page made.
+const LabelMember = "sftpgate.dev/member"
+
+// memberView is one binding of a team role, as the page shows it.
+type memberView struct {
+	Binding string
+	// Person is an email, Group a provider's group.
+	Person, Group string
+	Role          string
+	Owner         bool
+}
+
+type membersPage struct {
+	Members []memberView
+	Roles   []string
+}
+
+func (u *ui) listMembers(w http.ResponseWriter, r *http.Request) error {
+	return u.membersPage(w, r, http.StatusOK, "")
+}
+
+// membersPage draws the members of the team, with problem on the form.
+func (u *ui) membersPage(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+	var list rbacv1.RoleBindingList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+		return err
+	}
+	var views []memberView
+	for _, b := range list.Items {
+		role := roleOfClusterRole(b.RoleRef.Name)
+		if b.RoleRef.Kind != "ClusterRole" || role == "" {
+			continue
+		}
+		for _, s := range b.Subjects {
+			v := memberView{Binding: b.Name, Role: role, Owner: b.Name == accounts.OwnerBinding}
+			switch {
+			case s.Kind == rbacv1.UserKind && strings.HasPrefix(s.Name, accounts.UserName("")):
+				v.Person = strings.TrimPrefix(s.Name, accounts.UserName(""))
+			case s.Kind == rbacv1.GroupKind && strings.HasPrefix(s.Name, accounts.GroupName("")):
+				v.Group = strings.TrimPrefix(s.Name, accounts.GroupName(""))
+			default:
+				continue
+			}
+			views = append(views, v)
+		}
+	}
+	slices.SortFunc(views, func(a, b memberView) int {
+		return strings.Compare(a.Person+"\x00"+a.Group, b.Person+"\x00"+b.Group)
+	})
+	roles := make([]string, len(teamRoles))
+	for i, tr := range teamRoles {
+		roles[i] = tr.name
+	}
+	u.render(w, r, status, "members", page{Title: "Members", Error: problem, Form: formValues(r, "kind", "name", "role"),
+		Data: membersPage{Members: views, Roles: roles}})
+	return nil
+}
+
+func formValues(r *http.Request, names ...string) map[string]string {
+	m := map[string]string{}
+	for _, n := range names {
+		m[n] = r.PostFormValue(n)
+	}
+	return m
+}
+
+// memberBinding names the binding of a subject: one per person or group,
+// so that adding one again changes their role.
+func memberBinding(subject rbacv1.Subject) string {
+	sum := sha256.Sum256([]byte(subject.Kind + "\x00" + subject.Name))
+	return "sftpgate-member-" + hex.EncodeToString(sum[:8])
+}
+
+// addMember grants a person (by email) or a provider's group a role in
+// the team, replacing the role they had.
+func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
+	acct := accountFrom(r.Context())
+	role, name := r.PostFormValue("role"), strings.TrimSpace(r.PostFormValue("name"))
+	subject := rbacv1.Subject{APIGroup: rbacv1.GroupName}
+	switch r.PostFormValue("kind") {
+	case "person":
+		email, err := accounts.NormalizeEmail(name)
+		if err != nil {
+			return &formError{msg: err.Error(), status: http.StatusUnprocessableEntity, form: u.membersPage}
+		}
+		subject.Kind, subject.Name = rbacv1.UserKind, accounts.UserName(email)
+	case "group":
+		if name == "" || len(name) > maxGroupName {
+			return &formError{msg: "enter the group's name as the identity provider sends it (at most 64 characters)",
+				status: http.StatusUnprocessableEntity, form: u.membersPage}
+		}
+		subject.Kind, subject.Name = rbacv1.GroupKind, accounts.GroupName(name)
+	default:
+		return &personError{"choose a person or a group"}
+	}
+	clusterRole := clusterRoleOf(role)
+	if clusterRole == "" {
+		return &personError{"choose a role: viewer, editor or admin"}
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: memberBinding(subject), Labels: map[string]string{LabelMember: "true"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+	if binding.Name == accounts.OwnerBinding || subject.Name == accounts.UserName(acct.Email) && acct.Namespace == memberFrom(r.Context()).own {
+		return &formError{msg: "the owner is always an admin of their team", status: http.StatusUnprocessableEntity, form: u.membersPage}
+	}
+	noteObject(r, "RoleBinding", binding.Name)
+	// The index first: past its bound, nothing is granted.
+	m := memberFrom(r.Context())
+	if err := u.accounts.IndexTeam(r.Context(), subject.Name, m.team, false); err != nil {
+		if errors.Is(err, accounts.ErrTooManyTeams) {
+			return &formError{msg: err.Error(), status: http.StatusUnprocessableEntity, form: u.membersPage}
+		}
+		return err
+	}
+	// A role changes by a new binding: a binding's role cannot change.
+	if err := u.client.Delete(r.Context(), binding); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := u.client.Create(r.Context(), binding); err != nil {
+		if apierrors.IsForbidden(err) {
+			return &formError{msg: "the team has as many members as it may have", status: http.StatusForbidden, form: u.membersPage}
+		}
+		return err
+	}
+	http.Redirect(w, r, "/members", http.StatusSeeOther)
+	return nil
+}
+
+// removeMember takes a person's or group's role in the team away: their
+// next request there is refused.
+func (u *ui) removeMember(w http.ResponseWriter, r *http.Request) error {
+	acct := accountFrom(r.Context())
+	var b rbacv1.RoleBinding
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: chi.URLParam(r, "name")}, &b)
+	switch {
+	case apierrors.IsNotFound(err):
+		return errNotFound
+	case err != nil:
+		return err
+	case b.Name == accounts.OwnerBinding || roleOfClusterRole(b.RoleRef.Name) == "":
+		return &personError{"this is not a member's role, or it is the owner's, which stays"}
+	}
+	if err := u.client.Delete(r.Context(), &b); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	for _, s := range b.Subjects {
+		if err := u.accounts.IndexTeam(r.Context(), s.Name, accounts.Team{Namespace: acct.Namespace}, true); err != nil {
+			u.log.Warn("removing a team from a member's index", "namespace", acct.Namespace, "error", err)
+		}
+	}
+	http.Redirect(w, r, "/members", http.StatusSeeOther)
+	return nil
+}
+
+// teamsPage lists the teams a person may switch to.
+type teamsPage struct {
+	Teams   []accounts.Team
+	Current string
+}
+
+// listTeams shows the person's own team and those they were made a member
+// of (as a person or through a group).
+func (u *ui) listTeams(w http.ResponseWriter, r *http.Request) error {
+	teams, err := u.teamsOf(r)
+	if err != nil {
+		return err
+	}
+	u.render(w, r, http.StatusOK, "teams", page{Title: "Teams", Data: teamsPage{Teams: teams, Current: memberFrom(r.Context()).team.Namespace}})
+	return nil
+}
+
+func (u *ui) teamsOf(r *http.Request) ([]accounts.Team, error) {
+	m := memberFrom(r.Context())
+	subjects := append([]string{m.user}, m.groups...)
+	teams, err := u.accounts.Teams(r.Context(), subjects)
+	if err != nil {
+		return nil, err
+	}
+	own := accounts.Team{Namespace: m.own, Name: strings.TrimPrefix(m.user, accounts.UserName(""))}
+	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
+	return append([]accounts.Team{own}, teams...), nil
+}
+
+// switchTeam makes the browser act in another of the person's teams,
+// where RBAC must grant them a role.
+func (u *ui) switchTeam(w http.ResponseWriter, r *http.Request) error {
+	teams, err := u.teamsOf(r)
+	if err != nil {
+		return err
+	}
+	m := memberFrom(r.Context())
+	i := slices.IndexFunc(teams, func(t accounts.Team) bool { return t.Namespace == r.PostFormValue("namespace") })
+	if i < 0 {
+		return errNotFound
+	}
+	if teams[i].Namespace == m.own {
+		u.cookies.clear(w, r, teamCookie)
+	} else {
+		role, err := u.roleIn(r.Context(), m, teams[i].Namespace)
+		if err != nil {
+			return err
+		}
+		if role == "" {
+			u.render(w, r, http.StatusForbidden, "message", page{Title: "Not a member",
+				Message: "You are not a member of this team any more."})
+			return nil
+		}
+		if err := u.cookies.set(w, r, teamCookie, teams[i]); err != nil {
+			return err
+		}
+	}
+	http.Redirect(w, r, "/connections", http.StatusSeeOther)
+	return nil
+}
