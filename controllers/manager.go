@@ -129,6 +129,9 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := (&TransferTTLReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&ShareLinkReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("sharelink-controller")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	// Runnables added with Add run on the leader only.
 	if err := mgr.Add(keys.Tokens); err != nil {
 		return err

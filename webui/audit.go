@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/webui/accounts"
@@ -20,6 +21,8 @@ import (
 type auditNote struct {
 	account *accounts.Account
 	object  string
+	// share is the link a request used, with no account.
+	share *v1alpha1.ShareLink
 }
 
 type auditKey struct{}
@@ -35,6 +38,13 @@ func noteAccount(r *http.Request, acct *accounts.Account) {
 func noteObject(r *http.Request, kind, name string) {
 	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
 		n.object = kind + "/" + name
+	}
+}
+
+// noteShare names the share link r used, for its record.
+func noteShare(r *http.Request, share *v1alpha1.ShareLink) {
+	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
+		n.share = share
 	}
 }
 
@@ -76,6 +86,8 @@ func (u *ui) audited(action string, what func(*http.Request, *audit.Record), h p
 			Result: resultOf(sw.status, err)}
 		if a := note.account; a != nil {
 			rec.Namespace, rec.Actor = a.Namespace, audit.Actor{Kind: audit.ActorAccount, Name: a.Email}
+		} else if s := note.share; s != nil {
+			rec.Namespace, rec.Actor, rec.Connection = s.Namespace, audit.Actor{Kind: audit.ActorShareLink, Name: s.Name}, s.Spec.Connection
 		} else {
 			rec.Actor = audit.Actor{Kind: audit.ActorAccount, Name: r.PostFormValue("email")}
 		}
@@ -158,8 +170,8 @@ func renamePaths(r *http.Request, rec *audit.Record) {
 
 // auditedUploads records an upload's start (tus's POST), with the path
 // its metadata names; its parts are the gateway's records.
-func (u *ui) auditedUploads(h pageFunc) pageFunc {
-	audited := u.audited("file.upload", all(onConnection, uploadPath), h)
+func (u *ui) auditedUploads(action string, what what, h pageFunc) pageFunc {
+	audited := u.audited(action, what, h)
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodPost {
 			return h(w, r)
@@ -171,5 +183,12 @@ func (u *ui) auditedUploads(h pageFunc) pageFunc {
 func uploadPath(r *http.Request, rec *audit.Record) {
 	if p := uploadrecord.RequestedPath(r); p != "" {
 		rec.Paths = []string{p}
+	}
+}
+
+// sharePath: the file or folder a share link's request reached.
+func sharePath(r *http.Request, rec *audit.Record) {
+	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok && n.share != nil {
+		rec.Paths = []string{path.Join(n.share.Spec.Path, browsePath(r.URL.Query().Get("path")))}
 	}
 }

@@ -47,13 +47,26 @@ func (c clientAddrs) isTrusted(a netip.Addr) bool {
 // key is the bucket of r's client: its address, or for IPv6 its /64, which
 // one client usually holds whole.
 func (c clientAddrs) key(r *http.Request) string {
+	addr, ok := c.addr(r)
+	if !ok {
+		return r.RemoteAddr
+	}
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
+// addr is r's client's address: the connection's, or the last untrusted
+// one the trusted proxies forwarded.
+func (c clientAddrs) addr(r *http.Request) (netip.Addr, bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {
-		return host
+		return netip.Addr{}, false
 	}
 	addr = addr.Unmap()
 	if c.isTrusted(addr) {
@@ -69,8 +82,5 @@ func (c clientAddrs) key(r *http.Request) string {
 			}
 		}
 	}
-	if addr.Is6() {
-		return netip.PrefixFrom(addr, 64).Masked().String()
-	}
-	return addr.String()
+	return addr, true
 }

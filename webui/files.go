@@ -42,11 +42,20 @@ func (f *gatewayFailure) Error() string { return f.Message }
 // call runs command on connection c as the account, with a JSON body,
 // and decodes its result into out.
 func (u *ui) call(ctx context.Context, c *v1alpha1.SftpConnection, command string, body, out any) error {
+	token, err := u.filesKey(ctx, c.Namespace)
+	if err != nil {
+		return err
+	}
+	return u.callAs(ctx, token, c, command, body, out)
+}
+
+// callAs is call with the key of token.
+func (u *ui) callAs(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	resp, err := u.gatewayRequest(ctx, c, command, bytes.NewReader(b), "")
+	resp, err := u.gatewayRequest(ctx, token, c, command, bytes.NewReader(b), "")
 	if err != nil {
 		return err
 	}
@@ -66,13 +75,10 @@ func (u *ui) call(ctx context.Context, c *v1alpha1.SftpConnection, command strin
 	return json.Unmarshal(envelope[command], out)
 }
 
-// gatewayRequest sends command to the gateway as the account; accept,
-// when set, asks for the file's bytes.
-func (u *ui) gatewayRequest(ctx context.Context, c *v1alpha1.SftpConnection, command string, body io.Reader, accept string) (*http.Response, error) {
-	token, err := u.filesKey(ctx, c.Namespace)
-	if err != nil {
-		return nil, err
-	}
+// gatewayRequest sends command to the gateway with the key of token (the
+// account's file browser key, or a share link's); accept, when set, asks
+// for the file's bytes.
+func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body io.Reader, accept string) (*http.Response, error) {
 	slug := u.view(c).Slug
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.tryURL+"/"+url.PathEscape(slug)+"/"+command, body)
 	if err != nil {
@@ -218,11 +224,20 @@ func (u *ui) download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpCo
 	if inline && imageType(p) == "" {
 		return errNotFound
 	}
+	token, err := u.filesKey(r.Context(), c.Namespace)
+	if err != nil {
+		return err
+	}
+	return u.sendFile(w, r, token, c, p, inline)
+}
+
+// sendFile streams file p of c, read with the key of token.
+func (u *ui) sendFile(w http.ResponseWriter, r *http.Request, token string, c *v1alpha1.SftpConnection, p string, inline bool) error {
 	body, err := json.Marshal(map[string]string{"path": p})
 	if err != nil {
 		return err
 	}
-	resp, err := u.gatewayRequest(r.Context(), c, "read", bytes.NewReader(body), "application/octet-stream")
+	resp, err := u.gatewayRequest(r.Context(), token, c, "read", bytes.NewReader(body), "application/octet-stream")
 	if err != nil {
 		return err
 	}

@@ -39,12 +39,13 @@ const (
 // filesCommands are what the file browser runs.
 var filesCommands = []v1alpha1.Command{"list", "stat", "read", "write", "mkdir", "rename", "unlink", "rmdir"}
 
-// filesToken is the file browser's token for namespace: sgk_, a key id and
-// 256 bits, all derived from the UI's secret.
-func (u *ui) filesToken(namespace string) (token, keyID string) {
+// derivedToken is a token of the UI's own for scope (a namespace, for
+// the file browser's key): sgk_, a key id and 256 bits, all derived from
+// the UI's secret.
+func (u *ui) derivedToken(scope string) (token, keyID string) {
 	derive := func(purpose string) []byte {
 		mac := hmac.New(sha256.New, u.filesSecret)
-		mac.Write([]byte(purpose + "\x00" + namespace))
+		mac.Write([]byte(purpose + "\x00" + scope))
 		return mac.Sum(nil)
 	}
 	b32 := base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -56,40 +57,46 @@ func (u *ui) filesToken(namespace string) (token, keyID string) {
 // to be issued (the ApiKey controller's status, which the gateway reads).
 const keyWait = 10 * time.Second
 
-// errFilesKey is a file browser key that did not become ready.
-var errFilesKey = errors.New("the file browser's API key is not ready")
+// errKeyNotReady is a key of the UI's that did not become ready.
+var errKeyNotReady = errors.New("the web UI's API key is not ready")
 
 // filesKeySpec is the spec of the file browser's key with the token's hash.
 func filesKeySpec(hash, keyID string) v1alpha1.ApiKeySpec {
 	return v1alpha1.ApiKeySpec{Commands: filesCommands, Token: v1alpha1.TokenSource{SHA256: hash, KeyID: keyID}}
 }
 
+// filesKeyOf is namespace's file browser key as it should be, and its
+// token.
+func (u *ui) filesKeyOf(namespace string) (*v1alpha1.ApiKey, string) {
+	token, keyID := u.derivedToken(namespace)
+	return &v1alpha1.ApiKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: filesKeyName, Labels: map[string]string{LabelFilesKey: "true"}},
+		Spec:       filesKeySpec(apitoken.Hash(token), keyID),
+	}, token
+}
+
 // makeFilesKey makes the account's file browser key at sign-up and log-in,
 // so that it holds its place in the account's key quota (one more than
 // the account's keys); a failure is tried again when the browser is used.
 func (u *ui) makeFilesKey(ctx context.Context, namespace string) {
-	if _, err := u.ensureFilesKey(ctx, namespace); err != nil {
+	want, _ := u.filesKeyOf(namespace)
+	if _, err := u.ensureKey(ctx, want); err != nil {
 		u.log.Warn("making the file browser's key", "namespace", namespace, "error", err)
 	}
 }
 
-// ensureFilesKey makes namespace's file browser key, or makes it the UI's
-// own again (made with another secret, or changed by hand), and returns it.
-func (u *ui) ensureFilesKey(ctx context.Context, namespace string) (*v1alpha1.ApiKey, error) {
-	token, keyID := u.filesToken(namespace)
-	want := filesKeySpec(apitoken.Hash(token), keyID)
+// ensureKey makes the key want, or makes it the UI's own again (made
+// with another secret, or changed by hand), and returns it.
+func (u *ui) ensureKey(ctx context.Context, want *v1alpha1.ApiKey) (*v1alpha1.ApiKey, error) {
 	for {
 		key := &v1alpha1.ApiKey{}
-		err := u.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: filesKeyName}, key)
+		err := u.client.Get(ctx, client.ObjectKeyFromObject(want), key)
 		switch {
 		case apierrors.IsNotFound(err):
-			key = &v1alpha1.ApiKey{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: filesKeyName, Labels: map[string]string{LabelFilesKey: "true"}},
-				Spec:       want,
-			}
+			key = want.DeepCopy()
 			err = u.client.Create(ctx, key)
-		case err == nil && !equality.Semantic.DeepEqual(key.Spec, want):
-			key.Spec = want
+		case err == nil && !equality.Semantic.DeepEqual(key.Spec, want.Spec):
+			key.Spec = want.Spec
 			err = u.client.Update(ctx, key)
 		}
 		// Another replica or tab made or changed it meanwhile: look again.
@@ -100,33 +107,40 @@ func (u *ui) ensureFilesKey(ctx context.Context, namespace string) (*v1alpha1.Ap
 }
 
 // filesKey returns namespace's file browser token once its key is issued.
-// A key found issued is trusted for a minute before it is looked at again.
 func (u *ui) filesKey(ctx context.Context, namespace string) (string, error) {
-	token, _ := u.filesToken(namespace)
-	hash := apitoken.Hash(token)
-	if u.filesKeys.fresh(namespace, hash) {
-		return token, nil
+	want, token := u.filesKeyOf(namespace)
+	err := u.readyKey(ctx, want, token)
+	if apierrors.IsForbidden(err) {
+		return "", &personError{"the file browser needs one of your account's API key places: revoke a key, then try again"}
 	}
-	key, err := u.ensureFilesKey(ctx, namespace)
+	return token, err
+}
+
+// readyKey makes the key want, of token, and waits until it is issued. A
+// key found issued is trusted for a minute before it is looked at again.
+func (u *ui) readyKey(ctx context.Context, want *v1alpha1.ApiKey, token string) error {
+	hash := apitoken.Hash(token)
+	name := want.Namespace + "/" + want.Name
+	if u.filesKeys.fresh(name, hash) {
+		return nil
+	}
+	key, err := u.ensureKey(ctx, want)
 	for deadline := time.Now().Add(keyWait); err == nil && !issued(key, hash); {
 		if time.Now().After(deadline) {
-			return "", errFilesKey
+			return errKeyNotReady
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		err = u.client.Get(ctx, client.ObjectKeyFromObject(key), key)
 	}
-	if apierrors.IsForbidden(err) {
-		return "", &personError{"the file browser needs one of your account's API key places: revoke a key, then try again"}
-	}
 	if err != nil {
-		return "", err
+		return err
 	}
-	u.filesKeys.issued(namespace, hash)
-	return token, nil
+	u.filesKeys.issued(name, hash)
+	return nil
 }
 
 // issued says the key holds hash and is ready.
@@ -135,8 +149,9 @@ func issued(key *v1alpha1.ApiKey, hash string) bool {
 	return key.Status.TokenSHA256 == hash && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == key.Generation
 }
 
-// issuedKeys remembers, per namespace, the hash of the file browser key
-// found issued and when: a part of an upload need not ask the API server.
+// issuedKeys remembers, per key (namespace/name), the hash of the UI's
+// key found issued and when: a part of an upload need not ask the API
+// server.
 type issuedKeys struct {
 	mu   sync.Mutex
 	seen map[string]issuedKey
@@ -154,18 +169,18 @@ const (
 	maxIssuedKeys = 10000
 )
 
-func (k *issuedKeys) fresh(namespace, hash string) bool {
+func (k *issuedKeys) fresh(key, hash string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	seen, ok := k.seen[namespace]
+	seen, ok := k.seen[key]
 	return ok && seen.hash == hash && time.Since(seen.at) < keyTrust
 }
 
-func (k *issuedKeys) issued(namespace, hash string) {
+func (k *issuedKeys) issued(key, hash string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.seen == nil || len(k.seen) >= maxIssuedKeys {
 		k.seen = map[string]issuedKey{}
 	}
-	k.seen[namespace] = issuedKey{hash: hash, at: time.Now()}
+	k.seen[key] = issuedKey{hash: hash, at: time.Now()}
 }

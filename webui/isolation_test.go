@@ -1111,6 +1111,49 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("revoke: %d, want 404", status)
 			}
 		}},
+		{"the victim's files outside a share link it gave the attacker, through .. and a symlink", func(t *testing.T) {
+			shared := filepath.Join(victim.sshd.Dir, "shared")
+			must(t, os.MkdirAll(shared, 0o755))
+			must(t, os.WriteFile(filepath.Join(shared, "for-the-partner.csv"), []byte("shared"), 0o644))
+			must(t, os.Symlink(victim.sshd.Dir, filepath.Join(shared, "escape")))
+			link := shareLinkURL(t, victim, url.Values{"name": {"for-attacker"}, "path": {"/shared"}, "mode": {"Download"}, "expires": {"1d"}})
+			secret := "from-" + victim.ns + "-setup"
+			if status, body := fetch(t, link+"?path=/for-the-partner.csv&download=1"); status != http.StatusOK || body != "shared" {
+				t.Fatalf("the link's own file: %d %q", status, body)
+			}
+			for _, p := range []string{"/../" + secret, "/escape/" + secret, "/escape/../" + secret} {
+				if status, body := fetch(t, link+"?download=1&path="+url.QueryEscape(p)); status == http.StatusOK {
+					t.Errorf("%s through the link: %d %q", p, status, body)
+				}
+			}
+			for _, p := range []string{"/escape", "/.."} {
+				if _, body := fetch(t, link+"?path="+url.QueryEscape(p), "Accept", "text/html"); strings.Contains(body, secret) {
+					t.Errorf("listing %s through the link shows the victim's other files", p)
+				}
+			}
+		}},
+		{"a share link of the victim's, forged or named in the attacker's namespace", func(t *testing.T) {
+			link := shareLinkURL(t, attacker, url.Values{"name": {"own"}, "path": {"/"}, "mode": {"Download"}, "expires": {"1d"}})
+			base, token, _ := strings.Cut(link, "/s/")
+			_, secret, _ := strings.Cut(strings.TrimPrefix(token, "sgs_"), "_")
+			locator := base64.RawURLEncoding.EncodeToString([]byte(victim.ns + "/for-attacker"))
+			for what, forged := range map[string]string{
+				"the attacker's secret on the victim's link": "sgs_" + locator + "_" + secret,
+				"a made-up secret on the victim's link":      "sgs_" + locator + "_" + strings.Repeat("A", 52),
+				"a link in sftpgate's own namespace":         "sgs_" + base64.RawURLEncoding.EncodeToString([]byte(uiNamespace+"/x")) + "_" + secret,
+			} {
+				if status, _ := fetch(t, base+"/s/"+forged); status != http.StatusNotFound {
+					t.Errorf("%s: %d, want 404", what, status)
+				}
+			}
+			// A ShareLink of the attacker's naming the victim's connection.
+			token = "sgs_" + base64.RawURLEncoding.EncodeToString([]byte(attacker.ns+"/reach")) + "_" + strings.Repeat("B", 52)
+			must(t, k8s.Create(ctx, &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "reach"},
+				Spec: v1alpha1.ShareLinkSpec{Connection: victim.uiConn, Path: "/", TokenSHA256: apitoken.Hash(token)}}))
+			if status, body := fetch(t, base+"/s/"+token+"?path=/from-"+victim.ns+"-setup&download=1"); status == http.StatusOK {
+				t.Errorf("the attacker's link to the victim's connection: %d %q", status, body)
+			}
+		}},
 		{"the victim's team, as its viewer trying an editor's and an admin's actions", func(t *testing.T) {
 			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
 			if _, body := attacker.ui.get(t, "/teams"); !strings.Contains(body, victim.ui.email) {

@@ -45,8 +45,8 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 	}
 	var views []keyView
 	for _, k := range list.Items {
-		if k.Labels[LabelFilesKey] != "" {
-			continue // the file browser's own (fileskey.go)
+		if k.Labels[LabelFilesKey] != "" || k.Labels[LabelShareKey] != "" {
+			continue // the file browser's own (fileskey.go), or a share link's (sharepage.go)
 		}
 		if connection != "" && len(k.Spec.Connections) > 0 && !slices.Contains(k.Spec.Connections, connection) {
 			continue

@@ -139,11 +139,7 @@ func (l *oidcLogin) redirectURL(r *http.Request) string {
 	if l.opts.RedirectURL != "" {
 		return l.opts.RedirectURL
 	}
-	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/login/oidc/callback"
+	return requestBase(r) + "/login/oidc/callback"
 }
 
 // loggedOutURL is where the provider sends people once they logged out.

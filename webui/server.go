@@ -112,6 +112,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Secrets, "max-secrets-per-account", 50, "Secrets one account may have: a connection's credentials are one (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Watches, "max-watches-per-account", 10, "SftpWatches one account may have (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.Quota.Shares, "max-shares-per-account", 50, "ShareLinks one account may have (a ResourceQuota in its namespace; each also holds an ApiKey place).")
 	fs.IntVar(&o.Quota.Members, "max-members-per-account", 50, "Members one account's team may have, people and groups (a ResourceQuota on its RoleBindings).")
 	fs.StringVar(&o.SystemNamespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "sftpgate-system"),
 		"sftpgate's namespace, where the audit records of what accounts do are stored.")
@@ -280,7 +281,8 @@ func (u *ui) routes() http.Handler {
 	r.Use(middleware.RequestID, recovery.Middleware(u.serverError))
 	// Uploads stream through to the gateway, which bounds them; every
 	// other body is a form, and small.
-	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads(u.may(writeFiles, u.withConnection(u.uploadProxy)))))
+	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads("file.upload", all(onConnection, uploadPath), u.may(writeFiles, u.withConnection(u.uploadProxy)))))
+	r.Handle("/s/{token}/uploads/*", u.serve(u.auditedUploads("share.upload", uploadPath, u.shareRoute(u.shareUploads))))
 	r.Group(func(r chi.Router) {
 		r.Use(limitBodies)
 		static, _ := fs.Sub(assets, "static")
@@ -295,6 +297,8 @@ func (u *ui) routes() http.Handler {
 		r.Post("/login", u.serve(u.audited("login", nil, u.logIn)))
 		r.Post("/logout", u.serve(u.audited("logout", nil, u.logOut)))
 		r.Get("/logged-out", u.serve(u.loggedOut))
+		r.Get("/s/{token}", u.serve(u.audited("share.open", sharePath, u.shareRoute(u.serveShare))))
+		r.Post("/s/{token}", u.serve(u.audited("share.password", nil, u.shareRoute(u.serveShare))))
 		if u.oidc != nil {
 			r.Get("/login/oidc", u.serve(u.startOIDC))
 			r.Get("/login/oidc/callback", u.limited(u.serve(u.audited("login", nil, u.finishOIDC))))
@@ -338,6 +342,11 @@ func (u *ui) routes() http.Handler {
 			r.Get("/members", u.serve(u.may(seeMembers, u.listMembers)))
 			r.Post("/members", u.serve(u.audited("member.add", nil, u.may(addMembers, u.addMember))))
 			r.Post("/members/{name}/remove", u.serve(u.audited("member.remove", urlNamed("RoleBinding", "name"), u.may(removeMembers, u.removeMember))))
+			r.Get("/shares", u.serve(u.may(seeShares, u.listShares)))
+			r.Get("/connections/{name}/shares/new", u.serve(u.may(createShares, u.withConnection(u.newShareForm))))
+			r.Post("/connections/{name}/shares", u.serve(u.audited("share.create", onConnection, u.may(createShares, u.withConnection(u.createShare)))))
+			r.Get("/shares/{name}/created", u.serve(u.may(createShares, u.showNewShare)))
+			r.Post("/shares/{name}/delete", u.serve(u.audited("share.delete", urlNamed("ShareLink", "name"), u.may(deleteShares, u.deleteShare))))
 			r.Get("/teams", u.serve(u.listTeams))
 			r.Post("/teams", u.serve(u.audited("team.switch", nil, u.switchTeam)))
 		})

@@ -79,6 +79,9 @@ var (
 	addMembers        = permission{"create", "members"}
 	removeMembers     = permission{"delete", "members"}
 	seeActivity       = permission{"get", "activity"}
+	seeShares         = permission{"list", "sharelinks"}
+	createShares      = permission{"create", "sharelinks"}
+	deleteShares      = permission{"delete", "sharelinks"}
 	// roleMarkers tell admin, editor and viewer apart.
 	roleMarkers = []permission{addMembers, writeFiles, seeConnections}
 )

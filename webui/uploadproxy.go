@@ -34,16 +34,28 @@ func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	if err != nil {
 		return err
 	}
+	return u.proxyUpload(w, r, token, c, "/connections/"+c.Name+"/uploads/", nil)
+}
+
+// proxyUpload forwards a tus request for connection c as the key of
+// token; uiUploads is the UI's path of these uploads, and metadata, when
+// set, checks and rewrites a creation's Upload-Metadata.
+func (u *ui) proxyUpload(w http.ResponseWriter, r *http.Request, token string, c *v1alpha1.SftpConnection, uiUploads string,
+	metadata func(http.Header) error) error {
 	target, err := url.Parse(u.tryURL)
 	if err != nil {
 		return err
 	}
-	// The gateway's path of this connection's uploads, and the UI's.
+	// The gateway's path of this connection's uploads.
 	gatewayUploads := strings.TrimSuffix(target.Path, "/") + "/" + url.PathEscape(u.view(c).Slug) + "/uploads/"
-	uiUploads := "/connections/" + c.Name + "/uploads/"
 	id := chi.URLParam(r, "*")
 	if strings.Contains(id, "/") {
 		return errNotFound
+	}
+	if metadata != nil && r.Method == http.MethodPost {
+		if err := metadata(r.Header); err != nil {
+			return err
+		}
 	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -34,6 +34,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&TransferSchedule{}, &TransferScheduleList{},
 		&ObjectStore{}, &ObjectStoreList{},
 		&AuditSink{}, &AuditSinkList{},
+		&ShareLink{}, &ShareLinkList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -42,6 +42,7 @@ const (
 	ActorAccount        = "Account"
 	ActorWatch          = "SftpWatch"
 	ActorTransfer       = "Transfer"
+	ActorShareLink      = "ShareLink"
 	// ActorSftpgate is sftpgate itself: a chain's closing and drop records.
 	ActorSftpgate = "sftpgate"
 )

@@ -76,14 +76,16 @@ const QuotaName = "sftpgate-account"
 // server whatever creates the objects (the UI, or kubectl by whoever the
 // operator lets in).
 type Quota struct {
-	Connections, Keys, Secrets, Watches, Transfers, Members int
+	Connections, Keys, Secrets, Watches, Transfers, Members, Shares int
 }
 
 func (q Quota) hard() corev1.ResourceList {
 	return corev1.ResourceList{
 		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
-		// One more for the file browser's own key (webui/fileskey.go).
-		"count/apikeys.sftpgate.dev":     *resource.NewQuantity(int64(q.Keys)+1, resource.DecimalSI),
+		// One more for the file browser's own key (webui/fileskey.go), and
+		// one for each share link's (webui/sharepage.go).
+		"count/apikeys.sftpgate.dev":     *resource.NewQuantity(int64(q.Keys)+1+int64(q.Shares), resource.DecimalSI),
+		"count/sharelinks.sftpgate.dev":  *resource.NewQuantity(int64(q.Shares), resource.DecimalSI),
 		"count/secrets":                  *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
 		"count/sftpwatches.sftpgate.dev": *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
 		"count/transfers.sftpgate.dev":   *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),

@@ -122,7 +122,7 @@
         const res = await fetch(endpoint, {
           method: "POST",
           headers: { ...tus, "Upload-Length": String(file.size),
-            "Upload-Metadata": metadata({ path: target(file.name), overwrite: replace.checked ? "true" : "false", filename: file.name }) },
+            "Upload-Metadata": metadata({ path: target(file.name), overwrite: replace && replace.checked ? "true" : "false", filename: file.name }) },
         });
         if (res.status !== 201) throw new Error(await reason(res));
         url = new URL(res.headers.get("Location"), location.href).pathname;

@@ -1,0 +1,369 @@
+package webui
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"golang.org/x/crypto/bcrypt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+)
+
+// What a link's holder meets at /s/<token>: a page (a folder listed, a
+// file to download, or a drop box with resumable uploads), or, for curl
+// (an Accept without text/html, or ?download=1), the file itself. Every
+// request finds the link again, uncached: a link deleted, expired or used
+// up is refused at once. Files are reached through the gateway with a key
+// of the link's own (its token derived from the UI's secret, never given
+// out), limited to the link's connection and path, so the gateway's
+// scope rules (symlinks included) and the namespace's rates hold.
+
+// LabelShareKey marks a share link's key with the link's name; the keys
+// page leaves such keys out.
+const LabelShareKey = "sftpgate.dev/share-link"
+
+// shareKeyOf is the key of a link, by name only.
+func shareKeyOf(share *v1alpha1.ShareLink) *v1alpha1.ApiKey {
+	return &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: share.Namespace, Name: "sftpgate-share-" + share.Name}}
+}
+
+// shareKey returns the token of the link's key once it is issued.
+func (u *ui) shareKey(ctx context.Context, share *v1alpha1.ShareLink) (string, error) {
+	token, keyID := u.derivedToken("share/" + share.Namespace + "/" + share.Name + "/" + string(share.UID))
+	key := shareKeyOf(share)
+	key.Labels = map[string]string{LabelShareKey: share.Name}
+	key.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ShareLink", Name: share.Name, UID: share.UID}}
+	commands := []v1alpha1.Command{"list", "stat", "read"}
+	if share.Spec.Mode == v1alpha1.ShareUpload {
+		commands = []v1alpha1.Command{"write", "stat"}
+	}
+	key.Spec = v1alpha1.ApiKeySpec{Commands: commands, Connections: []string{share.Spec.Connection}, Paths: []string{share.Spec.Path},
+		ExpiresAt: share.Spec.ExpiresAt, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}
+	return token, u.readyKey(ctx, key, token)
+}
+
+// shared is a request through a link that holds: the link, its
+// connection and its key's token.
+type shared struct {
+	share *v1alpha1.ShareLink
+	conn  *v1alpha1.SftpConnection
+	token string
+}
+
+// shareRefusal is a link that does not let this request in, in words for
+// its holder.
+type shareRefusal struct {
+	status         int
+	title, message string
+	// password: the link wants its password (a form, or HTTP Basic).
+	password bool
+}
+
+func (e *shareRefusal) Error() string { return e.message }
+
+var (
+	errShareExpired = &shareRefusal{status: http.StatusGone, title: "This link has expired", message: "Ask whoever sent it for a new one."}
+	errShareUsedUp  = &shareRefusal{status: http.StatusGone, title: "This link is used up", message: "It was used as many times as it may be. Ask whoever sent it for a new one."}
+	errShareAddress = &shareRefusal{status: http.StatusForbidden, title: "Not from here", message: "This link does not work from your network."}
+	errShareMode    = &shareRefusal{status: http.StatusMethodNotAllowed, title: "Not with this link", message: "This link does not allow that."}
+)
+
+// shareRoute serves h for a link that holds, and answers refusals: the
+// link unknown (404, whatever the reason), gone, from the wrong address,
+// or wanting its password.
+func (u *ui) shareRoute(h func(w http.ResponseWriter, r *http.Request, s *shared) error) pageFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		s, err := u.openShare(w, r)
+		if err == nil {
+			err = h(w, r, s)
+		}
+		var refusal *shareRefusal
+		if !errors.As(err, &refusal) {
+			return err
+		}
+		// curl is asked for HTTP Basic; a browser gets the form, not its
+		// own prompt.
+		if refusal.password && !strings.Contains(r.Header.Get("Accept"), "text/html") {
+			w.Header().Set("WWW-Authenticate", `Basic realm="sftpgate share link", charset="UTF-8"`)
+		}
+		u.render(w, r, refusal.status, "share_refused", page{Title: refusal.title, Message: refusal.message, Data: refusal.password})
+		return nil
+	}
+}
+
+// openShare finds the link of the URL's token and checks that it holds
+// for r.
+func (u *ui) openShare(w http.ResponseWriter, r *http.Request) (*shared, error) {
+	token := chi.URLParam(r, "token")
+	namespace, name, ok := shareLinkOf(token)
+	if !ok {
+		return nil, errNotFound
+	}
+	share := &v1alpha1.ShareLink{}
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: name}, share)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		return nil, errNotFound // not an account's namespace, or no such link
+	case err != nil:
+		return nil, err
+	case subtle.ConstantTimeCompare([]byte(apitoken.Hash(token)), []byte(share.Spec.TokenSHA256)) != 1:
+		return nil, errNotFound
+	}
+	noteShare(r, share)
+	if err := shareHolds(share); err != nil {
+		return nil, err
+	}
+	if len(share.Spec.AllowedCIDRs) > 0 {
+		addr, ok := u.clients.addr(r)
+		if !ok || !slices.ContainsFunc(share.Spec.AllowedCIDRs, func(c string) bool { return prefixContains(c, addr) }) {
+			return nil, errShareAddress
+		}
+	}
+	if share.Spec.PasswordHash != "" {
+		if err := u.sharePassword(w, r, share); err != nil {
+			return nil, err
+		}
+	}
+	conn := &v1alpha1.SftpConnection{}
+	if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: share.Spec.Connection}, conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &shareRefusal{status: http.StatusServiceUnavailable, title: "Not available", message: "The files of this link are not available now."}
+		}
+		return nil, err
+	}
+	keyToken, err := u.shareKey(r.Context(), share)
+	if err != nil {
+		return nil, err
+	}
+	return &shared{share: share, conn: conn, token: keyToken}, nil
+}
+
+// shareHolds refuses a link expired or used up.
+func shareHolds(share *v1alpha1.ShareLink) error {
+	switch state, _ := v1alpha1.ShareState(share, time.Now()); state {
+	case v1alpha1.ReasonExpired:
+		return errShareExpired
+	case v1alpha1.ReasonUsedUp:
+		return errShareUsedUp
+	}
+	return nil
+}
+
+// sharesCookie lists the links (by UID) whose password this browser gave.
+type sharesPassed struct {
+	UIDs []string `json:"u"`
+}
+
+// maxSharesPassed bounds the links one browser's cookie remembers.
+const maxSharesPassed = 20
+
+// sharePassword lets r in when its browser gave the link's password
+// before, or it gives it now (the form's field, or HTTP Basic); wrong
+// passwords are limited as log-ins are, per address and per link.
+func (u *ui) sharePassword(w http.ResponseWriter, r *http.Request, share *v1alpha1.ShareLink) error {
+	var passed sharesPassed
+	u.cookies.get(r, shareCookie, &passed)
+	if slices.Contains(passed.UIDs, string(share.UID)) {
+		return nil
+	}
+	password := r.PostFormValue("password")
+	if _, p, ok := r.BasicAuth(); ok {
+		password = p
+	}
+	wanted := &shareRefusal{status: http.StatusUnauthorized, title: "This link has a password", message: "Enter the password you were given with the link.", password: true}
+	if password == "" {
+		return wanted
+	}
+	if ok, _ := u.authLimit.Allow(u.clients.key(r)); !ok {
+		return &shareRefusal{status: http.StatusTooManyRequests, title: "Too many attempts", message: tooManyFromAddress}
+	}
+	if ok, _ := u.accountLimit.Allow("share " + string(share.UID)); !ok {
+		return &shareRefusal{status: http.StatusTooManyRequests, title: "Too many attempts", message: "Too many wrong passwords for this link. Wait a minute, then try again."}
+	}
+	if bcrypt.CompareHashAndPassword([]byte(share.Spec.PasswordHash), []byte(password)) != nil {
+		wanted.message = "That is not the link's password. Try again."
+		return wanted
+	}
+	passed.UIDs = append(passed.UIDs, string(share.UID))
+	if len(passed.UIDs) > maxSharesPassed {
+		passed.UIDs = passed.UIDs[len(passed.UIDs)-maxSharesPassed:]
+	}
+	return u.cookies.set(w, r, shareCookie, passed)
+}
+
+// countUse counts one use of the link before it is served, refusing it
+// once the link is used up: the count and the check are one write of the
+// link's status, retried on conflict, so uses never pass maxUses.
+func (u *ui) countUse(ctx context.Context, share *v1alpha1.ShareLink) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &v1alpha1.ShareLink{}
+		if err := u.client.Get(ctx, client.ObjectKeyFromObject(share), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return errNotFound
+			}
+			return err
+		}
+		if fresh.UID != share.UID {
+			return errNotFound
+		}
+		if err := shareHolds(fresh); err != nil {
+			return err
+		}
+		fresh.Status.Uses++
+		fresh.Status.LastUsedTime = &metav1.Time{Time: time.Now()}
+		return u.client.Status().Update(ctx, fresh)
+	})
+}
+
+// sharePage is the data of a link's page.
+type sharePage struct {
+	Share shareView
+	// Base is the link's own path, /s/<token>.
+	Base string
+	// File is the shared file (a file link); Entries a folder's, at Dir
+	// (below the shared folder), with its Parent when not the top.
+	File          *entry
+	Dir, Parent   string
+	Entries       []entry
+	Next, Failure string
+	// Upload: a drop box, with its limits in words.
+	Upload       bool
+	MaxFile      string
+	AllowedNames string
+}
+
+// wantsFile: curl, or a download link, gets the bytes, not a page.
+func wantsFile(r *http.Request) bool {
+	return r.URL.Query().Get("download") == "1" || !strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// serveShare answers GET (and the password form's POST) /s/<token>.
+func (u *ui) serveShare(w http.ResponseWriter, r *http.Request, s *shared) error {
+	if r.Method == http.MethodPost {
+		// The link's own page again, now that its password was given.
+		http.Redirect(w, r, "/s/"+url.PathEscape(chi.URLParam(r, "token"))+"?"+r.URL.Query().Encode(), http.StatusSeeOther) //nolint:gosec // a path of this UI's, never another site
+		return nil
+	}
+	data := sharePage{Share: viewShare(s.share), Base: "/s/" + chi.URLParam(r, "token")}
+	if s.share.Spec.Mode == v1alpha1.ShareUpload {
+		data.Upload = true
+		if up := s.share.Spec.Upload; up != nil {
+			if up.MaxFileBytes != nil {
+				data.MaxFile = size(*up.MaxFileBytes)
+			}
+			data.AllowedNames = strings.Join(up.AllowedNames, ", ")
+		}
+		u.render(w, r, http.StatusOK, "share", page{Title: "Upload files", Data: data})
+		return nil
+	}
+	var st entry
+	err := u.callAs(r.Context(), s.token, s.conn, "stat", map[string]string{"path": s.share.Spec.Path}, &st)
+	if err != nil {
+		if errors.As(err, new(*gatewayFailure)) {
+			return &shareRefusal{status: http.StatusNotFound, title: "Not found", message: "The shared file or folder is not there any more."}
+		}
+		return err
+	}
+	if st.Type != "directory" {
+		if wantsFile(r) {
+			return u.shareDownload(w, r, s, s.share.Spec.Path)
+		}
+		st.Name, st.Path = path.Base(s.share.Spec.Path), s.share.Spec.Path
+		data.File = &st
+		u.render(w, r, http.StatusOK, "share", page{Title: st.Name, Data: data})
+		return nil
+	}
+	rel := browsePath(r.URL.Query().Get("path"))
+	target := path.Join(s.share.Spec.Path, rel)
+	if r.URL.Query().Get("download") == "1" {
+		return u.shareDownload(w, r, s, target)
+	}
+	var listing struct {
+		Entries []entry `json:"entries"`
+		Next    string  `json:"next"`
+	}
+	req := map[string]any{"path": target, "limit": pageSize}
+	if after := r.URL.Query().Get("after"); after != "" {
+		req["after"] = after
+	}
+	if err := u.callAs(r.Context(), s.token, s.conn, "list", req, &listing); err != nil {
+		failure, ok := errors.AsType[*gatewayFailure](err)
+		if !ok {
+			return err
+		}
+		data.Failure = failure.Message
+	}
+	data.Dir = rel
+	if rel != "/" {
+		data.Parent = path.Dir(rel)
+	}
+	for _, e := range listing.Entries {
+		e.Path = path.Join(rel, e.Name) // shown below the shared folder
+		data.Entries = append(data.Entries, e)
+	}
+	data.Next = listing.Next
+	u.render(w, r, http.StatusOK, "share", page{Title: path.Base(s.share.Spec.Path), Data: data})
+	return nil
+}
+
+// shareDownload counts a use and streams file p.
+func (u *ui) shareDownload(w http.ResponseWriter, r *http.Request, s *shared, p string) error {
+	if err := u.countUse(r.Context(), s.share); err != nil {
+		return err
+	}
+	return u.sendFile(w, r, s.token, s.conn, p, false)
+}
+
+// shareUploads forwards a drop box's tus requests: a creation counts a
+// use, and names a file directly in the shared folder, of an allowed
+// name and size, never replacing one.
+func (u *ui) shareUploads(w http.ResponseWriter, r *http.Request, s *shared) error {
+	if s.share.Spec.Mode != v1alpha1.ShareUpload {
+		return errShareMode
+	}
+	metadata := func(h http.Header) error {
+		name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
+		if err != nil {
+			return &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: err.Error()}
+		}
+		if up := s.share.Spec.Upload; up != nil {
+			if len(up.AllowedNames) > 0 && !slices.ContainsFunc(up.AllowedNames, func(g string) bool { ok, _ := path.Match(g, name); return ok }) {
+				return &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: "This link takes files named " + strings.Join(up.AllowedNames, ", ") + "."}
+			}
+			if n, err := strconv.ParseInt(h.Get("Upload-Length"), 10, 64); up.MaxFileBytes != nil && (err != nil || n > *up.MaxFileBytes) {
+				return &shareRefusal{status: http.StatusRequestEntityTooLarge, title: "Too large", message: "This link takes files of at most " + size(*up.MaxFileBytes) + "."}
+			}
+		}
+		if err := u.countUse(r.Context(), s.share); err != nil {
+			return err
+		}
+		enc := base64.StdEncoding.EncodeToString
+		h.Set("Upload-Metadata", "path "+enc([]byte(path.Join(s.share.Spec.Path, name)))+",overwrite "+enc([]byte("false"))+
+			",filename "+enc([]byte(name)))
+		return nil
+	}
+	return u.proxyUpload(w, r, s.token, s.conn, "/s/"+chi.URLParam(r, "token")+"/uploads/", metadata)
+}
+
+// prefixContains says whether CIDR c holds addr.
+func prefixContains(c string, addr netip.Addr) bool {
+	p, err := netip.ParsePrefix(c)
+	return err == nil && p.Contains(addr)
+}

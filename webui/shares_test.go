@@ -1,0 +1,195 @@
+package webui_test
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/apitoken"
+)
+
+// shareLinkURL makes a share link of tn's web UI connection with the
+// form's values, and returns the link the one page shows.
+func shareLinkURL(t *testing.T, tn *tenant, values url.Values) string {
+	t.Helper()
+	status, body := tn.ui.form(t, "/connections/"+tn.uiConn+"/shares", values)
+	m := regexp.MustCompile(`id="share-url">([^<]+)<`).FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("making a share link of %v: %d %s", values, status, body)
+	}
+	return m[1]
+}
+
+// fetch GETs url as curl would (no cookies, Accept */*), with headers as
+// name, value pairs.
+func fetch(t *testing.T, rawURL string, headers ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	must(t, err)
+	req.Header.Set("Accept", "*/*")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// shareUses is the link's count of uses.
+func shareUses(t *testing.T, namespace, name string) int64 {
+	t.Helper()
+	var s v1alpha1.ShareLink
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &s))
+	return s.Status.Uses
+}
+
+// TestShareLinks: a partner with no account downloads from a folder's
+// link in a browser and with curl, and uploads into a drop box with a
+// password through the browser's resumable uploads; each use counts and
+// is audited, a link used up, deleted, expired or used from outside its
+// addresses is refused, and a drop box refuses names and sizes it does
+// not take, and replacing a file.
+func TestShareLinks(t *testing.T) {
+	t.Parallel()
+	owner := newTenant(t, "sharer")
+	must(t, os.MkdirAll(filepath.Join(owner.sshd.Dir, "reports"), 0o755))
+	// The server's user (not the test's) writes into the drop box.
+	must(t, os.MkdirAll(filepath.Join(owner.sshd.Dir, "dropbox"), 0o777))
+	must(t, os.Chmod(filepath.Join(owner.sshd.Dir, "dropbox"), 0o777))
+	must(t, os.WriteFile(filepath.Join(owner.sshd.Dir, "reports", "q3.csv"), []byte("id,total\n1,42\n"), 0o644))
+
+	download := shareLinkURL(t, owner, url.Values{"name": {"q3"}, "path": {"/reports"}, "mode": {"Download"}, "expires": {"7d"}, "maxUses": {"2"}})
+	ctx := browser(t)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(download), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="q3.csv"]`))))
+	checkA11y(t, ctx, "share link: a folder")
+	if shareUses(t, owner.ns, "q3") != 0 {
+		t.Error("listing the folder counted as a use")
+	}
+	if status, body := fetch(t, download+"?path=/q3.csv&download=1"); status != http.StatusOK || body != "id,total\n1,42\n" {
+		t.Fatalf("curl's download: %d %q", status, body)
+	}
+	if status, _ := fetch(t, download+"?path=/q3.csv&download=1"); status != http.StatusOK {
+		t.Fatalf("the second download: %d", status)
+	}
+	if status, _ := fetch(t, download+"?path=/q3.csv&download=1"); status != http.StatusGone {
+		t.Errorf("a third download of a link of two uses: %d, want 410", status)
+	}
+	if n := shareUses(t, owner.ns, "q3"); n != 2 {
+		t.Errorf("the link counts %d uses, want 2", n)
+	}
+
+	// A file's own link: curl gets the bytes; deleted, the link is gone.
+	file := shareLinkURL(t, owner, url.Values{"name": {"q3-file"}, "path": {"/reports/q3.csv"}, "mode": {"Download"}, "expires": {"1d"}})
+	if status, body := fetch(t, file); status != http.StatusOK || body != "id,total\n1,42\n" {
+		t.Fatalf("curl on a file's link: %d %q", status, body)
+	}
+	if status, _ := owner.ui.form(t, "/shares/q3-file/delete", nil); status != http.StatusOK {
+		t.Fatalf("deleting the link: %d", status)
+	}
+	if status, _ := fetch(t, file); status != http.StatusNotFound {
+		t.Errorf("a deleted link: %d, want 404", status)
+	}
+
+	// Links made with kubectl: one expired, one only from another network.
+	base, _, _ := strings.Cut(download, "/s/")
+	for name, mutate := range map[string]func(*v1alpha1.ShareLinkSpec){
+		"expired":   func(s *v1alpha1.ShareLinkSpec) { s.ExpiresAt = &metav1.Time{Time: time.Now().Add(-time.Minute)} },
+		"elsewhere": func(s *v1alpha1.ShareLinkSpec) { s.AllowedCIDRs = []string{"203.0.113.0/24"} },
+	} {
+		token := "sgs_" + base64.RawURLEncoding.EncodeToString([]byte(owner.ns+"/"+name)) + "_" + strings.Repeat("C", 52)
+		link := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: owner.ns, Name: name},
+			Spec: v1alpha1.ShareLinkSpec{Connection: owner.uiConn, Path: "/reports/q3.csv", TokenSHA256: apitoken.Hash(token)}}
+		mutate(&link.Spec)
+		must(t, k8s.Create(context.Background(), link))
+		want := map[string]int{"expired": http.StatusGone, "elsewhere": http.StatusForbidden}[name]
+		if status, _ := fetch(t, base+"/s/"+token); status != want {
+			t.Errorf("the %s link: %d, want %d", name, status, want)
+		}
+	}
+
+	drop := shareLinkURL(t, owner, url.Values{"name": {"drop"}, "path": {"/dropbox"}, "mode": {"Upload"}, "expires": {"7d"},
+		"password": {"partner secret"}, "maxFileMB": {"1"}, "names": {"*.csv"}})
+	if status, _ := fetch(t, drop); status != http.StatusUnauthorized {
+		t.Errorf("a link with a password, without it: %d, want 401", status)
+	}
+	must(t, chromedp.Do(ctx, chromedp.Navigate(drop), chromedp.WaitVisible(chromedp.ID("password"))))
+	checkA11y(t, ctx, "share link: its password")
+	must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("password"), "partner secret"), chromedp.Submit(chromedp.ID("password")),
+		chromedp.WaitVisible(chromedp.CSS(`label[for="upload-files"]`))))
+	checkA11y(t, ctx, "share link: a drop box")
+	invoice := filepath.Join(t.TempDir(), "invoice.csv")
+	must(t, os.WriteFile(invoice, []byte("invoice,amount\n7,99\n"), 0o644))
+	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{invoice})))
+	landed := filepath.Join(owner.sshd.Dir, "dropbox", "invoice.csv")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if b, err := os.ReadFile(landed); err == nil && string(b) == "invoice,amount\n7,99\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the partner's upload did not land in the drop box")
+		}
+	}
+	if n := shareUses(t, owner.ns, "drop"); n != 1 {
+		t.Errorf("the drop box counts %d uses, want 1", n)
+	}
+	// What a drop box refuses, with its password given as curl would.
+	for what, tc := range map[string]struct {
+		name   string
+		length string
+		want   int
+	}{
+		"a name it does not take":   {"invoice.exe", "5", http.StatusBadRequest},
+		"a file over its size":      {"big.csv", "2000000", http.StatusRequestEntityTooLarge},
+		"replacing a file uploaded": {"invoice.csv", "5", http.StatusConflict},
+	} {
+		meta := "path " + b64(tc.name)
+		req, err := http.NewRequest(http.MethodPost, drop+"/uploads/", nil)
+		must(t, err)
+		req.SetBasicAuth("", "partner secret")
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		req.Header.Set("Upload-Length", tc.length)
+		req.Header.Set("Upload-Metadata", meta)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", what, resp.StatusCode, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(owner.sshd.Dir, "dropbox", "invoice.exe")); err == nil {
+		t.Error("the drop box took a name it should not")
+	}
+	// Every use is in the owner's trail, its actor the link.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, body := owner.ui.get(t, "/activity?format=jsonl")
+		if strings.Contains(body, `"action":"webui.share.upload"`) && strings.Contains(body, `"kind":"ShareLink","name":"drop"`) &&
+			strings.Contains(body, `"paths":["/reports/q3.csv"]`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner's trail lacks the link's uses: %.2000s", body)
+		}
+	}
+	// Not a way to read: the drop box's page, never a file.
+	if status, body := fetch(t, drop+"?path=/invoice.csv&download=1", "Authorization", "Basic "+b64(":partner secret")); status == http.StatusOK && strings.Contains(body, "invoice,amount") {
+		t.Error("an upload link downloaded a file")
+	}
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
