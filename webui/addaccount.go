@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 // AddAccount runs "sftpgate webui add-account --email ADDRESS": it adds an
@@ -47,7 +49,8 @@ func AddAccount(ctx context.Context, args []string, stdin io.Reader, stdout io.W
 	if err != nil {
 		return err
 	}
-	acct, err := s.Accounts().SignUp(ctx, *email, password)
+	// The operator vouches for the email: teams may name it.
+	acct, err := s.Accounts().SignUpWithNamespace(ctx, *email, password, accounts.NewNamespaceName(), true)
 	if err != nil {
 		return err
 	}

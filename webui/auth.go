@@ -302,6 +302,7 @@ func (u *ui) logOut(w http.ResponseWriter, r *http.Request) error {
 	}
 	u.cookies.clear(w, r, sessionCookie)
 	if signedIn && s.SSO && u.oidc != nil {
+		u.oidc.revoke(r.Context(), s)
 		if end := u.oidc.endSessionURL(r.Context(), r, s); end != "" {
 			http.Redirect(w, r, end, http.StatusSeeOther)
 			return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5/middleware"
 )
@@ -100,9 +101,23 @@ func (u *ui) notFound(w http.ResponseWriter, r *http.Request) {
 // serverError logs err once and shows a page that says nothing of it.
 func (u *ui) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	id := middleware.GetReqID(r.Context())
-	u.log.Error("serving a page", "error", err, "requestID", id, "path", r.URL.Path)
+	u.log.Error("serving a page", "error", err, "requestID", id, "path", loggedPath(r.URL.Path))
 	u.render(w, r, http.StatusInternalServerError, "message", page{Title: "Something went wrong",
 		Message: "Something went wrong on our side. Try again in a moment; if it keeps happening, tell your administrator the request id " + id + "."})
+}
+
+// loggedPath is a request's path for the log: a share link's token,
+// which opens the link, becomes "…".
+func loggedPath(p string) string {
+	rest, ok := strings.CutPrefix(p, "/s/")
+	if !ok {
+		return p
+	}
+	_, after, found := strings.Cut(rest, "/")
+	if !found {
+		return "/s/…"
+	}
+	return "/s/…/" + after
 }
 
 // writeJSON answers v as JSON, for the pages' scripts.

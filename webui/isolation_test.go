@@ -1154,7 +1154,24 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("the attacker's link to the victim's connection: %d %q", status, body)
 			}
 		}},
+		{"the victim's team, as the holder of an unverified account of the email the victim added", func(t *testing.T) {
+			// The attacker signed up with a password: no one vouched for
+			// its email, so the victim's grant to that email is not its.
+			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
+			if _, body := attacker.ui.get(t, "/teams"); strings.Contains(body, victim.ui.email) {
+				t.Error("an unverified account lists the team its email was added to")
+			}
+			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
+				t.Errorf("an unverified account switches to the team its email was added to: %d, want 404", status)
+			}
+			if status, _ := attacker.ui.get(t, "/connections/"+victim.uiConn+"/files?path=%2F"); status != http.StatusNotFound {
+				t.Errorf("an unverified account browses the team's files: %d, want 404", status)
+			}
+		}},
 		{"the victim's team, as its viewer trying an editor's and an admin's actions", func(t *testing.T) {
+			// As if the operator vouched for the attacker's email (sftpgate
+			// webui add-account does): the victim's grant is now its.
+			verifyEmail(t, attacker.ui.email)
 			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
 			if _, body := attacker.ui.get(t, "/teams"); !strings.Contains(body, victim.ui.email) {
 				t.Fatal("the victim's team is not among the attacker's")
@@ -1275,3 +1292,19 @@ func gatewayMetric(t *testing.T, name string) float64 {
 
 // first is the status of a UI client's answer.
 func first(status int, _ string) int { return status }
+
+// verifyEmail marks the account of email as one whose email an operator
+// vouched for.
+func verifyEmail(t *testing.T, email string) {
+	t.Helper()
+	var list corev1.SecretList
+	must(t, k8s.List(context.Background(), &list, client.InNamespace(accountsNamespace)))
+	for i := range list.Items {
+		if s := &list.Items[i]; string(s.Data["email"]) == email {
+			s.Data["emailVerified"] = []byte("true")
+			must(t, k8s.Update(context.Background(), s))
+			return
+		}
+	}
+	t.Fatalf("no account of %s", email)
+}

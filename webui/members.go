@@ -3,7 +3,6 @@ package webui
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -125,18 +124,10 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
 		Subjects:   []rbacv1.Subject{subject},
 	}
-	if binding.Name == accounts.OwnerBinding || subject.Name == accounts.UserName(acct.Email) && acct.Namespace == memberFrom(r.Context()).own {
+	if subject.Name == accounts.UserName(memberFrom(r.Context()).team.Name) {
 		return &formError{msg: "the owner is always an admin of their team", status: http.StatusUnprocessableEntity, form: u.membersPage}
 	}
 	noteObject(r, "RoleBinding", binding.Name)
-	// The index first: past its bound, nothing is granted.
-	m := memberFrom(r.Context())
-	if err := u.accounts.IndexTeam(r.Context(), subject.Name, m.team, false); err != nil {
-		if errors.Is(err, accounts.ErrTooManyTeams) {
-			return &formError{msg: err.Error(), status: http.StatusUnprocessableEntity, form: u.membersPage}
-		}
-		return err
-	}
 	// A role changes by a new binding: a binding's role cannot change.
 	if err := u.client.Delete(r.Context(), binding); err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -146,6 +137,11 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 			return &formError{msg: "the team has as many members as it may have", status: http.StatusForbidden, form: u.membersPage}
 		}
 		return err
+	}
+	// The index only once the binding is made. It decides nothing: a full
+	// one leaves the member's role, and the team unlisted for them.
+	if err := u.accounts.IndexTeam(r.Context(), subject.Name, memberFrom(r.Context()).team, false); err != nil {
+		u.log.Warn("indexing a member's team", "namespace", acct.Namespace, "error", err)
 	}
 	http.Redirect(w, r, "/members", http.StatusSeeOther)
 	return nil
@@ -201,7 +197,7 @@ func (u *ui) teamsOf(r *http.Request) ([]accounts.Team, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := accounts.Team{Namespace: m.own, Name: strings.TrimPrefix(m.user, accounts.UserName(""))}
+	own := accounts.Team{Namespace: m.own, Name: accountFrom(r.Context()).Email}
 	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
 	return append([]accounts.Team{own}, teams...), nil
 }

@@ -48,6 +48,8 @@ type OIDCOptions struct {
 	Recheck time.Duration
 	// Name is the provider's, on the sign-in button.
 	Name string
+	// TrustEmail takes an email without email_verified as verified.
+	TrustEmail bool
 }
 
 func (o *OIDCOptions) bindFlags(fs *flag.FlagSet) {
@@ -63,6 +65,8 @@ func (o *OIDCOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Recheck, "oidc-recheck", 5*time.Minute,
 		"How long a session goes before the provider is asked again (with its refresh token) whether the person may still sign in: the bound on access after a person is disabled there.")
 	fs.StringVar(&o.Name, "oidc-name", "single sign-on", "The provider's name on the sign-in button.")
+	fs.BoolVar(&o.TrustEmail, "oidc-trust-email", false,
+		"Take the email claim as verified when the ID token has no email_verified claim (some providers, such as Microsoft Entra ID, send none: their emails are the directory's). An email_verified of false is refused whatever this says.")
 }
 
 // oidcLogin signs people in with a provider, found on first use (and
@@ -228,13 +232,17 @@ func (u *ui) finishOIDC(w http.ResponseWriter, r *http.Request) error {
 	if err := id.Claims(&c); err != nil {
 		return err
 	}
-	if c.Email == "" || (c.Verified != nil && !*c.Verified) {
+	if c.Email == "" || (c.Verified != nil && !*c.Verified) || (c.Verified == nil && !u.oidc.opts.TrustEmail) {
 		return u.signInRefused(w, r, "The identity provider did not give a verified email address, which names your account here.")
 	}
 	acct, err := u.accounts.SignIn(r.Context(), c.Email)
 	noteAccount(r, acct)
-	if errors.Is(err, accounts.ErrInvalidEmail) {
+	switch {
+	case errors.Is(err, accounts.ErrInvalidEmail):
 		return u.signInRefused(w, r, "The identity provider's email address for you is not one this server takes.")
+	case errors.Is(err, accounts.ErrUnverified):
+		u.log.Warn("a sign-in through the provider found a password account of its email, never verified", "account", acct)
+		return u.signInRefused(w, r, "An account with your email was made here with a password, and its email was never verified, so it cannot be yours by the identity provider's word. Log in with its password, or ask the operator.")
 	}
 	if err != nil {
 		return err
@@ -344,6 +352,34 @@ func (l *oidcLogin) recheck(ctx context.Context, r *http.Request, s session) (se
 		return s, err
 	}
 	return v.(session), nil
+}
+
+// revoke revokes the session's refresh token where the provider can
+// (RFC 7009), so that logging out ends the grant too; a failure only
+// leaves it to expire.
+func (l *oidcLogin) revoke(ctx context.Context, s session) {
+	d, err := l.discover(ctx)
+	if err != nil || d.revocation == "" || s.Refresh == "" {
+		return
+	}
+	form := url.Values{"token": {s.Refresh}, "token_type_hint": {"refresh_token"}, "client_id": {l.opts.ClientID}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.revocation, strings.NewReader(form.Encode()))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if l.secret != "" {
+		req.SetBasicAuth(url.QueryEscape(l.opts.ClientID), url.QueryEscape(l.secret))
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		l.log.Warn("revoking a refresh token at logout", "error", err)
+		return
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		l.log.Warn("revoking a refresh token at logout", "status", resp.StatusCode)
+	}
 }
 
 // endSessionURL is where logging out of a provider's session goes on,

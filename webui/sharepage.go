@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"golang.org/x/crypto/bcrypt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -24,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 // What a link's holder meets at /s/<token>: a page (a folder listed, a
@@ -127,7 +127,10 @@ func (u *ui) openShare(w http.ResponseWriter, r *http.Request) (*shared, error) 
 		return nil, errNotFound
 	}
 	noteShare(r, share)
-	if err := shareHolds(share); err != nil {
+	// The parts of an upload begun are not uses: a drop box's last use
+	// still finishes.
+	continuing := chi.URLParam(r, "*") != "" && r.Method != http.MethodPost
+	if err := shareHolds(share, continuing); err != nil {
 		return nil, err
 	}
 	if len(share.Spec.AllowedCIDRs) > 0 {
@@ -155,12 +158,12 @@ func (u *ui) openShare(w http.ResponseWriter, r *http.Request) (*shared, error) 
 	return &shared{share: share, conn: conn, token: keyToken}, nil
 }
 
-// shareHolds refuses a link expired or used up.
-func shareHolds(share *v1alpha1.ShareLink) error {
-	switch state, _ := v1alpha1.ShareState(share, time.Now()); state {
-	case v1alpha1.ReasonExpired:
+// shareHolds refuses a link expired or (unless usedUpOK) used up.
+func shareHolds(share *v1alpha1.ShareLink, usedUpOK bool) error {
+	switch state, _ := v1alpha1.ShareState(share, time.Now()); {
+	case state == v1alpha1.ReasonExpired:
 		return errShareExpired
-	case v1alpha1.ReasonUsedUp:
+	case state == v1alpha1.ReasonUsedUp && !usedUpOK:
 		return errShareUsedUp
 	}
 	return nil
@@ -197,7 +200,11 @@ func (u *ui) sharePassword(w http.ResponseWriter, r *http.Request, share *v1alph
 	if ok, _ := u.accountLimit.Allow("share " + string(share.UID)); !ok {
 		return &shareRefusal{status: http.StatusTooManyRequests, title: "Too many attempts", message: "Too many wrong passwords for this link. Wait a minute, then try again."}
 	}
-	if bcrypt.CompareHashAndPassword([]byte(share.Spec.PasswordHash), []byte(password)) != nil {
+	match, err := u.accounts.CheckHash([]byte(share.Spec.PasswordHash), password)
+	if errors.Is(err, accounts.ErrBusy) {
+		return &shareRefusal{status: http.StatusServiceUnavailable, title: "Busy", message: accounts.ErrBusy.Error()}
+	}
+	if !match {
 		wanted.message = "That is not the link's password. Try again."
 		return wanted
 	}
@@ -223,7 +230,7 @@ func (u *ui) countUse(ctx context.Context, share *v1alpha1.ShareLink) error {
 		if fresh.UID != share.UID {
 			return errNotFound
 		}
-		if err := shareHolds(fresh); err != nil {
+		if err := shareHolds(fresh, false); err != nil {
 			return err
 		}
 		fresh.Status.Uses++

@@ -107,7 +107,7 @@ func memberFrom(ctx context.Context) *member {
 
 // newMember is the person of acct and their session's groups.
 func newMember(acct *accounts.Account, s session) *member {
-	m := &member{user: accounts.UserName(acct.Email), own: acct.Namespace}
+	m := &member{user: acct.RBACUser(), own: acct.Namespace}
 	for _, g := range s.Groups {
 		m.groups = append(m.groups, accounts.GroupName(g))
 	}

@@ -118,7 +118,7 @@ func (st *state) hostKey() (ssh.Signer, error) {
 // and in it the demo server's Secret, SftpConnection and ApiKey. A restart
 // finds them and only points the connection at the server's address.
 func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accounts.Store, demo *sftpserver.Server, sftpAddr net.Addr, eventsURL string) error {
-	if _, err := store.SignUpWithNamespace(ctx, demoEmail, st.DemoPassword, demoNamespace); err != nil && !errors.Is(err, accounts.ErrEmailTaken) {
+	if _, err := store.SignUpWithNamespace(ctx, demoEmail, st.DemoPassword, demoNamespace, true); err != nil && !errors.Is(err, accounts.ErrEmailTaken) {
 		return fmt.Errorf("the demo account: %w", err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName + "-credentials"},

@@ -48,6 +48,10 @@ const (
 	// out ends every session of the account, and a session never outlives
 	// the account it was made for.
 	keySession = "session"
+	// keyVerified says the account's email is its holder's: an identity
+	// provider or the operator vouched for it. Only such accounts are the
+	// people teams name by email.
+	keyVerified = "emailVerified"
 )
 
 // Password length bounds: bcrypt reads at most 72 bytes.
@@ -67,6 +71,9 @@ var (
 	ErrWrongCredentials = errors.New("wrong email or password")
 	// ErrBusy is a password check that found every slot taken (Store.Hashes).
 	ErrBusy = errors.New("the server is busy checking passwords; try again in a moment")
+	// ErrUnverified refuses a provider's sign-in to an account someone
+	// made with a password, which may not be the email's owner's.
+	ErrUnverified = errors.New("an account with this email was made with a password, and its email was never verified: log in with its password, or ask the operator")
 )
 
 // QuotaName is the ResourceQuota in each account's namespace.
@@ -102,6 +109,18 @@ type Account struct {
 	Namespace string
 	// Session is what the account's sessions must carry.
 	Session string
+	// Verified: an identity provider or the operator vouched for the email.
+	Verified bool
+}
+
+// RBACUser is who the account's person is to RBAC: by email when it is
+// verified (teams name people by email), apart otherwise, so that whoever
+// signs up first with someone's email never gets what a team gave them.
+func (a *Account) RBACUser() string {
+	if a.Verified {
+		return UserName(a.Email)
+	}
+	return "sftpgate:unverified:" + a.Email
 }
 
 // Store keeps accounts as Secrets in Namespace.
@@ -159,12 +178,13 @@ func id(email string) string {
 // (or undoes itself) even if the person goes away, so that no account is
 // left without its namespace.
 func (s *Store) SignUp(ctx context.Context, email, password string) (*Account, error) {
-	return s.SignUpWithNamespace(ctx, email, password, newNamespaceName())
+	return s.SignUpWithNamespace(ctx, email, password, NewNamespaceName(), false)
 }
 
 // SignUpWithNamespace is SignUp with the account's namespace named, for the
-// demo account of sftpgate-dev; the namespace must not exist yet.
-func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namespace string) (*Account, error) {
+// demo account of sftpgate-dev (the namespace must not exist yet), and
+// verified when the operator vouches for the email.
+func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namespace string, verified bool) (*Account, error) {
 	ctx = context.WithoutCancel(ctx)
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -181,7 +201,7 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 	if err != nil {
 		return nil, err
 	}
-	return s.create(ctx, email, hash, namespace)
+	return s.create(ctx, email, hash, namespace, verified)
 }
 
 // SignIn returns the account of email, a person an identity provider
@@ -199,9 +219,12 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 			if err != nil {
 				return nil, err
 			}
-			return fromSecret(secret), nil
+			if acct := fromSecret(secret); acct.Verified {
+				return acct, nil
+			}
+			return nil, ErrUnverified
 		}
-		acct, err := s.create(ctx, email, nil, newNamespaceName())
+		acct, err := s.create(ctx, email, nil, NewNamespaceName(), true)
 		if !errors.Is(err, ErrEmailTaken) {
 			return acct, err
 		}
@@ -210,12 +233,13 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 	return nil, ErrEmailTaken
 }
 
-func newNamespaceName() string { return strings.ToLower("sftpgate-" + rand.Text()[:12]) }
+// NewNamespaceName is a new account namespace's name.
+func NewNamespaceName() string { return strings.ToLower("sftpgate-" + rand.Text()[:12]) }
 
 // create makes the account of email, with a password hash (none: only an
 // identity provider signs it in), and its namespace.
-func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string) (*Account, error) {
-	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text()}
+func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string, verified bool) (*Account, error) {
+	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text(), Verified: verified}
 	// The Secret first: its Create is what makes an email taken, once.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},
@@ -224,6 +248,9 @@ func (s *Store) create(ctx context.Context, email string, hash []byte, namespace
 	}
 	if hash != nil {
 		secret.Data[keyHash] = hash
+	}
+	if verified {
+		secret.Data[keyVerified] = []byte("true")
 	}
 	if err := s.Client.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -277,20 +304,30 @@ func GroupName(group string) string { return "sftpgate:group:" + group }
 // sign-up, and for accounts made before teams): the UI asks RBAC about
 // owners as about any member.
 func (s *Store) EnsureOwner(ctx context.Context, acct *Account) error {
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: acct.RBACUser()}}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: OwnerBinding},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.OwnerRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: UserName(acct.Email)}},
+		Subjects:   subjects,
 	}
 	// The UI's rights there come from the binding just made, which the
 	// API server's authorizer may take a moment to see.
 	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 7},
 		func(ctx context.Context) (bool, error) {
 			err := s.Client.Create(ctx, binding)
+			if apierrors.IsAlreadyExists(err) {
+				// Made for the owner as they were (their email since
+				// verified): name them as they are.
+				var have rbacv1.RoleBinding
+				if err = s.Client.Get(ctx, client.ObjectKeyFromObject(binding), &have); err == nil && !equality.Semantic.DeepEqual(have.Subjects, subjects) {
+					have.Subjects = subjects
+					err = s.Client.Update(ctx, &have)
+				}
+			}
 			switch {
-			case err == nil || apierrors.IsAlreadyExists(err):
+			case err == nil:
 				return true, nil
-			case apierrors.IsForbidden(err):
+			case apierrors.IsForbidden(err), apierrors.IsConflict(err):
 				return false, nil
 			}
 			return false, fmt.Errorf("making the account's owner its admin: %w", err)
@@ -395,6 +432,18 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 	return fromSecret(secret), nil
 }
 
+// CheckHash says whether password is the one of bcrypt hash, checked in
+// one of the Hashes slots (ErrBusy when none frees up): a share link's
+// password, say.
+func (s *Store) CheckHash(hash []byte, password string) (bool, error) {
+	var match bool
+	err := s.hashing(func() error {
+		match = bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
+		return nil
+	})
+	return match, err
+}
+
 // hashing runs fn, which computes a password hash, in one of the Hashes
 // slots.
 func (s *Store) hashing(fn func() error) error {
@@ -434,7 +483,7 @@ func (s *Store) secret(ctx context.Context, name string, typ corev1.SecretType) 
 
 func fromSecret(secret *corev1.Secret) *Account {
 	return &Account{ID: secret.Name, Email: string(secret.Data[keyEmail]), Namespace: string(secret.Data[keyNamespace]),
-		Session: string(secret.Data[keySession])}
+		Session: string(secret.Data[keySession]), Verified: string(secret.Data[keyVerified]) == "true"}
 }
 
 // EndSessions ends every session of the account (log-out).
@@ -524,6 +573,12 @@ func (s *Store) IndexTeam(ctx context.Context, subject string, t Team, remove bo
 				return ErrTooManyTeams
 			}
 			teams = append(teams, t)
+		}
+		if len(teams) == 0 {
+			if secret == nil {
+				return nil
+			}
+			return client.IgnoreNotFound(s.Client.Delete(ctx, secret, client.Preconditions{ResourceVersion: &secret.ResourceVersion}))
 		}
 		data, err := json.Marshal(teams)
 		if err != nil {
