@@ -94,7 +94,7 @@ bench: build envtest $(RCLONE) $(VERSITYGW) ## Compare the gateway with a direct
 	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) SFTPGATE_VERSITYGW=$(VERSITYGW) \
-		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 60m
+		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 120m
 
 # How long make soak runs, and how often it restarts sshd.
 SOAK ?= 10m

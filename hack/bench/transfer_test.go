@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -45,7 +44,6 @@ func TestBenchmarkTransfers(t *testing.T) {
 	if binary == "" || rclone == "" {
 		t.Fatal("run it with make bench, which builds the binary it measures and installs rclone")
 	}
-	ctx := context.Background()
 	r := startRig(t, binary, "transfers", map[string]string{"src": ""}, io.Discard)
 	dst := testsshd.Start(t)
 	r.addConnections(t, "transfers", dst, map[string]string{"dst": dst.Dir})
@@ -54,40 +52,13 @@ func TestBenchmarkTransfers(t *testing.T) {
 	remotes := rcloneRemotes(t, rclone, r.sshd, dst)
 
 	transfer := func(name, path string, parallelism int32) time.Duration {
-		tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: "transfers", Name: name}, Spec: v1alpha1.TransferSpec{
-			Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: "src"}, Path: path},
-			TransferOptions: v1alpha1.TransferOptions{
-				Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "dst"}, Path: "/" + name},
-				Parallelism: parallelism}}}
-		start := time.Now()
-		r.create(t, tr)
-		for {
-			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(tr), tr); err != nil {
-				t.Fatal(err)
-			}
-			if tr.Status.CompletionTime != nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		took := time.Since(start)
-		if !meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) {
-			t.Fatalf("%s: %+v", name, tr.Status)
-		}
-		return took
+		return r.transfer(t, "transfers", name, "src", path, "dst", parallelism)
 	}
 	var rcloneCPU time.Duration
-	// rclone names the servers' real paths (sftpgate's connections are
-	// rooted in the sshd's directories).
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
-		start := time.Now()
-		cmd := exec.Command(rclone, append([]string{"copy", "src:" + filepath.Join(r.sshd.Dir, from), "dst:" + filepath.Join(dst.Dir, to)}, args...)...)
-		cmd.Env = append(os.Environ(), remotes...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("rclone copy: %v\n%s", err, out)
-		}
-		rcloneCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		return time.Since(start)
+		took, cpu := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, from), filepath.Join(dst.Dir, to), args...)
+		rcloneCPU = cpu
+		return took
 	}
 
 	// One large file.
@@ -182,26 +153,82 @@ transfers between two sshd on loopback (make bench)
 		smallRcloneCPU.Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
 
+// transfer runs a Transfer in ns of path on connection from to the folder
+// /name of connection to, and says how long it took to finish.
+func (r *rig) transfer(t *testing.T, ns, name, from, path, to string, parallelism int32) time.Duration {
+	t.Helper()
+	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
+		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
+		TransferOptions: v1alpha1.TransferOptions{
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: "/" + name},
+			Parallelism: parallelism}}}
+	start := time.Now()
+	r.create(t, tr)
+	for {
+		if err := r.k8s.Get(t.Context(), client.ObjectKeyFromObject(tr), tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Status.CompletionTime != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if !meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Fatalf("%s: %+v", name, tr.Status)
+	}
+	return took
+}
+
+// rcloneCopy runs rclone copy from src: to dst: (the servers' real paths:
+// sftpgate's connections are rooted in the sshd's directories) with
+// remotes, and says how long it took and the CPU rclone spent.
+func rcloneCopy(t *testing.T, rclone string, remotes []string, from, to string, args ...string) (took, cpu time.Duration) {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(rclone, append([]string{"copy", "src:" + from, "dst:" + to}, args...)...)
+	cmd.Env = append(os.Environ(), remotes...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rclone copy: %v\n%s", err, out)
+	}
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
 // rcloneRemotes are the environment variables that define rclone's
 // remotes src and dst: the two sshd, logged in as the test user.
 func rcloneRemotes(t *testing.T, rclone string, src, dst *testsshd.Server) []string {
 	t.Helper()
-	return append(append(rcloneSFTP(t, rclone, "SRC", src), rcloneSFTP(t, rclone, "DST", dst)...), "RCLONE_CONFIG=/dev/null")
+	return rcloneRemotesAt(t, rclone, src, src.Host, src.Port, dst, dst.Host, dst.Port)
+}
+
+// rcloneRemotesAt is rcloneRemotes with the servers reached at the
+// addresses given (delay proxies before them, say).
+func rcloneRemotesAt(t *testing.T, rclone string, src *testsshd.Server, srcHost string, srcPort int32,
+	dst *testsshd.Server, dstHost string, dstPort int32) []string {
+	t.Helper()
+	return append(append(rcloneSFTPAt(t, rclone, "SRC", src, srcHost, srcPort), rcloneSFTPAt(t, rclone, "DST", dst, dstHost, dstPort)...),
+		"RCLONE_CONFIG=/dev/null")
 }
 
 // rcloneSFTP defines rclone's remote name: s, logged in as the test user.
 func rcloneSFTP(t *testing.T, rclone, name string, s *testsshd.Server) []string {
+	t.Helper()
+	return rcloneSFTPAt(t, rclone, name, s, s.Host, s.Port)
+}
+
+// rcloneSFTPAt is rcloneSFTP with s reached at host:port.
+func rcloneSFTPAt(t *testing.T, rclone, name string, s *testsshd.Server, host string, port int32) []string {
 	t.Helper()
 	out, err := exec.Command(rclone, "obscure", s.Password).Output()
 	if err != nil {
 		t.Fatalf("rclone obscure: %v", err)
 	}
 	known := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(known, fmt.Appendf(nil, "[%s]:%d %s\n", s.Host, s.Port, s.HostKeyLine), 0o600); err != nil {
+	if err := os.WriteFile(known, fmt.Appendf(nil, "[%s]:%d %s\n", host, port, s.HostKeyLine), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := "RCLONE_CONFIG_" + name + "_"
-	return []string{p + "TYPE=sftp", p + "HOST=" + s.Host, p + "PORT=" + strconv.Itoa(int(s.Port)), p + "USER=" + testsshd.User,
+	return []string{p + "TYPE=sftp", p + "HOST=" + host, p + "PORT=" + strconv.Itoa(int(port)), p + "USER=" + testsshd.User,
 		p + "PASS=" + strings.TrimSpace(string(out)), p + "KNOWN_HOSTS_FILE=" + known, p + "SHELL_TYPE=none"}
 }
 

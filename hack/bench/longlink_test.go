@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sftpgate/sftpgate/hack/fixtures/delayproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+)
+
+// The long links measured: each direction's delay (round trips of 0, 50
+// and 150 ms), all at 1 Gbit/s.
+var longLinkDelays = []time.Duration{0, 25 * time.Millisecond, 75 * time.Millisecond}
+
+const (
+	linkBytesPerSecond = 125_000_000
+	// longBig is the large file; longSmallFiles of longSmallSize the batch.
+	longBig        = 1 << 30
+	longSmallFiles = 1000
+	longSmallSize  = 64 << 10
+	// sshWindow is what one SSH channel has in flight, OpenSSH's and
+	// x/crypto/ssh's window: what bounds one ordered SFTP stream (rclone's
+	// copy between two SFTP remotes is one too).
+	sshWindow = 2 << 20
+)
+
+// linkTo starts a delay proxy before s with the one-way delay, at
+// linkBytesPerSecond; it returns where to reach s through it.
+func linkTo(t *testing.T, s *testsshd.Server, delay time.Duration) (string, int32) {
+	t.Helper()
+	p, err := delayproxy.Start(delayproxy.Options{Target: net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))), Delay: delay,
+		BytesPerSecond: linkBytesPerSecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	host, port, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, int32(n)
+}
+
+// TestBenchmarkLongLinks measures Transfers against rclone copy between
+// the same two sshd, each behind a delay proxy of the same round trip
+// (0, 50 and 150 ms) at 1 Gbit/s: a 1 GiB file, and 1,000 files of 64
+// KiB. It prints each figure beside its target, and the limit one SSH
+// channel's window sets at that round trip.
+func TestBenchmarkLongLinks(t *testing.T) {
+	binary, rclone := os.Getenv("SFTPGATE_BENCH_BINARY"), os.Getenv("SFTPGATE_BENCH_RCLONE")
+	if binary == "" || rclone == "" {
+		t.Fatal("run it with make bench, which builds the binary it measures and installs rclone")
+	}
+	const ns = "links"
+	r := startRig(t, binary, ns, map[string]string{}, io.Discard)
+	dst := testsshd.Start(t)
+	r.startWorker(t, binary, "links")
+	writeRandom(t, filepath.Join(r.sshd.Dir, "big.bin"), longBig)
+	fill(t, r.sshd, "small", 0)
+	payload := bytes.Repeat([]byte("x"), longSmallSize)
+	for i := range longSmallFiles {
+		if err := os.WriteFile(filepath.Join(r.sshd.Dir, "small", fmt.Sprintf("f-%04d.csv", i)), payload, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mibps := func(d time.Duration) float64 { return longBig / float64(1<<20) / d.Seconds() }
+	fps := func(d time.Duration) float64 { return longSmallFiles / d.Seconds() }
+	linkMiBps := float64(linkBytesPerSecond) / (1 << 20)
+	// limit is what in flight bytes allow over a round trip, at most the
+	// link's bandwidth.
+	limit := func(inFlight float64, rtt time.Duration) float64 {
+		if rtt == 0 {
+			return linkMiBps
+		}
+		return min(linkMiBps, inFlight/(1<<20)/rtt.Seconds())
+	}
+	var rows strings.Builder
+	for i, delay := range longLinkDelays {
+		rtt := 2 * delay
+		srcHost, srcPort := linkTo(t, r.sshd, delay)
+		dstHost, dstPort := linkTo(t, dst, delay)
+		from, to := fmt.Sprintf("src-%d", i), fmt.Sprintf("dst-%d", i)
+		r.addConnectionAt(t, ns, from, srcHost, srcPort, r.sshd, "")
+		r.addConnectionAt(t, ns, to, dstHost, dstPort, dst, "")
+		waitReadyConnections(t, r.k8s, ns, from, to)
+		remotes := rcloneRemotesAt(t, rclone, r.sshd, srcHost, srcPort, dst, dstHost, dstPort)
+
+		name := fmt.Sprintf("big-%d", i)
+		oursBig := r.transfer(t, ns, name, from, "/big.bin", to, 1)
+		sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, name, "big.bin"))
+		_ = os.RemoveAll(filepath.Join(dst.Dir, name))
+		rcloneBig, _ := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-"+name))
+		sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-"+name, "big.bin"))
+		_ = os.RemoveAll(filepath.Join(dst.Dir, "rclone-"+name))
+
+		name = fmt.Sprintf("small-%d", i)
+		oursSmall := r.transfer(t, ns, name, from, "/small", to, smallParallelism)
+		if n := countFiles(t, filepath.Join(dst.Dir, name)); n != longSmallFiles {
+			t.Fatalf("%d files copied of %d", n, longSmallFiles)
+		}
+		rcloneSmall, _ := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, "small"), filepath.Join(dst.Dir, "rclone-"+name))
+		if n := countFiles(t, filepath.Join(dst.Dir, "rclone-"+name)); n != longSmallFiles {
+			t.Fatalf("rclone copied %d files of %d", n, longSmallFiles)
+		}
+
+		bigTarget, smallTarget := "", ""
+		switch rtt {
+		case 50 * time.Millisecond:
+			bigTarget = fmt.Sprintf(">= 1.5 and >= %.0f MiB/s (0.8 of the link)", 0.8*linkMiBps)
+			smallTarget = ">= 2.0"
+		case 150 * time.Millisecond:
+			bigTarget = ">= 1.0"
+		}
+		fmt.Fprintf(&rows, "| %d ms | 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | %s | %.0f MiB/s |\n",
+			rtt.Milliseconds(), mibps(oursBig), oursBig.Seconds(), mibps(rcloneBig), rcloneBig.Seconds(), rcloneBig.Seconds()/oursBig.Seconds(),
+			bigTarget, limit(sshWindow, rtt))
+		fmt.Fprintf(&rows, "| %d ms | 1,000 files of 64 KiB | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4) | %.2f | %s | |\n",
+			rtt.Milliseconds(), fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(),
+			rcloneSmall.Seconds()/oursSmall.Seconds(), smallTarget)
+	}
+	fmt.Printf(`
+transfers over long links: two sshd, each behind a delay proxy of the round trip, at 1 Gbit/s (%.0f MiB/s) (make bench)
+| round trip | measure | sftpgate Transfer | rclone copy (defaults) | ratio | target | one SSH channel's 2 MiB window allows |
+|---|---|---|---|---|---|---|
+%s`, linkMiBps, rows.String())
+}
+
+// TestBenchmarkLongLinksGateway measures the gateway, its sshd behind a
+// delay proxy of each round trip at 1 Gbit/s, against pkg/sftp with its
+// defaults over one SSH connection through the same link: 256 MiB
+// uploaded and downloaded (one turn each), and 1 KiB writes at
+// concurrency 16 for longPhase.
+func TestBenchmarkLongLinksGateway(t *testing.T) {
+	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
+	if binary == "" {
+		t.Fatal("run it with make bench, which builds the binary it measures")
+	}
+	const ns = "links"
+	r := startRig(t, binary, ns, map[string]string{}, io.Discard)
+	var rows strings.Builder
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for i, delay := range longLinkDelays {
+		rtt := 2 * delay
+		host, port := linkTo(t, r.sshd, delay)
+		slug := fmt.Sprintf("gw-%d", i)
+		r.addConnectionAt(t, ns, slug, host, port, r.sshd, "")
+		g := r.client(httpClient, slug, r.token)
+		waitServed(t, g)
+		direct := directClient(t, r.sshd, host, port)
+		large := fmt.Sprintf("large-%d", i)
+		upDirect := timed(func() error {
+			f, err := direct.OpenFile(filepath.Join(r.sshd.Dir, large+"-direct"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+			if err != nil {
+				return err
+			}
+			if _, err := f.ReadFromWithConcurrency(io.LimitReader(zeros{}, largeSize), 0); err != nil {
+				return err
+			}
+			return f.Close()
+		})
+		upGateway := timed(func() error {
+			return g.call("write?path="+large, "application/octet-stream", io.LimitReader(zeros{}, largeSize), largeSize)
+		})
+		downDirect := timed(func() error {
+			f, err := direct.Open(filepath.Join(r.sshd.Dir, large+"-direct"))
+			if err != nil {
+				return err
+			}
+			defer func() { _ = f.Close() }()
+			_, err = f.WriteTo(io.Discard)
+			return err
+		})
+		downGateway := timed(func() error { return g.download(large, largeSize) })
+		dir := fmt.Sprintf("writes-%d", i)
+		must(t, direct.MkdirAll(filepath.Join(r.sshd.Dir, dir)))
+		const writes = 16
+		kib := strings.Repeat("x", 1024)
+		smallDirect := runFor(longPhase, writes, func(j int) error {
+			f, err := direct.OpenFile(filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+			if err != nil {
+				return err
+			}
+			_, err = f.Write([]byte(kib))
+			if closeErr := f.Close(); err == nil {
+				err = closeErr
+			}
+			return err
+		})
+		smallGateway := runFor(longPhase, writes, func(j int) error {
+			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt", "file": {"text": "%s"}}`, dir, j, kib)), -1)
+		})
+		target := ""
+		if rtt == 50*time.Millisecond {
+			target = ">= 0.80"
+		}
+		fmt.Fprintf(&rows, "| %d ms | 256 MiB upload | %.0f MB/s | %.0f MB/s | %.2f | %s |\n", rtt.Milliseconds(), mbps(upDirect), mbps(upGateway),
+			upDirect.Seconds()/upGateway.Seconds(), target)
+		fmt.Fprintf(&rows, "| %d ms | 256 MiB download | %.0f MB/s | %.0f MB/s | %.2f | %s |\n", rtt.Milliseconds(), mbps(downDirect), mbps(downGateway),
+			downDirect.Seconds()/downGateway.Seconds(), target)
+		fmt.Fprintf(&rows, "| %d ms | 1 KiB writes, concurrency 16 | %.0f/s (%s) | %.0f/s (%s) | %.2f | |\n", rtt.Milliseconds(),
+			smallDirect.rate(), smallDirect.percentiles(), smallGateway.rate(), smallGateway.percentiles(), smallGateway.rate()/smallDirect.rate())
+	}
+	fmt.Printf(`
+the gateway over long links: sshd behind a delay proxy at 1 Gbit/s, against pkg/sftp over one SSH connection through it (make bench)
+| round trip | measure | direct client | gateway | ratio | target |
+|---|---|---|---|---|---|
+%s`, rows.String())
+}
+
+// longPhase is how long the small writes run at each round trip.
+const longPhase = 5 * time.Second
+
+// directClient is pkg/sftp with its defaults over one SSH connection to s,
+// reached at host:port.
+func directClient(t *testing.T, s *testsshd.Server, host string, port int32) *sftp.Client {
+	t.Helper()
+	conn, err := ssh.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(int(port))), &ssh.ClientConfig{User: testsshd.User,
+		Auth: []ssh.AuthMethod{ssh.Password(s.Password)}, HostKeyCallback: ssh.FixedHostKey(s.HostKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
