@@ -25,7 +25,11 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 	sched := schedule(ns, "fresh", "@daily")
 	transfer := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: sched.Spec.TransferTemplate.Spec}
 	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched,
-		objectStore(ns, "fresh", "http://127.0.0.1:9", "fresh", "missing")} {
+		objectStore(ns, "fresh", "http://127.0.0.1:9", "fresh", "missing"),
+		&v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.AuditSinkName},
+			Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://receiver.example"}}},
+		&v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.ShareLinkSpec{Connection: "fresh",
+			Path: "/out", TokenSHA256: "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"}}} {
 		// As kstatus's users read it: the API server's JSON, untyped,
 		// as its answer to the creation (a controller may have written
 		// the status by the time of a later read).

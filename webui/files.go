@@ -121,6 +121,26 @@ type filesPage struct {
 // folder lists a folder: a page of it, after a name.
 func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	dir := browsePath(r.URL.Query().Get("path"))
+	token, err := u.filesKey(r.Context(), c.Namespace)
+	if err != nil {
+		return err
+	}
+	data := filesPage{Conn: u.view(c), Namespace: c.Namespace, Dir: dir, Crumbs: crumbs(dir)}
+	if dir != "/" {
+		data.Parent = path.Dir(dir)
+	}
+	data.Entries, data.Next, data.Failure, err = u.listPage(r, token, c, dir)
+	if err != nil {
+		return err
+	}
+	u.render(w, r, http.StatusOK, "files", page{Title: c.Name + ": " + dir, Data: data})
+	return nil
+}
+
+// listPage lists a page of dir with the key of token, after the name the
+// request's "after" gives: the entries, the name the next page starts
+// after, or the gateway's refusal in words.
+func (u *ui) listPage(r *http.Request, token string, c *v1alpha1.SftpConnection, dir string) (entries []entry, next, failure string, err error) {
 	var listing struct {
 		Entries []entry `json:"entries"`
 		Next    string  `json:"next"`
@@ -129,19 +149,11 @@ func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConn
 	if after := r.URL.Query().Get("after"); after != "" {
 		req["after"] = after
 	}
-	data := filesPage{Conn: u.view(c), Namespace: c.Namespace, Dir: dir, Crumbs: crumbs(dir)}
-	if dir != "/" {
-		data.Parent = path.Dir(dir)
+	err = u.callAs(r.Context(), token, c, "list", req, &listing)
+	if f, ok := errors.AsType[*gatewayFailure](err); ok {
+		return nil, "", f.Message, nil
 	}
-	err := u.call(r.Context(), c, "list", req, &listing)
-	if failure, ok := errors.AsType[*gatewayFailure](err); ok {
-		data.Failure = failure.Message
-	} else if err != nil {
-		return err
-	}
-	data.Entries, data.Next = listing.Entries, listing.Next
-	u.render(w, r, http.StatusOK, "files", page{Title: c.Name + ": " + dir, Data: data})
-	return nil
+	return listing.Entries, listing.Next, "", err
 }
 
 // browsePath is p as an absolute, clean path within the connection.

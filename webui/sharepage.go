@@ -302,30 +302,19 @@ func (u *ui) serveShare(w http.ResponseWriter, r *http.Request, s *shared) error
 	if r.URL.Query().Get("download") == "1" {
 		return u.shareDownload(w, r, s, target)
 	}
-	var listing struct {
-		Entries []entry `json:"entries"`
-		Next    string  `json:"next"`
+	entries, next, failure, err := u.listPage(r, s.token, s.conn, target)
+	if err != nil {
+		return err
 	}
-	req := map[string]any{"path": target, "limit": pageSize}
-	if after := r.URL.Query().Get("after"); after != "" {
-		req["after"] = after
-	}
-	if err := u.callAs(r.Context(), s.token, s.conn, "list", req, &listing); err != nil {
-		failure, ok := errors.AsType[*gatewayFailure](err)
-		if !ok {
-			return err
-		}
-		data.Failure = failure.Message
-	}
+	data.Failure, data.Next = failure, next
 	data.Dir = rel
 	if rel != "/" {
 		data.Parent = path.Dir(rel)
 	}
-	for _, e := range listing.Entries {
+	for _, e := range entries {
 		e.Path = path.Join(rel, e.Name) // shown below the shared folder
 		data.Entries = append(data.Entries, e)
 	}
-	data.Next = listing.Next
 	u.render(w, r, http.StatusOK, "share", page{Title: path.Base(s.share.Spec.Path), Data: data})
 	return nil
 }

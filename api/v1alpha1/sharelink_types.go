@@ -131,7 +131,7 @@ type ShareLinkStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ObservedGeneration is the generation of the spec the conditions
-	// describe.
+	// describe; -1 until the manager has seen the link.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -166,6 +166,7 @@ type ShareLink struct {
 
 	// +required
 	Spec ShareLinkSpec `json:"spec"`
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status ShareLinkStatus `json:"status,omitempty"`
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,8 +28,6 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-logr/logr"
-	"github.com/pkg/sftp"
-	"golang.org/x/crypto/ssh"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -246,20 +243,7 @@ func TestBenchmark(t *testing.T) {
 
 	// The floor: pkg/sftp over one x/crypto/ssh connection, as a user
 	// would write it, with both libraries' defaults.
-	sshClient, err := ssh.Dial("tcp", net.JoinHostPort(sshd.Host, strconv.Itoa(int(sshd.Port))), &ssh.ClientConfig{
-		User:            testsshd.User,
-		Auth:            []ssh.AuthMethod{ssh.Password(sshd.Password)},
-		HostKeyCallback: ssh.FixedHostKey(sshd.HostKey),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sshClient.Close() }()
-	direct, err := sftp.NewClient(sshClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = direct.Close() }()
+	direct := directClient(t, sshd, sshd.Host, sshd.Port)
 
 	kib := strings.Repeat("x", 1024)
 	fmt.Printf("\n%-34s %12s %12s %10s %10s\n", "", "direct", "gateway", "ratio", "target")
@@ -274,17 +258,7 @@ func TestBenchmark(t *testing.T) {
 	// Small writes make new files (each phase names its own): a write
 	// over an existing file, which the gateway makes through a temporary
 	// file, is measured apart, below.
-	writeTo := func(name string) error {
-		f, err := direct.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write([]byte(kib))
-		if closeErr := f.Close(); err == nil {
-			err = closeErr
-		}
-		return err
-	}
+	writeTo := func(name string) error { return writeFile(direct, name, kib) }
 	directName := func(i int) string { return fmt.Sprintf("%s/d%d-%d.txt", small, phaseNumber.Load(), i) }
 	directWrite := func(i int) error { return writeTo(directName(i)) }
 	// The gateway's writes ask the server where the path really leads

@@ -103,19 +103,19 @@ func TestBenchmarkLongLinks(t *testing.T) {
 		remotes := rcloneRemotesAt(t, rclone, r.sshd, srcHost, srcPort, dst, dstHost, dstPort)
 
 		name := fmt.Sprintf("big-%d", i)
-		oursBig := r.transfer(t, ns, name, from, "/big.bin", to, 1)
+		oursBig := r.transfer(t, ns, name, sftpEnd(from), "/big.bin", sftpEnd(to), 1)
 		sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, name, "big.bin"))
 		_ = os.RemoveAll(filepath.Join(dst.Dir, name))
-		rcloneBig, _ := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-"+name))
+		rcloneBig, _ := rcloneCopy(t, rclone, remotes, "src:"+filepath.Join(r.sshd.Dir, "big.bin"), "dst:"+filepath.Join(dst.Dir, "rclone-"+name))
 		sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "rclone-"+name, "big.bin"))
 		_ = os.RemoveAll(filepath.Join(dst.Dir, "rclone-"+name))
 
 		name = fmt.Sprintf("small-%d", i)
-		oursSmall := r.transfer(t, ns, name, from, "/small", to, smallParallelism)
+		oursSmall := r.transfer(t, ns, name, sftpEnd(from), "/small", sftpEnd(to), smallParallelism)
 		if n := countFiles(t, filepath.Join(dst.Dir, name)); n != longSmallFiles {
 			t.Fatalf("%d files copied of %d", n, longSmallFiles)
 		}
-		rcloneSmall, _ := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, "small"), filepath.Join(dst.Dir, "rclone-"+name))
+		rcloneSmall, _ := rcloneCopy(t, rclone, remotes, "src:"+filepath.Join(r.sshd.Dir, "small"), "dst:"+filepath.Join(dst.Dir, "rclone-"+name))
 		if n := countFiles(t, filepath.Join(dst.Dir, "rclone-"+name)); n != longSmallFiles {
 			t.Fatalf("rclone copied %d files of %d", n, longSmallFiles)
 		}
@@ -193,15 +193,7 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 		const writes = 16
 		kib := strings.Repeat("x", 1024)
 		smallDirect := runFor(longPhase, writes, func(j int) error {
-			f, err := direct.OpenFile(filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-			if err != nil {
-				return err
-			}
-			_, err = f.Write([]byte(kib))
-			if closeErr := f.Close(); err == nil {
-				err = closeErr
-			}
-			return err
+			return writeFile(direct, filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j)), kib)
 		})
 		smallGateway := runFor(longPhase, writes, func(j int) error {
 			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt", "file": {"text": "%s"}}`, dir, j, kib)), -1)
@@ -243,4 +235,18 @@ func directClient(t *testing.T, s *testsshd.Server, host string, port int32) *sf
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// writeFile writes content into a new file name, as a user of pkg/sftp
+// would: open, write, close.
+func writeFile(c *sftp.Client, name, content string) error {
+	f, err := c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(content))
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	return err
 }

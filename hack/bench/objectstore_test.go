@@ -2,10 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -31,7 +29,6 @@ func TestBenchmarkObjectStore(t *testing.T) {
 	if binary == "" || rclone == "" || os.Getenv(tests3.Binary) == "" {
 		t.Fatal("run it with make bench, which builds the binary it measures and installs rclone and versitygw")
 	}
-	ctx := context.Background()
 	const ns, bucket = "objects", "landing"
 	r := startRig(t, binary, ns, map[string]string{"src": ""}, os.Stderr)
 	s3 := tests3.Start(t)
@@ -50,39 +47,15 @@ func TestBenchmarkObjectStore(t *testing.T) {
 		"RCLONE_CONFIG_S3_REGION="+s3.Region, "RCLONE_CONFIG_S3_FORCE_PATH_STYLE=true")
 
 	store := v1alpha1.ConnectionReference{Kind: v1alpha1.KindObjectStore, Name: "bucket"}
-	sftp := v1alpha1.ConnectionReference{Name: "src"}
+	sftp := sftpEnd("src")
 	transfer := func(name string, from v1alpha1.ConnectionReference, path string, to v1alpha1.ConnectionReference, parallelism int32) time.Duration {
-		tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
-			Source: v1alpha1.TransferSource{ConnectionRef: from, Path: path},
-			TransferOptions: v1alpha1.TransferOptions{
-				Destination: v1alpha1.TransferDestination{ConnectionRef: to, Path: "/" + name}, Parallelism: parallelism}}}
-		start := time.Now()
-		r.create(t, tr)
-		for {
-			if err := r.k8s.Get(ctx, client.ObjectKeyFromObject(tr), tr); err != nil {
-				t.Fatal(err)
-			}
-			if tr.Status.CompletionTime != nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		took := time.Since(start)
-		if !meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) {
-			t.Fatalf("%s: %+v", name, tr.Status)
-		}
-		return took
+		return r.transfer(t, ns, name, from, path, to, parallelism)
 	}
 	var rcloneCPU time.Duration
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
-		start := time.Now()
-		cmd := exec.Command(rclone, append([]string{"copy", from, to}, args...)...)
-		cmd.Env = append(os.Environ(), remotes...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("rclone copy: %v\n%s", err, out)
-		}
-		rcloneCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		return time.Since(start)
+		took, cpu := rcloneCopy(t, rclone, remotes, from, to, args...)
+		rcloneCPU = cpu
+		return took
 	}
 	object := func(key string) string { return s3.Path(bucket, key) }
 

@@ -52,11 +52,11 @@ func TestBenchmarkTransfers(t *testing.T) {
 	remotes := rcloneRemotes(t, rclone, r.sshd, dst)
 
 	transfer := func(name, path string, parallelism int32) time.Duration {
-		return r.transfer(t, "transfers", name, "src", path, "dst", parallelism)
+		return r.transfer(t, "transfers", name, sftpEnd("src"), path, sftpEnd("dst"), parallelism)
 	}
 	var rcloneCPU time.Duration
 	rcloneCopy := func(from, to string, args ...string) time.Duration {
-		took, cpu := rcloneCopy(t, rclone, remotes, filepath.Join(r.sshd.Dir, from), filepath.Join(dst.Dir, to), args...)
+		took, cpu := rcloneCopy(t, rclone, remotes, "src:"+filepath.Join(r.sshd.Dir, from), "dst:"+filepath.Join(dst.Dir, to), args...)
 		rcloneCPU = cpu
 		return took
 	}
@@ -153,15 +153,20 @@ transfers between two sshd on loopback (make bench)
 		smallRcloneCPU.Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
 
-// transfer runs a Transfer in ns of path on connection from to the folder
-// /name of connection to, and says how long it took to finish.
-func (r *rig) transfer(t *testing.T, ns, name, from, path, to string, parallelism int32) time.Duration {
+// sftpEnd names the SftpConnection name as a Transfer's end.
+func sftpEnd(name string) v1alpha1.ConnectionReference {
+	return v1alpha1.ConnectionReference{Name: name}
+}
+
+// transfer runs a Transfer in ns of path on from to the folder /name of
+// to, and says how long it took to finish.
+func (r *rig) transfer(t *testing.T, ns, name string, from v1alpha1.ConnectionReference, path string, to v1alpha1.ConnectionReference,
+	parallelism int32) time.Duration {
 	t.Helper()
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
-		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: from}, Path: path},
+		Source: v1alpha1.TransferSource{ConnectionRef: from, Path: path},
 		TransferOptions: v1alpha1.TransferOptions{
-			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: to}, Path: "/" + name},
-			Parallelism: parallelism}}}
+			Destination: v1alpha1.TransferDestination{ConnectionRef: to, Path: "/" + name}, Parallelism: parallelism}}}
 	start := time.Now()
 	r.create(t, tr)
 	for {
@@ -180,13 +185,14 @@ func (r *rig) transfer(t *testing.T, ns, name, from, path, to string, parallelis
 	return took
 }
 
-// rcloneCopy runs rclone copy from src: to dst: (the servers' real paths:
-// sftpgate's connections are rooted in the sshd's directories) with
-// remotes, and says how long it took and the CPU rclone spent.
+// rcloneCopy runs rclone copy from to to (remote:path, an SFTP remote's
+// path the server's real one: sftpgate's connections are rooted in the
+// sshd's directories) with remotes, and says how long it took and the
+// CPU rclone spent.
 func rcloneCopy(t *testing.T, rclone string, remotes []string, from, to string, args ...string) (took, cpu time.Duration) {
 	t.Helper()
 	start := time.Now()
-	cmd := exec.Command(rclone, append([]string{"copy", "src:" + from, "dst:" + to}, args...)...)
+	cmd := exec.Command(rclone, append([]string{"copy", from, to}, args...)...)
 	cmd.Env = append(os.Environ(), remotes...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("rclone copy: %v\n%s", err, out)
