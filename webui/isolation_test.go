@@ -45,6 +45,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/webui/accounts"
+	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
 // tenant is one of two who do not trust each other: a web UI account,
@@ -510,9 +511,12 @@ func TestIsolation(t *testing.T) {
 			}
 			victimEventArrives(t, "while the attacker's watch is at its Transfers' limit")
 		}},
-		{"the worker's streams, held by the attacker's transfers from a server that never reads", func(t *testing.T) {
+		{"the worker's streams, held by the attacker's transfers of large files from a server that never reads", func(t *testing.T) {
 			tarpit := testsftp.Tarpit(t)
+			// Large enough to be copied in ranges, whose sessions come
+			// out of the namespace's share of streams too.
 			must(t, os.WriteFile(filepath.Join(tarpit.Dir, "held.bin"), []byte("never read"), 0o644))
+			must(t, os.Truncate(filepath.Join(tarpit.Dir, "held.bin"), transfer.RangedFile+1))
 			conn := attacker.tarpitConnection(t, tarpit, "tarpit-transfers")
 			var held []*v1alpha1.Transfer
 			for i := range maxTransfersPerNamespace + 1 {

@@ -154,6 +154,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Transfers.MaxFiles, "max-transfer-files", t.MaxFiles, "Most files one transfer copies; a larger source is TooManyFiles.")
 	fs.DurationVar(&o.Transfers.StallTimeout, "transfer-stall-timeout", t.StallTimeout,
 		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
+	fs.IntVar(&o.Transfers.RangesPerFile, "transfer-ranges-per-file", t.RangesPerFile,
+		"Ranges of a large file (64 MiB and up, server to server) copied at once, each on sessions of its own; 1 copies it as one stream.")
 	o.UploadMemory, o.UploadMemoryPerNamespace = DefaultUploadMemory, DefaultUploadMemoryPerNamespace
 	quantityFlag(fs, &o.UploadMemory, "max-upload-memory",
 		"Memory the parts of this replica's uploads to object stores may hold together; a part waits for room")

@@ -68,6 +68,21 @@ type Job struct {
 	// it has one, for the plan.
 	Upload    string
 	Uploading func(id string)
+	// Ranges is how many ranges of a large file (RangedFile and up) are
+	// copied at once, each on a pair of sessions of its own (one SSH
+	// channel's window bounds what one stream has in flight); <= 1 copies
+	// it as one stream. Only from a server to a server, untransformed.
+	Ranges int
+	// Sessions runs fn on a fresh pair of sessions, source and
+	// destination (abort closes both), for more ranges at once; or
+	// answers ErrNoSessions at once when none is free.
+	Sessions func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error
+	// Done is the bytes of each range an earlier try copied (from the
+	// plan: File.Ranges), checked before they are kept; RangeDone is told
+	// each range's progress as it goes: what is sure to be written (less
+	// what may still be in flight).
+	Done      []int64
+	RangeDone func([]int64)
 }
 
 // Transform writes to dst what src's content becomes (name is the source
@@ -184,9 +199,15 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		return j.upload(ctx, src, dst, up, replace, r)
 	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
-	if !j.Fresh && j.Transform == nil {
+	if j.ranged() {
+		tmp = tempname.For(path.Dir(j.Dst), j.Seed+rangedSeed)
+	} else if !j.Fresh && j.Transform == nil {
 		if r.From, err = resumeFrom(src, dst, j.Src, tmp, r.Size); err != nil {
 			return r, err
+		}
+		if r.From == 0 && r.Size >= RangedFile {
+			// An earlier try's copy in ranges, under its own name.
+			_ = dst.Remove(tempname.For(path.Dir(j.Dst), j.Seed+rangedSeed))
 		}
 	}
 	if r.From > 0 && j.Progress != nil {
@@ -196,13 +217,16 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 		srcSum []byte
 		size   = r.Size
 	)
-	if j.Transform != nil {
+	switch {
+	case j.Transform != nil:
 		if size, srcSum, err = j.copyThrough(ctx, src, dst, tmp, &r); err != nil {
 			// Never continued: what it holds is of no use, and may be
 			// clear text of a message that failed its checks.
 			_ = dst.Remove(tmp)
 		}
-	} else {
+	case j.ranged():
+		err = j.copyRanges(ctx, src, dst, tmp, &r)
+	default:
 		srcSum, err = j.copy(ctx, src, dst, tmp, &r)
 	}
 	if err != nil {
@@ -364,7 +388,7 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 	}
 	stop := j.watch(ctx, progress)
 	defer stop()
-	in, out, err := j.open(src, dst, tmp, r.From, progress)
+	in, out, err := j.open(src, dst, tmp, r.From == 0, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}
@@ -402,11 +426,11 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 	return progress.sum.Sum(nil), nil
 }
 
-// open opens the source and the copy (from 0: made anew) at once, each
+// open opens the source and the copy (trunc: made anew) at once, each
 // on its server.
-func (j *Job) open(src, dst files.FS, tmp string, from int64, progress *counter) (in, out files.File, err error) {
+func (j *Job) open(src, dst files.FS, tmp string, trunc bool, progress *counter) (in, out files.File, err error) {
 	flags := os.O_WRONLY | os.O_CREATE
-	if from == 0 {
+	if trunc {
 		flags |= os.O_TRUNC
 	}
 	var (
@@ -455,7 +479,7 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	progress := &counter{report: j.Progress}
 	stop := j.watch(ctx, progress)
 	defer stop()
-	in, out, err := j.open(src, dst, tmp, 0, progress)
+	in, out, err := j.open(src, dst, tmp, true, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}
@@ -670,12 +694,19 @@ func (j *Job) verify(src, dst files.FS, tmp string, size int64, srcSum []byte) (
 	if j.Verify != v1alpha1.VerifySHA256 {
 		return nil, nil
 	}
+	var (
+		read    sync.WaitGroup
+		readErr error
+	)
 	if srcSum == nil {
-		if srcSum, err = digest(src, j.Src); err != nil {
-			return nil, fail(err, "reading the source file")
-		}
+		// Read beside the copy: each is one stream, bounded by its link.
+		read.Go(func() { srcSum, readErr = digest(src, j.Src) })
 	}
 	dstSum, err := digest(dst, tmp)
+	read.Wait()
+	if readErr != nil {
+		return nil, fail(readErr, "reading the source file")
+	}
 	if err != nil {
 		return nil, fail(err, "reading the copy")
 	}

@@ -43,6 +43,9 @@ type File struct {
 	// Upload is the object store's id of the file's upload a try left
 	// incomplete, which the next try continues.
 	Upload string `json:"u,omitempty"`
+	// Ranges is, for a file copied in ranges (Job.Ranges), the bytes of
+	// each range its tries copied, which the next try continues.
+	Ranges []int64 `json:"rg,omitempty"`
 }
 
 // Plan is a transfer's files and where each stands: what a replica

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -30,6 +31,7 @@ func TestPlanEncoding(t *testing.T) {
 	for i := range 1000 {
 		p.Files = append(p.Files, File{Path: "/in/f", Size: int64(i), ModTime: 1, State: FileState(i % 4), Tries: 2, Reason: "r"})
 	}
+	p.Files[999].Ranges = []int64{64 << 20, 3 << 20, 0, 1}
 	blob, err := p.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func TestPlanEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Base != p.Base || back.Outcome != p.Outcome || len(back.Files) != 1000 || back.Files[999] != p.Files[999] {
+	if back.Base != p.Base || back.Outcome != p.Outcome || len(back.Files) != 1000 || !reflect.DeepEqual(back.Files[999], p.Files[999]) {
 		t.Errorf("decoded %+v", back.Files[999])
 	}
 	if c := back.Count(); c.Total != 1000 || c.Done != 250 || c.Failed != 250 || back.Finished() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,7 +262,7 @@ func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 				if !ok {
 					return
 				}
-				leave, ok := t.r.enterStream(cctx, tr.Namespace)
+				leave, ok := t.r.enterStream(cctx, tr.Namespace, true)
 				if !ok {
 					q.end(i, nil)
 					return
@@ -275,6 +276,22 @@ func (t *run) copyAll(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	wg.Wait()
 	cancel()
 	<-ticker
+}
+
+// sessions runs fn on a session of src's server and one of dst's (abort
+// closes both); on one session when they are the same server, since two
+// waits on one pool could hold each other up.
+func (t *run) sessions(src, dst *ends.End, op pool.Op) func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
+	return func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
+		if src.UID == dst.UID {
+			return t.r.Ends.Do(ctx, src, op, func(f files.FS, abort func()) error { return fn(f, f, abort) })
+		}
+		return t.r.Ends.Do(ctx, src, op, func(sf files.FS, abortSrc func()) error {
+			return t.r.Ends.Do(ctx, dst, op, func(df files.FS, abortDst func()) error {
+				return fn(sf, df, func() { abortSrc(); abortDst() })
+			})
+		})
+	}
 }
 
 // copyOne copies file i, and records how it ended; it returns when to try
@@ -304,6 +321,13 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 			defer t.mu.Unlock()
 			t.plan.Files[i].Upload, t.dirty = id, true
 		},
+		Ranges: t.r.Limits.RangesPerFile,
+		Done:   slices.Clone(f.Ranges),
+		RangeDone: func(done []int64) {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.plan.Files[i].Ranges, t.dirty = done, true
+		},
 	}
 	// A large file has sessions of its own, as the gateway's streams do;
 	// small ones share them, their requests sent and answered together.
@@ -317,23 +341,25 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	case src.UID == dst.UID && job.Src == job.Dst:
 		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,
 			Err: fmt.Errorf("%s would be copied onto itself: the destination folder is its own", f.Path)}
-	case src.UID == dst.UID:
-		// One session for both sides: two waits on one pool could hold
-		// each other up.
-		err = t.r.Ends.Do(ctx, src, op, func(f files.FS, abort func()) error {
+	default:
+		// The file's sessions, and those of its ranges past the first
+		// (transfer.Job.Ranges), each while a stream of the namespace's
+		// share and of the replica's is free: never more than a file
+		// copied alone may take.
+		pair := t.sessions(src, dst, op)
+		job.Sessions = func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
+			leave, ok := t.r.enterStream(ctx, tr.Namespace, false)
+			if !ok {
+				return transfer.ErrNoSessions
+			}
+			defer leave()
+			return pair(ctx, fn)
+		}
+		err = pair(ctx, func(sf, df files.FS, abort func()) error {
 			job.Abort = abort
 			var err error
-			res, err = transfer.Copy(ctx, f, f, job)
+			res, err = transfer.Copy(ctx, sf, df, job)
 			return err
-		})
-	default:
-		err = t.r.Ends.Do(ctx, src, op, func(sf files.FS, abortSrc func()) error {
-			return t.r.Ends.Do(ctx, dst, op, func(df files.FS, abortDst func()) error {
-				job.Abort = func() { abortSrc(); abortDst() }
-				var err error
-				res, err = transfer.Copy(ctx, sf, df, job)
-				return err
-			})
 		})
 	}
 	if err != nil && job.Transform != nil && dst.Conn != nil {
@@ -357,12 +383,15 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	t.dirty = true
 	if res.ModTime != 0 {
 		// As copied, or as found when it changed since the listing.
+		if file.Size != res.Size || file.ModTime != res.ModTime {
+			file.Ranges = nil // of another content
+		}
 		file.Size, file.ModTime = res.Size, res.ModTime
 	}
 	if err == nil {
 		// Files copy again: whatever failed before is no longer the news.
 		t.retrying = ""
-		file.State, file.Reason, file.Message, file.Upload = res.State, "", "", ""
+		file.State, file.Reason, file.Message, file.Upload, file.Ranges = res.State, "", "", "", nil
 		t.r.Metrics.TransferFiles.WithLabelValues(map[transfer.FileState]string{transfer.Done: "done", transfer.Skipped: "skipped"}[res.State]).Inc()
 		return nil
 	}
@@ -380,7 +409,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	file.Reason, file.Message = typed.Reason, statuspatch.Cut(typed.Error(), 512)
 	t.lastErr = f.Path + ": " + typed.Error()
 	if typed.Permanent || file.Tries > limit {
-		file.State = transfer.Failed
+		file.State, file.Ranges = transfer.Failed, nil
 		if id := file.Upload; id != "" {
 			// Its parts would never be used.
 			file.Upload = ""

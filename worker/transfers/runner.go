@@ -42,12 +42,16 @@ type Limits struct {
 	// WriteEvery is the least time between two writes of a transfer's
 	// plan, and of its status while it runs.
 	WriteEvery time.Duration
+	// RangesPerFile is how many ranges of a large file are copied at
+	// once, each on sessions of its own (transfer.Job.Ranges); 1 copies
+	// it as one stream.
+	RangesPerFile int
 }
 
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxRunningPerNamespace: 5, Streams: 32, StreamsPerNamespace: 8, MaxFiles: 100_000,
-		StallTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second}
+		StallTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second, RangesPerFile: 4}
 }
 
 // Runner runs the transfers this replica holds. Start it as a manager's
@@ -77,7 +81,7 @@ func (r *Runner) setUp() {
 	l.MaxRunningPerNamespace = cmp.Or(l.MaxRunningPerNamespace, d.MaxRunningPerNamespace)
 	l.Streams, l.StreamsPerNamespace = cmp.Or(l.Streams, d.Streams), cmp.Or(l.StreamsPerNamespace, d.StreamsPerNamespace)
 	l.MaxFiles, l.StallTimeout = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.StallTimeout, d.StallTimeout)
-	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
+	l.WriteEvery, l.RangesPerFile = cmp.Or(l.WriteEvery, d.WriteEvery), cmp.Or(l.RangesPerFile, d.RangesPerFile)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
 	r.kind = &tasks.Kind[*run]{Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
@@ -137,24 +141,36 @@ func (r *Runner) queue(t *run, waits bool) {
 	}
 }
 
-// enterStream waits for a stream of ns's share and one of the replica's
-// until ctx ends.
-func (r *Runner) enterStream(ctx context.Context, ns string) (leave func(), ok bool) {
+// enterStream takes a stream of ns's share and one of the replica's,
+// waiting for them until ctx ends, or only when free.
+func (r *Runner) enterStream(ctx context.Context, ns string, wait bool) (leave func(), ok bool) {
+	take := func(slots chan struct{}) bool {
+		if !wait {
+			select {
+			case slots <- struct{}{}:
+				return true
+			default:
+				return false
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	share := r.shareOf(ns)
-	select {
-	case share.slots <- struct{}{}:
-	case <-ctx.Done():
+	if !take(share.slots) {
 		r.dropShare(ns, share)
 		return nil, false
 	}
-	select {
-	case r.streams <- struct{}{}:
-		return func() { <-r.streams; <-share.slots; r.dropShare(ns, share) }, true
-	case <-ctx.Done():
+	if !take(r.streams) {
 		<-share.slots
 		r.dropShare(ns, share)
 		return nil, false
 	}
+	return func() { <-r.streams; <-share.slots; r.dropShare(ns, share) }, true
 }
 
 // share is a namespace's streams: its slots, and the copies that hold or

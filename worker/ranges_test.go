@@ -1,0 +1,66 @@
+package worker_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+)
+
+// TestTransferRangedCopy: a large file is copied in ranges (the worker's
+// default, 4 at once, each on sessions of its own), whole, verified by
+// SHA-256, with little more sent than the file.
+func TestTransferRangedCopy(t *testing.T) {
+	t.Parallel()
+	dstServer := testsftp.Start(t)
+	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", dstServer.Login().Host, dstServer.Login().Port))
+	src, dst := inProcessServer(testsftp.Start(t)), inProcessServer(dstServer).via(proxy)
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	startWorker(t)
+	data := random(t, 96<<20+12345)
+	src.file(t, "in/large.bin", data)
+	tr := transfer(t, ns, "ranged", "/in/large.bin", func(s *v1alpha1.TransferSpec) { s.Verify = v1alpha1.VerifySHA256 })
+	got := finished(t, tr)
+	if readyReason(got) != "True/Succeeded" || !bytes.Equal(dst.read(t, "out/large.bin"), data) {
+		t.Fatalf("%s %+v", readyReason(got), got.Status)
+	}
+	if sent := proxy.Sent(); sent > int64(len(data))*11/10 {
+		t.Errorf("%d bytes sent for a file of %d", sent, len(data))
+	}
+}
+
+// TestTransferRangedCopyResumes: a ranged copy cut mid-way (the
+// destination's sshd restarted) continues each range from where the plan
+// has it: the file arrives whole, with little sent again.
+func TestTransferRangedCopyResumes(t *testing.T) {
+	t.Parallel()
+	sshd := testsshd.Start(t)
+	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", sshd.Host, sshd.Port))
+	src, dst := inProcessServer(testsftp.Start(t)), sshdServer(sshd).via(proxy)
+	ns := transferNamespace(t, map[string]server{"src": src, "dst": dst})
+	startWorker(t)
+	data := random(t, 96<<20+12345)
+	src.file(t, "in/large.bin", data)
+	proxy.Limit(1 << 20) // each connection's
+	tr := transfer(t, ns, "ranged-resumed", "/in/large.bin")
+	eventually(t, "the copy is well under way", func() bool { return proxy.Sent() > 40<<20 })
+	// The plan (written every 5 s) has the ranges' progress by now.
+	time.Sleep(6 * time.Second)
+	before := proxy.Sent()
+	sshd.Restart(t)
+	proxy.Limit(0)
+	got := finished(t, tr)
+	if readyReason(got) != "True/Succeeded" || !bytes.Equal(dst.read(t, "out/large.bin"), data) {
+		t.Fatalf("%s %+v", readyReason(got), got.Status)
+	}
+	sent := proxy.Sent()
+	t.Logf("sent %d before the cut, %d in all, for %d", before, sent, len(data))
+	if sent > int64(len(data))*11/10 {
+		t.Errorf("%d bytes sent for a file of %d (%d before the cut): ranges started over", sent, len(data), before)
+	}
+}

@@ -1,0 +1,338 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sftpgate/sftpgate/internal/files"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+// RangedFile is the size from which a file is copied in ranges
+// (Job.Ranges), and rangeAlign what a range's length is a multiple of.
+const (
+	RangedFile = 64 << 20
+	rangeAlign = 1 << 20
+)
+
+// rangedSeed sets a ranged copy's temporary name apart from a streamed
+// one's: a copy in ranges has holes until every range ends, which a
+// streamed copy, resuming from the copy's size, would take for content.
+const rangedSeed = "\x00ranges"
+
+// rangeReportEvery is how often RangeDone is told the ranges' progress.
+const rangeReportEvery = time.Second
+
+// ranged reports whether j's file is copied in ranges (the destination
+// is no files.Uploader: Copy uploads to those first).
+func (j *Job) ranged() bool {
+	return j.Transform == nil && j.Ranges > 1 && j.Sessions != nil && j.Size >= RangedFile
+}
+
+// rangeBounds splits size into at most n ranges of one length, a
+// multiple of rangeAlign (the last may be shorter): how many, and the
+// length.
+func rangeBounds(size int64, n int) (count int, length int64) {
+	length = (size + int64(n) - 1) / int64(n)
+	length = (length + rangeAlign - 1) / rangeAlign * rangeAlign
+	return int((size + length - 1) / length), length
+}
+
+// ErrNoSessions is what Job.Sessions answers when no sessions are free
+// now: the ranges go on, fewer at once.
+var ErrNoSessions = errors.New("no sessions free")
+
+// copyRanges copies the source into tmp in ranges, each written at its
+// offsets: on src and dst, and on as many more pairs of sessions as
+// j.Sessions gives (up to one per range), each pair copying ranges until
+// none is left. A range continues from what j.Done has of it when the
+// bytes before that point match the source's. The first range that fails
+// stops the others. The source's digest is never computed on the way
+// (verify reads it, beside the copy).
+func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *Result) error {
+	n, length := rangeBounds(r.Size, j.Ranges)
+	bounds := func(i int) (int64, int64) { return int64(i) * length, min(int64(i+1)*length, r.Size) }
+	resumed, err := j.rangesDone(src, dst, tmp, n, bounds)
+	if err != nil {
+		return err
+	}
+	done := make([]atomic.Int64, n)
+	var pending []int
+	for i, d := range resumed {
+		done[i].Store(d)
+		r.From += d
+		if start, end := bounds(i); start+d < end {
+			pending = append(pending, i)
+		}
+	}
+	if r.From == 0 {
+		// Made anew once, before the ranges open it without truncating.
+		if err := truncate(dst, tmp); err != nil {
+			return err
+		}
+		if !j.Fresh {
+			// A streamed try's copy, left under the other name.
+			_ = dst.Remove(tempname.For(path.Dir(j.Dst), j.Seed))
+		}
+	} else if j.Progress != nil {
+		j.Progress(r.From)
+	}
+	progress := &counter{report: j.Progress}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A stall stops every range: each pair of sessions is closed when
+	// gctx ends.
+	watched := *j
+	watched.Abort = func() {
+		cancel()
+		if j.Abort != nil {
+			j.Abort()
+		}
+	}
+	stop := watched.watch(ctx, progress)
+	reported := j.reportRanges(gctx, done, bounds)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		next     atomic.Int64
+		sent     atomic.Int64
+	)
+	failed := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+	}
+	copier := func(src, dst files.FS, abort func()) error {
+		if abort != nil {
+			defer context.AfterFunc(gctx, abort)()
+		}
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(pending) {
+				return nil
+			}
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			i := pending[k]
+			start, end := bounds(i)
+			if err := j.copyRange(src, dst, tmp, start, end, &done[i], progress, &sent); err != nil {
+				return err
+			}
+		}
+	}
+	wg.Go(func() {
+		if err := copier(src, dst, j.Abort); err != nil {
+			failed(err)
+		}
+	})
+	for range len(pending) - 1 {
+		wg.Go(func() {
+			err := j.Sessions(gctx, copier)
+			if err != nil && !errors.Is(err, ErrNoSessions) {
+				failed(err)
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	cancel()
+	<-reported
+	r.Sent = sent.Load()
+	err = firstErr
+	var (
+		now  os.FileInfo
+		serr error
+	)
+	if err == nil || errors.Is(err, errChanged) {
+		now, serr = src.Stat(j.Src)
+	}
+	return j.ended(err, now, serr, r, progress)
+}
+
+// truncate makes name anew, empty.
+func truncate(dst files.FS, name string) error {
+	f, err := dst.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return fail(err, "creating the temporary copy")
+	}
+	return nil
+}
+
+// rangesDone is where each range continues: what j.Done has of it, when
+// the copy holds that much and its last bytes before that point (up to
+// tailCheck) match the source's; else 0, that range started over.
+func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) (int64, int64)) ([]int64, error) {
+	done := make([]int64, n)
+	if j.Fresh || len(j.Done) != n {
+		return done, nil
+	}
+	pfi, err := dst.Stat(tmp)
+	if err != nil || pfi.Size() > j.Size {
+		return done, nil
+	}
+	for i := range n {
+		start, end := bounds(i)
+		d := min(max(j.Done[i], 0), end-start)
+		if d == 0 || start+d > pfi.Size() {
+			continue
+		}
+		k := min(d, tailCheck)
+		a, err := readAt(src, j.Src, start+d-k, k)
+		if err != nil {
+			return nil, fail(err, "reading the source file")
+		}
+		b, err := readAt(dst, tmp, start+d-k, k)
+		if err != nil || !bytes.Equal(a, b) {
+			continue
+		}
+		done[i] = d
+	}
+	return done, nil
+}
+
+// reportRanges tells j.RangeDone each range's progress, less what may be
+// in flight, every rangeReportEvery until ctx ends, and once at the end;
+// the channel is closed then.
+func (j *Job) reportRanges(ctx context.Context, done []atomic.Int64, bounds func(int) (int64, int64)) <-chan struct{} {
+	ended := make(chan struct{})
+	if j.RangeDone == nil {
+		close(ended)
+		return ended
+	}
+	report := func() {
+		sure := make([]int64, len(done))
+		for i := range done {
+			start, end := bounds(i)
+			d := done[i].Load()
+			if d < end-start {
+				// The last writes may land in any order (pkg/sftp
+				// holds one chunk more than it has in flight).
+				d = max(d-inFlight-2*chunkSize, 0)
+			}
+			sure[i] = d
+		}
+		j.RangeDone(sure)
+	}
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(rangeReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				report()
+				return
+			case <-t.C:
+				report()
+			}
+		}
+	}()
+	return ended
+}
+
+// copyRange copies the source's bytes [start+done, end) into tmp at the
+// same offsets, counting into done.
+func (j *Job) copyRange(src, dst files.FS, tmp string, start, end int64, done *atomic.Int64, progress *counter, sent *atomic.Int64) error {
+	from := start + done.Load()
+	if from >= end {
+		return nil
+	}
+	in, out, err := j.open(src, dst, tmp, false, progress)
+	if in != nil {
+		defer func() { _ = in.Close() }()
+	}
+	if out != nil {
+		defer func() { _ = out.Close() }()
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := in.Seek(from, io.SeekStart); err != nil {
+		return fail(err, "reading the source file")
+	}
+	if _, err := out.Seek(from, io.SeekStart); err != nil {
+		return fail(err, "writing the copy")
+	}
+	buf := newBuffer()
+	readErr := make(chan error, 1)
+	go func() {
+		// WriteTo reads on to the file's end, with many reads in
+		// flight: the range's end stops it, what it read past dropped.
+		_, err := in.WriteTo(&limitWriter{w: buf, n: end - from})
+		if errors.Is(err, errRangeFull) {
+			err = nil
+		}
+		buf.CloseWithError(err)
+		readErr <- err
+	}()
+	n, err := out.ReadFromWithConcurrency(io.TeeReader(buf, rangeCounter{progress, done}), copyConcurrency)
+	buf.Close()
+	rerr := <-readErr
+	sent.Add(n)
+	switch {
+	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe):
+		return fail(rerr, "reading the source file")
+	case err != nil:
+		return fail(err, "writing the copy")
+	}
+	if err := out.Close(); err != nil {
+		return fail(err, "writing the copy")
+	}
+	if from+n != end {
+		return errChanged
+	}
+	return nil
+}
+
+// errRangeFull stops a range's read at its end.
+var errRangeFull = errors.New("the range is read")
+
+// limitWriter passes on the first n bytes written, then fails with
+// errRangeFull.
+type limitWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errRangeFull
+	}
+	full := int64(len(p)) > l.n
+	if full {
+		p = p[:l.n]
+	}
+	k, err := l.w.Write(p)
+	l.n -= int64(k)
+	if err == nil && full {
+		err = errRangeFull
+	}
+	return k, err
+}
+
+// rangeCounter counts a range's bytes into its done and the copy's
+// counter.
+type rangeCounter struct {
+	c    *counter
+	done *atomic.Int64
+}
+
+func (r rangeCounter) Write(p []byte) (int, error) {
+	r.done.Add(int64(len(p)))
+	return r.c.Write(p)
+}

@@ -1,0 +1,177 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/internal/files"
+	"github.com/sftpgate/sftpgate/internal/sftpfs"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+func TestRangeBounds(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		size   int64
+		n      int
+		count  int
+		length int64
+	}{
+		{64 * mib, 4, 4, 16 * mib},
+		{64*mib + 1, 4, 4, 17 * mib}, // lengths whole MiBs: the last range shorter
+		{65 * mib, 4, 4, 17 * mib},
+		{1 << 30, 4, 4, 256 * mib},
+		{64 * mib, 100, 64, mib}, // never shorter than a MiB: fewer ranges
+	} {
+		if count, length := rangeBounds(c.size, c.n); count != c.count || length != c.length {
+			t.Errorf("rangeBounds(%d, %d) = %d, %d; want %d, %d", c.size, c.n, count, length, c.count, c.length)
+		}
+	}
+}
+
+func TestLimitWriter(t *testing.T) {
+	var got bytes.Buffer
+	w := &limitWriter{w: &got, n: 5}
+	if n, err := w.Write([]byte("abc")); n != 3 || err != nil {
+		t.Fatalf("first write: %d, %v", n, err)
+	}
+	if n, err := w.Write([]byte("defg")); n != 2 || !errors.Is(err, errRangeFull) {
+		t.Fatalf("write past the end: %d, %v", n, err)
+	}
+	if n, err := w.Write([]byte("h")); n != 0 || !errors.Is(err, errRangeFull) {
+		t.Fatalf("write once full: %d, %v", n, err)
+	}
+	if got.String() != "abcde" {
+		t.Errorf("passed on %q", got.String())
+	}
+}
+
+// TestCopyInRanges: a large file copied in ranges arrives whole, whether
+// every range gets sessions of its own or none is free (one pair copies
+// them all); a resumed copy continues each range whose last bytes match
+// the source's and starts over the one whose do not, sending nothing
+// else again.
+func TestCopyInRanges(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, RangedFile+5<<20+12345)
+	_, _ = rand.Read(data)
+	srcPath := filepath.Join(dir, "in.bin")
+	if err := os.WriteFile(srcPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(srcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every client is a session of its own, of the same files.
+	session := func() files.FS {
+		c, _ := testsftp.Pipe(t)
+		return listed{sftpfs.New(c, nil), c}
+	}
+	job := func(name string, sessions func(context.Context, func(src, dst files.FS, abort func()) error) error) Job {
+		return Job{Src: srcPath, Dst: filepath.Join(dir, name), Size: fi.Size(), ModTime: fi.ModTime().Unix(),
+			Seed: name, Verify: v1alpha1.VerifySHA256, Made: &Folders{}, Ranges: 4, Sessions: sessions}
+	}
+	fresh := func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
+		return fn(session(), session(), nil)
+	}
+	none := func(context.Context, func(src, dst files.FS, abort func()) error) error { return ErrNoSessions }
+	check := func(t *testing.T, name string, r Result, err error) {
+		t.Helper()
+		got, rerr := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || rerr != nil || r.State != Done || !bytes.Equal(got, data) {
+			t.Fatalf("copy: %+v, %v; target read: %v, whole: %v", r, err, rerr, bytes.Equal(got, data))
+		}
+	}
+
+	t.Run("a pair of sessions for every range", func(t *testing.T) {
+		var opened atomic.Int32
+		sessions := func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
+			opened.Add(1)
+			return fresh(ctx, fn)
+		}
+		r, err := Copy(t.Context(), session(), session(), job("all.bin", sessions))
+		check(t, "all.bin", r, err)
+		if opened.Load() != 3 || r.Sent != int64(len(data)) {
+			t.Errorf("%d more pairs of sessions, %d bytes sent; want 3, %d", opened.Load(), r.Sent, len(data))
+		}
+	})
+
+	t.Run("no sessions free", func(t *testing.T) {
+		r, err := Copy(t.Context(), session(), session(), job("one.bin", none))
+		check(t, "one.bin", r, err)
+		if r.Sent != int64(len(data)) {
+			t.Errorf("%d bytes sent for %d", r.Sent, len(data))
+		}
+	})
+
+	t.Run("resumed", func(t *testing.T) {
+		j := job("resumed.bin", fresh)
+		n, length := rangeBounds(j.Size, j.Ranges)
+		tmp := filepath.Join(dir, filepath.Base(tempname.For(dir, j.Seed+rangedSeed)))
+		partial := make([]byte, len(data))
+		j.Done = make([]int64, n)
+		var kept int64
+		for i := range n {
+			// Range i copied for i+1 MiB; range 2's last bytes wrong.
+			start, d := int64(i)*length, int64(i+1)<<20
+			copy(partial[start:start+d], data[start:start+d])
+			if i == 2 {
+				partial[start+d-1] ^= 0xff
+			} else {
+				kept += d
+			}
+			j.Done[i] = d
+		}
+		if err := os.WriteFile(tmp, partial[:3*length+4<<20], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var reported []int64
+		j.RangeDone = func(done []int64) { reported = done }
+		r, err := Copy(t.Context(), session(), session(), j)
+		check(t, "resumed.bin", r, err)
+		missing := int64(len(data)) - kept
+		if r.From != kept || r.Sent != missing {
+			t.Errorf("resumed from %d, sent %d; want %d, %d", r.From, r.Sent, kept, missing)
+		}
+		for i, d := range reported {
+			start := int64(i) * length
+			if want := min(length, j.Size-start); d != want {
+				t.Errorf("range %d reported done at %d of %d", i, d, want)
+			}
+		}
+		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the ranged copy is left: %v", err)
+		}
+	})
+}
+
+// listed is a session that lists folders with the client's ReadDir (a
+// pipe has no SSH connection for sftpdir's reader).
+type listed struct {
+	files.FS
+	c *sftp.Client
+}
+
+func (l listed) Each(dir string, fn func(fs.FileInfo) error) error {
+	entries, err := l.c.ReadDir(dir)
+	for _, e := range entries {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (listed) ListsWhole() bool { return true }
