@@ -72,17 +72,20 @@ type statRequest struct {
 
 func stat(fs *FS, req *statRequest) (any, error) {
 	follow := req.FollowSymlinks == nil || *req.FollowSymlinks
-	resolve, statFn := fs.Resolve, fs.Files.Stat
+	statFn := fs.Files.Stat
 	if !follow {
-		resolve, statFn = fs.ResolveParent, fs.Files.Lstat
+		statFn = fs.Files.Lstat
 	}
-	target, err := resolve(req.Path)
+	var (
+		fi      os.FileInfo
+		statErr error
+	)
+	target, err := fs.Checked(req.Path, !follow, func(target string) { fi, statErr = statFn(target) })
 	if err != nil {
 		return nil, err
 	}
-	fi, err := statFn(target)
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
+	if statErr != nil {
+		return nil, serverFailure(statErr, fs.Rel(target))
 	}
 	res := StatResult{FileInfo: info(fs, target, fi)}
 	if o, ok := fi.Sys().(files.Owned); ok {
@@ -93,15 +96,15 @@ func stat(fs *FS, req *statRequest) (any, error) {
 }
 
 func exists(fs *FS, req *pathRequest) (any, error) {
-	target, err := fs.Resolve(req.Path)
-	if err != nil {
+	var statErr error
+	target, err := fs.Checked(req.Path, false, func(target string) { _, statErr = fs.Files.Stat(target) })
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	_, err = fs.Files.Stat(target)
-	if errors.Is(err, os.ErrNotExist) {
+	case errors.Is(statErr, os.ErrNotExist):
 		return false, nil
 	}
-	return err == nil, serverFailure(err, fs.Rel(target))
+	return statErr == nil, serverFailure(statErr, fs.Rel(target))
 }
 
 type chmodRequest struct {

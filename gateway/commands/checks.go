@@ -94,7 +94,7 @@ func hashFile(ctx context.Context, fs *FS, req *hashRequest) (any, error) {
 	if !ok {
 		return nil, &BadRequest{Field: "algorithm", Message: `must be "sha256", "sha1" or "md5"`}
 	}
-	f, fi, err := openRead(fs, req.Path)
+	_, f, fi, err := openRead(fs, req.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -340,22 +340,12 @@ func read(fs *FS, req *readRequest) (any, error) {
 	if req.Length != nil && (*req.Length < 0 || *req.Length > MaxReadLength) {
 		return nil, &BadRequest{Field: "length", Message: "must be between 0 and " + strconv.Itoa(MaxReadLength)}
 	}
-	target, err := fs.Resolve(req.Path)
+	target, f, fi, err := openRead(fs, req.Path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := fs.Files.Open(target)
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	defer func() { _ = f.Close() }()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, serverFailure(err, fs.Rel(target))
-	}
-	if fi.IsDir() {
-		return nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
-	}
+	// Closed beside the answer: its round trip would only delay it.
+	defer func() { go func() { _ = f.Close() }() }()
 	length := max(fi.Size()-req.Offset, 0)
 	if req.Length != nil {
 		length = min(length, *req.Length)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
@@ -133,6 +134,32 @@ func (fs *FS) ResolveParent(p string) (string, error) {
 		return target, err
 	}
 	return target, fs.checkReal(path.Dir(target), path.Base(target))
+}
+
+// Checked runs op on p's server path with Resolve's check of it
+// (ResolveParent's, with parent) asked at once: one round trip where one
+// after the other would be two, which tells over a long link. Only for
+// operations that change nothing on the server (opening for reading, a
+// stat): when the check refuses, op has run anyway, and the caller drops
+// what it got. op is not run for a path refused before any request.
+func (fs *FS) Checked(p string, parent bool, op func(target string)) (string, error) {
+	target, err := fs.lexical(p)
+	if err != nil {
+		return "", err
+	}
+	if !fs.confined() {
+		op(target)
+		return target, nil
+	}
+	dir, name := target, ""
+	if parent && target != fs.Root {
+		dir, name = path.Dir(target), path.Base(target)
+	}
+	var ran sync.WaitGroup
+	ran.Go(func() { op(target) })
+	err = fs.checkReal(dir, name)
+	ran.Wait()
+	return target, err
 }
 
 // checkReal checks where the server resolves p: inside the root, and,

@@ -79,7 +79,7 @@ func copyFile(ctx context.Context, fs *FS, req *twoPathRequest) (any, error) {
 		return nil, &BadRequest{Field: "to", Message: "is required"}
 	}
 	// Both ends are followed (and so checked where they lead) on opening.
-	src, fi, err := openRead(fs, req.From)
+	_, src, fi, err := openRead(fs, req.From)
 	if err != nil {
 		return nil, inField(err, "from")
 	}

@@ -143,7 +143,8 @@ func openRequested(fs *FS, body []byte) (files.File, os.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return openRead(fs, p)
+	_, f, fi, err := openRead(fs, p)
+	return f, fi, err
 }
 
 // rawReadPath reads the path of a raw read from its JSON request.
@@ -172,24 +173,31 @@ func boolParam(query url.Values, name string) (bool, error) {
 	return b, nil
 }
 
-// openRead opens a file to stream to the client, refusing directories.
-func openRead(fs *FS, p string) (files.File, os.FileInfo, error) {
-	target, err := fs.Resolve(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	f, err := fs.Files.Open(target)
-	if err != nil {
-		return nil, nil, serverFailure(err, fs.Rel(target))
+// openRead opens a file to read, refusing directories: its server path,
+// the file and what it is.
+func openRead(fs *FS, p string) (string, files.File, os.FileInfo, error) {
+	var (
+		f       files.File
+		openErr error
+	)
+	target, err := fs.Checked(p, false, func(target string) { f, openErr = fs.Files.Open(target) })
+	switch {
+	case err != nil:
+		if f != nil {
+			_ = f.Close()
+		}
+		return "", nil, nil, err
+	case openErr != nil:
+		return "", nil, nil, serverFailure(openErr, fs.Rel(target))
 	}
 	fi, err := f.Stat()
 	if err == nil && fi.IsDir() {
 		_ = f.Close()
-		return nil, nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+		return "", nil, nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
 	}
 	if err != nil {
 		_ = f.Close()
-		return nil, nil, serverFailure(err, fs.Rel(target))
+		return "", nil, nil, serverFailure(err, fs.Rel(target))
 	}
-	return f, fi, nil
+	return target, f, fi, nil
 }

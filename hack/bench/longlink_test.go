@@ -145,8 +145,8 @@ transfers over long links: two sshd, each behind a delay proxy of the round trip
 // TestBenchmarkLongLinksGateway measures the gateway, its sshd behind a
 // delay proxy of each round trip at 1 Gbit/s, against pkg/sftp with its
 // defaults over one SSH connection through the same link: 256 MiB
-// uploaded and downloaded (one turn each), and 1 KiB writes at
-// concurrency 16 for longPhase.
+// uploaded and downloaded (one turn each), 1 KiB writes at concurrency
+// 16 for longPhase, then reads of them.
 func TestBenchmarkLongLinksGateway(t *testing.T) {
 	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
 	if binary == "" {
@@ -198,6 +198,14 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 		smallGateway := runFor(longPhase, writes, func(j int) error {
 			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt", "file": {"text": "%s"}}`, dir, j, kib)), -1)
 		})
+		// Reads of the first files just written (each writer wrote
+		// one), as a user of pkg/sftp would read one: open, read, close.
+		readDirect := runFor(longPhase, writes, func(j int) error {
+			return readFile(direct, filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j%writes)), len(kib))
+		})
+		readGateway := runFor(longPhase, writes, func(j int) error {
+			return g.call("read", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt"}`, dir, j%writes)), -1)
+		})
 		target := ""
 		if rtt == 50*time.Millisecond {
 			target = ">= 0.80"
@@ -208,6 +216,8 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 			downDirect.Seconds()/downGateway.Seconds(), target)
 		fmt.Fprintf(&rows, "| %d ms | 1 KiB writes, concurrency 16 | %.0f/s (%s) | %.0f/s (%s) | %.2f | |\n", rtt.Milliseconds(),
 			smallDirect.rate(), smallDirect.percentiles(), smallGateway.rate(), smallGateway.percentiles(), smallGateway.rate()/smallDirect.rate())
+		fmt.Fprintf(&rows, "| %d ms | 1 KiB reads, concurrency 16 | %.0f/s (%s) | %.0f/s (%s) | %.2f | |\n", rtt.Milliseconds(),
+			readDirect.rate(), readDirect.percentiles(), readGateway.rate(), readGateway.percentiles(), readGateway.rate()/readDirect.rate())
 	}
 	fmt.Printf(`
 the gateway over long links: sshd behind a delay proxy at 1 Gbit/s, against pkg/sftp over one SSH connection through it (make bench)
@@ -235,6 +245,23 @@ func directClient(t *testing.T, s *testsshd.Server, host string, port int32) *sf
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// readFile reads a file of size bytes as a user of pkg/sftp would: open,
+// read, close.
+func readFile(c *sftp.Client, name string, size int) error {
+	f, err := c.Open(name)
+	if err != nil {
+		return err
+	}
+	n, err := io.ReadFull(f, make([]byte, size))
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: %d bytes read of %d", name, n, size)
+	}
+	return err
 }
 
 // writeFile writes content into a new file name, as a user of pkg/sftp

@@ -342,10 +342,10 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,
 			Err: fmt.Errorf("%s would be copied onto itself: the destination folder is its own", f.Path)}
 	default:
-		// The file's sessions, and those of its ranges past the first
-		// (transfer.Job.Ranges), each while a stream of the namespace's
-		// share and of the replica's is free: never more than a file
-		// copied alone may take.
+		// The file's sessions; and more for a large file's ranges
+		// (transfer.Job.Ranges), each pair only while it holds a stream
+		// of the namespace's share and one of the replica's, taken when
+		// free, never waited for.
 		pair := t.sessions(src, dst, op)
 		job.Sessions = func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
 			leave, ok := t.r.enterStream(ctx, tr.Namespace, false)
