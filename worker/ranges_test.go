@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	copying "github.com/sftpgate/sftpgate/worker/transfer"
 )
 
 // TestTransferRangedCopy: a large file is copied in ranges (the worker's
@@ -62,5 +64,24 @@ func TestTransferRangedCopyResumes(t *testing.T) {
 	t.Logf("sent %d before the cut, %d in all, for %d", before, sent, len(data))
 	if sent > int64(len(data))*11/10 {
 		t.Errorf("%d bytes sent for a file of %d (%d before the cut): ranges started over", sent, len(data), before)
+	}
+}
+
+// TestTransferRangedCopyFromStore: a large object copied to an SFTP
+// server in ranges, each a ranged GET of its own, arrives whole.
+func TestTransferRangedCopyFromStore(t *testing.T) {
+	t.Parallel()
+	dst := sshdServer(testsshd.Start(t))
+	bucket := newStore(t, "ranged", "")
+	ns := transferNamespace(t, map[string]server{"dst": dst})
+	testkit.ReadyStore(t, k8s, ns, "bucket", bucket.Server, bucket.bucket, bucket.prefix)
+	startWorker(t)
+	data := random(t, copying.RangedFile+3<<20+777)
+	bucket.put(t, "in/large.bin", data)
+	tr := transfer(t, ns, "ranged-from-store", "/in/large.bin", fromStore("bucket"), func(s *v1alpha1.TransferSpec) {
+		s.Verify = v1alpha1.VerifySHA256
+	})
+	if got := finished(t, tr); readyReason(got) != "True/Succeeded" || !bytes.Equal(dst.read(t, "out/large.bin"), data) {
+		t.Fatalf("%s %+v", readyReason(got), got.Status)
 	}
 }
