@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +24,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
 // Actor is who acted: an ApiKey (Name its key id), a ServiceAccount
@@ -261,15 +262,12 @@ func (t *Trail) link(r Record) Record {
 	return r
 }
 
-// log writes r's line: straight to the handler, as Logger.LogAttrs would
-// also look up the caller, which the line does not show.
+// log writes r's line, whatever the log's level.
 func (t *Trail) log(ctx context.Context, r Record) {
 	if t.Log == nil {
 		return
 	}
-	line := slog.NewRecord(r.Time, slog.LevelInfo, "audit", 0)
-	line.AddAttrs(slog.Any("record", json.RawMessage(r.Line())))
-	_ = t.Log.Handler().Handle(ctx, line)
+	logging.JSON(ctx, t.Log, r.Time, "audit", "record", r.Line())
 }
 
 // Close records the closing record of every chain, and stores what is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,32 @@ func TestBufferedLines(t *testing.T) {
 		t.Fatalf("after flush: %s", out.String())
 	}
 	flush() // twice is harmless
+}
+
+// TestJSONWritesWhatSlogWould: a line with JSON already encoded is the
+// line slog writes for it, buffered or not; a logger with attributes of
+// its own writes it through slog, with them.
+func TestJSONWritesWhatSlogWould(t *testing.T) {
+	at := time.Date(2026, 11, 27, 1, 2, 3, 456789000, time.UTC)
+	value := []byte(`{"action":"gateway.write","paths":["a<b>&c"],"seq":7}`)
+	for _, opts := range []Options{{}, {FlushInterval: time.Hour}} {
+		var fast, slow bytes.Buffer
+		log, flush := newTo(&fast, "gateway", opts)
+		JSON(t.Context(), log, at, "audit", "record", value)
+		JSON(t.Context(), log.With("namespace", "team"), at, "audit", "record", value)
+		flush()
+		ref, _ := newTo(&slow, "gateway", Options{})
+		line := slog.NewRecord(at, slog.LevelInfo, "audit", 0)
+		line.AddAttrs(slog.Any("record", json.RawMessage(value)))
+		if err := ref.Handler().Handle(t.Context(), line); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.SplitAfter(fast.String(), "\n")
+		if len(got) != 3 || got[0] != slow.String() {
+			t.Errorf("%+v: wrote\n%s\nwant\n%s", opts, fast.String(), slow.String())
+		}
+		if l := lines(t, got[1]); l[0]["namespace"] != "team" || l[0]["record"] == nil {
+			t.Errorf("%+v: with attributes: %s", opts, got[1])
+		}
+	}
 }
