@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/delayproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/worker/transfers"
 )
 
 // The long links measured: each direction's delay (round trips of 0, 50
@@ -37,8 +40,8 @@ const (
 )
 
 // linkTo starts a delay proxy before s with the one-way delay, at
-// linkBytesPerSecond; it returns where to reach s through it.
-func linkTo(t *testing.T, s *testsshd.Server, delay time.Duration) (string, int32) {
+// linkBytesPerSecond; it returns where to reach s through it, and it.
+func linkTo(t *testing.T, s *testsshd.Server, delay time.Duration) (string, int32, *delayproxy.Proxy) {
 	t.Helper()
 	p, err := delayproxy.Start(delayproxy.Options{Target: net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))), Delay: delay,
 		BytesPerSecond: linkBytesPerSecond})
@@ -54,14 +57,14 @@ func linkTo(t *testing.T, s *testsshd.Server, delay time.Duration) (string, int3
 	if err != nil {
 		t.Fatal(err)
 	}
-	return host, int32(n)
+	return host, int32(n), p
 }
 
 // TestBenchmarkLongLinks measures Transfers against rclone copy between
 // the same two sshd, each behind a delay proxy of the same round trip
 // (0, 50 and 150 ms) at 1 Gbit/s: a 1 GiB file, and 1,000 files of 64
 // KiB. It prints each figure beside its target, and the limit one SSH
-// channel's window sets at that round trip.
+// channel's window sets at that round trip, and the worker's ranges.
 func TestBenchmarkLongLinks(t *testing.T) {
 	binary, rclone := os.Getenv("SFTPGATE_BENCH_BINARY"), os.Getenv("SFTPGATE_BENCH_RCLONE")
 	if binary == "" || rclone == "" {
@@ -70,7 +73,9 @@ func TestBenchmarkLongLinks(t *testing.T) {
 	const ns = "links"
 	r := startRig(t, binary, ns, map[string]string{}, io.Discard)
 	dst := testsshd.Start(t)
-	r.startWorker(t, binary, "links")
+	// A short lease: a worker killed has its transfer resumed soon.
+	startWorker := func() *exec.Cmd { return r.startWorker(t, binary, "links", "--lease-duration=5s") }
+	worker := startWorker()
 	writeRandom(t, filepath.Join(r.sshd.Dir, "big.bin"), longBig)
 	fill(t, r.sshd, "small", 0)
 	payload := bytes.Repeat([]byte("x"), longSmallSize)
@@ -91,11 +96,14 @@ func TestBenchmarkLongLinks(t *testing.T) {
 		}
 		return min(linkMiBps, inFlight/(1<<20)/rtt.Seconds())
 	}
+	// The worker copies a large file in this many ranges at once, each on
+	// a channel of its own.
+	ranges := transfers.DefaultLimits().RangesPerFile
 	var rows strings.Builder
 	for i, delay := range longLinkDelays {
 		rtt := 2 * delay
-		srcHost, srcPort := linkTo(t, r.sshd, delay)
-		dstHost, dstPort := linkTo(t, dst, delay)
+		srcHost, srcPort, _ := linkTo(t, r.sshd, delay)
+		dstHost, dstPort, dstLink := linkTo(t, dst, delay)
 		from, to := fmt.Sprintf("src-%d", i), fmt.Sprintf("dst-%d", i)
 		r.addConnectionAt(t, ns, from, srcHost, srcPort, r.sshd, "")
 		r.addConnectionAt(t, ns, to, dstHost, dstPort, dst, "")
@@ -120,6 +128,32 @@ func TestBenchmarkLongLinks(t *testing.T) {
 			t.Fatalf("rclone copied %d files of %d", n, longSmallFiles)
 		}
 
+		if rtt == 50*time.Millisecond {
+			// A cut: the worker killed once half the file reached the
+			// destination; another process resumes each range from
+			// what the plan and the copy say was written.
+			tr := r.startTransfer(t, ns, "resumed", sftpEnd(from), "/big.bin", sftpEnd(to), 1)
+			base := dstLink.Sent()
+			for deadline := time.Now().Add(5 * time.Minute); dstLink.Sent()-base < longBig/2; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the cut transfer's copy did not reach half the file")
+				}
+			}
+			_ = worker.Process.Kill()
+			_ = worker.Wait()
+			// What the link still held reaches the server.
+			time.Sleep(time.Second)
+			missing := longBig - heldOf(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "resumed"))
+			atCut := dstLink.Sent()
+			worker = startWorker()
+			r.waitTransfer(t, tr)
+			sameFile(t, filepath.Join(r.sshd.Dir, "big.bin"), filepath.Join(dst.Dir, "resumed", "big.bin"))
+			_ = os.RemoveAll(filepath.Join(dst.Dir, "resumed"))
+			sent := dstLink.Sent() - atCut
+			fmt.Fprintf(&rows, "| %d ms | 1 GiB file, its worker killed halfway and another resuming it | %.0f MiB sent for %.0f MiB missing | | %.2f | <= 1.10 | |\n",
+				rtt.Milliseconds(), float64(sent)/(1<<20), float64(missing)/(1<<20), float64(sent)/float64(missing))
+		}
+
 		bigTarget, smallTarget := "", ""
 		switch rtt {
 		case 50 * time.Millisecond:
@@ -128,18 +162,47 @@ func TestBenchmarkLongLinks(t *testing.T) {
 		case 150 * time.Millisecond:
 			bigTarget = ">= 1.0"
 		}
-		fmt.Fprintf(&rows, "| %d ms | 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | %s | %.0f MiB/s |\n",
+		fmt.Fprintf(&rows, "| %d ms | 1 GiB file | %.0f MiB/s (%.1f s) | %.0f MiB/s (%.1f s) | %.2f | %s | %.0f MiB/s (%d ranges: %.0f) |\n",
 			rtt.Milliseconds(), mibps(oursBig), oursBig.Seconds(), mibps(rcloneBig), rcloneBig.Seconds(), rcloneBig.Seconds()/oursBig.Seconds(),
-			bigTarget, limit(sshWindow, rtt))
+			bigTarget, limit(sshWindow, rtt), ranges, limit(float64(ranges)*sshWindow, rtt))
 		fmt.Fprintf(&rows, "| %d ms | 1,000 files of 64 KiB | %.0f files/s (%.1f s, parallelism %d) | %.0f files/s (%.1f s, --transfers 4) | %.2f | %s | |\n",
 			rtt.Milliseconds(), fps(oursSmall), oursSmall.Seconds(), smallParallelism, fps(rcloneSmall), rcloneSmall.Seconds(),
 			rcloneSmall.Seconds()/oursSmall.Seconds(), smallTarget)
 	}
 	fmt.Printf(`
 transfers over long links: two sshd, each behind a delay proxy of the round trip, at 1 Gbit/s (%.0f MiB/s) (make bench)
-| round trip | measure | sftpgate Transfer | rclone copy (defaults) | ratio | target | one SSH channel's 2 MiB window allows |
+| round trip | measure | sftpgate Transfer | rclone copy (defaults) | ratio | target | what in-flight bytes allow: one SSH channel's 2 MiB window (the worker's ranges) |
 |---|---|---|---|---|---|---|
 %s`, linkMiBps, rows.String())
+}
+
+// heldOf is how many bytes of the source the temporary copy in dir holds
+// at their places: its 32 KiB chunks equal to the source's (which, of
+// random bytes, has no chunk of zeros a hole would pass for).
+func heldOf(t *testing.T, source, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for _, e := range entries {
+		if !tempname.Is(e.Name()) {
+			continue
+		}
+		src, err := os.ReadFile(source)
+		must(t, err)
+		tmp, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		must(t, err)
+		const chunk = 32 << 10
+		for off := 0; off < len(tmp); off += chunk {
+			end := min(off+chunk, len(tmp), len(src))
+			if bytes.Equal(src[off:end], tmp[off:end]) {
+				held += int64(end - off)
+			}
+		}
+	}
+	return held
 }
 
 // TestBenchmarkLongLinksGateway measures the gateway, its sshd behind a
@@ -158,7 +221,7 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for i, delay := range longLinkDelays {
 		rtt := 2 * delay
-		host, port := linkTo(t, r.sshd, delay)
+		host, port, _ := linkTo(t, r.sshd, delay)
 		slug := fmt.Sprintf("gw-%d", i)
 		r.addConnectionAt(t, ns, slug, host, port, r.sshd, "")
 		g := r.client(httpClient, slug, r.token)

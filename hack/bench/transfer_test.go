@@ -163,12 +163,26 @@ func sftpEnd(name string) v1alpha1.ConnectionReference {
 func (r *rig) transfer(t *testing.T, ns, name string, from v1alpha1.ConnectionReference, path string, to v1alpha1.ConnectionReference,
 	parallelism int32) time.Duration {
 	t.Helper()
+	start := time.Now()
+	r.waitTransfer(t, r.startTransfer(t, ns, name, from, path, to, parallelism))
+	return time.Since(start)
+}
+
+// startTransfer makes a Transfer of path into /<name> at to.
+func (r *rig) startTransfer(t *testing.T, ns, name string, from v1alpha1.ConnectionReference, path string, to v1alpha1.ConnectionReference,
+	parallelism int32) *v1alpha1.Transfer {
+	t.Helper()
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.TransferSpec{
 		Source: v1alpha1.TransferSource{ConnectionRef: from, Path: path},
 		TransferOptions: v1alpha1.TransferOptions{
 			Destination: v1alpha1.TransferDestination{ConnectionRef: to, Path: "/" + name}, Parallelism: parallelism}}}
-	start := time.Now()
 	r.create(t, tr)
+	return tr
+}
+
+// waitTransfer waits until tr finished, which it must have done well.
+func (r *rig) waitTransfer(t *testing.T, tr *v1alpha1.Transfer) {
+	t.Helper()
 	for {
 		if err := r.k8s.Get(t.Context(), client.ObjectKeyFromObject(tr), tr); err != nil {
 			t.Fatal(err)
@@ -178,11 +192,9 @@ func (r *rig) transfer(t *testing.T, ns, name string, from v1alpha1.ConnectionRe
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	took := time.Since(start)
 	if !meta.IsStatusConditionTrue(tr.Status.Conditions, v1alpha1.ConditionReady) {
-		t.Fatalf("%s: %+v", name, tr.Status)
+		t.Fatalf("%s: %+v", tr.Name, tr.Status)
 	}
-	return took
 }
 
 // rcloneCopy runs rclone copy from to to (remote:path, an SFTP remote's

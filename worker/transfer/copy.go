@@ -200,14 +200,14 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	}
 	tmp := tempname.For(path.Dir(j.Dst), j.Seed)
 	if j.ranged() {
-		tmp = tempname.For(path.Dir(j.Dst), j.Seed+rangedSeed)
+		tmp = j.rangedTemp()
 	} else if !j.Fresh && j.Transform == nil {
 		if r.From, err = resumeFrom(src, dst, j.Src, tmp, r.Size); err != nil {
 			return r, err
 		}
 		if r.From == 0 && r.Size >= RangedFile {
 			// An earlier try's copy in ranges, under its own name.
-			_ = dst.Remove(tempname.For(path.Dir(j.Dst), j.Seed+rangedSeed))
+			_ = dst.Remove(j.rangedTemp())
 		}
 	}
 	if r.From > 0 && j.Progress != nil {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +24,14 @@ const (
 	rangeAlign = 1 << 20
 )
 
-// rangedSeed sets a ranged copy's temporary name apart from a streamed
-// one's: a copy in ranges has holes until every range ends, which a
-// streamed copy, resuming from the copy's size, would take for content.
-const rangedSeed = "\x00ranges"
+// rangedTemp is the temporary name of j's copy in ranges: apart from a
+// streamed copy's (a copy in ranges has holes until every range ends,
+// which a streamed copy, resuming from the copy's size, would take for
+// content), and of the source's size and modification time, since a
+// resumed copy trusts what it finds there as of this content.
+func (j *Job) rangedTemp() string {
+	return tempname.For(path.Dir(j.Dst), fmt.Sprintf("%s\x00ranges\x00%d\x00%d", j.Seed, j.Size, j.ModTime))
+}
 
 // rangeReportEvery is how often RangeDone is told the ranges' progress.
 const rangeReportEvery = time.Second
@@ -158,7 +164,13 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 	if err == nil || errors.Is(err, errChanged) {
 		now, serr = src.Stat(j.Src)
 	}
-	return j.ended(err, now, serr, r, progress)
+	err = j.ended(err, now, serr, r, progress)
+	if r.Size != j.Size || r.ModTime != j.ModTime {
+		// The source changed: its next copy, of the new content, is
+		// made under another name.
+		_ = dst.Remove(tmp)
+	}
+	return err
 }
 
 // truncate makes name anew, empty.
@@ -173,36 +185,114 @@ func truncate(dst files.FS, name string) error {
 	return nil
 }
 
-// rangesDone is where each range continues: what j.Done has of it, when
-// the copy holds that much and its last bytes before that point (up to
-// tailCheck) match the source's; else 0, that range started over.
+// rangesDone is where each range continues: from what j.Done has of it,
+// when the copy holds that much and its last bytes before that point (up
+// to tailCheck) match the source's, else from 0; and further, as far as
+// the copy shows it was written (written), since the plan is saved only
+// every few seconds and a replica that died did not save its last.
 func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) (int64, int64)) ([]int64, error) {
 	done := make([]int64, n)
-	if j.Fresh || len(j.Done) != n {
+	if j.Fresh {
 		return done, nil
 	}
 	pfi, err := dst.Stat(tmp)
 	if err != nil || pfi.Size() > j.Size {
 		return done, nil
 	}
-	for i := range n {
-		start, end := bounds(i)
-		d := min(max(j.Done[i], 0), end-start)
-		if d == 0 || start+d > pfi.Size() {
-			continue
-		}
-		k := min(d, tailCheck)
-		a, err := readAt(src, j.Src, start+d-k, k)
-		if err != nil {
-			return nil, fail(err, "reading the source file")
-		}
-		b, err := readAt(dst, tmp, start+d-k, k)
-		if err != nil || !bytes.Equal(a, b) {
-			continue
-		}
-		done[i] = d
+	in, err := src.Open(j.Src)
+	if err != nil {
+		return nil, fail(err, "reading the source file")
 	}
-	return done, nil
+	defer func() { _ = in.Close() }()
+	out, err := dst.Open(tmp)
+	if err != nil {
+		return done, nil
+	}
+	defer func() { _ = out.Close() }()
+	var (
+		ranges   sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i := range n {
+		ranges.Go(func() {
+			start, end := bounds(i)
+			d, err := j.rangeDone(in, out, i, start, min(end, pfi.Size()))
+			mu.Lock()
+			defer mu.Unlock()
+			done[i] = d
+			if err != nil && firstErr == nil {
+				firstErr = fail(err, "reading the source file")
+			}
+		})
+	}
+	ranges.Wait()
+	return done, firstErr
+}
+
+// rangeDone is how much of range i, from start, the copy surely holds,
+// up to held (the copy's size, or the range's end). Its requests to both
+// servers are sent together, a round trip each step.
+func (j *Job) rangeDone(in, out files.File, i int, start, held int64) (int64, error) {
+	if held <= start {
+		return 0, nil
+	}
+	// same reports whether the copy holds the source's n bytes at off,
+	// and whether those are all zeros.
+	same := func(off, n int64) (equal, zeros bool, err error) {
+		a, b := make([]byte, n), make([]byte, n)
+		var (
+			read    sync.WaitGroup
+			readErr error
+		)
+		read.Go(func() { _, readErr = in.ReadAt(a, off) })
+		_, err = out.ReadAt(b, off)
+		read.Wait()
+		if readErr != nil {
+			return false, false, readErr
+		}
+		return err == nil && bytes.Equal(a, b), !slices.ContainsFunc(a, func(c byte) bool { return c != 0 }), nil
+	}
+	var d int64
+	if len(j.Done) > i {
+		d = min(max(j.Done[i], 0), held-start)
+		if k := min(d, tailCheck); k > 0 {
+			ok, _, err := same(start+d-k, k)
+			if err != nil || !ok {
+				// Not the bytes the plan says: nothing there is trusted.
+				return 0, err
+			}
+		}
+	}
+	return written(same, start, d, held)
+}
+
+// written looks past d for how far the copy of a range (from start, up
+// to held) was written: each try writes its range in order, but for the
+// last requests in flight, which may land in any order; so below the
+// furthest chunk that holds the source's bytes, less what may have been
+// in flight, all is written. A chunk of zeros says nothing (a hole reads
+// as zeros): taken as not written. Halving the span a chunk at a time,
+// it asks a few dozen chunks at most.
+func written(same func(off, n int64) (equal, zeros bool, err error), start, d, held int64) (int64, error) {
+	lo, hi, furthest := start+d, held, int64(-1)
+	for hi-lo > chunkSize {
+		mid := lo + (hi-lo)/2
+		n := min(chunkSize, hi-mid)
+		equal, zeros, err := same(mid, n)
+		if err != nil {
+			return 0, err
+		}
+		if equal && !zeros {
+			lo, furthest = mid+n, mid+n
+		} else {
+			hi = mid
+		}
+	}
+	if furthest < 0 {
+		return d, nil
+	}
+	return max(d, furthest-start-inFlight-2*chunkSize), nil
 }
 
 // reportRanges tells j.RangeDone each range's progress, less what may be
