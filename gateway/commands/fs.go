@@ -147,12 +147,13 @@ func (fs *FS) Checked(p string, parent bool, op func(target string)) (string, er
 	if err != nil {
 		return "", err
 	}
-	if !fs.confined() {
+	if !fs.confined() || parent && target == fs.Root {
+		// Nothing to check: as Resolve and ResolveParent.
 		op(target)
 		return target, nil
 	}
 	dir, name := target, ""
-	if parent && target != fs.Root {
+	if parent {
 		dir, name = path.Dir(target), path.Base(target)
 	}
 	var ran sync.WaitGroup

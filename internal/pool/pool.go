@@ -43,6 +43,8 @@ var (
 	// ErrQueueFull is a request that found every session as busy as it
 	// may be, and as many requests waiting as the pool lets wait.
 	ErrQueueFull = errors.New("every session to the server is busy and its queue is full")
+	// ErrBusy is an Op with NoWait that found no session at hand.
+	ErrBusy = errors.New("every session to the server is busy")
 )
 
 // keepaliveTimeout bounds the answer to a keepalive.
@@ -77,6 +79,9 @@ type Op struct {
 	// end with ctx (a dial also with its connectTimeout), while fn runs
 	// until it returns.
 	Timeout time.Duration
+	// NoWait takes a session only when one has room or may be dialed:
+	// where the operation would wait, it fails with ErrBusy at once.
+	NoWait bool
 }
 
 // load is how much of a session op takes.
@@ -155,7 +160,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 	for attempt := 0; ; attempt++ {
 		// A retry goes to a new connection: when one broke, the others to
 		// the same server (restarted, say) may have broken too.
-		s, err := p.acquire(ctx, deadline, w, attempt > 0)
+		s, err := p.acquire(ctx, deadline, w, attempt > 0, op.NoWait)
 		if err != nil {
 			return err
 		}
@@ -216,8 +221,8 @@ func (p *Pool) run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err e
 // always does), or shares the least loaded session up to sessionMax.
 // Otherwise it waits in the pool's queue for a session or a dial to end,
 // until deadline (zero: none) or the end of ctx; with the queue full, it
-// returns ErrQueueFull at once.
-func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh bool) (*session, error) {
+// returns ErrQueueFull at once, and with noWait, ErrBusy.
+func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh, noWait bool) (*session, error) {
 	for {
 		now := time.Now()
 		if !deadline.IsZero() && !now.Before(deadline) {
@@ -245,6 +250,10 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh boo
 			// A burst on a cold pool waits for the first dial rather than
 			// opening a connection per request; with every session full,
 			// requests wait for one to have room.
+			if noWait {
+				p.mu.Unlock()
+				return nil, ErrBusy
+			}
 			if p.waiting >= p.maxWaiting {
 				p.mu.Unlock()
 				return nil, ErrQueueFull
@@ -428,7 +437,7 @@ func (p *Pool) Warm(ctx context.Context) error {
 	if !cold {
 		return nil
 	}
-	s, err := p.acquire(ctx, time.Time{}, 1, false)
+	s, err := p.acquire(ctx, time.Time{}, 1, false, false)
 	if err != nil {
 		return err
 	}

@@ -269,6 +269,21 @@ func TestQueueIsBounded(t *testing.T) {
 	}
 }
 
+// TestNoWaitTakesOnlyASessionAtHand: an operation that must not wait is
+// refused at once where another would queue, and served where a session
+// has room.
+func TestNoWaitTakesOnlyASessionAtHand(t *testing.T) {
+	p, _ := newPool(t, 1)
+	finish := hold(t, p, Op{Stream: true}, Op{Stream: true})
+	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(*sftpdial.Session) error { return nil }); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a stream with every session full: %v, want ErrBusy", err)
+	}
+	finish()
+	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(*sftpdial.Session) error { return nil }); err != nil {
+		t.Fatalf("once the session has room: %v", err)
+	}
+}
+
 // TestOnePoolMetricPerConnection: a connection deleted and made again
 // under its name has two pools for a while, reported as one connection.
 func TestOnePoolMetricPerConnection(t *testing.T) {

@@ -444,13 +444,18 @@ func (j *Job) open(src, dst files.FS, tmp string, trunc bool, progress *counter)
 	case progress.stalled.Load():
 		return in, out, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
 	case errors.Is(err, fs.ErrNotExist):
-		return in, out, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
+		return in, out, j.sourceGone()
 	case err != nil:
 		return in, out, fail(err, "opening the source file")
 	case outErr != nil:
 		return in, out, fail(outErr, "creating the temporary copy")
 	}
 	return in, out, nil
+}
+
+// sourceGone is the file's failure when its source is no longer there.
+func (j *Job) sourceGone() error {
+	return &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
 }
 
 // ended is a copy's end: err from the copy, the source as it is now

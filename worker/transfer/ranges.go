@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
@@ -27,10 +28,12 @@ const (
 // rangedTemp is the temporary name of j's copy in ranges: apart from a
 // streamed copy's (a copy in ranges has holes until every range ends,
 // which a streamed copy, resuming from the copy's size, would take for
-// content), and of the source's size and modification time, since a
-// resumed copy trusts what it finds there as of this content.
+// content), and of the source's size and modification time and the
+// ranges' length, since a resumed copy trusts what it finds there as
+// written in order, range by range, of this content.
 func (j *Job) rangedTemp() string {
-	return tempname.For(path.Dir(j.Dst), fmt.Sprintf("%s\x00ranges\x00%d\x00%d", j.Seed, j.Size, j.ModTime))
+	_, length := rangeBounds(j.Size, j.Ranges)
+	return tempname.For(path.Dir(j.Dst), fmt.Sprintf("%s\x00ranges\x00%d\x00%d\x00%d", j.Seed, j.Size, j.ModTime, length))
 }
 
 // rangeReportEvery is how often RangeDone is told the ranges' progress.
@@ -69,13 +72,17 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 	if err != nil {
 		return err
 	}
-	done := make([]atomic.Int64, n)
+	// Each range's bytes read into its copy, and whether its copy ended
+	// well (every write answered).
+	done, whole := make([]atomic.Int64, n), make([]atomic.Bool, n)
 	var pending []int
 	for i, d := range resumed {
 		done[i].Store(d)
 		r.From += d
 		if start, end := bounds(i); start+d < end {
 			pending = append(pending, i)
+		} else {
+			whole[i].Store(true)
 		}
 	}
 	if r.From == 0 {
@@ -103,7 +110,7 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 		}
 	}
 	stop := watched.watch(ctx, progress)
-	reported := j.reportRanges(gctx, done, bounds)
+	reported := j.reportRanges(gctx, done, whole)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -136,6 +143,7 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 			if err := j.copyRange(src, dst, tmp, start, end, &done[i], progress, &sent); err != nil {
 				return err
 			}
+			whole[i].Store(true)
 		}
 	}
 	wg.Go(func() {
@@ -200,7 +208,10 @@ func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) 
 		return done, nil
 	}
 	in, err := src.Open(j.Src)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, j.sourceGone()
+	case err != nil:
 		return nil, fail(err, "reading the source file")
 	}
 	defer func() { _ = in.Close() }()
@@ -217,7 +228,11 @@ func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) 
 	for i := range n {
 		ranges.Go(func() {
 			start, end := bounds(i)
-			d, err := j.rangeDone(in, out, i, start, min(end, pfi.Size()))
+			planned := int64(0)
+			if len(j.Done) == n {
+				planned = j.Done[i]
+			}
+			d, err := rangeDone(in, out, planned, start, min(end, pfi.Size()))
 			mu.Lock()
 			defer mu.Unlock()
 			done[i] = d
@@ -230,10 +245,11 @@ func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) 
 	return done, firstErr
 }
 
-// rangeDone is how much of range i, from start, the copy surely holds,
-// up to held (the copy's size, or the range's end). Its requests to both
-// servers are sent together, a round trip each step.
-func (j *Job) rangeDone(in, out files.File, i int, start, held int64) (int64, error) {
+// rangeDone is how much of a range, from start, the copy surely holds, up
+// to held (the copy's size, or the range's end), planned by the plan's
+// record. Its requests to both servers are sent together, a round trip
+// each step.
+func rangeDone(in, out files.File, planned, start, held int64) (int64, error) {
 	if held <= start {
 		return 0, nil
 	}
@@ -253,15 +269,12 @@ func (j *Job) rangeDone(in, out files.File, i int, start, held int64) (int64, er
 		}
 		return err == nil && bytes.Equal(a, b), !slices.ContainsFunc(a, func(c byte) bool { return c != 0 }), nil
 	}
-	var d int64
-	if len(j.Done) > i {
-		d = min(max(j.Done[i], 0), held-start)
-		if k := min(d, tailCheck); k > 0 {
-			ok, _, err := same(start+d-k, k)
-			if err != nil || !ok {
-				// Not the bytes the plan says: nothing there is trusted.
-				return 0, err
-			}
+	d := min(max(planned, 0), held-start)
+	if k := min(d, tailCheck); k > 0 {
+		ok, _, err := same(start+d-k, k)
+		if err != nil || !ok {
+			// Not the bytes the plan says: nothing there is trusted.
+			return 0, err
 		}
 	}
 	return written(same, start, d, held)
@@ -296,9 +309,9 @@ func written(same func(off, n int64) (equal, zeros bool, err error), start, d, h
 }
 
 // reportRanges tells j.RangeDone each range's progress, less what may be
-// in flight, every rangeReportEvery until ctx ends, and once at the end;
-// the channel is closed then.
-func (j *Job) reportRanges(ctx context.Context, done []atomic.Int64, bounds func(int) (int64, int64)) <-chan struct{} {
+// in flight until its copy ended well, every rangeReportEvery until ctx
+// ends, and once at the end; the channel is closed then.
+func (j *Job) reportRanges(ctx context.Context, done []atomic.Int64, whole []atomic.Bool) <-chan struct{} {
 	ended := make(chan struct{})
 	if j.RangeDone == nil {
 		close(ended)
@@ -307,11 +320,10 @@ func (j *Job) reportRanges(ctx context.Context, done []atomic.Int64, bounds func
 	report := func() {
 		sure := make([]int64, len(done))
 		for i := range done {
-			start, end := bounds(i)
 			d := done[i].Load()
-			if d < end-start {
-				// The last writes may land in any order (pkg/sftp
-				// holds one chunk more than it has in flight).
+			if !whole[i].Load() {
+				// The last writes may land in any order, or not at all
+				// (pkg/sftp holds one chunk more than it has in flight).
 				d = max(d-inFlight-2*chunkSize, 0)
 			}
 			sure[i] = d

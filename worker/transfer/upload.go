@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -30,7 +29,7 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 	in, err := src.Open(j.Src)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return r, &Error{Reason: v1alpha1.ReasonSourceNotFound, Permanent: true, Err: fmt.Errorf("%s is no longer on the source server", j.Src)}
+		return r, j.sourceGone()
 	case err != nil:
 		return r, fail(err, "opening the source file")
 	}

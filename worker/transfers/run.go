@@ -344,18 +344,27 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	default:
 		// The file's sessions; and more for a large file's ranges
 		// (transfer.Job.Ranges), each pair only while it holds a stream
-		// of the namespace's share and one of the replica's, taken when
-		// free, never waited for.
-		pair := t.sessions(src, dst, op)
+		// of the namespace's share and one of the replica's, and only
+		// sessions at hand or dialed at once: none of it waited for.
+		// Whatever keeps a pair from starting means fewer ranges at once.
+		extra := t.sessions(src, dst, pool.Op{Stream: true, NoWait: true})
 		job.Sessions = func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
 			leave, ok := t.r.enterStream(ctx, tr.Namespace, false)
 			if !ok {
 				return transfer.ErrNoSessions
 			}
 			defer leave()
-			return pair(ctx, fn)
+			started := false
+			err := extra(ctx, func(sf, df files.FS, abort func()) error {
+				started = true
+				return fn(sf, df, abort)
+			})
+			if err != nil && !started {
+				return transfer.ErrNoSessions
+			}
+			return err
 		}
-		err = pair(ctx, func(sf, df files.FS, abort func()) error {
+		err = t.sessions(src, dst, op)(ctx, func(sf, df files.FS, abort func()) error {
 			job.Abort = abort
 			var err error
 			res, err = transfer.Copy(ctx, sf, df, job)
