@@ -68,9 +68,23 @@ var ErrNoSessions = errors.New("no sessions free")
 func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *Result) error {
 	n, length := rangeBounds(r.Size, j.Ranges)
 	bounds := func(i int) (int64, int64) { return int64(i) * length, min(int64(i+1)*length, r.Size) }
+	progress := &counter{report: j.Progress}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A stall, from the first look at the copy on, stops every range:
+	// each pair of sessions is closed when gctx ends.
+	watched := *j
+	watched.Abort = func() {
+		cancel()
+		if j.Abort != nil {
+			j.Abort()
+		}
+	}
+	stop := sync.OnceFunc(watched.watch(ctx, progress))
+	defer stop()
 	resumed, err := j.rangesDone(src, dst, tmp, n, bounds)
 	if err != nil {
-		return err
+		return j.ended(err, nil, nil, r, progress)
 	}
 	// Each range's bytes read into its copy, and whether its copy ended
 	// well (every write answered).
@@ -97,19 +111,6 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 	} else if j.Progress != nil {
 		j.Progress(r.From)
 	}
-	progress := &counter{report: j.Progress}
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A stall stops every range: each pair of sessions is closed when
-	// gctx ends.
-	watched := *j
-	watched.Abort = func() {
-		cancel()
-		if j.Abort != nil {
-			j.Abort()
-		}
-	}
-	stop := watched.watch(ctx, progress)
 	reported := j.reportRanges(gctx, done, whole)
 	var (
 		wg       sync.WaitGroup
