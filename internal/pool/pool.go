@@ -215,8 +215,9 @@ func (p *Pool) run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err e
 	return fn(s)
 }
 
-// acquire picks the least loaded session for an operation of load w. It
-// shares a session that has room for w; else it waits for a dial under way
+// acquire picks a session for an operation of load w: a stream the least
+// loaded, a small operation the busiest with room. It shares a session
+// that has room for w; else it waits for a dial under way
 // that has room, or dials a new session if the limit allows (a fresh one
 // always does), or shares the least loaded session up to sessionMax.
 // Otherwise it waits in the pool's queue for a session or a dial to end,
@@ -234,11 +235,21 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh, no
 			return nil, ErrClosed
 		}
 		p.lastUsed = now
-		var best *session
+		// A stream takes the least loaded session; a small operation the
+		// busiest that has room, so that small requests share a session
+		// (sent and answered many to a system call) rather than spread
+		// over the idle ones a stream left.
+		var best, busiest *session
 		for _, s := range p.sessions {
 			if best == nil || s.load < best.load {
 				best = s
 			}
+			if s.load+w <= sessionShare && (busiest == nil || s.load > busiest.load) {
+				busiest = s
+			}
+		}
+		if w < sessionShare && busiest != nil {
+			best = busiest
 		}
 		room := len(p.sessions)+p.dialing < p.max
 		switch {

@@ -269,6 +269,34 @@ func TestQueueIsBounded(t *testing.T) {
 	}
 }
 
+// TestSmallOperationsPackIntoOneSession: the sessions two streams left
+// idle do not spread small operations: they share the busiest session.
+func TestSmallOperationsPackIntoOneSession(t *testing.T) {
+	p, _ := newPool(t, 2)
+	hold(t, p, Op{Stream: true}, Op{Stream: true})()
+	if n := p.Size(); n != 2 {
+		t.Fatalf("%d sessions after two streams, want 2", n)
+	}
+	first := make(chan *sftpdial.Session)
+	release := make(chan struct{})
+	go func() {
+		_ = p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error {
+			first <- s
+			<-release
+			return nil
+		})
+	}()
+	busy := <-first
+	var second *sftpdial.Session
+	if err := p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error { second = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if second != busy {
+		t.Error("a small operation went to an idle session, not the busy one with room")
+	}
+}
+
 // TestNoWaitTakesOnlyASessionAtHand: an operation that must not wait is
 // refused at once where another would queue, and served where a session
 // has room.
