@@ -254,51 +254,49 @@ func rangeDone(in, out files.File, planned, start, held int64) (int64, error) {
 	if held <= start {
 		return 0, nil
 	}
-	// same reports whether the copy holds the source's n bytes at off,
-	// and whether those are all zeros.
-	same := func(off, n int64) (equal, zeros bool, err error) {
-		a, b := make([]byte, n), make([]byte, n)
+	// read reads n bytes at off of the source and of the copy (as much
+	// as it holds).
+	read := func(off, n int64) (source, copied []byte, err error) {
+		source, copied = make([]byte, n), make([]byte, n)
 		var (
-			read    sync.WaitGroup
+			both    sync.WaitGroup
 			readErr error
 		)
-		read.Go(func() { _, readErr = in.ReadAt(a, off) })
-		_, err = out.ReadAt(b, off)
-		read.Wait()
-		if readErr != nil {
-			return false, false, readErr
-		}
-		return err == nil && bytes.Equal(a, b), !slices.ContainsFunc(a, func(c byte) bool { return c != 0 }), nil
+		both.Go(func() { _, readErr = in.ReadAt(source, off) })
+		k, _ := out.ReadAt(copied, off)
+		both.Wait()
+		return source, copied[:k], readErr
 	}
 	d := min(max(planned, 0), held-start)
 	if k := min(d, tailCheck); k > 0 {
-		ok, _, err := same(start+d-k, k)
-		if err != nil || !ok {
+		source, copied, err := read(start+d-k, k)
+		if err != nil || !bytes.Equal(source, copied) {
 			// Not the bytes the plan says: nothing there is trusted.
 			return 0, err
 		}
 	}
-	return written(same, start, d, held)
+	return written(read, start, d, held)
 }
 
 // written looks past d for how far the copy of a range (from start, up
 // to held) was written: each try writes its range in order, but for the
 // last requests in flight, which may land in any order; so below the
 // furthest chunk that holds the source's bytes, less what may have been
-// in flight, all is written. A chunk of zeros says nothing (a hole reads
-// as zeros): taken as not written. Halving the span a chunk at a time,
-// it asks a few dozen chunks at most.
-func written(same func(off, n int64) (equal, zeros bool, err error), start, d, held int64) (int64, error) {
+// in flight, all is written, and from there to the first chunk found
+// unwritten the copy holds what it has in common with the source. A chunk of zeros says nothing (a hole
+// reads as zeros): taken as not written. Halving the span a chunk at a
+// time, it asks a few dozen chunks at most, then reads the span that may
+// have been in flight once.
+func written(read func(off, n int64) (source, copied []byte, err error), start, d, held int64) (int64, error) {
 	lo, hi, furthest := start+d, held, int64(-1)
 	for hi-lo > chunkSize {
 		mid := lo + (hi-lo)/2
-		n := min(chunkSize, hi-mid)
-		equal, zeros, err := same(mid, n)
+		source, copied, err := read(mid, min(chunkSize, hi-mid))
 		if err != nil {
 			return 0, err
 		}
-		if equal && !zeros {
-			lo, furthest = mid+n, mid+n
+		if bytes.Equal(source, copied) && slices.ContainsFunc(source, func(c byte) bool { return c != 0 }) {
+			lo, furthest = mid+int64(len(source)), mid+int64(len(source))
 		} else {
 			hi = mid
 		}
@@ -306,7 +304,16 @@ func written(same func(off, n int64) (equal, zeros bool, err error), start, d, h
 	if furthest < 0 {
 		return d, nil
 	}
-	return max(d, furthest-start-inFlight-2*chunkSize), nil
+	from := max(start+d, furthest-inFlight-2*chunkSize)
+	source, copied, err := read(from, hi-from)
+	if err != nil {
+		return 0, err
+	}
+	common := 0
+	for common < len(copied) && source[common] == copied[common] {
+		common++
+	}
+	return from + int64(common) - start, nil
 }
 
 // reportRanges tells j.RangeDone each range's progress, less what may be
