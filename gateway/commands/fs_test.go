@@ -15,28 +15,28 @@ import (
 // Below a root, Resolve asks the server where a path leads; below "/" a
 // path cannot lead outside, and it asks nothing.
 func TestResolveAsksTheServerOnlyBelowARoot(t *testing.T) {
-	client, sent := testsftp.Pipe(t)
+	client, wire := testsftp.Pipe(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := sent.Load()
+	before := wire.Sent()
 	if got, err := (&FS{Files: sftpfs.New(client, nil), Env: &Env{Root: dir}}).Resolve("file"); err != nil || got != file {
 		t.Fatalf("Resolve below %s = %q, %v", dir, got, err)
 	}
-	if sent.Load() == before {
+	if wire.Sent() == before {
 		t.Errorf("Resolve below %s did not ask the server", dir)
 	}
 
-	before = sent.Load()
+	before = wire.Sent()
 	whole := &FS{Files: sftpfs.New(client, nil), Env: &Env{Root: "/"}}
 	for _, resolve := range []func(string) (string, error){whole.Resolve, whole.ResolveParent} {
 		if got, err := resolve(file); err != nil || got != file {
 			t.Errorf(`below "/": %q, %v, want %q`, got, err, file)
 		}
 	}
-	if sent.Load() != before {
+	if wire.Sent() != before {
 		t.Error(`Resolve below "/" asked the server`)
 	}
 }

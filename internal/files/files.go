@@ -81,6 +81,8 @@ type File interface {
 	Chmod(mode fs.FileMode) error
 	// ReadFromWithConcurrency writes what r gives from the file's offset
 	// with up to concurrency writes in flight (0: the backend's default).
+	// When it fails on a file written in place (SFTP), the offset is left
+	// where the first write that failed began: all before it was written.
 	ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error)
 }
 

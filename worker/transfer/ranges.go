@@ -391,6 +391,15 @@ func (j *Job) copyRange(src, dst files.FS, tmp string, start, end int64, done *a
 		readErr <- err
 	}()
 	n, err := out.ReadFromWithConcurrency(io.TeeReader(buf, rangeCounter{progress, done}), copyConcurrency)
+	if err != nil {
+		// Reads go on for a moment after a write failed, counted but
+		// never written: the range's progress is where the first failed
+		// write began, the file's offset then, or the plan would record
+		// bytes the copy lacks (and the next try start the range over).
+		if at, serr := out.Seek(0, io.SeekCurrent); serr == nil && at-start < done.Load() {
+			done.Store(max(at-start, 0))
+		}
+	}
 	buf.Close()
 	rerr := <-readErr
 	sent.Add(n)
