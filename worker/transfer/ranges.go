@@ -238,7 +238,7 @@ func (j *Job) rangesDone(src, dst files.FS, tmp string, n int, bounds func(int) 
 			defer mu.Unlock()
 			done[i] = d
 			if err != nil && firstErr == nil {
-				firstErr = fail(err, "reading the source file")
+				firstErr = fail(err, "comparing the copy with the source")
 			}
 		})
 	}
@@ -263,8 +263,13 @@ func rangeDone(in, out files.File, planned, start, held int64) (int64, error) {
 			readErr error
 		)
 		both.Go(func() { _, readErr = in.ReadAt(source, off) })
-		k, _ := out.ReadAt(copied, off)
+		k, err := out.ReadAt(copied, off)
 		both.Wait()
+		if err != nil && !errors.Is(err, io.EOF) {
+			// Not the copy's content, the session's failure: the next
+			// try looks again.
+			return nil, nil, err
+		}
 		return source, copied[:k], readErr
 	}
 	d := min(max(planned, 0), held-start)
@@ -282,8 +287,9 @@ func rangeDone(in, out files.File, planned, start, held int64) (int64, error) {
 // to held) was written: each try writes its range in order, but for the
 // last requests in flight, which may land in any order; so below the
 // furthest chunk that holds the source's bytes, less what may have been
-// in flight, all is written, and from there to the first chunk found
-// unwritten the copy holds what it has in common with the source. A chunk of zeros says nothing (a hole
+// in flight, all is written, and from there to the end of the first
+// chunk found unwritten the copy holds what it has in common with the
+// source. A chunk of zeros says nothing (a hole
 // reads as zeros): taken as not written. Halving the span a chunk at a
 // time, it asks a few dozen chunks at most, then reads the span that may
 // have been in flight once.
@@ -304,8 +310,9 @@ func written(read func(off, n int64) (source, copied []byte, err error), start, 
 	if furthest < 0 {
 		return d, nil
 	}
-	from := max(start+d, furthest-inFlight-2*chunkSize)
-	source, copied, err := read(from, hi-from)
+	// The chunk at hi differs, but may have been written in part.
+	from, to := max(start+d, furthest-inFlight-2*chunkSize), min(hi+chunkSize, held)
+	source, copied, err := read(from, to-from)
 	if err != nil {
 		return 0, err
 	}
