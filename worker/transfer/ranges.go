@@ -111,7 +111,12 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 	} else if j.Progress != nil {
 		j.Progress(r.From)
 	}
-	reported := j.reportRanges(gctx, done, whole)
+	// Reports end once every range has returned, each failed one's
+	// progress set back to what its copy holds (copyRange): not at the
+	// first failure, with the others' reads still counted past it.
+	reporting, endReports := context.WithCancel(ctx)
+	defer endReports()
+	reported := j.reportRanges(reporting, done, whole)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -163,6 +168,7 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 	wg.Wait()
 	stop()
 	cancel()
+	endReports()
 	<-reported
 	r.Sent = sent.Load()
 	err = firstErr
