@@ -55,7 +55,7 @@ func (u *ui) callAs(ctx context.Context, token string, c *v1alpha1.SftpConnectio
 	if err != nil {
 		return err
 	}
-	resp, err := u.gatewayRequest(ctx, token, c, command, bytes.NewReader(b), "")
+	resp, err := u.gatewayRequest(ctx, token, c, command, b, "")
 	if err != nil {
 		return err
 	}
@@ -77,19 +77,32 @@ func (u *ui) callAs(ctx context.Context, token string, c *v1alpha1.SftpConnectio
 
 // gatewayRequest sends command to the gateway with the key of token (the
 // account's file browser key, or a share link's); accept, when set, asks
-// for the file's bytes.
-func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body io.Reader, accept string) (*http.Response, error) {
+// for the file's bytes. The UI sends only keys it found issued, but the
+// gateway learns of a key from its own watch, a moment later: a key it
+// does not know yet (401) is sent again for up to keyWait.
+func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body []byte, accept string) (*http.Response, error) {
 	slug := u.view(c).Slug
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.tryURL+"/"+url.PathEscape(slug)+"/"+command, body)
-	if err != nil {
-		return nil, err
+	for deadline := time.Now().Add(keyWait); ; {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.tryURL+"/"+url.PathEscape(slug)+"/"+command, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := u.filesClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || time.Now().After(deadline) {
+			return resp, err
+		}
+		_ = resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	return u.filesClient.Do(req)
 }
 
 // entry is one row of a folder's page.
@@ -249,7 +262,7 @@ func (u *ui) sendFile(w http.ResponseWriter, r *http.Request, token string, c *v
 	if err != nil {
 		return err
 	}
-	resp, err := u.gatewayRequest(r.Context(), token, c, "read", bytes.NewReader(body), "application/octet-stream")
+	resp, err := u.gatewayRequest(r.Context(), token, c, "read", body, "application/octet-stream")
 	if err != nil {
 		return err
 	}

@@ -62,30 +62,16 @@ func TestLimitWriter(t *testing.T) {
 // the source's and starts over the one whose do not, sending nothing
 // else again.
 func TestCopyInRanges(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, RangedFile+5<<20+12345)
-	_, _ = rand.Read(data)
-	srcPath := filepath.Join(dir, "in.bin")
-	if err := os.WriteFile(srcPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(srcPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every client is a session of its own, of the same files.
-	session := func() files.FS {
-		c, _ := testsftp.Pipe(t)
-		return listed{sftpfs.New(c, nil), c}
-	}
+	dir, data, large := largeSource(t)
+	session := func() files.FS { return pipeSession(t) }
 	job := func(name string, sessions func(context.Context, func(src, dst files.FS, abort func()) error) error) Job {
-		return Job{Src: srcPath, Dst: filepath.Join(dir, name), Size: fi.Size(), ModTime: fi.ModTime().Unix(),
-			Seed: name, Verify: v1alpha1.VerifySHA256, Made: &Folders{}, Ranges: 4, Sessions: sessions}
+		j := large
+		j.Dst, j.Seed, j.Verify, j.Sessions, j.Made = filepath.Join(dir, name), name, v1alpha1.VerifySHA256, sessions, &Folders{}
+		return j
 	}
 	fresh := func(ctx context.Context, fn func(src, dst files.FS, abort func()) error) error {
 		return fn(session(), session(), nil)
 	}
-	none := func(context.Context, func(src, dst files.FS, abort func()) error) error { return ErrNoSessions }
 	check := func(t *testing.T, name string, r Result, err error) {
 		t.Helper()
 		got, rerr := os.ReadFile(filepath.Join(dir, name))
@@ -165,24 +151,9 @@ func TestCopyInRanges(t *testing.T) {
 // after a write failed), so the plan never records bytes the copy lacks
 // and the next try continues the range rather than starting it over.
 func TestCutRangeResumes(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, RangedFile+5<<20+12345)
-	_, _ = rand.Read(data)
-	srcPath := filepath.Join(dir, "in.bin")
-	if err := os.WriteFile(srcPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(srcPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	session := func() files.FS {
-		c, _ := testsftp.Pipe(t)
-		return listed{sftpfs.New(c, nil), c}
-	}
-	none := func(context.Context, func(src, dst files.FS, abort func()) error) error { return ErrNoSessions }
-	j := Job{Src: srcPath, Dst: filepath.Join(dir, "out.bin"), Size: fi.Size(), ModTime: fi.ModTime().Unix(),
-		Seed: "cut", Made: &Folders{}, Ranges: 4, Sessions: none}
+	dir, data, j := largeSource(t)
+	session := func() files.FS { return pipeSession(t) }
+	j.Dst, j.Seed, j.Sessions = filepath.Join(dir, "out.bin"), "cut", none
 	n, length := rangeBounds(j.Size, j.Ranges)
 	tmp := j.rangedTemp()
 	if err := truncate(session(), tmp); err != nil {
@@ -209,6 +180,34 @@ func TestCutRangeResumes(t *testing.T) {
 		t.Errorf("resumed from %d; the range had %d", r.From, j.Done[0])
 	}
 }
+
+// largeSource writes a file of random bytes large enough to be copied in
+// 4 ranges into a folder of its own: the folder, the bytes, and a Job
+// copying it (no destination yet).
+func largeSource(t *testing.T) (dir string, data []byte, j Job) {
+	t.Helper()
+	dir = t.TempDir()
+	data = make([]byte, RangedFile+5<<20+12345)
+	_, _ = rand.Read(data)
+	src := filepath.Join(dir, "in.bin")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, data, Job{Src: src, Size: fi.Size(), ModTime: fi.ModTime().Unix(), Made: &Folders{}, Ranges: 4}
+}
+
+// pipeSession is a session of its own, of this machine's files.
+func pipeSession(t *testing.T) files.FS {
+	c, _ := testsftp.Pipe(t)
+	return listed{sftpfs.New(c, nil), c}
+}
+
+// none gives no more sessions: one pair copies every range.
+func none(context.Context, func(src, dst files.FS, abort func()) error) error { return ErrNoSessions }
 
 // listed is a session that lists folders with the client's ReadDir (a
 // pipe has no SSH connection for sftpdir's reader).
