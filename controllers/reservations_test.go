@@ -7,23 +7,32 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-
-	"github.com/sftpgate/sftpgate/api"
 )
+
+// reservationsNamespace makes a namespace of the test's own for
+// reservations' Leases, on the suite's API server.
+func reservationsNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "reservations-"}}
+	if err := apiServer.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
 
 // TestSweep: the sweep starts the grace period of names no longer in use
 // (once they are a sweep old), leaves those in use, deletes those past
 // their grace period, and keeps at most maxFreed freed names a namespace.
 func TestSweep(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
+	ns := reservationsNamespace(t)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	lease := func(name, holder string, acquired time.Duration, freed ...time.Duration) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "slug-" + name,
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slug-" + name,
 			Labels: map[string]string{LabelReservation: "slug"}}}
 		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: now.Add(-acquired)}}
 		if len(freed) > 0 {
@@ -42,8 +51,13 @@ func TestSweep(t *testing.T) {
 	for i := range maxFreed + 2 {
 		objects = append(objects, lease(fmt.Sprintf("churn-%03d", i), "a", time.Hour, time.Duration(i+1)*time.Second))
 	}
-	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(objects...).Build()
-	s := &reservations{client: c, namespace: "sys", kind: "slug", grace: 5 * time.Minute, sweep: 30 * time.Second,
+	for _, o := range objects {
+		if err := apiServer.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := apiServer
+	s := &reservations{client: c, namespace: ns, kind: "slug", grace: 5 * time.Minute, sweep: 30 * time.Second,
 		inUse: func(_ context.Context, name string) (bool, error) { return name == "served", nil }}
 	if err := s.sweepOnce(ctx, now); err != nil {
 		t.Fatal(err)
@@ -55,7 +69,7 @@ func TestSweep(t *testing.T) {
 		fmt.Sprintf("churn-%03d", maxFreed): "gone", fmt.Sprintf("churn-%03d", maxFreed+1): "gone",
 	} {
 		var got coordinationv1.Lease
-		err := c.Get(ctx, client.ObjectKey{Namespace: "sys", Name: "slug-" + name}, &got)
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slug-" + name}, &got)
 		state := "gone"
 		switch {
 		case err == nil && got.Spec.RenewTime == nil:
@@ -78,7 +92,8 @@ func TestSweep(t *testing.T) {
 // worker) succeeds if it is held for the same namespace, and is decided
 // again if held for another.
 func TestHoldOnAReservationTheCacheHasNotSeen(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
+	ns := reservationsNamespace(t)
 	for _, tc := range []struct {
 		name, holder string
 		wantErr      bool
@@ -87,16 +102,15 @@ func TestHoldOnAReservationTheCacheHasNotSeen(t *testing.T) {
 		{name: "held for another namespace", holder: "b", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "token-abc",
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token-abc-" + tc.holder,
 				Labels: map[string]string{LabelReservation: "token"}}}
 			lease.Spec = heldBy(tc.holder)
-			server := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(lease).Build()
-			stale := interceptor.NewClient(server, interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
-				}})
-			s := &reservations{client: stale, apiReader: server, namespace: "sys", kind: "token", grace: time.Minute, sweep: time.Second}
-			err := s.hold(ctx, "abc", "a")
+			if err := apiServer.Create(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			server := apiServer
+			s := &reservations{client: unseen{server}, apiReader: server, namespace: ns, kind: "token", grace: time.Minute, sweep: time.Second}
+			err := s.hold(ctx, "abc-"+tc.holder, "a")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("hold: %v, want an error: %t", err, tc.wantErr)
 			}
@@ -109,4 +123,12 @@ func TestHoldOnAReservationTheCacheHasNotSeen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unseen is a cache that has not seen any Lease yet: writes go to the
+// API server.
+type unseen struct{ client.Client }
+
+func (unseen) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
 }

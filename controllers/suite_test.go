@@ -85,6 +85,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	k8s = c
+	controllers.UseAPIServer(c)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
