@@ -82,27 +82,30 @@ func (u *ui) callAs(ctx context.Context, token string, c *v1alpha1.SftpConnectio
 // does not know yet (401) is sent again for up to keyWait.
 func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body []byte, accept string) (*http.Response, error) {
 	slug := u.view(c).Slug
-	for deadline := time.Now().Add(keyWait); ; {
+	var resp *http.Response
+	_, err := untilKnown(ctx, func() (bool, error) {
+		if resp != nil {
+			_ = resp.Body.Close() // a 401 sent again
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.tryURL+"/"+url.PathEscape(slug)+"/"+command, bytes.NewReader(body))
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
-		resp, err := u.filesClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusUnauthorized || time.Now().After(deadline) {
-			return resp, err
+		resp, err = u.filesClient.Do(req) //nolint:bodyclose // the caller closes it, or the next try
+		return err == nil && resp.StatusCode != http.StatusUnauthorized, err
+	})
+	if err != nil {
+		if resp != nil {
+			_ = resp.Body.Close()
 		}
-		_ = resp.Body.Close()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return nil, err
 	}
+	return resp, nil
 }
 
 // entry is one row of a folder's page.

@@ -125,22 +125,42 @@ func (u *ui) readyKey(ctx context.Context, want *v1alpha1.ApiKey, token string) 
 		return nil
 	}
 	key, err := u.ensureKey(ctx, want)
-	for deadline := time.Now().Add(keyWait); err == nil && !issued(key, hash); {
-		if time.Now().After(deadline) {
-			return errKeyNotReady
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		err = u.client.Get(ctx, client.ObjectKeyFromObject(key), key)
-	}
 	if err != nil {
 		return err
 	}
+	ready, err := untilKnown(ctx, func() (bool, error) {
+		if issued(key, hash) {
+			return true, nil
+		}
+		err := u.client.Get(ctx, client.ObjectKeyFromObject(key), key)
+		return err == nil && issued(key, hash), err
+	})
+	switch {
+	case err != nil:
+		return err
+	case !ready:
+		return errKeyNotReady
+	}
 	u.filesKeys.issued(name, hash)
 	return nil
+}
+
+// untilKnown calls try at once, then every 100 ms until it is done, fails
+// or keyWait has passed, and reports whether it got done: a key just made
+// or changed is issued by its controller, and known to the gateway's
+// watch, a moment after it was written.
+func untilKnown(ctx context.Context, try func() (done bool, err error)) (bool, error) {
+	for deadline := time.Now().Add(keyWait); ; {
+		done, err := try()
+		if done || err != nil || time.Now().After(deadline) {
+			return done, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // issued says the key holds hash and is ready.

@@ -190,7 +190,10 @@ func browser(t *testing.T) context.Context {
 	}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	// A guard against a browser that hangs, not a speed check: the file
+	// browser's test (a 50 MB upload, cut and resumed) has taken over 2
+	// minutes under make test's load.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	return ctx
 }
