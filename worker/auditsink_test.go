@@ -1,11 +1,14 @@
 package worker_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,7 +124,8 @@ func TestAuditOutboxBound(t *testing.T) {
 			segment = append(segment, chains.Link(audit.Record{Action: "gateway.write", Namespace: ns,
 				Actor: audit.Actor{Kind: audit.ActorKey, Name: "k"}, Paths: []string{"/in/a.csv"}, Result: audit.ResultOK}))
 		}
-		must(t, store.Keep(context.Background(), ns, segment))
+		_, err := store.Keep(context.Background(), ns, segment)
+		must(t, err)
 		time.Sleep(10 * time.Millisecond) // the segments' order is their first record's time
 	}
 	eventually(t, "the oldest records past the bound are dropped", func() bool {
@@ -144,6 +148,61 @@ func TestAuditOutboxBound(t *testing.T) {
 	}
 }
 
+// TestAuditUnreadableLine: a stored line that cannot be read (over the
+// line limit, not JSON) does not stop delivery: the sink gets the records
+// before and after it and one drop record naming it, the chain verifies
+// with that record said dropped, and the sink's status is Ready with
+// nothing pending.
+func TestAuditUnreadableLine(t *testing.T) {
+	t.Parallel()
+	ns := testkit.Namespace(t, k8s, "audit-unreadable-")
+	ctx := context.Background()
+	store := &auditstore.Store{Client: k8s, Namespace: workerNamespace(t)}
+	chains := &audit.Chains{Replica: "gateway/unreadable/" + ns}
+	var records []audit.Record
+	for range 5 {
+		records = append(records, chains.Link(audit.Record{Action: "gateway.write", Namespace: ns,
+			Actor: audit.Actor{Kind: audit.ActorKey, Name: "k"}, Paths: []string{"/in/a.csv"}, Result: audit.ResultOK}))
+	}
+	_, err := store.Keep(ctx, ns, records[:3])
+	must(t, err)
+	// Record 2's line as a tree older than the bounds could store it.
+	segments, err := store.List(ctx, ns)
+	must(t, err)
+	cm := &corev1.ConfigMap{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: workerNamespace(t), Name: segments[0].Name}, cm))
+	var data bytes.Buffer
+	z := gzip.NewWriter(&data)
+	fmt.Fprintf(z, "%s\n{\"requestID\":\"%s\"}\n%s\n", records[0].Line(), strings.Repeat(`\ufffd`, 180<<10), records[2].Line())
+	must(t, z.Close())
+	cm.BinaryData["records.jsonl.gz"] = data.Bytes()
+	must(t, k8s.Update(ctx, cm))
+	_, err = store.Keep(ctx, ns, records[3:])
+	must(t, err)
+
+	sink := testsink.Start(t)
+	auditSink(t, ns, sink.URL, 100)
+	startWorker(t)
+	eventually(t, "the sink gets the records after the unreadable one", func() bool {
+		return slices.ContainsFunc(sink.AuditRecords(t), func(r audit.Record) bool { return r.Replica == chains.Replica && r.Seq == 5 })
+	})
+	for _, rep := range audit.Verify(sink.AuditRecords(t)) {
+		if rep.Replica == chains.Replica && (!rep.Whole() || rep.Records != 4 || !slices.Equal(rep.Dropped, []audit.Gap{{From: 2, To: 2}})) {
+			t.Errorf("the chain at the sink: %+v", rep)
+		}
+	}
+	eventually(t, "the sink is Ready with nothing pending", func() bool {
+		s := &v1alpha1.AuditSink{}
+		must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "audit"}, s))
+		ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+		return ready != nil && ready.Reason == v1alpha1.ReasonDelivering && s.Status.Pending == 0 && s.Status.OldestPendingTime == nil
+	})
+	drops := slices.DeleteFunc(sink.AuditRecords(t), func(r audit.Record) bool { return r.Action != audit.ActionDropped })
+	if len(drops) != 1 {
+		t.Errorf("%d drop records, want 1: %v", len(drops), drops)
+	}
+}
+
 // TestAuditBudgetRefuses: a namespace's stored records are refused past
 // its audit budget, before they are written, while the rest of what is
 // stored for it (its budget apart) is still admitted.
@@ -157,7 +216,7 @@ func TestAuditBudgetRefuses(t *testing.T) {
 	var err error
 	kept := 0
 	for ; kept < 100 && err == nil; kept++ {
-		err = store.Keep(context.Background(), ns, []audit.Record{chains.Link(audit.Record{Action: "gateway.read", Namespace: ns,
+		_, err = store.Keep(context.Background(), ns, []audit.Record{chains.Link(audit.Record{Action: "gateway.read", Namespace: ns,
 			Actor: audit.Actor{Kind: audit.ActorKey, Name: "k"}, Paths: []string{"/in/a.csv"}, Result: audit.ResultOK})})
 	}
 	var exceeded *storedbytes.ExceededError

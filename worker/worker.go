@@ -36,6 +36,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
@@ -178,6 +179,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Undelivered audit records stored for one namespace's AuditSink at most; past it, the oldest are dropped and a record says so.")
 	fs.IntVar(&o.AuditSinks.Recent, "audit-recent-records", auditsinks.DefaultRecent,
 		"Audit records of one namespace kept once delivered (or without an AuditSink): what the web UI's Activity page shows.")
+	fs.DurationVar(&o.AuditSinks.StuckAfter, "audit-stuck-after", auditsinks.DefaultStuckAfter,
+		"How long a namespace's oldest undelivered audit record may wait before its AuditSink is not Ready (DeliveryStuck), whatever the cause.")
 	fs.Float64Var(&o.APIQPS, "kube-api-qps", 50, "Requests a second this replica may send the Kubernetes API server (its writes of statuses, states and Leases).")
 	fs.IntVar(&o.APIBurst, "kube-api-burst", 100, "Requests this replica may send the API server at once beyond --kube-api-qps.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
@@ -383,7 +386,8 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if opts.MetricsAddr != "0" {
-		srv := &http.Server{Addr: opts.MetricsAddr, Handler: w.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Addr: opts.MetricsAddr, Handler: w.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes: httpedge.MaxHeaderBytes}
 		go func() { _ = srv.ListenAndServe() }()
 		defer func() { _ = srv.Close() }()
 	}

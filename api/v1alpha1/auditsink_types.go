@@ -14,6 +14,10 @@ const AuditSinkName = "audit"
 const (
 	// ReasonDelivering: the namespace's records go to the sink.
 	ReasonDelivering = "Delivering"
+	// ReasonDeliveryStuck: the oldest undelivered record has waited past
+	// the worker's --audit-stuck-after, though no delivery failed; its
+	// message says since when.
+	ReasonDeliveryStuck = "DeliveryStuck"
 )
 
 // AuditSinkSpec is where a namespace's audit records go.
@@ -80,6 +84,11 @@ type AuditSinkStatus struct {
 	// LastDeliveryTime is when a batch was last delivered.
 	// +optional
 	LastDeliveryTime *metav1.Time `json:"lastDeliveryTime,omitempty"`
+
+	// OldestPendingTime is when the oldest record not yet delivered was
+	// made.
+	// +optional
+	OldestPendingTime *metav1.Time `json:"oldestPendingTime,omitempty"`
 
 	// LastError is the last delivery's failure, for people.
 	// +kubebuilder:validation:MaxLength=1024

@@ -138,8 +138,10 @@ type chain struct {
 }
 
 // Link gives r its place in its namespace's chain (Replica, Seq, Prev,
-// Hash, and Time if unset) and returns it.
+// Hash, and Time if unset) and returns it, each member within its bound
+// (bounds.go): the hash covers exactly what is stored.
 func (c *Chains) Link(r Record) Record {
+	r = bounded(r)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.chains == nil {
@@ -159,7 +161,7 @@ func (c *Chains) Link(r Record) Record {
 	}
 	r.Time = r.Time.UTC()
 	ch.seq++
-	r.Replica, r.Seq, r.Prev, r.Hash = c.Replica, ch.seq, ch.last, ""
+	r.Replica, r.Seq, r.Prev, r.Hash = bound(c.Replica, MaxMember), ch.seq, ch.last, ""
 	r.line = withHash(r.encode(), &r)
 	ch.last = r.Hash
 	return r

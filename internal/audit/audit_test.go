@@ -36,7 +36,7 @@ func chainOf(t *testing.T, n int, namespaces ...string) []Record {
 	for _, r := range c.Close() {
 		fmt.Fprintln(&out, r)
 	}
-	records, err := Read(&out)
+	records, _, err := Read(&out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRecordForm(t *testing.T) {
 	if strings.Contains(line, `\u0026`) {
 		t.Error("HTML-escaped")
 	}
-	records, err := Read(strings.NewReader(line + "\n\n"))
+	records, _, err := Read(strings.NewReader(line + "\n\n"))
 	if err != nil || len(records) != 1 || records[0].Sum() != r.Hash {
 		t.Fatalf("read back: %v %v", records, err)
 	}

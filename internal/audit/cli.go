@@ -42,11 +42,14 @@ func Run(_ context.Context, args []string) error {
 }
 
 func verify(w io.Writer, r io.Reader) error {
-	records, err := Read(r)
+	records, skipped, err := Read(r)
 	if err != nil {
 		return err
 	}
-	whole := true
+	whole := skipped.Lines == 0
+	if !whole {
+		fmt.Fprintf(w, "%d lines are not records (the first: line %d)\n", skipped.Lines, skipped.First)
+	}
 	for _, rep := range Verify(records) {
 		var says []string
 		for _, g := range rep.Missing {

@@ -10,8 +10,10 @@ import (
 
 // Keeper stores records of a namespace, in order, in the outbox the
 // namespace's records are delivered and shown from (package auditstore).
+// It says how many of them, from the first, are stored, whatever its
+// error: those are never given to it again.
 type Keeper interface {
-	Keep(ctx context.Context, namespace string, records []Record) error
+	Keep(ctx context.Context, namespace string, records []Record) (stored int, err error)
 }
 
 // Bounds are what a replica holds of records not yet stored. The trail
@@ -20,14 +22,18 @@ type Keeper interface {
 // dropped, and the next store says so in a drop record.
 type Bounds struct {
 	PerNamespace, Total int
+	// Bytes bounds the memory the held records take (heldBytes each).
+	Bytes int64
 }
 
 // Defaults of the bounds: above what one gateway replica serves of small
-// writes a second; a record held takes about 800 bytes (its members and
-// its line), so a replica holds at most about 32 MB of them.
+// writes a second. A small record held takes about 1 KB; the largest,
+// about 200 KB (MaxRecordBytes, its members and its line): Bytes bounds
+// the whole whatever they hold.
 const (
-	DefaultPerNamespace = 10000
-	DefaultTotal        = 40000
+	DefaultPerNamespace       = 10000
+	DefaultTotal              = 40000
+	DefaultBytes        int64 = 64 << 20
 )
 
 // StoreEvery is how often a trail stores what it holds: what a replica's
@@ -43,13 +49,21 @@ func (b Bounds) WithDefaults() Bounds {
 	if b.Total < 1 {
 		b.Total = DefaultTotal
 	}
+	if b.Bytes < 1 {
+		b.Bytes = DefaultBytes
+	}
 	return b
 }
+
+// heldBytes is what r takes held: its line, and its members, which are
+// at most as long again, and the record itself.
+func heldBytes(r Record) int64 { return int64(2*len(r.line)) + 256 }
 
 // held is what a trail holds of one namespace's records: those not yet
 // stored, and a run of those dropped.
 type held struct {
 	records []Record
+	bytes   int64
 	lost    Span
 	count   int64
 }
@@ -62,14 +76,15 @@ type outbox struct {
 	mu    sync.Mutex
 	held  map[string]*held
 	total int
+	bytes int64
 	// closed ends Run.
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
 // hold keeps r, linked, until the next store; past the bounds, the
-// oldest record of r's namespace (or, if it holds none, r) is dropped.
-// Records of no namespace are only logged.
+// oldest records of r's namespace (r among them, if it holds no other)
+// are dropped. Records of no namespace are only logged.
 func (o *outbox) hold(r Record) {
 	if r.Namespace == "" {
 		return
@@ -82,23 +97,28 @@ func (o *outbox) hold(r Record) {
 		o.held[r.Namespace] = h
 	}
 	h.records = append(h.records, r)
+	h.bytes += heldBytes(r)
 	o.total++
-	if len(h.records) > o.bounds.PerNamespace || o.total > o.bounds.Total {
-		h.drop(1)
-		o.total--
-	}
+	o.bytes += heldBytes(r)
+	o.within(h)
 }
 
-// drop drops the n oldest held, noting them as lost.
-func (h *held) drop(n int) {
-	for _, r := range h.records[:n] {
+// within drops h's oldest records, counted in o's, until o is within
+// the bounds.
+func (o *outbox) within(h *held) {
+	for len(h.records) > 0 && (len(h.records) > o.bounds.PerNamespace ||
+		o.total > o.bounds.Total || o.bytes > o.bounds.Bytes) {
+		r := h.records[0]
 		if h.count == 0 {
 			h.lost = Span{Replica: r.Replica, From: r.Seq}
 		}
 		h.lost.To = r.Seq
 		h.count++
+		h.records = slices.Delete(h.records, 0, 1)
+		h.bytes -= heldBytes(r)
+		o.total--
+		o.bytes -= heldBytes(r)
 	}
-	h.records = slices.Delete(h.records, 0, n)
 }
 
 // take takes what is held, by namespace.
@@ -106,7 +126,7 @@ func (o *outbox) take() map[string]*held {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	taken := o.held
-	o.held, o.total = map[string]*held{}, 0
+	o.held, o.total, o.bytes = map[string]*held{}, 0, 0
 	return taken
 }
 
@@ -115,10 +135,11 @@ func (o *outbox) take() map[string]*held {
 func (o *outbox) giveBack(namespace string, h *held) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := o.held[namespace]
-	if now != nil {
+	if now := o.held[namespace]; now != nil {
 		h.records = append(h.records, now.records...)
+		h.bytes += now.bytes
 		o.total -= len(now.records)
+		o.bytes -= now.bytes
 		if now.count > 0 {
 			if h.count == 0 {
 				h.lost = now.lost
@@ -126,10 +147,10 @@ func (o *outbox) giveBack(namespace string, h *held) {
 			h.lost.To, h.count = now.lost.To, h.count+now.count
 		}
 	}
-	over := max(len(h.records)-o.bounds.PerNamespace, o.total+len(h.records)-o.bounds.Total, 0)
-	h.drop(min(over, len(h.records)))
-	o.held[namespace] = h
 	o.total += len(h.records)
+	o.bytes += h.bytes
+	o.within(h)
+	o.held[namespace] = h
 }
 
 // storeTimeout bounds one store of a namespace's records.
@@ -167,15 +188,19 @@ func (t *Trail) store(ctx context.Context) {
 			drop := t.Chains.Link(Record{Action: ActionDropped, Actor: Actor{Kind: ActorSftpgate}, Namespace: ns,
 				Count: h.count, Lost: []Span{h.lost}, Result: ResultOK})
 			t.log(ctx, drop)
-			h.records, h.count, h.lost = append(h.records, drop), 0, Span{}
+			h.records, h.bytes, h.count, h.lost = append(h.records, drop), h.bytes+heldBytes(drop), 0, Span{}
 		}
 		kctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		err := t.out.keeper.Keep(kctx, ns, h.records)
+		stored, err := t.out.keeper.Keep(kctx, ns, h.records)
 		cancel()
 		if err != nil {
 			if t.Log != nil {
-				t.Log.Error("storing audit records", "namespace", ns, "records", len(h.records), "error", err)
+				t.Log.Error("storing audit records", "namespace", ns, "records", len(h.records)-stored, "error", err)
 			}
+			for _, r := range h.records[:stored] {
+				h.bytes -= heldBytes(r)
+			}
+			h.records = h.records[stored:]
 			t.out.giveBack(ns, h)
 		}
 	}
@@ -187,4 +212,6 @@ func RegisterFlags(fs *flag.FlagSet, b *Bounds) {
 		"Audit records of one namespace this replica stores a second at most; past it, the oldest are dropped and a record says so.")
 	fs.IntVar(&b.Total, "audit-records-held", DefaultTotal,
 		"Audit records of all namespaces this replica holds before it stores them (every second) at most; past it, the oldest are dropped and a record says so.")
+	fs.Int64Var(&b.Bytes, "audit-bytes-held", DefaultBytes,
+		"Bytes of memory the audit records this replica holds before it stores them take at most; past it, the oldest are dropped and a record says so.")
 }

@@ -4,25 +4,30 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// keeper keeps what it is given, or fails while failing is set.
+// keeper keeps what it is given, or fails while failing is set, after
+// keeping the first partly of them.
 type keeper struct {
 	mu      sync.Mutex
 	kept    map[string][]Record
 	failing bool
+	partly  int
 }
 
-func (k *keeper) Keep(_ context.Context, ns string, records []Record) error {
+func (k *keeper) Keep(_ context.Context, ns string, records []Record) (int, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.failing {
-		return errors.New("the API server is away")
+		n := min(k.partly, len(records))
+		k.kept[ns] = append(k.kept[ns], records[:n]...)
+		return n, errors.New("the API server is away")
 	}
 	k.kept[ns] = append(k.kept[ns], records...)
-	return nil
+	return len(records), nil
 }
 
 // TestOutboxBounds: past a namespace's bound the oldest held records are
@@ -68,6 +73,45 @@ func TestOutboxBounds(t *testing.T) {
 	if len(reports) != 1 || !reports[0].Whole() || !reports[0].Closed ||
 		!slices.Equal(reports[0].Dropped, []Gap{{1, 2}, {9, 10}}) {
 		t.Errorf("%+v", reports)
+	}
+}
+
+// TestOutboxPartlyStored: a store that fails after keeping some of the
+// records is given only the rest again: each record is kept once.
+func TestOutboxPartlyStored(t *testing.T) {
+	k := &keeper{kept: map[string][]Record{}, failing: true, partly: 3}
+	tr := (&Trail{Chains: &Chains{Replica: "r"}}).Keep(k, Bounds{})
+	ctx := context.Background()
+	for range 5 {
+		tr.Record(ctx, Record{Action: "gateway.write", Namespace: "a", Result: ResultOK})
+	}
+	tr.store(ctx) // 1..3 kept
+	tr.store(ctx) // 4, 5 kept
+	k.failing = false
+	tr.Close(ctx)
+	if got := seqs(k.kept["a"]); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("kept %v", got)
+	}
+}
+
+// TestOutboxBytes: the bytes held are bounded whatever the count allows:
+// records of the largest kind are dropped past it, and said so.
+func TestOutboxBytes(t *testing.T) {
+	k := &keeper{kept: map[string][]Record{}}
+	tr := (&Trail{Chains: &Chains{Replica: "r"}}).Keep(k, Bounds{Bytes: 1 << 20})
+	ctx := context.Background()
+	huge := strings.Repeat("\x80", 1<<20)
+	for range 100 {
+		tr.Record(ctx, Record{Action: "gateway.write", Namespace: "a", RequestID: huge, Paths: slices.Repeat([]string{huge}, 100), Result: ResultOK})
+	}
+	if tr.out.bytes > 1<<20 || tr.out.total == 0 {
+		t.Fatalf("held %d bytes in %d records, bound 1 MiB", tr.out.bytes, tr.out.total)
+	}
+	tr.store(ctx)
+	kept := k.kept["a"]
+	drop := kept[len(kept)-1]
+	if drop.Action != ActionDropped || int(drop.Count)+len(kept)-1 != 100 {
+		t.Errorf("kept %d, drop record %s", len(kept), drop)
 	}
 }
 

@@ -2,9 +2,9 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -127,25 +127,59 @@ func apart(gaps, covered []Gap) (missing, dropped []Gap) {
 	return missing, dropped
 }
 
-// Read reads records as JSON Lines (a CloudEvent's data, an export): one
-// record a line, blank lines skipped, at most maxLine bytes a line.
-func Read(r io.Reader) ([]Record, error) {
-	const maxLine = 1 << 20
-	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 64<<10), maxLine)
-	var out []Record
-	for n := 1; s.Scan(); n++ {
-		line := s.Bytes()
-		if len(line) == 0 {
-			continue
-		}
+// MaxLine is the longest line Read reads as a record: sftpgate makes
+// none over MaxRecordBytes.
+const MaxLine = 1 << 20
+
+// Unreadable counts the lines Read skipped, First the first one's number.
+type Unreadable struct{ Lines, First int }
+
+// Read reads records as JSON Lines (a CloudEvent's data, an export, a
+// stored segment): one record a line, blank lines skipped. A line that is
+// not a record, or is over MaxLine, is skipped and counted, never the end
+// of what follows; err is the reader's own failure, after the records read
+// before it.
+func Read(r io.Reader) (records []Record, skipped Unreadable, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for n := 1; ; n++ {
+		var tooLong bool
+		line, tooLong, err = readLine(br, line[:0])
 		var rec Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		switch {
+		case len(line) == 0 && !tooLong:
+		case tooLong || json.Unmarshal(line, &rec) != nil:
+			if skipped.Lines == 0 {
+				skipped.First = n
+			}
+			skipped.Lines++
+		default:
+			records = append(records, rec)
 		}
-		out = append(out, rec)
+		if err == io.EOF {
+			return records, skipped, nil
+		}
+		if err != nil {
+			return records, skipped, err
+		}
 	}
-	return out, s.Err()
+}
+
+// readLine reads a line into buf, without its newline; past MaxLine it
+// reads on to the line's end keeping nothing, and says so.
+func readLine(br *bufio.Reader, buf []byte) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong && len(buf)+len(chunk) > MaxLine+1 {
+			tooLong, buf = true, buf[:0]
+		}
+		if !tooLong {
+			buf = append(buf, chunk...)
+		}
+		if err != bufio.ErrBufferFull {
+			return bytes.TrimSuffix(buf, []byte{'\n'}), tooLong, err
+		}
+	}
 }
 
 // FromLog are the records of namespace ("" for all) in a component's log:

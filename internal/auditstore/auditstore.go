@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ const (
 	annotationRecords   = "sftpgate.dev/audit-records"
 	annotationTime      = "sftpgate.dev/audit-time"
 	annotationDelivered = "sftpgate.dev/audit-delivered"
+	annotationLost      = "sftpgate.dev/audit-lost-recorded"
 	dataKey             = "records.jsonl.gz"
 )
 
@@ -67,6 +69,9 @@ type Segment struct {
 	Name, Tenant, Replica string
 	First, Last           uint64
 	Records, Delivered    int
+	// LostRecorded: the records of it that could not be read are named
+	// by a drop record already.
+	LostRecorded bool
 	// Bytes is what it counts against its tenant's audit budget.
 	Bytes int64
 	// Time is its first record's.
@@ -78,25 +83,35 @@ type Segment struct {
 func (s Segment) Pending() int { return s.Records - s.Delivered }
 
 // Keep stores records of namespace, one replica's, as one segment (or
-// more, if one would be too large): audit.Keeper.
-func (s *Store) Keep(ctx context.Context, namespace string, records []audit.Record) error {
-	if len(records) == 0 {
-		return nil
-	}
+// more, if one would be too large), and says how many from the first are
+// stored: audit.Keeper.
+func (s *Store) Keep(ctx context.Context, namespace string, records []audit.Record) (int, error) {
 	records = slices.Clone(records)
 	slices.SortFunc(records, func(a, b audit.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	data, err := encode(records)
-	if err != nil {
-		return err
-	}
-	if len(data) > maxSegment && len(records) > 1 {
-		half := len(records) / 2
-		if err := s.Keep(ctx, namespace, records[:half]); err != nil {
-			return err
+	stored := 0
+	for stored < len(records) {
+		n, err := s.keepSegment(ctx, namespace, records[stored:])
+		stored += n
+		if err != nil {
+			return stored, err
 		}
-		return s.Keep(ctx, namespace, records[half:])
 	}
-	first, last := records[0], records[len(records)-1]
+	return stored, nil
+}
+
+// keepSegment stores as many of records, from the first, as one segment
+// holds, and says how many of them are stored.
+func (s *Store) keepSegment(ctx context.Context, namespace string, records []audit.Record) (int, error) {
+	n := len(records)
+	data, err := encode(records)
+	for err == nil && len(data) > maxSegment && n > 1 {
+		n /= 2
+		data, err = encode(records[:n])
+	}
+	if err != nil {
+		return 0, err
+	}
+	first, last := records[0], records[n-1]
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: segmentName(first.Replica, namespace, first.Seq),
 			Labels: map[string]string{LabelSegment: "", storedbytes.LabelKind: storedbytes.KindAudit},
@@ -104,26 +119,41 @@ func (s *Store) Keep(ctx context.Context, namespace string, records []audit.Reco
 				annotationReplica: first.Replica,
 				annotationFirst:   strconv.FormatUint(first.Seq, 10),
 				annotationLast:    strconv.FormatUint(last.Seq, 10),
-				annotationRecords: strconv.Itoa(len(records)),
+				annotationRecords: strconv.Itoa(n),
 				annotationTime:    first.Time.UTC().Format(time.RFC3339Nano),
 			}},
 		BinaryData: map[string][]byte{dataKey: data},
 	}
-	storedbytes.Mark(cm, namespace, len(annotationDelivered)+10)
+	storedbytes.Mark(cm, namespace, len(annotationDelivered)+10+len(annotationLost)+10)
 	done, err := s.Budget.Admit(ctx, namespace, []*corev1.ConfigMap{cm}, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer done()
-	if err := s.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	err = s.Client.Create(ctx, cm)
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
 	}
-	return nil
+	// A store whose answer was lost made it, maybe of fewer records (split
+	// elsewhere) or more: what it holds is stored, the rest goes on from
+	// its last.
+	var made corev1.ConfigMap
+	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(cm), &made); err != nil {
+		return 0, err
+	}
+	madeLast, err := strconv.ParseUint(made.Annotations[annotationLast], 10, 64)
+	if err != nil || made.Annotations[annotationReplica] != first.Replica {
+		return 0, fmt.Errorf("audit segment %s holds other records", cm.Name)
+	}
+	return sort.Search(len(records), func(i int) bool { return records[i].Seq > madeLast }), nil
 }
 
-// segmentName names the segment of a chain from Seq first: the same
-// records make the same name, so a store tried again after a failure it
-// did not see is found made. It starts with NamePrefix and the replica's
+// segmentName names the segment of a chain from Seq first: a store tried
+// again after a failure it did not see finds it made, and goes on from
+// what it holds. It starts with NamePrefix and the replica's
 // component, the prefix each component's service account may write
 // (config/rbac/system_objects_policy.yaml).
 func segmentName(replica, namespace string, first uint64) string {
@@ -172,6 +202,7 @@ func (s *Store) List(ctx context.Context, tenant string) ([]Segment, error) {
 		seg.Last, _ = strconv.ParseUint(a[annotationLast], 10, 64)
 		seg.Records, _ = strconv.Atoi(a[annotationRecords])
 		seg.Delivered, _ = strconv.Atoi(a[annotationDelivered])
+		seg.LostRecorded = a[annotationLost] != ""
 		seg.Time, _ = time.Parse(time.RFC3339Nano, a[annotationTime])
 		seg.Bytes, _ = strconv.ParseInt(a[storedbytes.AnnotationBytes], 10, 64)
 		out = append(out, seg)
@@ -185,27 +216,66 @@ func (s *Store) List(ctx context.Context, tenant string) ([]Segment, error) {
 // maxRecords bounds what one segment read yields, whatever it holds.
 const maxRecords = 100000
 
-// Read reads seg's records, in Seq order.
-func (s *Store) Read(ctx context.Context, seg Segment) ([]audit.Record, error) {
+// Read reads seg's records, in Seq order, and names the spans of its
+// chain it holds but could not read (a line or the rest of its data
+// unreadable): they are lost, and whoever reads past them says so. err is
+// only the API server's.
+func (s *Store) Read(ctx context.Context, seg Segment) ([]audit.Record, []audit.Span, error) {
 	var cm corev1.ConfigMap
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: seg.Name}, &cm); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	z, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[dataKey]))
-	if err != nil {
-		return nil, fmt.Errorf("audit segment %s: %w", seg.Name, err)
-	}
-	records, err := audit.Read(io.LimitReader(z, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("audit segment %s: %w", seg.Name, err)
-	}
-	return records[:min(len(records), maxRecords)], nil
+	records := decode(cm.BinaryData[dataKey])
+	return records, lostOf(seg, records), nil
 }
 
-// MarkDelivered notes that seg's first n records were delivered.
+// decode reads a segment's data as far as it can be read, up to
+// maxRecords.
+func decode(data []byte) []audit.Record {
+	z, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	records, _, _ := audit.Read(io.LimitReader(z, 64<<20))
+	slices.SortStableFunc(records, func(a, b audit.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return records[:min(len(records), maxRecords)]
+}
+
+// lostOf are the runs of seg's Seqs, First to Last, that records lack.
+func lostOf(seg Segment, records []audit.Record) []audit.Span {
+	var lost []audit.Span
+	next := seg.First
+	add := func(to uint64) {
+		if to >= next {
+			lost = append(lost, audit.Span{Replica: seg.Replica, From: next, To: to})
+		}
+	}
+	for _, r := range records {
+		if r.Replica != seg.Replica || r.Seq < next || r.Seq > seg.Last {
+			continue
+		}
+		add(r.Seq - 1)
+		next = r.Seq + 1
+	}
+	add(seg.Last)
+	return lost
+}
+
+// MarkDelivered notes that seg's first n records (of those Read reads)
+// were delivered.
 func (s *Store) MarkDelivered(ctx context.Context, seg Segment, n int) error {
+	return s.annotate(ctx, seg, annotationDelivered, strconv.Itoa(n))
+}
+
+// MarkLostRecorded notes that a drop record names what of seg could not
+// be read.
+func (s *Store) MarkLostRecorded(ctx context.Context, seg Segment) error {
+	return s.annotate(ctx, seg, annotationLost, "true")
+}
+
+func (s *Store) annotate(ctx context.Context, seg Segment, key, value string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: seg.Name}}
-	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, seg.uid, annotationDelivered, strconv.Itoa(n))
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, seg.uid, key, value)
 	return s.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
 }
 

@@ -60,6 +60,8 @@ type facts struct {
 	invalid, sink, sinkDenied string
 	sinkURI                   string
 	pending                   int64
+	// oldestPending is when the oldest undelivered record was made.
+	oldestPending time.Time
 }
 
 // Step delivers what is due and removes what is no longer needed.
@@ -90,7 +92,10 @@ func (o *outbox) Step(ctx context.Context) (time.Duration, bool) {
 	}
 	o.prune(ctx, segments, true)
 	for _, s := range segments {
-		f.pending += int64(s.Pending())
+		if s.Pending() > 0 && f.pending == 0 {
+			f.oldestPending = s.Time
+		}
+		f.pending += int64(max(s.Pending(), 0))
 	}
 	o.report(ctx, sink, f)
 	return wait, false
@@ -137,12 +142,12 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 		if seg.Pending() <= 0 {
 			continue
 		}
-		records, err := o.r.Store.Read(ctx, *seg)
+		records, err := o.read(ctx, seg)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			o.r.log().Error("reading audit records", "namespace", o.namespace, "error", err)
+			o.failing, o.unreachable, o.lastErr = "reading the stored records: "+err.Error(), false, "reading the stored records: "+err.Error()
 			return busy
 		}
 		start := seg.Delivered
@@ -173,16 +178,36 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 			if res.Verdict == deliver.Dropped {
 				// The sink refused the batch for good: its records are
 				// lost to it, and the drop is itself a record.
-				o.recordDrop(ctx, batch, "the sink refused them")
+				o.recordDrop(ctx, spansOf(batch), "the sink refused them")
 			} else {
 				o.delivered += int64(len(batch))
 				o.lastDelivery = time.Now()
 			}
 			seg.Delivered += len(batch)
 		}
+		// Every record that could be read is delivered: what could not
+		// be is named by a drop record (read).
+		seg.Delivered = max(seg.Delivered, seg.Records)
 		o.mark(ctx, seg, start)
 	}
 	return busy
+}
+
+// read reads seg's records; what of it cannot be read is recorded as
+// dropped, once, so that delivery goes past it and a receiver is told.
+func (o *outbox) read(ctx context.Context, seg *auditstore.Segment) ([]audit.Record, error) {
+	records, lost, err := o.r.Store.Read(ctx, *seg)
+	if err != nil || len(lost) == 0 || seg.LostRecorded {
+		return records, err
+	}
+	o.recordDrop(ctx, lost, "they could not be read")
+	// Were this mark lost, the next step would name them again: a
+	// second drop record of the same records, never none.
+	if err := o.r.Store.MarkLostRecorded(ctx, *seg); err != nil && !apierrors.IsNotFound(err) {
+		o.r.log().Error("marking unreadable audit records recorded", "namespace", o.namespace, "error", err)
+	}
+	seg.LostRecorded = true
+	return records, nil
 }
 
 // mark notes on seg what was delivered of it since start.
@@ -249,7 +274,7 @@ func (o *outbox) prune(ctx context.Context, segments []auditstore.Segment, hasSi
 	}
 	// Down to nine tenths of the bounds, in one drop record: the drop
 	// record takes room too, and must not make the next step drop again.
-	var dropped []audit.Record
+	var dropped []audit.Span
 	defer func() { o.recordDrop(ctx, dropped, "the outbox was full") }()
 	for _, s := range segments {
 		if undelivered <= o.r.Limits.Outbox-o.r.Limits.Outbox/10 && stored <= budget-budget/5 {
@@ -258,7 +283,7 @@ func (o *outbox) prune(ctx context.Context, segments []auditstore.Segment, hasSi
 		if s.Pending() <= 0 {
 			continue
 		}
-		records, err := o.r.Store.Read(ctx, s)
+		records, lost, err := o.r.Store.Read(ctx, s)
 		if err != nil {
 			o.r.log().Error("reading audit records", "namespace", o.namespace, "error", err)
 			return
@@ -266,7 +291,10 @@ func (o *outbox) prune(ctx context.Context, segments []auditstore.Segment, hasSi
 		if !o.remove(ctx, s) {
 			return
 		}
-		dropped = append(dropped, records[min(s.Delivered, len(records)):]...)
+		dropped = append(dropped, spansOf(records[min(s.Delivered, len(records)):])...)
+		if !s.LostRecorded {
+			dropped = append(dropped, lost...)
+		}
 		undelivered -= s.Pending()
 		stored -= s.Bytes
 	}
@@ -280,23 +308,39 @@ func (o *outbox) remove(ctx context.Context, s auditstore.Segment) bool {
 	return true
 }
 
-// recordDrop records that records were dropped undelivered, and why.
-func (o *outbox) recordDrop(ctx context.Context, records []audit.Record, why string) {
-	if len(records) == 0 {
-		return
-	}
-	var lost []audit.Span
+// spansOf are the runs of Seq of records, a chain's in order.
+func spansOf(records []audit.Record) []audit.Span {
+	var out []audit.Span
 	for _, r := range records {
-		if n := len(lost); n > 0 && lost[n-1].Replica == r.Replica && lost[n-1].To+1 == r.Seq {
-			lost[n-1].To = r.Seq
+		if n := len(out); n > 0 && out[n-1].Replica == r.Replica && out[n-1].To+1 == r.Seq {
+			out[n-1].To = r.Seq
 			continue
 		}
-		lost = append(lost, audit.Span{Replica: r.Replica, From: r.Seq, To: r.Seq})
+		out = append(out, audit.Span{Replica: r.Replica, From: r.Seq, To: r.Seq})
 	}
-	o.dropped += int64(len(records))
-	o.lastErr = fmt.Sprintf("%d records dropped undelivered: %s", len(records), why)
-	o.r.Audit.Record(ctx, audit.Record{Action: audit.ActionDropped, Actor: audit.Actor{Kind: audit.ActorSftpgate},
-		Namespace: o.namespace, Count: int64(len(records)), Lost: lost, Result: audit.ResultOK})
+	return out
+}
+
+// recordDrop records that the records of lost were dropped undelivered,
+// and why: in drop records of at most audit.MaxLost spans each.
+func (o *outbox) recordDrop(ctx context.Context, lost []audit.Span, why string) {
+	if len(lost) == 0 {
+		return
+	}
+	var count int64
+	for _, s := range lost {
+		count += int64(s.To - s.From + 1)
+	}
+	o.dropped += count
+	o.lastErr = fmt.Sprintf("%d records dropped undelivered: %s", count, why)
+	for part := range slices.Chunk(lost, audit.MaxLost) {
+		n := int64(0)
+		for _, s := range part {
+			n += int64(s.To - s.From + 1)
+		}
+		o.r.Audit.Record(ctx, audit.Record{Action: audit.ActionDropped, Actor: audit.Actor{Kind: audit.ActorSftpgate},
+			Namespace: o.namespace, Count: n, Lost: part, Result: audit.ResultOK})
+	}
 }
 
 // report writes the sink's status: at once when its conditions change,
@@ -314,6 +358,10 @@ func (o *outbox) report(ctx context.Context, sink *v1alpha1.AuditSink, f facts) 
 		st.LastDeliveryTime = &metav1.Time{Time: o.lastDelivery.Truncate(time.Second)}
 	}
 	st.LastError = statuspatch.Cut(o.lastErr, 1024)
+	st.OldestPendingTime = nil
+	if !f.oldestPending.IsZero() {
+		st.OldestPendingTime = &metav1.Time{Time: f.oldestPending.Truncate(time.Second)}
+	}
 	if reflect.DeepEqual(next.Status, sink.Status) {
 		return
 	}
@@ -345,6 +393,9 @@ func setConditions(s *v1alpha1.AuditSink, f facts, o *outbox) {
 		ready.Reason, ready.Message = v1alpha1.ReasonSinkUnreachable, o.failing
 	case o.failing != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, o.failing
+	case !f.oldestPending.IsZero() && time.Since(f.oldestPending) > o.r.Limits.StuckAfter:
+		ready.Reason = v1alpha1.ReasonDeliveryStuck
+		ready.Message = fmt.Sprintf("the oldest undelivered record has waited since %s, over %s", f.oldestPending.UTC().Format(time.RFC3339), o.r.Limits.StuckAfter)
 	default:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonDelivering, "the namespace's audit records go to the sink"
 	}

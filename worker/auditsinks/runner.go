@@ -31,6 +31,9 @@ type Limits struct {
 	// most half the namespace's audit budget; undelivered ones at most
 	// nine tenths.
 	Recent int
+	// StuckAfter is how long the oldest undelivered record may wait
+	// before the sink is not Ready (DeliveryStuck), whatever the cause.
+	StuckAfter time.Duration
 }
 
 // Defaults of the limits: a record takes about 40 bytes stored
@@ -38,6 +41,9 @@ type Limits struct {
 const (
 	DefaultOutbox = 100000
 	DefaultRecent = 5000
+	// DefaultStuckAfter is far above a healthy outbox's wait (a second to
+	// store, a step to send) and below what people notice missing.
+	DefaultStuckAfter = 10 * time.Minute
 )
 
 // WithDefaults is l with each zero limit its default.
@@ -47,6 +53,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.Recent < 1 {
 		l.Recent = DefaultRecent
+	}
+	if l.StuckAfter <= 0 {
+		l.StuckAfter = DefaultStuckAfter
 	}
 	return l
 }
