@@ -28,7 +28,7 @@ type Bounds struct {
 
 // Defaults of the bounds: above what one gateway replica serves of small
 // writes a second. A small record held takes about 1 KB; the largest,
-// about 200 KB (MaxRecordBytes, its members and its line): Bytes bounds
+// about 140 KB counted (twice its line): Bytes bounds
 // the whole whatever they hold.
 const (
 	DefaultPerNamespace       = 10000

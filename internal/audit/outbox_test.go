@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -122,4 +123,29 @@ func seqs(records []Record) []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// BenchmarkHeldAtBound: the heap a trail's held records take at the
+// default bound of bytes, of the largest records a stranger can make,
+// against what the bound counts (docs/audit.md).
+func BenchmarkHeldAtBound(b *testing.B) {
+	huge := strings.Repeat("\x01", 1<<20)
+	paths := slices.Repeat([]string{huge}, MaxPaths)
+	for b.Loop() {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tr := (&Trail{Chains: &Chains{Replica: "r"}}).Keep(&keeper{kept: map[string][]Record{}}, Bounds{})
+		for range 2000 {
+			tr.Record(context.Background(), Record{Action: "gateway.write", Namespace: "a", RequestID: huge, Client: huge,
+				Connection: huge, Object: huge, Paths: paths, Result: huge})
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(tr.out.bytes)/(1<<20), "counted-MiB")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(tr.out.total), "records")
+		runtime.KeepAlive(tr)
+	}
 }
