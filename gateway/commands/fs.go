@@ -139,9 +139,11 @@ func (fs *FS) ResolveParent(p string) (string, error) {
 // Checked runs op on p's server path with Resolve's check of it
 // (ResolveParent's, with parent) asked at once: one round trip where one
 // after the other would be two, which tells over a long link. Only for
-// operations that change nothing on the server (opening for reading, a
-// stat): when the check refuses, op has run anyway, and the caller drops
-// what it got. op is not run for a path refused before any request.
+// operations that neither change anything on the server nor can hold it
+// up (a stat): when the check refuses, op has run anyway, and the caller
+// drops what it got. Never an open: a single-threaded server blocks on
+// opening a FIFO (openRead). op is not run for a path refused before any
+// request.
 func (fs *FS) Checked(p string, parent bool, op func(target string)) (string, error) {
 	target, err := fs.lexical(p)
 	if err != nil {

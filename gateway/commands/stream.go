@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/sftpgate/sftpgate/internal/files"
 )
@@ -173,31 +174,81 @@ func boolParam(query url.Values, name string) (bool, error) {
 	return b, nil
 }
 
-// openRead opens a file to read, refusing directories: its server path,
-// the file and what it is.
+// openRead opens a file to read, refusing directories and what is not a
+// regular file: its server path, the file and what it is.
+//
+// Nothing is opened before the server has said where the path leads and
+// what it is there. Opening a FIFO blocks OpenSSH's sftp-server, which
+// answers one request at a time, until a writer comes, and SFTP has no
+// flag to open without blocking (version 3's are read, write, append,
+// create, truncate and exclusive): an open sent beside the check of a
+// link out of the root to a FIFO would hold the whole session until the
+// operation's timeout. So the stat goes with the check (one round trip),
+// and a second stat with the open (the next): when both stats agree, the
+// file opened is the one they describe, and the fstat a third round trip
+// would take is skipped.
 func openRead(fs *FS, p string) (string, files.File, os.FileInfo, error) {
 	var (
-		f       files.File
-		openErr error
+		fi      os.FileInfo
+		statErr error
 	)
-	target, err := fs.Checked(p, false, func(target string) { f, openErr = fs.Files.Open(target) })
-	switch {
-	case err != nil:
-		if f != nil {
-			_ = f.Close()
-		}
-		return "", nil, nil, err
-	case openErr != nil:
-		return "", nil, nil, serverFailure(openErr, fs.Rel(target))
-	}
-	fi, err := f.Stat()
-	if err == nil && fi.IsDir() {
-		_ = f.Close()
-		return "", nil, nil, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+	target, err := fs.Checked(p, false, func(target string) { fi, statErr = fs.Files.Stat(target) })
+	if err == nil {
+		err = readable(fs, target, fi, statErr)
 	}
 	if err != nil {
-		_ = f.Close()
+		return "", nil, nil, err
+	}
+	var (
+		again    os.FileInfo
+		againErr error
+		stat     sync.WaitGroup
+	)
+	stat.Go(func() { again, againErr = fs.Files.Stat(target) })
+	f, err := fs.Files.Open(target)
+	stat.Wait()
+	if err != nil {
 		return "", nil, nil, serverFailure(err, fs.Rel(target))
 	}
+	if againErr != nil || !sameFile(fi, again) {
+		// Replaced or changed meanwhile: what was opened says what it is.
+		fi, err = f.Stat()
+		if err = readable(fs, target, fi, err); err != nil {
+			_ = f.Close()
+			return "", nil, nil, err
+		}
+	}
 	return target, f, fi, nil
+}
+
+// readable refuses to read what stat found at target (fi, or err): a
+// directory, or what is not a regular file (a FIFO, a socket, a device),
+// whose opening or reading may block the server.
+func readable(fs *FS, target string, fi os.FileInfo, err error) error {
+	switch {
+	case err != nil:
+		return serverFailure(err, fs.Rel(target))
+	case fi.IsDir():
+		return fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory; use list")
+	case !fi.Mode().IsRegular():
+		return fail("unsupported", files.FxOpUnsupported, fs.Rel(target)+": not a regular file (a FIFO, socket or device), which the gateway does not open")
+	}
+	return nil
+}
+
+// sameFile says whether two stats of a path describe the same file, as
+// far as SFTP shows one: its size, modification time, mode and owner
+// (not its access time, which reading may change).
+func sameFile(a, b os.FileInfo) bool {
+	if a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) || a.Mode() != b.Mode() {
+		return false
+	}
+	ao, aOwned := a.Sys().(files.Owned)
+	bo, bOwned := b.Sys().(files.Owned)
+	if !aOwned || !bOwned {
+		return aOwned == bOwned
+	}
+	au, ag := ao.Owner()
+	bu, bg := bo.Owner()
+	return au == bu && ag == bg
 }
