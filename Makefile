@@ -107,9 +107,8 @@ soak: build envtest ## Drive the gateway with mixed commands at concurrency 64 a
 
 FUZZTIME ?= 30s
 .PHONY: fuzz
-fuzz: ## Run each fuzz test for FUZZTIME (default 30s).
-	go test ./gateway/commands/ -run '^$$' -fuzz '^FuzzLexical$$' -fuzztime $(FUZZTIME)
-	go test ./gateway/commands/ -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+fuzz: ## Run every fuzz test of the repository, one after another, each for FUZZTIME (default 30s).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 ##@ Build
 
