@@ -85,6 +85,9 @@ func writeBytes(fs *FS, appending bool, query url.Values, data []byte) (any, err
 func rawRequest(query url.Values, appending bool) (*writeRequest, error) {
 	allowed := map[string]bool{"path": true, "mode": true, "createParents": true, "overwrite": !appending}
 	for name := range query {
+		if name == "" {
+			return nil, &BadRequest{Field: "query", Message: "has a parameter with an empty name"}
+		}
 		if !allowed[name] {
 			return nil, &BadRequest{Field: name, Message: "is not a query parameter of this command"}
 		}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,8 @@ type FS interface {
 	// Each calls fn for each entry of dir in the server's order, a batch
 	// at a time. An error of fn ends the listing and is returned, but
 	// Stop, which ends it with none. A directory past the backend's bounds
-	// for listing is a *TooLargeError.
+	// for listing is a *TooLargeError. Every name fn gets is an EntryName:
+	// the backend leaves out any other a server sends.
 	Each(dir string, fn func(fs.FileInfo) error) error
 	// ListsWhole reports whether Each now reads directories whole (the
 	// server allowed no more): who reads a directory in parts should read
@@ -84,6 +86,15 @@ type File interface {
 	// When it fails on a file written in place (SFTP), the offset is left
 	// where the first write that failed began: all before it was written.
 	ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error)
+}
+
+// EntryName reports whether a server's name can be one of a directory's
+// own entries: one path element, so that joined to the directory it names
+// a file in it. Not "." or "..", and none a broken or hostile server could
+// send that would lead elsewhere or be cut short (empty, with a slash or a
+// NUL byte).
+func EntryName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // Owned is the fs.FileInfo.Sys of a backend that knows a file's owner and

@@ -19,7 +19,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,7 +243,7 @@ func (r *Reader) readWhole(dir string) ([]os.FileInfo, error) {
 // eachEntry calls fn with entries as Each does.
 func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
 	for _, fi := range entries {
-		if !entryName(fi.Name()) {
+		if !files.EntryName(fi.Name()) {
 			continue
 		}
 		if err := fn(fi); errors.Is(err, files.Stop) {
@@ -254,13 +253,6 @@ func eachEntry(entries []os.FileInfo, fn func(os.FileInfo) error) error {
 		}
 	}
 	return nil
-}
-
-// entryName reports whether a server's name is one of a directory's own
-// entries: not "." or "..", and not one a broken server could send that
-// would lead elsewhere (empty, or with a slash).
-func entryName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
 
 // callbackError carries the callback's error, which leaves the channel
@@ -318,7 +310,7 @@ func (r *Reader) each(dir string, fn func(os.FileInfo) error) (err error) {
 			if attrs, rest, err = decodeAttrs(rest); err != nil {
 				return err
 			}
-			if !entryName(name) {
+			if !files.EntryName(name) {
 				continue
 			}
 			if err := fn(fileInfo{name, attrs}); errors.Is(err, files.Stop) {
