@@ -239,9 +239,26 @@ func inside(folder, dir string) bool {
 	return folder == dir || strings.HasPrefix(folder, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// specKey identifies what the listing depends on.
+// specKey identifies what the listing depends on: the connection by its
+// kind and name, its root, and the watch's path, depth and globs. Not
+// the connection's UID: one deleted and made again under its name (a
+// kubectl replace --force, an Argo CD Replace) names the same folder, and
+// a watch that started over there would take what had landed meanwhile
+// as its starting point, never reporting it.
 func specKey(wt *v1alpha1.SftpWatch, conn *ends.End) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%t\x00%d\x00%q\x00%q", conn.UID, conn.Root,
+	return keyOf(conn.Ref.String(), conn, wt)
+}
+
+// sameFolder says whether a state stored under key lists what wt and conn
+// name now: key is specKey's, or the key the releases before stored for
+// the same connection object, with its UID in place of its name (taken
+// as the same, so that upgrading starts no watch over).
+func sameFolder(key string, wt *v1alpha1.SftpWatch, conn *ends.End) bool {
+	return key == specKey(wt, conn) || key == keyOf(string(conn.UID), conn, wt)
+}
+
+func keyOf(connection string, conn *ends.End, wt *v1alpha1.SftpWatch) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%t\x00%d\x00%q\x00%q", connection, conn.Root,
 		wt.Spec.Path, wt.Spec.Recursive, wt.Spec.MaxDepth, wt.Spec.Include, wt.Spec.Exclude))
 	return hex.EncodeToString(sum[:8])
 }
@@ -272,11 +289,13 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 		w.pendingCount.Store(int64(len(w.state.Outbox)))
 	}
 	if w.state.SpecKey != key {
-		// Another folder, or other files: what was seen says nothing of
-		// it. What waits to be delivered still goes.
-		w.state.SpecKey, w.state.Seen = key, nil
-		w.forget()
-		w.dirty = true
+		if !sameFolder(w.state.SpecKey, wt, conn) {
+			// Another folder, or other files: what was seen says nothing
+			// of it. What waits to be delivered still goes.
+			w.state.Seen = nil
+			w.forget()
+		}
+		w.state.SpecKey, w.dirty = key, true
 	}
 	w.tracker.MinAge, w.tracker.Report = set.minAge, set.report
 	w.tracker.EmitExisting = wt.Spec.InitialState == v1alpha1.InitialEmitExisting
