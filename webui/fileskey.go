@@ -14,6 +14,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -117,11 +119,13 @@ func (u *ui) filesKey(ctx context.Context, namespace string) (string, error) {
 }
 
 // readyKey makes the key want, of token, and waits until it is issued. A
-// key found issued is trusted for a minute before it is looked at again.
+// key found issued is trusted for a minute before it is looked at again,
+// as long as its spec is still the one wanted: a changed one (a share
+// link narrowed) is written and waited for at once.
 func (u *ui) readyKey(ctx context.Context, want *v1alpha1.ApiKey, token string) error {
 	hash := apitoken.Hash(token)
-	name := want.Namespace + "/" + want.Name
-	if u.filesKeys.fresh(name, hash) {
+	name, spec := want.Namespace+"/"+want.Name, specHash(want.Spec)
+	if u.filesKeys.fresh(name, spec) {
 		return nil
 	}
 	key, err := u.ensureKey(ctx, want)
@@ -141,8 +145,16 @@ func (u *ui) readyKey(ctx context.Context, want *v1alpha1.ApiKey, token string) 
 	case !ready:
 		return errKeyNotReady
 	}
-	u.filesKeys.issued(name, hash)
+	u.filesKeys.issued(name, spec)
 	return nil
+}
+
+// specHash is a key's spec in short: its token's hash, commands,
+// connections, paths and expiry.
+func specHash(spec v1alpha1.ApiKeySpec) string {
+	b, _ := json.Marshal(spec) //nolint:errchkjson // a spec of plain fields always encodes
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // untilKnown calls try at once, then every 100 ms until it is done, fails
@@ -169,16 +181,16 @@ func issued(key *v1alpha1.ApiKey, hash string) bool {
 	return key.Status.TokenSHA256 == hash && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == key.Generation
 }
 
-// issuedKeys remembers, per key (namespace/name), the hash of the UI's
-// key found issued and when: a part of an upload need not ask the API
-// server.
+// issuedKeys remembers, per key (namespace/name), the spec of the UI's
+// key found issued (specHash) and when: a part of an upload need not ask
+// the API server.
 type issuedKeys struct {
 	mu   sync.Mutex
 	seen map[string]issuedKey
 }
 
 type issuedKey struct {
-	hash string
+	spec string
 	at   time.Time
 }
 
@@ -189,18 +201,18 @@ const (
 	maxIssuedKeys = 10000
 )
 
-func (k *issuedKeys) fresh(key, hash string) bool {
+func (k *issuedKeys) fresh(key, spec string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	seen, ok := k.seen[key]
-	return ok && seen.hash == hash && time.Since(seen.at) < keyTrust
+	return ok && seen.spec == spec && time.Since(seen.at) < keyTrust
 }
 
-func (k *issuedKeys) issued(key, hash string) {
+func (k *issuedKeys) issued(key, spec string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.seen == nil || len(k.seen) >= maxIssuedKeys {
 		k.seen = map[string]issuedKey{}
 	}
-	k.seen[key] = issuedKey{hash: hash, at: time.Now()}
+	k.seen[key] = issuedKey{spec: spec, at: time.Now()}
 }

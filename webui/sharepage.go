@@ -44,9 +44,13 @@ func shareKeyOf(share *v1alpha1.ShareLink) *v1alpha1.ApiKey {
 	return &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: share.Namespace, Name: "sftpgate-share-" + share.Name}}
 }
 
-// shareKey returns the token of the link's key once it is issued.
+// shareKey returns the token of the link's key once it is issued. The
+// token is derived from the key's scope too: a link whose spec changed (a
+// narrower path) gets a new token, which the gateway takes only once it
+// holds the key's new scope (both are one object there), so the link
+// never serves with its old reach, not even while the gateway's watch
+// catches up.
 func (u *ui) shareKey(ctx context.Context, share *v1alpha1.ShareLink) (string, error) {
-	token, keyID := u.derivedToken("share/" + share.Namespace + "/" + share.Name + "/" + string(share.UID))
 	key := shareKeyOf(share)
 	key.Labels = map[string]string{LabelShareKey: share.Name}
 	key.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ShareLink", Name: share.Name, UID: share.UID}}
@@ -55,7 +59,9 @@ func (u *ui) shareKey(ctx context.Context, share *v1alpha1.ShareLink) (string, e
 		commands = []v1alpha1.Command{"write", "stat"}
 	}
 	key.Spec = v1alpha1.ApiKeySpec{Commands: commands, Connections: []string{share.Spec.Connection}, Paths: []string{share.Spec.Path},
-		ExpiresAt: share.Spec.ExpiresAt, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}
+		ExpiresAt: share.Spec.ExpiresAt}
+	token, keyID := u.derivedToken("share/" + share.Namespace + "/" + share.Name + "/" + string(share.UID) + "/" + specHash(key.Spec))
+	key.Spec.Token = v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}
 	return token, u.readyKey(ctx, key, token)
 }
 

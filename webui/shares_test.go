@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,3 +194,39 @@ func TestShareLinks(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestNarrowedShareLink: a link its owner narrows (with kubectl or
+// GitOps: a smaller path) reaches no further from the very next request,
+// though its key was just used and trusted. The link's folder holds a
+// symlink back up to the old path: followed at once after the narrowing,
+// it leads nowhere.
+func TestNarrowedShareLink(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := newTenant(t, "narrower")
+	shared := filepath.Join(owner.sshd.Dir, "shared")
+	must(t, os.MkdirAll(filepath.Join(shared, "inner"), 0o755))
+	must(t, os.WriteFile(filepath.Join(shared, "outer.csv"), []byte("outer"), 0o644))
+	must(t, os.WriteFile(filepath.Join(shared, "inner", "inner.csv"), []byte("inner"), 0o644))
+	must(t, os.Symlink("..", filepath.Join(shared, "inner", "up")))
+	link := shareLinkURL(t, owner, url.Values{"name": {"narrowed"}, "path": {"/shared"}, "mode": {"Download"}, "expires": {"1d"}})
+	if status, body := fetch(t, link+"?download=1&path=/inner/up/outer.csv"); status != http.StatusOK || body != "outer" {
+		t.Fatalf("the link's own file, through its symlink: %d %q", status, body)
+	}
+
+	var share v1alpha1.ShareLink
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: owner.ns, Name: "narrowed"}, &share))
+	share.Spec.Path = "/shared/inner"
+	must(t, k8s.Update(ctx, &share))
+	if status, body := fetch(t, link+"?download=1&path=/up/outer.csv"); status == http.StatusOK || strings.Contains(body, "outer") {
+		t.Errorf("the narrowed link's next request reached its old path: %d %q", status, body)
+	}
+	if status, body := fetch(t, link+"?download=1&path=/inner.csv"); status != http.StatusOK || body != "inner" {
+		t.Errorf("the narrowed link's own file: %d %q", status, body)
+	}
+	var key v1alpha1.ApiKey
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: owner.ns, Name: "sftpgate-share-narrowed"}, &key))
+	if want := []string{"/shared/inner"}; !slices.Equal(key.Spec.Paths, want) {
+		t.Errorf("the link's key has paths %v, want %v", key.Spec.Paths, want)
+	}
+}
