@@ -34,7 +34,8 @@ func startGateway(t *testing.T, limits gateway.Limits) string {
 	return startGatewayWith(t, gateway.Options{Limits: limits})
 }
 
-// startGatewayWith is startGateway with more options than its limits.
+// startGatewayWith is startGateway with more options than its limits (and
+// its log, when set).
 func startGatewayWith(t *testing.T, opts gateway.Options) string {
 	t.Helper()
 	url, _ := startGatewayAndMetrics(t, opts)
@@ -49,7 +50,7 @@ func startGatewayAndMetrics(t *testing.T, opts gateway.Options) (url, metrics st
 	limits.MaxBodyBytes, limits.MaxUploadBytes = cmp.Or(limits.MaxBodyBytes, maxBody), maxUpload
 	limits.RequestTimeout = cmp.Or(limits.RequestTimeout, 30*time.Second)
 	opts.BasePath, opts.DeniedNetworks, opts.IdleTimeout = "/", "link-local,metadata", time.Minute
-	opts.Log = testcluster.Log("gateway")
+	opts.Log = cmp.Or(opts.Log, testcluster.Log("gateway"))
 	gw, err := gateway.New(restConfig, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -40,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
@@ -181,9 +181,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 
 func (s *Server) routes(base string, h *handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
+	r.Use(httpedge.RequestID, recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
 		answer.Err(s.log, w, r, answer.Internal(err))
-	}))
+	}), s.refuseMethodOverride)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		answer.Err(s.log, w, r, answer.NotFound())
 	})
@@ -210,6 +210,19 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 	return r
 }
 
+// refuseMethodOverride refuses a request carrying X-HTTP-Method-Override:
+// tusd would apply it after the gateway judged r.Method (a POST sent as
+// PATCH would skip --upload-writes-per-namespace).
+func (s *Server) refuseMethodOverride(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values("X-HTTP-Method-Override")) > 0 {
+			answer.Err(s.log, w, r, answer.MethodOverride())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // readyz is ready once the cache has synced: before, every key and
 // connection would look unknown.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -231,6 +244,7 @@ func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    httpedge.MaxHeaderBytes,
 		// A request's body and answer are bounded like the request itself.
 		ReadTimeout:  s.limits.RequestTimeout,
 		WriteTimeout: s.limits.RequestTimeout + 10*time.Second,
@@ -434,7 +448,8 @@ func Run(ctx context.Context, args []string) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
 	if opts.MetricsAddr != "0" {
-		metricsSrv := &http.Server{Addr: opts.MetricsAddr, Handler: s.MetricsHandler(opts.Profiling), ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv := &http.Server{Addr: opts.MetricsAddr, Handler: s.MetricsHandler(opts.Profiling), ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes: httpedge.MaxHeaderBytes}
 		go func() { errc <- metricsSrv.ListenAndServe() }()
 		defer func() { _ = metricsSrv.Close() }()
 	}

@@ -149,6 +149,13 @@ func InvalidRequest(message, field string) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: message, Field: field}
 }
 
+// MethodOverride answers a request carrying X-HTTP-Method-Override, which
+// tusd would apply after the gateway checked the request's method.
+func MethodOverride() *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "method_override_refused",
+		Message: "X-HTTP-Method-Override is refused: send the request with its own method"}
+}
+
 // UpstreamTimeout answers when the SFTP server did not answer in time.
 func UpstreamTimeout(cause error) *Error {
 	return &Error{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the SFTP server did not answer in time", Cause: cause}
