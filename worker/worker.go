@@ -172,6 +172,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Of those, the most of one namespace's connections.")
 	fs.DurationVar(&o.Expiry.Timeout, "expiry-timeout", e.Timeout,
 		"Longest the removal of one expired upload may take (dial included), whatever the connection's own timeouts say.")
+	fs.IntVar(&o.Expiry.FailedSweeps, "expiry-failed-sweeps", e.FailedSweeps,
+		"Sweeps that may fail to remove an expired upload's partial file (its server not answering, or refusing) before the upload is abandoned: its record removed, with an audit record, its partial file perhaps left on the server.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	audit.RegisterFlags(fs, &o.Audit)
@@ -288,7 +290,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 			Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
-			Limits: opts.Expiry.WithDefaults(), Log: opts.Log,
+			Limits: opts.Expiry.WithDefaults(), Log: opts.Log, Audit: trail,
 		},
 	} {
 		if err := mgr.Add(runnable); err != nil {

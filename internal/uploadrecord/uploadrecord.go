@@ -71,6 +71,9 @@ type Record struct {
 	// holder holds the upload until heldUntil (Hold), as read.
 	holder    string
 	heldUntil time.Time
+	// failedSweeps counts the sweeps that could not remove it
+	// (FailedSweep), as read.
+	failedSweeps int
 }
 
 // NewID is a new upload id: 130 random bits, unguessable, in lower-case
@@ -103,9 +106,10 @@ type Store struct {
 	Budget *storedbytes.Budget
 }
 
-// holdRoom is what a hold adds to a record (annotationHeld), counted from
-// its creation.
-const holdRoom = len(annotationHeld) + 64
+// laterRoom is what the annotations a record gets after its creation add
+// to it, counted from its creation: a hold (annotationHeld) and the
+// failed sweeps' count (annotationFailedSweeps, a few digits).
+const laterRoom = len(annotationHeld) + 64 + len(annotationFailedSweeps) + 8
 
 // Create stores a new record, if its namespace's budget has room for it:
 // else a *storedbytes.ExceededError.
@@ -114,7 +118,7 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	storedbytes.Mark(cm, r.Namespace, holdRoom)
+	storedbytes.Mark(cm, r.Namespace, laterRoom)
 	done, err := s.Budget.Admit(ctx, r.Namespace, []*corev1.ConfigMap{cm}, nil)
 	if err != nil {
 		if _, ok := errors.AsType[*storedbytes.ExceededError](err); ok {
@@ -248,6 +252,45 @@ func (s *Store) modify(ctx context.Context, id string, change func(*corev1.Confi
 	}
 }
 
+// annotationFailedSweeps counts the worker's sweeps that could not remove
+// an expired upload's partial file.
+const annotationFailedSweeps = "sftpgate.dev/failed-sweeps"
+
+// FailedSweeps is how many sweeps could not remove r's partial file, as
+// read.
+func (r *Record) FailedSweeps() int { return r.failedSweeps }
+
+// FailedSweep counts one more sweep that could not remove r's partial
+// file, and says how many have: ErrNotFound when r is gone (or was made
+// again meanwhile).
+func (s *Store) FailedSweep(ctx context.Context, r *Record) (int, error) {
+	n := 0
+	err := s.modify(ctx, r.ID, func(cm *corev1.ConfigMap) (bool, error) {
+		if cm.UID != r.uid {
+			return false, ErrNotFound
+		}
+		n = failedSweeps(cm) + 1
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[annotationFailedSweeps] = strconv.Itoa(n)
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.failedSweeps = n
+	return n, nil
+}
+
+func failedSweeps(cm *corev1.ConfigMap) int {
+	n, err := strconv.Atoi(cm.Annotations[annotationFailedSweeps])
+	if err != nil {
+		return 0
+	}
+	return max(n, 0)
+}
+
 // Delete removes r's record, unless it was made again meanwhile; one
 // already gone is no error.
 func (s *Store) Delete(ctx context.Context, r *Record) error {
@@ -319,5 +362,6 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 	}
 	r.uid = cm.UID
 	r.holder, r.heldUntil = heldBy(cm)
+	r.failedSweeps = failedSweeps(cm)
 	return &r, nil
 }

@@ -32,7 +32,8 @@ type Metrics struct {
 	// skipped, failed; and retried (a try that failed).
 	TransferFiles *prometheus.CounterVec
 	// UploadsExpired counts expired resumable uploads removed, by what was
-	// removed: partial (the partial file and the record) or record.
+	// removed: partial (the partial file and the record), record, or
+	// abandoned (the record, its partial file not removable).
 	UploadsExpired *prometheus.CounterVec
 	// UploadBytesExpired counts the bytes of expired uploads' partial
 	// files removed.
@@ -68,7 +69,7 @@ func New() *Metrics {
 			Name: "sftpgate_worker_transfer_files_total", Help: "Transfers' files by how they ended: done, skipped, failed; retried counts failed tries.",
 		}, []string{"result"}),
 		UploadsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sftpgate_worker_uploads_expired_total", Help: "Expired resumable uploads removed, by what was removed: partial (its partial file and record) or record (it had none left).",
+			Name: "sftpgate_worker_uploads_expired_total", Help: "Expired resumable uploads removed, by what was removed: partial (its partial file and record), record (it had none left) or abandoned (its record alone, after --expiry-failed-sweeps sweeps failed to remove its partial file).",
 		}, []string{"removed"}),
 		UploadBytesExpired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sftpgate_worker_upload_bytes_expired_total", Help: "Bytes of the partial files of expired resumable uploads removed.",

@@ -6,7 +6,10 @@
 // sweep; each removal is bounded by a time the worker sets (not the
 // connection's own timeouts), and a connection's sweep by a few of them;
 // a connection still being swept is skipped by the next sweep, not waited
-// for, and one whose removal failed rests for a few sweeps.
+// for, and one whose removal failed rests for a few sweeps. An upload
+// whose partial file a bounded number of sweeps could not remove (its
+// server never answers, or refuses) is abandoned: its record goes, with
+// an audit record and a log line, and its partial file may stay.
 package uploadexpiry
 
 import (
@@ -24,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -53,6 +58,10 @@ type Limits struct {
 	// Timeout bounds the removal of one upload, the dial included; a
 	// connection's sweep takes at most connectionTimeouts of them.
 	Timeout time.Duration
+	// FailedSweeps is how many sweeps may fail to remove an upload's
+	// partial file before the upload is abandoned: its record removed,
+	// its partial file perhaps left on the server.
+	FailedSweeps int
 }
 
 // connectionTimeouts bounds one connection's sweep, in Timeouts: a server
@@ -66,8 +75,15 @@ const (
 
 // DefaultLimits are the limits when nothing says otherwise.
 func DefaultLimits() Limits {
-	return Limits{Connections: 8, ConnectionsPerNamespace: 2, Timeout: 30 * time.Second}
+	return Limits{Connections: 8, ConnectionsPerNamespace: 2, Timeout: 30 * time.Second, FailedSweeps: DefaultFailedSweeps}
 }
+
+// DefaultFailedSweeps is Limits.FailedSweeps by default. A connection
+// whose removal failed sits out restSweeps sweeps, so at the default
+// Interval sixty failed sweeps take about six hours: long enough for a
+// server's maintenance or a night's outage, not so long that records of a
+// server gone for good pile up.
+const DefaultFailedSweeps = 60
 
 // WithDefaults is l with each zero limit its default.
 func (l Limits) WithDefaults() Limits {
@@ -81,6 +97,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.Timeout <= 0 {
 		l.Timeout = d.Timeout
 	}
+	if l.FailedSweeps < 1 {
+		l.FailedSweeps = d.FailedSweeps
+	}
 	return l
 }
 
@@ -93,7 +112,9 @@ type Sweeper struct {
 	Shard       *shard.Shard
 	// Removed counts expired uploads removed, by what was removed:
 	// partial (its partial file and record), record (its record alone:
-	// its partial file or its connection was gone).
+	// its partial file or its connection was gone), abandoned (its record
+	// alone, after Limits.FailedSweeps sweeps failed to remove its
+	// partial file).
 	Removed *prometheus.CounterVec
 	// RemovedBytes counts the bytes of the partial files removed.
 	RemovedBytes prometheus.Counter
@@ -110,6 +131,8 @@ type Sweeper struct {
 	Limits Limits
 	// Log is where the sweeper logs; nil logs nothing.
 	Log *slog.Logger
+	// Audit records the uploads abandoned; nil records nothing.
+	Audit *audit.Trail
 
 	mu sync.Mutex
 	// busy are the connections being swept; perNamespace counts them by
@@ -195,7 +218,7 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		s.busy[conn] = true
 		s.perNamespace[ns]++
 		s.running.Go(func() {
-			failed := s.sweepConnection(ctx, byConnection[conn], limits.Timeout)
+			failed := s.sweepConnection(ctx, byConnection[conn], limits)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			delete(s.busy, conn)
@@ -213,23 +236,33 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 func (s *Sweeper) Wait() { s.running.Wait() }
 
 // sweepConnection removes the expired uploads of one connection, one
-// after another, each within timeout and all within connectionTimeouts of
-// them; at the first failure the rest wait for a later sweep (the server
-// may answer then), and it says so.
-func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, timeout time.Duration) (failed bool) {
+// after another, each within limits.Timeout and all within
+// connectionTimeouts of them, and says whether a removal failed. One the
+// server refused is a failed sweep of that upload, and the next is tried;
+// at a failure without an answer (the server, or the dial, timed out) the
+// rest wait for a later sweep (the server may answer then), and it is a
+// failed sweep of each of them.
+func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.Record, limits Limits) (failed bool) {
 	defer recovery.Log(s.Log, "removing a connection's expired uploads")
-	ctx, cancel := context.WithTimeout(ctx, connectionTimeouts*timeout)
+	ctx, cancel := context.WithTimeout(ctx, connectionTimeouts*limits.Timeout)
 	defer cancel()
-	for _, r := range records {
+	for i, r := range records {
 		// A sweep that outlasts this replica's hold stops: another has it.
 		if ctx.Err() != nil || (s.Shard != nil && !s.Shard.Holds(item)) {
-			return false
+			return failed
 		}
-		removeCtx, cancel := context.WithTimeout(ctx, timeout)
-		what, err := s.remove(removeCtx, r, timeout)
+		removeCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
+		what, err := s.remove(removeCtx, r, limits.Timeout)
 		cancel()
 		if err != nil {
 			s.log().Warn("removing an expired upload's partial file", "namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "error", err)
+			failed = true
+			if _, answered := files.Status(err); answered && !files.SessionFailed(err) {
+				// Refused: the server answers, and may remove the next.
+				s.failedSweep(ctx, records[i:i+1], err, limits)
+				continue
+			}
+			s.failedSweep(ctx, records[i:], err, limits)
 			return true
 		}
 		if err := s.Records.Delete(ctx, r); err != nil {
@@ -238,8 +271,49 @@ func (s *Sweeper) sweepConnection(ctx context.Context, records []*uploadrecord.R
 		}
 		s.Removed.WithLabelValues(what).Inc()
 	}
-	return false
+	return failed
 }
+
+// failedSweep counts a failed sweep of each of records (cause says why),
+// and abandons those that reached limits.FailedSweeps: each record is
+// removed, its partial file perhaps left on the server, and an audit
+// record and a log line say so.
+func (s *Sweeper) failedSweep(ctx context.Context, records []*uploadrecord.Record, cause error, limits Limits) {
+	// Counted even when the connection's turn ran out on the failure
+	// itself, within a time of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limits.Timeout)
+	defer cancel()
+	for _, r := range records {
+		n, err := s.Records.FailedSweep(ctx, r)
+		switch {
+		case errors.Is(err, uploadrecord.ErrNotFound):
+			continue
+		case err != nil:
+			s.log().Error("counting a failed sweep of an expired upload", "upload", r.ID, "error", err)
+			return
+		case n < limits.FailedSweeps:
+			continue
+		}
+		if err := s.Records.Delete(ctx, r); err != nil {
+			s.log().Error("removing an abandoned upload's record", "upload", r.ID, "error", err)
+			return
+		}
+		s.Removed.WithLabelValues("abandoned").Inc()
+		s.log().Warn("abandoned an expired upload: its partial file could not be removed, and may be left on the server",
+			"namespace", r.Namespace, "connection", r.Connection, "upload", r.ID, "partial", r.Partial, "failedSweeps", n, "error", cause)
+		record := audit.Record{Action: ActionAbandoned, Actor: audit.Actor{Kind: audit.ActorSftpgate}, Namespace: r.Namespace,
+			Connection: r.Connection, Object: "upload/" + r.ID, Result: audit.ResultOf(cause)}
+		if p := r.Metadata["path"]; p != "" {
+			record.Paths = []string{p}
+		}
+		s.Audit.Record(ctx, record)
+	}
+}
+
+// ActionAbandoned is the audit action of an expired upload abandoned: its
+// record removed after Limits.FailedSweeps sweeps could not remove its
+// partial file, which may be left on the server.
+const ActionAbandoned = "upload.abandoned"
 
 // remove removes r's partial file, if it has one that is still there, and
 // says what it removed.
