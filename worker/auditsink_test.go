@@ -183,8 +183,10 @@ func TestAuditUnreadableLine(t *testing.T) {
 	sink := testsink.Start(t)
 	auditSink(t, ns, sink.URL, 100)
 	startWorker(t)
-	eventually(t, "the sink gets the records after the unreadable one", func() bool {
-		return slices.ContainsFunc(sink.AuditRecords(t), func(r audit.Record) bool { return r.Replica == chains.Replica && r.Seq == 5 })
+	eventually(t, "the sink gets the records after the unreadable one, and the drop record", func() bool {
+		got := sink.AuditRecords(t)
+		return slices.ContainsFunc(got, func(r audit.Record) bool { return r.Replica == chains.Replica && r.Seq == 5 }) &&
+			slices.ContainsFunc(got, func(r audit.Record) bool { return r.Action == audit.ActionDropped })
 	})
 	for _, rep := range audit.Verify(sink.AuditRecords(t)) {
 		if rep.Replica == chains.Replica && (!rep.Whole() || rep.Records != 4 || !slices.Equal(rep.Dropped, []audit.Gap{{From: 2, To: 2}})) {

@@ -63,7 +63,7 @@ func TestKeepFailsAnywhere(t *testing.T) {
 							Paths: noise(16), Result: audit.ResultOK}))
 					}
 				}
-				link(40)
+				link(120)
 				store := &auditstore.Store{Client: &failingCreate{Client: k8s, at: at, made: made}, Namespace: ns}
 				stored, err := store.Keep(ctx, tenant, records)
 				if err == nil {
@@ -88,8 +88,8 @@ func TestKeepFailsAnywhere(t *testing.T) {
 					}
 				}
 				slices.Sort(seqs)
-				if len(seqs) != 55 || !slices.Equal(slices.Compact(slices.Clone(seqs)), seqs) || seqs[0] != 1 || seqs[54] != 55 {
-					t.Errorf("%d segments hold %v, want 1 to 55 once each", len(segments), seqs)
+				if len(seqs) != 135 || !slices.Equal(slices.Compact(slices.Clone(seqs)), seqs) || seqs[0] != 1 || seqs[134] != 135 {
+					t.Errorf("%d segments hold %v, want 1 to 135 once each", len(segments), seqs)
 				}
 			})
 		}

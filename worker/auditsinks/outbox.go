@@ -310,13 +310,23 @@ func (o *outbox) remove(ctx context.Context, s auditstore.Segment) bool {
 
 // spansOf are the runs of Seq of records, a chain's in order.
 func spansOf(records []audit.Record) []audit.Span {
-	var out []audit.Span
+	out := make([]audit.Span, 0, len(records))
 	for _, r := range records {
-		if n := len(out); n > 0 && out[n-1].Replica == r.Replica && out[n-1].To+1 == r.Seq {
-			out[n-1].To = r.Seq
+		out = append(out, audit.Span{Replica: r.Replica, From: r.Seq, To: r.Seq})
+	}
+	return merged(out)
+}
+
+// merged is spans with each run that goes on where the one before it
+// ended (of one chain) made one.
+func merged(spans []audit.Span) []audit.Span {
+	var out []audit.Span
+	for _, s := range spans {
+		if n := len(out); n > 0 && out[n-1].Replica == s.Replica && out[n-1].To+1 == s.From {
+			out[n-1].To = s.To
 			continue
 		}
-		out = append(out, audit.Span{Replica: r.Replica, From: r.Seq, To: r.Seq})
+		out = append(out, s)
 	}
 	return out
 }
@@ -327,6 +337,7 @@ func (o *outbox) recordDrop(ctx context.Context, lost []audit.Span, why string) 
 	if len(lost) == 0 {
 		return
 	}
+	lost = merged(lost)
 	var count int64
 	for _, s := range lost {
 		count += int64(s.To - s.From + 1)
