@@ -125,9 +125,14 @@ func exportActivity(w http.ResponseWriter, format string, records []audit.Record
 	_ = c.Write([]string{"time", "action", "actor_kind", "actor", "client", "request_id", "connection", "object", "paths",
 		"bytes", "sha256", "result", "replica", "seq", "hash"})
 	for _, r := range records {
-		_ = c.Write([]string{r.Time.Format(time.RFC3339Nano), r.Action, r.Actor.Kind, csvSafe(r.Actor.Name), r.Client, r.RequestID,
-			r.Connection, csvSafe(r.Object), csvSafe(strings.Join(r.Paths, " → ")), strconv.FormatInt(r.Bytes, 10), r.SHA256, r.Result,
-			r.Replica, strconv.FormatUint(r.Seq, 10), r.Hash})
+		row := []string{r.Time.Format(time.RFC3339Nano), r.Action, r.Actor.Kind, r.Actor.Name, r.Client, r.RequestID,
+			r.Connection, r.Object, strings.Join(r.Paths, " → "), strconv.FormatInt(r.Bytes, 10), r.SHA256, r.Result,
+			r.Replica, strconv.FormatUint(r.Seq, 10), r.Hash}
+		// Every cell: a field a stranger chose may be in any of them.
+		for i := range row {
+			row[i] = csvSafe(row[i])
+		}
+		_ = c.Write(row)
 	}
 	c.Flush()
 	return nil

@@ -1104,6 +1104,26 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 		}},
+		{"a huge and a binary X-Request-Id through the victim's share link", func(t *testing.T) {
+			link := shareLinkURL(t, victim, url.Values{"name": {"hostile-ids"}, "path": {"/"}, "mode": {"Download"}, "expires": {"1d"}})
+			sendHostileIDs(t, http.StatusOK, func(id string) int {
+				status, _ := testhttp.Raw(t, http.MethodGet, link, "", "X-Request-Id", id)
+				return status
+			})
+			trailHolds(t, victim, victimAudit, "after-hostile-share-ids", func(r audit.Record) bool {
+				return r.Action == "webui.share.open" && r.Actor.Name == "hostile-ids"
+			})
+		}},
+		{"a huge and a binary X-Request-Id as a failed log-in to the victim's email", func(t *testing.T) {
+			form := url.Values{"email": {victim.ui.email}, "password": {"not the password"}}.Encode()
+			sendHostileIDs(t, http.StatusUnauthorized, func(id string) int {
+				status, _ := testhttp.Raw(t, http.MethodPost, uiURL+"/login", form, "Content-Type", "application/x-www-form-urlencoded", "X-Request-Id", id)
+				return status
+			})
+			trailHolds(t, victim, victimAudit, "after-hostile-login-ids", func(r audit.Record) bool {
+				return r.Action == "webui.login" && r.Actor.Name == victim.ui.email && r.Result != audit.ResultOK
+			})
+		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {
 				t.Fatal("the victim's web UI key was not found")

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"golang.org/x/crypto/bcrypt"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -32,6 +31,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -264,6 +264,14 @@ func authLimit(perMinute float64) *ratelimit.Keyed[string] {
 // Handler is the web UI's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// HTTPServer is an HTTP server of the handler with the web UI's timeouts
+// (downloads and uploads move theirs on as they stream) and header bound;
+// set its address, or serve it on a listener.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: httpedge.MaxHeaderBytes,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+}
+
 // Start stores the audit records of what accounts do, every second,
 // until Close.
 func (s *Server) Start() { go s.trail.Run(context.Background()) }
@@ -278,7 +286,7 @@ func (s *Server) Accounts() *accounts.Store { return s.accounts }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, recovery.Middleware(u.serverError))
+	r.Use(httpedge.RequestID, recovery.Middleware(u.serverError))
 	// Uploads stream through to the gateway, which bounds them; every
 	// other body is a form, and small.
 	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads("file.upload", all(onConnection, uploadPath), u.may(writeFiles, u.withConnection(u.uploadProxy)))))
@@ -444,8 +452,8 @@ func Run(ctx context.Context, args []string) error {
 	if opts.SessionKeyFile == "" {
 		log.Warn("no --session-key-file: log-ins end when the web UI restarts, and replicas do not share them")
 	}
-	srv := &http.Server{Addr: opts.Addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	srv := s.HTTPServer()
+	srv.Addr = opts.Addr
 	s.Start()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

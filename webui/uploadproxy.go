@@ -24,9 +24,10 @@ import (
 const statusClientGone = 499
 
 // tusHeaders are the request headers a tus client sends that go on to
-// the gateway; nothing else does (no cookie).
+// the gateway; nothing else does (no cookie). Not X-HTTP-Method-Override:
+// the method is the one the UI checked, and the gateway refuses it.
 var tusHeaders = []string{"Tus-Resumable", "Upload-Length", "Upload-Offset", "Upload-Metadata", "Upload-Checksum",
-	"Content-Type", "Content-Length", "X-HTTP-Method-Override"}
+	"Content-Type", "Content-Length"}
 
 // uploadProxy forwards a tus request for connection c.
 func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {

@@ -66,8 +66,9 @@ var (
 	// gatewayMetrics serves the test gateway's metrics.
 	gatewayMetrics http.Handler
 	// newUI serves a web UI with its flags' defaults, as mutate changes
-	// them.
-	newUI func(mutate func(*webui.Options)) *httptest.Server
+	// them; newUIServer makes one (started) for the test to serve.
+	newUI       func(mutate func(*webui.Options)) *httptest.Server
+	newUIServer func(mutate func(*webui.Options)) *webui.Server
 	// uiConfig reaches the control plane as the UI's service account, for
 	// commands an operator runs in the UI's pod.
 	uiConfig *rest.Config
@@ -119,7 +120,7 @@ func run(m *testing.M) int {
 		serversMu sync.Mutex
 		servers   []*httptest.Server
 	)
-	newUI = func(mutate func(*webui.Options)) *httptest.Server {
+	newUIServer = func(mutate func(*webui.Options)) *webui.Server {
 		var opts webui.Options
 		opts.BindFlags(flag.NewFlagSet("webui", flag.ContinueOnError))
 		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
@@ -133,7 +134,10 @@ func run(m *testing.M) int {
 			panic(err)
 		}
 		ui.Start()
-		srv := httptest.NewServer(ui.Handler())
+		return ui
+	}
+	newUI = func(mutate func(*webui.Options)) *httptest.Server {
+		srv := httptest.NewServer(newUIServer(mutate).Handler())
 		serversMu.Lock()
 		servers = append(servers, srv)
 		serversMu.Unlock()

@@ -189,7 +189,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	defer ui.Close(context.Background())
 	servers := []*http.Server{
 		gw.HTTPServer(),
-		{Handler: ui.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		ui.HTTPServer(),
 	}
 	errc := make(chan error, len(servers)+1)
 	go func() { errc <- servers[0].Serve(listeners["gateway-address"]) }()
