@@ -1270,6 +1270,68 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("a removed member switches back to the team: %d, want 404", status)
 			}
 		}},
+		{"the team switcher of a person whom a hundred strangers add to their teams", func(t *testing.T) {
+			// A person whose email is verified (as a provider's sign-in
+			// makes it), whom strangers' password sign-ups each make a
+			// member of their team: as many as one person's index once
+			// held in all.
+			person := newClient(t)
+			person.signUp(t)
+			verifyEmail(t, person.email)
+			var strangers []string
+			for range 100 {
+				stranger := newClient(t)
+				stranger.signUp(t)
+				addMember(t, stranger, "person", person.email, "viewer")
+				strangers = append(strangers, stranger.email)
+			}
+			// The victim's team, and the attacker's (its email verified
+			// in a row above), still reach the person's switcher, and a
+			// switch to them holds.
+			addMember(t, victim.ui, "person", person.email, "viewer")
+			addMember(t, attacker.ui, "person", person.email, "viewer")
+			_, body := person.get(t, "/teams")
+			switcher := map[string]string{} // each team's entry, by its owner's email
+			for _, entry := range strings.Split(body, "<li ")[1:] {
+				for _, email := range append([]string{victim.ui.email, attacker.ui.email}, strangers...) {
+					if strings.Contains(entry, ">"+email+"<") {
+						switcher[email] = entry
+					}
+				}
+			}
+			for _, tn := range []*tenant{victim, attacker} {
+				if _, ok := switcher[tn.ui.email]; !ok {
+					t.Errorf("%s's team is not in the person's switcher", tn.ui.email)
+				}
+				if status, body := person.form(t, "/teams", url.Values{"namespace": {tn.ns}}); status != http.StatusOK || !strings.Contains(body, tn.uiConn) {
+					t.Errorf("switching to %s's team: %d", tn.ui.email, status)
+				}
+			}
+			// Teams named by emails no one vouched for are marked so.
+			unmarked := slices.DeleteFunc(append([]string{victim.ui.email}, strangers...), func(email string) bool {
+				return strings.Contains(switcher[email], "email not verified")
+			})
+			if len(unmarked) > 0 {
+				t.Errorf("%d of %d teams whose owners' emails are not verified are not marked so, %s's first", len(unmarked), len(strangers)+1, unmarked[0])
+			}
+			if strings.Contains(switcher[attacker.ui.email], "email not verified") {
+				t.Error("the team of a verified email is marked as not verified")
+			}
+			// A membership made some other way (GitOps), which no index
+			// names: RBAC alone decides, and the switch holds.
+			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: hoarder.ns, Name: "by-gitops"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "sftpgate-team-viewer"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: accounts.UserName(person.email)}}}))
+			if status, body := person.form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusOK || !strings.Contains(body, hoarder.uiConn) {
+				t.Errorf("switching to a team that made the person a member with kubectl: %d", status)
+			}
+			// Not a team, or not the person's: not found, either way.
+			for _, namespace := range []string{"kube-system", strings.Repeat("x", 70), "../" + victim.ns} {
+				if status, _ := person.form(t, "/teams", url.Values{"namespace": {namespace}}); status != http.StatusNotFound {
+					t.Errorf("switching to %q: %d, want 404", namespace, status)
+				}
+			}
+		}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, row.attack)

@@ -3,6 +3,7 @@ package webui
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -138,9 +139,14 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	// The index only once the binding is made. It decides nothing: a full
-	// one leaves the member's role, and the team unlisted for them.
-	if err := u.accounts.IndexTeam(r.Context(), subject.Name, memberFrom(r.Context()).team, false); err != nil {
+	// The index only once the binding is made. It decides nothing: a
+	// member it leaves out still has their role, and switches to the team
+	// by its namespace.
+	team, err := u.accounts.TeamOf(r.Context(), acct.Namespace)
+	if err == nil {
+		err = u.accounts.IndexTeam(r.Context(), subject.Name, team)
+	}
+	if err != nil {
 		u.log.Warn("indexing a member's team", "namespace", acct.Namespace, "error", err)
 	}
 	http.Redirect(w, r, "/members", http.StatusSeeOther)
@@ -165,7 +171,7 @@ func (u *ui) removeMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, s := range b.Subjects {
-		if err := u.accounts.IndexTeam(r.Context(), s.Name, accounts.Team{Namespace: acct.Namespace}, true); err != nil {
+		if err := u.accounts.UnindexTeam(r.Context(), s.Name, acct.Namespace); err != nil {
 			u.log.Warn("removing a team from a member's index", "namespace", acct.Namespace, "error", err)
 		}
 	}
@@ -173,62 +179,66 @@ func (u *ui) removeMember(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// teamsPage lists the teams a person may switch to.
+// teamsPage lists the teams a person may switch to, their own (Own)
+// first; Current is the one they act in.
 type teamsPage struct {
-	Teams   []accounts.Team
-	Current string
+	Teams        []accounts.Team
+	Current, Own string
 }
 
 // listTeams shows the person's own team and those they were made a member
-// of (as a person or through a group).
+// of (as a person or through a group), those of verified owners first.
 func (u *ui) listTeams(w http.ResponseWriter, r *http.Request) error {
-	teams, err := u.teamsOf(r)
+	m := memberFrom(r.Context())
+	teams, err := u.accounts.Teams(r.Context(), append([]string{m.user}, m.groups...))
 	if err != nil {
 		return err
 	}
-	u.render(w, r, http.StatusOK, "teams", page{Title: "Teams", Data: teamsPage{Teams: teams, Current: memberFrom(r.Context()).team.Namespace}})
+	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
+	slices.SortStableFunc(teams, func(a, b accounts.Team) int {
+		switch {
+		case a.Unverified == b.Unverified:
+			return 0
+		case a.Unverified:
+			return 1
+		}
+		return -1
+	})
+	own := accounts.Team{Namespace: m.own, Name: accountFrom(r.Context()).Email}
+	u.render(w, r, http.StatusOK, "teams", page{Title: "Teams", Data: teamsPage{Teams: append([]accounts.Team{own}, teams...),
+		Current: m.team.Namespace, Own: m.own}})
 	return nil
 }
 
-func (u *ui) teamsOf(r *http.Request) ([]accounts.Team, error) {
-	m := memberFrom(r.Context())
-	subjects := append([]string{m.user}, m.groups...)
-	teams, err := u.accounts.Teams(r.Context(), subjects)
-	if err != nil {
-		return nil, err
-	}
-	own := accounts.Team{Namespace: m.own, Name: accountFrom(r.Context()).Email}
-	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
-	return append([]accounts.Team{own}, teams...), nil
-}
-
-// switchTeam makes the browser act in another of the person's teams,
-// where RBAC must grant them a role.
+// switchTeam makes the browser act in the team of the namespace posted,
+// where RBAC must grant the person a role: the index of teams lists
+// them, but never decides, so no entry (missing, or crowded out) keeps a
+// member from their team. Not an account's team, or not the person's, is
+// not found, either way.
 func (u *ui) switchTeam(w http.ResponseWriter, r *http.Request) error {
-	teams, err := u.teamsOf(r)
-	if err != nil {
+	m := memberFrom(r.Context())
+	namespace := r.PostFormValue("namespace")
+	if namespace == m.own {
+		u.cookies.clear(w, r, teamCookie)
+		http.Redirect(w, r, "/connections", http.StatusSeeOther)
+		return nil
+	}
+	team, err := u.accounts.TeamOf(r.Context(), namespace)
+	switch {
+	case errors.Is(err, accounts.ErrNoTeam):
+		return errNotFound
+	case err != nil:
 		return err
 	}
-	m := memberFrom(r.Context())
-	i := slices.IndexFunc(teams, func(t accounts.Team) bool { return t.Namespace == r.PostFormValue("namespace") })
-	if i < 0 {
+	role, err := u.roleIn(r.Context(), m, namespace)
+	switch {
+	case err != nil:
+		return err
+	case role == "":
 		return errNotFound
 	}
-	if teams[i].Namespace == m.own {
-		u.cookies.clear(w, r, teamCookie)
-	} else {
-		role, err := u.roleIn(r.Context(), m, teams[i].Namespace)
-		if err != nil {
-			return err
-		}
-		if role == "" {
-			u.render(w, r, http.StatusForbidden, "message", page{Title: "Not a member",
-				Message: "You are not a member of this team any more."})
-			return nil
-		}
-		if err := u.cookies.set(w, r, teamCookie, teams[i]); err != nil {
-			return err
-		}
+	if err := u.cookies.set(w, r, teamCookie, team); err != nil {
+		return err
 	}
 	http.Redirect(w, r, "/connections", http.StatusSeeOther)
 	return nil

@@ -158,7 +158,7 @@ func (u *ui) joinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Acc
 		}
 		u.cookies.clear(w, r, teamCookie)
 	}
-	m.team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email}
+	m.team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email, Unverified: !acct.Verified}
 	role, err := u.roleIn(ctx, m, acct.Namespace)
 	if err == nil && role == "" {
 		if err = u.accounts.EnsureOwner(ctx, acct); err == nil {

@@ -184,7 +184,7 @@ func createDemoViewers(ctx context.Context, k8s client.Client, store *accounts.S
 	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return store.IndexTeam(ctx, accounts.GroupName(demoViewers), accounts.Team{Namespace: demoNamespace, Name: demoEmail}, false)
+	return store.IndexTeam(ctx, accounts.GroupName(demoViewers), accounts.Team{Namespace: demoNamespace, Name: demoEmail})
 }
 
 // waitReady waits for the demo connection, key and watch to be Ready, so

@@ -206,6 +206,7 @@ var allowed = map[string][]string{
 		"* rbac.authorization.k8s.io clusterroles bind sftpgate-team-admin,sftpgate-team-editor,sftpgate-team-viewer,sftpgate-webui-tenant",
 		"* authorization.k8s.io subjectaccessreviews create",
 		"sftpgate-accounts core secrets create,delete,get,update",
+		"sftpgate-accounts core configmaps create,delete,get,list,update",
 		"sftpgate-system core configmaps create,get,list",
 	},
 }

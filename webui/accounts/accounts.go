@@ -26,8 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -120,8 +120,12 @@ func (a *Account) RBACUser() string {
 	if a.Verified {
 		return UserName(a.Email)
 	}
-	return "sftpgate:unverified:" + a.Email
+	return unverifiedUser + a.Email
 }
+
+// unverifiedUser is the start of the RBAC user of an account whose email
+// no one vouched for.
+const unverifiedUser = "sftpgate:unverified:"
 
 // Store keeps accounts as Secrets in Namespace.
 type Store struct {
@@ -214,7 +218,7 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 		return nil, err
 	}
 	for range 2 {
-		secret, err := s.secret(ctx, id(email), SecretType)
+		secret, err := s.secret(ctx, id(email))
 		if !apierrors.IsNotFound(err) {
 			if err != nil {
 				return nil, err
@@ -402,7 +406,7 @@ func (s *Store) LogIn(ctx context.Context, email, password string) (*Account, er
 	var secret *corev1.Secret
 	email, err := NormalizeEmail(email)
 	if err == nil {
-		secret, err = s.secret(ctx, id(email), SecretType)
+		secret, err = s.secret(ctx, id(email))
 		switch {
 		case err == nil:
 			if len(secret.Data[keyHash]) > 0 {
@@ -463,19 +467,19 @@ func (s *Store) hashing(fn func() error) error {
 
 // Get returns the account with id, as a session names it.
 func (s *Store) Get(ctx context.Context, id string) (*Account, error) {
-	secret, err := s.secret(ctx, id, SecretType)
+	secret, err := s.secret(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return fromSecret(secret), nil
 }
 
-func (s *Store) secret(ctx context.Context, name string, typ corev1.SecretType) (*corev1.Secret, error) {
+func (s *Store) secret(ctx context.Context, name string) (*corev1.Secret, error) {
 	var secret corev1.Secret
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &secret); err != nil {
 		return nil, err
 	}
-	if secret.Type != typ {
+	if secret.Type != SecretType {
 		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
 	}
 	return &secret, nil
@@ -488,7 +492,7 @@ func fromSecret(secret *corev1.Secret) *Account {
 
 // EndSessions ends every session of the account (log-out).
 func (s *Store) EndSessions(ctx context.Context, id string) error {
-	secret, err := s.secret(ctx, id, SecretType)
+	secret, err := s.secret(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -504,37 +508,85 @@ func (s *Store) cost() int {
 }
 
 // Team is an account's namespace as a team, by the name people know it
-// by.
+// by: its owner's email. Unverified says no one vouched for that email
+// (a password sign-up): whoever made the team may not be its holder.
 type Team struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Unverified bool   `json:"unverified,omitempty"`
 }
 
-// MaxTeams bounds the teams one person or group is indexed in.
-const MaxTeams = 100
+// ErrNoTeam says a namespace is not an account's team, or not one the UI
+// may read.
+var ErrNoTeam = errors.New("not a team")
 
-// ErrTooManyTeams refuses a membership past MaxTeams.
-var ErrTooManyTeams = fmt.Errorf("this person or group is a member of %d teams already, the most there may be", MaxTeams)
+// TeamOf is the team of namespace, named by its owner's binding (which
+// names the owner as RBAC knows them: verified or not).
+func (s *Store) TeamOf(ctx context.Context, namespace string) (Team, error) {
+	if validation.IsDNS1123Label(namespace) != nil {
+		return Team{}, ErrNoTeam
+	}
+	var owner rbacv1.RoleBinding
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: OwnerBinding}, &owner)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		return Team{}, ErrNoTeam
+	case err != nil:
+		return Team{}, err
+	case len(owner.Subjects) != 1:
+		return Team{}, ErrNoTeam
+	}
+	name := owner.Subjects[0].Name
+	if email, ok := strings.CutPrefix(name, UserName("")); ok {
+		return Team{Namespace: namespace, Name: email}, nil
+	}
+	if email, ok := strings.CutPrefix(name, unverifiedUser); ok {
+		return Team{Namespace: namespace, Name: email, Unverified: true}, nil
+	}
+	return Team{}, ErrNoTeam
+}
 
-// teamsSecretType is the type of the Secrets that index the teams of a
-// person or group (by their RBAC name), for the team switcher: an index
-// only, never what decides access, which RBAC does.
-const teamsSecretType corev1.SecretType = "sftpgate.dev/teams" //nolint:gosec // a type name, not a credential
+// The team index: for the team switcher, which teams name a person or a
+// group (by their RBAC name). A ConfigMap per team and subject in the
+// accounts namespace, labelled with both: each team indexes at most as
+// many subjects as it may have members (Quota.Members), so that no one
+// team fills anyone's index, and a subject's index holds entries of any
+// number of teams. It decides nothing: RBAC does, asked at each switch.
+const (
+	labelIndexSubject = "sftpgate.dev/team-subject"
+	labelIndexTeam    = "sftpgate.dev/team"
+	keyIndexSubject   = "subject"
+	keyIndexTeam      = "team"
+)
 
-func teamsSecretName(subject string) string {
+// ErrTeamIndexFull refuses to index a team for more subjects than it may
+// have members.
+var ErrTeamIndexFull = errors.New("the team is indexed for as many people and groups as it may have members")
+
+func indexLabel(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
-	return "teams-" + hex.EncodeToString(sum[:12])
+	return hex.EncodeToString(sum[:12])
 }
 
-// Teams are the teams indexed for subjects (RBAC user and group names).
+func indexEntryName(subject, namespace string) string {
+	sum := sha256.Sum256([]byte(subject + "\x00" + namespace))
+	return "team-" + hex.EncodeToString(sum[:12])
+}
+
+// Teams are the teams indexed for subjects (RBAC user and group names),
+// each once.
 func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
 	var all []Team
 	for _, subject := range subjects {
-		teams, _, err := s.teams(ctx, subject)
-		if err != nil {
-			return nil, err
+		var list corev1.ConfigMapList
+		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexSubject: indexLabel(subject)}); err != nil {
+			return nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
 		}
-		for _, t := range teams {
+		for _, cm := range list.Items {
+			var t Team
+			if cm.Data[keyIndexSubject] != subject || json.Unmarshal([]byte(cm.Data[keyIndexTeam]), &t) != nil {
+				continue // another subject's, of the same label, or not an entry
+			}
 			if !slices.ContainsFunc(all, func(x Team) bool { return x.Namespace == t.Namespace }) {
 				all = append(all, t)
 			}
@@ -543,57 +595,78 @@ func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
 	return all, nil
 }
 
-func (s *Store) teams(ctx context.Context, subject string) ([]Team, *corev1.Secret, error) {
-	secret, err := s.secret(ctx, teamsSecretName(subject), teamsSecretType)
-	if apierrors.IsNotFound(err) {
-		return nil, nil, nil
-	}
+// IndexTeam indexes t for subject, once the binding that makes subject
+// its member is made. At the team's bound, the entries of subjects no
+// binding of the team names any more (removed some other way) make room.
+func (s *Store) IndexTeam(ctx context.Context, subject string, t Team) error {
+	data, err := json.Marshal(t)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	var teams []Team
-	if err := json.Unmarshal(secret.Data[keyTeams], &teams); err != nil {
-		return nil, nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, t.Namespace),
+			Labels: map[string]string{labelIndexSubject: indexLabel(subject), labelIndexTeam: t.Namespace}},
+		Data: map[string]string{keyIndexSubject: subject, keyIndexTeam: string(data)},
 	}
-	return teams, secret, nil
+	var have corev1.ConfigMap
+	err = s.Client.Get(ctx, client.ObjectKeyFromObject(entry), &have)
+	switch {
+	case err == nil:
+		if equality.Semantic.DeepEqual(have.Data, entry.Data) {
+			return nil
+		}
+		have.Data = entry.Data
+		return s.Client.Update(ctx, &have)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	if err := s.teamRoom(ctx, t.Namespace); err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, entry); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
-const keyTeams = "teams"
+// teamRoom makes sure the team of namespace may index one more subject:
+// fewer than Quota.Members entries, after those of subjects no binding
+// there names are removed. Two adds at once may each pass it.
+func (s *Store) teamRoom(ctx context.Context, namespace string) error {
+	var entries corev1.ConfigMapList
+	if err := s.Client.List(ctx, &entries, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexTeam: namespace}); err != nil {
+		return err
+	}
+	if len(entries.Items) < s.Quota.Members {
+		return nil
+	}
+	var bindings rbacv1.RoleBindingList
+	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings.Items {
+		for _, subject := range b.Subjects {
+			bound[subject.Name] = true
+		}
+	}
+	left := len(entries.Items)
+	for i := range entries.Items {
+		if e := &entries.Items[i]; !bound[e.Data[keyIndexSubject]] {
+			if err := s.Client.Delete(ctx, e); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			left--
+		}
+	}
+	if left >= s.Quota.Members {
+		return ErrTeamIndexFull
+	}
+	return nil
+}
 
-// IndexTeam indexes t among subject's teams, or (remove) no more.
-func (s *Store) IndexTeam(ctx context.Context, subject string, t Team, remove bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		teams, secret, err := s.teams(ctx, subject)
-		if err != nil {
-			return err
-		}
-		teams = slices.DeleteFunc(teams, func(x Team) bool { return x.Namespace == t.Namespace })
-		if !remove {
-			if len(teams) >= MaxTeams {
-				return ErrTooManyTeams
-			}
-			teams = append(teams, t)
-		}
-		if len(teams) == 0 {
-			if secret == nil {
-				return nil
-			}
-			return client.IgnoreNotFound(s.Client.Delete(ctx, secret, client.Preconditions{ResourceVersion: &secret.ResourceVersion}))
-		}
-		data, err := json.Marshal(teams)
-		if err != nil {
-			return err
-		}
-		if secret == nil {
-			secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: teamsSecretName(subject)},
-				Type: teamsSecretType, Data: map[string][]byte{keyTeams: data}}
-			err = s.Client.Create(ctx, secret)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("secrets"), secret.Name, err)
-			}
-			return err
-		}
-		secret.Data[keyTeams] = data
-		return s.Client.Update(ctx, secret)
-	})
+// UnindexTeam takes the team of namespace out of subject's index.
+func (s *Store) UnindexTeam(ctx context.Context, subject, namespace string) error {
+	entry := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, namespace)}}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, entry))
 }
