@@ -63,6 +63,9 @@ type Store struct {
 type Version struct {
 	resourceVersion string
 	generation      int64
+	// parts is how many ConfigMaps that state takes: the next write
+	// removes those past the head by name, with no list.
+	parts int
 }
 
 func (s *Store) head(key string) string { return s.Kind + "-" + key }
@@ -93,7 +96,7 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, Version, error) {
 		}
 		blob = append(blob, cm.BinaryData[keyPart]...)
 	}
-	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen}, nil
+	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts}, nil
 }
 
 // Save writes blob as key's state, stored for namespace tenant, on v
@@ -146,9 +149,10 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 	if err != nil {
 		return err
 	}
-	*v = Version{resourceVersion: head.ResourceVersion, generation: gen}
+	old := *v
+	*v = Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts}
 	done() // the sweep only frees bytes
-	return s.sweep(ctx, key, gen)
+	return s.sweep(ctx, key, old)
 }
 
 // Delete removes key's state, every part of it.
@@ -176,18 +180,13 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// sweep removes the parts of generations other than gen.
-func (s *Store) sweep(ctx context.Context, key string, gen int64) error {
-	var list corev1.ConfigMapList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelOf: key, labelKind: s.Kind}); err != nil {
-		return err
-	}
-	prefix := fmt.Sprintf("%s-%s-%d-", s.Kind, key, gen)
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if cm.Name == s.head(key) || len(cm.Name) > len(prefix) && cm.Name[:len(prefix)] == prefix {
-			continue
-		}
+// sweep removes the parts of old past its head (the new head replaced
+// it), by name: a list per write would read every state of the
+// namespace, for every item. Parts a replica left when it died between
+// a head and its sweep are removed with the item's state (Delete).
+func (s *Store) sweep(ctx context.Context, key string, old Version) error {
+	for i := 1; i < old.parts; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.part(key, old.generation, i)}}
 		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 			return err
 		}
