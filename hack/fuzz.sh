@@ -7,12 +7,16 @@
 # fix the code and commit the input, which then runs with every go test.
 #
 # FUZZTIME: how long each target runs; FUZZPARALLEL: its worker processes
-# (go test's default: one per CPU); FUZZ: a regular expression of the
-# targets to run (package path/FuzzName), all when empty.
+# (go test's default: one per CPU); FUZZMINIMIZETIME: how long each new
+# input is made smaller (default 100x: go test's 60s per input leaves a
+# target of slow inputs, such as a server's, little time to fuzz); FUZZ: a
+# regular expression of the targets to run (package path/FuzzName), all
+# when empty.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-30s}
+minimize=${FUZZMINIMIZETIME:-100x}
 parallel=()
 if [[ -n ${FUZZPARALLEL:-} ]]; then
 	parallel=(-parallel "$FUZZPARALLEL")
@@ -54,7 +58,7 @@ for t in "${targets[@]}"; do
 	status=ok
 	# -run '^$': the package's other tests do not run, and its TestMain
 	# starts no fixtures (testkit.Fuzzing).
-	if ! go test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "${parallel[@]}" >"$out" 2>&1; then
+	if ! go test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "${parallel[@]}" >"$out" 2>&1; then
 		status=FAILED
 		failed+=("$pkg $name")
 		cat "$out"

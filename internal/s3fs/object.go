@@ -60,11 +60,13 @@ type object struct {
 
 var _ files.File = (*object)(nil)
 
-// get streams the object from off on (to off+n-1 when n > 0).
+// get streams the object from off on (to off+n-1 when n > 0), never
+// more than that, whatever the store sends.
 func (o *object) get(off, n int64) (io.ReadCloser, error) {
 	opts := minio.GetObjectOptions{}
+	// A store that named no ETag cannot have its version held: refused.
 	if err := opts.SetMatchETag(o.info.etag); err != nil {
-		return nil, err
+		return nil, wrap(err)
 	}
 	end := int64(0)
 	if n > 0 {
@@ -72,11 +74,20 @@ func (o *object) get(off, n int64) (io.ReadCloser, error) {
 	}
 	if off > 0 || n > 0 {
 		if err := opts.SetRange(off, end); err != nil {
-			return nil, err
+			return nil, wrap(err)
 		}
 	}
 	body, _, _, err := o.f.c.Core.GetObject(o.f.ctx, o.f.c.Bucket, o.f.key(o.name), opts)
-	return body, wrap(err)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if n <= 0 {
+		n = o.info.size - off
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(body, n), body}, nil
 }
 
 func (o *object) Read(p []byte) (int, error) {

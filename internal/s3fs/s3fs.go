@@ -186,26 +186,40 @@ func (f *fsys) RealPath(name string) (string, error) { return path.Clean("/" + n
 // by "/". A prefix that holds nothing is an empty folder.
 func (f *fsys) Each(dir string, fn func(fs.FileInfo) error) error {
 	prefix := f.dirKey(dir)
-	ctx, cancel := context.WithCancel(f.ctx)
-	defer cancel() // ends the listing fn stopped
+	ctx, cancel := context.WithCancelCause(f.ctx)
+	defer cancel(nil) // ends the listing fn stopped
+	// A store that answers page after page with nothing in them (and a
+	// token to go on) would list for ever: between entries, the listing
+	// may take no longer than one request may.
+	idle := time.AfterFunc(f.c.Timeout, func() { cancel(errListingStalled) })
+	defer idle.Stop()
 	for o := range f.c.Core.Client.ListObjects(ctx, f.c.Bucket, minio.ListObjectsOptions{Prefix: prefix}) {
 		if o.Err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errListingStalled) {
+				return &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf("%s: %w", dir, cause)}
+			}
 			return wrap(o.Err)
 		}
 		name, isDir := strings.CutSuffix(strings.TrimPrefix(o.Key, prefix), "/")
-		if name == "" {
-			continue // the folder's own marker object
+		if !files.EntryName(name) {
+			continue // the folder's own marker object (""), or a key such as "a/../b"
 		}
 		fi := fs.FileInfo(dirInfo(name))
 		if !isDir {
 			fi = objectInfo(name, o, o.LastModified)
 		}
+		idle.Stop() // fn's time is not the store's
 		if err := fn(fi); err != nil {
 			return stopped(err)
 		}
+		idle.Reset(f.c.Timeout)
 	}
 	return nil
 }
+
+// errListingStalled is a listing whose store sent no entry for a
+// request's timeout.
+var errListingStalled = errors.New("the object store's listing went on without entries for longer than a request may take")
 
 func stopped(err error) error {
 	if errors.Is(err, files.Stop) {
