@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -15,37 +16,67 @@ import (
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
-// auditNote is what a handler tells its audit record that the request
-// does not: the account that signed up or tried to log in, the name of an
-// object it made.
+// An action's audit record is made in one place (record), from one note
+// of what the request did: the route's what fills it from the request
+// (the connection, object and paths its URL, query or form names), the
+// handler with what only it learns (the account that signed up or tried
+// to log in, the share link used, the name of an object it made).
 type auditNote struct {
+	// account is who acted; share the link a request used, with no
+	// account.
 	account *accounts.Account
-	object  string
-	// share is the link a request used, with no account.
-	share *v1alpha1.ShareLink
+	share   *v1alpha1.ShareLink
+	// connection, object (kind/name) and paths are what the request
+	// names.
+	connection, object string
+	paths              []string
 }
 
 type auditKey struct{}
 
-// noteAccount names the account r acted as, for its record.
-func noteAccount(r *http.Request, acct *accounts.Account) {
-	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
-		n.account = acct
+func noteOf(r *http.Request) *auditNote {
+	n, _ := r.Context().Value(auditKey{}).(*auditNote)
+	if n == nil {
+		return &auditNote{} // not audited: noted for no one
 	}
+	return n
 }
 
-// noteObject names the object r made (kind/name), for its record.
-func noteObject(r *http.Request, kind, name string) {
-	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
+// noteAccount names the account r acted as, for its record.
+func noteAccount(r *http.Request, acct *accounts.Account) { noteOf(r).account = acct }
+
+// noteObject names the object r made (kind/name), for its record: it
+// wins over one the request names.
+func noteObject(r *http.Request, kind, name string) { noteOf(r).object = kind + "/" + name }
+
+// noteShare names the share link r used, for its record.
+func noteShare(r *http.Request, share *v1alpha1.ShareLink) { noteOf(r).share = share }
+
+// named notes the object the request names, unless its handler named the
+// one it made.
+func (n *auditNote) named(kind, name string) {
+	if n.object == "" {
 		n.object = kind + "/" + name
 	}
 }
 
-// noteShare names the share link r used, for its record.
-func noteShare(r *http.Request, share *v1alpha1.ShareLink) {
-	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok {
-		n.share = share
+// record is r's audit record, as action, its handler having answered
+// with status and err: the one place the web UI makes one. A request of
+// no account and no link (a log-in to an unknown email) is recorded in
+// no tenant's trail, only logged.
+func (u *ui) record(r *http.Request, action string, n *auditNote, status int, err error) audit.Record {
+	rec := audit.Record{Action: "webui." + action, Client: u.clients.key(r), RequestID: middleware.GetReqID(r.Context()),
+		Result: resultOf(status, err), Connection: n.connection, Object: n.object, Paths: n.paths}
+	switch {
+	case n.account != nil:
+		rec.Namespace, rec.Actor = n.account.Namespace, audit.Actor{Kind: audit.ActorAccount, Name: n.account.Email}
+	case n.share != nil:
+		rec.Namespace, rec.Actor = n.share.Namespace, audit.Actor{Kind: audit.ActorShareLink, Name: n.share.Name}
+		rec.Connection = cmp.Or(rec.Connection, n.share.Spec.Connection)
+	default:
+		rec.Actor = audit.Actor{Kind: audit.ActorAccount, Name: r.PostFormValue("email")}
 	}
+	return rec
 }
 
 // statusWriter keeps the status a handler answered with.
@@ -72,32 +103,19 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // stream).
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// audited records each request h serves as action: who (the account),
-// from where, what (what says: the object and paths the request names),
-// and the result. A request of no account (a log-in to an unknown
-// email) is only logged, in no tenant's trail.
-func (u *ui) audited(action string, what func(*http.Request, *audit.Record), h pageFunc) pageFunc {
+// audited records each request h serves as action: who, from where,
+// what (what notes what the request names, once h has answered) and the
+// result.
+func (u *ui) audited(action string, what what, h pageFunc) pageFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		note := &auditNote{account: accountFrom(r.Context())}
 		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
 		sw := &statusWriter{ResponseWriter: w}
 		err := h(sw, r)
-		rec := audit.Record{Action: "webui." + action, Client: u.clients.key(r), RequestID: middleware.GetReqID(r.Context()),
-			Result: resultOf(sw.status, err)}
-		if a := note.account; a != nil {
-			rec.Namespace, rec.Actor = a.Namespace, audit.Actor{Kind: audit.ActorAccount, Name: a.Email}
-		} else if s := note.share; s != nil {
-			rec.Namespace, rec.Actor, rec.Connection = s.Namespace, audit.Actor{Kind: audit.ActorShareLink, Name: s.Name}, s.Spec.Connection
-		} else {
-			rec.Actor = audit.Actor{Kind: audit.ActorAccount, Name: r.PostFormValue("email")}
-		}
 		if what != nil {
-			what(r, &rec)
+			what(r, note)
 		}
-		if note.object != "" {
-			rec.Object = note.object
-		}
-		u.trail.Record(r.Context(), rec)
+		u.trail.Record(r.Context(), u.record(r, action, note, sw.status, err))
 		return err
 	}
 }
@@ -123,49 +141,49 @@ func resultOf(status int, err error) string {
 }
 
 // The records' whats: the connection, object and files a request names.
-type what = func(*http.Request, *audit.Record)
+type what = func(*http.Request, *auditNote)
 
 // all is each of whats in turn.
 func all(whats ...what) what {
-	return func(r *http.Request, rec *audit.Record) {
+	return func(r *http.Request, n *auditNote) {
 		for _, w := range whats {
-			w(r, rec)
+			w(r, n)
 		}
 	}
 }
 
 // onConnection: the connection of the URL's {name}.
-func onConnection(r *http.Request, rec *audit.Record) { rec.Connection = chi.URLParam(r, "name") }
+func onConnection(r *http.Request, n *auditNote) { n.connection = chi.URLParam(r, "name") }
 
 // urlNamed: the object of kind the URL's {param} names.
 func urlNamed(kind, param string) what {
-	return func(r *http.Request, rec *audit.Record) { rec.Object = kind + "/" + chi.URLParam(r, param) }
+	return func(r *http.Request, n *auditNote) { n.named(kind, chi.URLParam(r, param)) }
 }
 
 // formNamed: the object of kind the form's field names.
 func formNamed(kind, field string) what {
-	return func(r *http.Request, rec *audit.Record) {
+	return func(r *http.Request, n *auditNote) {
 		if name := r.PostFormValue(field); name != "" {
-			rec.Object = kind + "/" + name
+			n.named(kind, name)
 		}
 	}
 }
 
-func queryPath(r *http.Request, rec *audit.Record) {
-	rec.Paths = []string{browsePath(r.URL.Query().Get("path"))}
+func queryPath(r *http.Request, n *auditNote) {
+	n.paths = []string{browsePath(r.URL.Query().Get("path"))}
 }
 
-func formPath(r *http.Request, rec *audit.Record) {
-	rec.Paths = []string{browsePath(r.PostFormValue("path"))}
+func formPath(r *http.Request, n *auditNote) {
+	n.paths = []string{browsePath(r.PostFormValue("path"))}
 }
 
-func newFolderPath(r *http.Request, rec *audit.Record) {
-	rec.Paths = []string{path.Join(browsePath(r.PostFormValue("dir")), r.PostFormValue("name"))}
+func newFolderPath(r *http.Request, n *auditNote) {
+	n.paths = []string{path.Join(browsePath(r.PostFormValue("dir")), r.PostFormValue("name"))}
 }
 
-func renamePaths(r *http.Request, rec *audit.Record) {
+func renamePaths(r *http.Request, n *auditNote) {
 	from := browsePath(r.PostFormValue("path"))
-	rec.Paths = []string{from, path.Join(path.Dir(from), r.PostFormValue("name"))}
+	n.paths = []string{from, path.Join(path.Dir(from), r.PostFormValue("name"))}
 }
 
 // auditedUploads records an upload's start (tus's POST), with the path
@@ -180,15 +198,15 @@ func (u *ui) auditedUploads(action string, what what, h pageFunc) pageFunc {
 	}
 }
 
-func uploadPath(r *http.Request, rec *audit.Record) {
+func uploadPath(r *http.Request, n *auditNote) {
 	if p := uploadrecord.RequestedPath(r); p != "" {
-		rec.Paths = []string{p}
+		n.paths = []string{p}
 	}
 }
 
 // sharePath: the file or folder a share link's request reached.
-func sharePath(r *http.Request, rec *audit.Record) {
-	if n, ok := r.Context().Value(auditKey{}).(*auditNote); ok && n.share != nil {
-		rec.Paths = []string{path.Join(n.share.Spec.Path, browsePath(r.URL.Query().Get("path")))}
+func sharePath(r *http.Request, n *auditNote) {
+	if n.share != nil {
+		n.paths = []string{path.Join(n.share.Spec.Path, browsePath(r.URL.Query().Get("path")))}
 	}
 }

@@ -287,9 +287,32 @@ func (s *Server) Accounts() *accounts.Store { return s.accounts }
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpedge.RequestID, recovery.Middleware(u.serverError))
+	u.route(r)
+	// Every state-changing request must come from the UI's own pages.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
+			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
+	}))
+	// Security headers outside, so that the refusal has them too.
+	var issuer string
+	if u.oidc != nil {
+		issuer = u.oidc.opts.Issuer
+	}
+	return securityHeaders(issuer, csrf.Handler(r))
+}
+
+// route registers the UI's routes on r: those anyone may use here, those
+// behind the log-in from signedInRoutes.
+func (u *ui) route(r chi.Router) {
+	signedIn := u.signedInRoutes()
 	// Uploads stream through to the gateway, which bounds them; every
 	// other body is a form, and small.
-	r.With(u.requireAccount).Handle("/connections/{name}/uploads/*", u.serve(u.auditedUploads("file.upload", all(onConnection, uploadPath), u.may(writeFiles, u.withConnection(u.uploadProxy)))))
+	for _, row := range signedIn {
+		if row.method == tusMethods {
+			r.With(u.requireAccount).Handle(row.pattern, u.signedIn(row))
+		}
+	}
 	r.Handle("/s/{token}/uploads/*", u.serve(u.auditedUploads("share.upload", uploadPath, u.shareRoute(u.shareUploads))))
 	r.Group(func(r chi.Router) {
 		r.Use(limitBodies)
@@ -314,63 +337,104 @@ func (u *ui) routes() http.Handler {
 
 		r.Group(func(r chi.Router) {
 			r.Use(u.requireAccount)
-			r.Get("/connections", u.serve(u.may(seeConnections, u.listConnections)))
-			r.Get("/connections/new", u.serve(u.may(createConnections, u.newConnection)))
-			r.Post("/connections", u.serve(u.audited("connection.create", formNamed("SftpConnection", "name"), u.may(createConnections, u.createConnection))))
-			r.Get("/connections/{name}", u.serve(u.may(seeConnections, u.withConnection(u.showConnection))))
-			r.Get("/connections/{name}/status", u.serve(u.may(seeConnections, u.withConnection(u.connectionStatus))))
-			r.Get("/connections/{name}/edit", u.serve(u.may(updateConnections, u.withConnection(u.editConnection))))
-			r.Post("/connections/{name}/edit", u.serve(u.audited("connection.update", all(onConnection, urlNamed("SftpConnection", "name")), u.may(updateConnections, u.withConnection(u.updateConnection)))))
-			r.Get("/connections/{name}/delete", u.serve(u.may(deleteConnections, u.withConnection(u.confirmDeleteConnection))))
-			r.Post("/connections/{name}/delete", u.serve(u.audited("connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), u.may(deleteConnections, u.withConnection(u.deleteConnection)))))
-			r.Post("/connections/{name}/try", u.serve(u.audited("connection.try", onConnection, u.may(readFiles, u.withConnection(u.tryIt)))))
-			r.Get("/connections/{name}/watches/new", u.serve(u.may(createWatches, u.withConnection(u.newWatchForm))))
-			r.Post("/connections/{name}/watches", u.serve(u.audited("watch.create", all(onConnection, formPath), u.may(createWatches, u.withConnection(u.createWatch)))))
-			r.Post("/connections/{name}/watches/{watch}/delete", u.serve(u.audited("watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), u.may(deleteWatches, u.withConnection(u.deleteWatch)))))
-			r.Get("/connections/{name}/files", u.serve(u.audited("file.list", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.folder)))))
-			r.Get("/connections/{name}/files/view", u.serve(u.audited("file.view", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.showFile)))))
-			r.Get("/connections/{name}/files/download", u.serve(u.audited("file.download", all(onConnection, queryPath), u.may(readFiles, u.withConnection(u.download)))))
-			r.Post("/connections/{name}/files/mkdir", u.serve(u.audited("file.mkdir", all(onConnection, newFolderPath), u.may(writeFiles, u.withConnection(u.newFolder)))))
-			r.Post("/connections/{name}/files/rename", u.serve(u.audited("file.rename", all(onConnection, renamePaths), u.may(renameFiles, u.withConnection(u.rename)))))
-			r.Get("/connections/{name}/files/delete", u.serve(u.may(deleteFiles, u.withConnection(u.confirmDelete))))
-			r.Post("/connections/{name}/files/delete", u.serve(u.audited("file.delete", all(onConnection, formPath), u.may(deleteFiles, u.withConnection(u.deleteEntry)))))
-			r.Get("/transfers", u.serve(u.may(seeTransfers, u.listTransfers)))
-			r.Get("/transfers/new", u.serve(u.may(createTransfers, u.newTransferForm)))
-			r.Post("/transfers", u.serve(u.audited("transfer.create", nil, u.may(createTransfers, u.createTransfer))))
-			r.Post("/transfers/{name}/delete", u.serve(u.audited("transfer.delete", urlNamed("Transfer", "name"), u.may(deleteTransfers, u.deleteTransfer))))
-			r.Get("/openpgp", u.serve(u.may(manageOpenPGPKeys, u.listOpenPGPKeys)))
-			r.Post("/openpgp", u.serve(u.audited("openpgp.create", formNamed("Secret", "name"), u.may(createOpenPGPKeys, u.uploadOpenPGPKey))))
-			r.Post("/openpgp/{name}/delete", u.serve(u.audited("openpgp.delete", urlNamed("Secret", "name"), u.may(deleteOpenPGPKeys, u.deleteOpenPGPKey))))
-			r.Get("/keys", u.serve(u.may(manageKeys, u.listKeys)))
-			r.Get("/keys/new", u.serve(u.may(createKeys, u.newKeyForm)))
-			r.Post("/keys", u.serve(u.audited("key.create", nil, u.may(createKeys, u.createKey))))
-			r.Get("/keys/{name}/created", u.serve(u.may(createKeys, u.showNewKey)))
-			r.Get("/activity", u.serve(u.may(seeActivity, u.showActivity)))
-			r.Post("/keys/{name}/revoke", u.serve(u.audited("key.revoke", urlNamed("ApiKey", "name"), u.may(deleteKeys, u.revokeKey))))
-			r.Get("/members", u.serve(u.may(seeMembers, u.listMembers)))
-			r.Post("/members", u.serve(u.audited("member.add", nil, u.may(addMembers, u.addMember))))
-			r.Post("/members/{name}/remove", u.serve(u.audited("member.remove", urlNamed("RoleBinding", "name"), u.may(removeMembers, u.removeMember))))
-			r.Get("/shares", u.serve(u.may(seeShares, u.listShares)))
-			r.Get("/connections/{name}/shares/new", u.serve(u.may(createShares, u.withConnection(u.newShareForm))))
-			r.Post("/connections/{name}/shares", u.serve(u.audited("share.create", onConnection, u.may(createShares, u.withConnection(u.createShare)))))
-			r.Get("/shares/{name}/created", u.serve(u.may(createShares, u.showNewShare)))
-			r.Post("/shares/{name}/delete", u.serve(u.audited("share.delete", urlNamed("ShareLink", "name"), u.may(deleteShares, u.deleteShare))))
-			r.Get("/teams", u.serve(u.listTeams))
-			r.Post("/teams", u.serve(u.audited("team.switch", nil, u.switchTeam)))
+			for _, row := range signedIn {
+				if row.method != tusMethods {
+					r.Method(row.method, row.pattern, u.signedIn(row))
+				}
+			}
 		})
 	})
-	// Every state-changing request must come from the UI's own pages.
-	csrf := http.NewCrossOriginProtection()
-	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
-			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
-	}))
-	// Security headers outside, so that the refusal has them too.
-	var issuer string
-	if u.oidc != nil {
-		issuer = u.oidc.opts.Issuer
+}
+
+// signedInRoute is a route behind the log-in: what RBAC must grant the
+// person in the team they act in (need: the permission may asks for),
+// and the action its audit record names ("": none), with what the
+// request names.
+type signedInRoute struct {
+	method, pattern string
+	need            permission
+	action          string
+	what            what
+	serve           pageFunc
+}
+
+// tusMethods is the method of a tus endpoint: each of the protocol's,
+// with bodies that stream (no limitBodies); only a creation (POST) is
+// recorded, its parts being the gateway's records.
+const tusMethods = "tus"
+
+// noPermission is the need of a page that asks RBAC nothing itself: the
+// person's own (their teams), whatever their role in the team they act
+// in. Switching asks RBAC for a role in the team switched to.
+var noPermission = permission{verb: "none"}
+
+// signedInRoutes is every route behind the log-in, each with what it
+// needs (TestSignedInRoutesNeedPermissions: no route without one).
+func (u *ui) signedInRoutes() []signedInRoute {
+	get, post, tus, conn := http.MethodGet, http.MethodPost, tusMethods, u.withConnection
+	return []signedInRoute{
+		{tus, "/connections/{name}/uploads/*", writeFiles, "file.upload", all(onConnection, uploadPath), conn(u.uploadProxy)},
+		{get, "/connections", seeConnections, "", nil, u.listConnections},
+		{get, "/connections/new", createConnections, "", nil, u.newConnection},
+		{post, "/connections", createConnections, "connection.create", formNamed("SftpConnection", "name"), u.createConnection},
+		{get, "/connections/{name}", seeConnections, "", nil, conn(u.showConnection)},
+		{get, "/connections/{name}/status", seeConnections, "", nil, conn(u.connectionStatus)},
+		{get, "/connections/{name}/edit", updateConnections, "", nil, conn(u.editConnection)},
+		{post, "/connections/{name}/edit", updateConnections, "connection.update", all(onConnection, urlNamed("SftpConnection", "name")), conn(u.updateConnection)},
+		{get, "/connections/{name}/delete", deleteConnections, "", nil, conn(u.confirmDeleteConnection)},
+		{post, "/connections/{name}/delete", deleteConnections, "connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), conn(u.deleteConnection)},
+		{post, "/connections/{name}/try", readFiles, "connection.try", onConnection, conn(u.tryIt)},
+		{get, "/connections/{name}/watches/new", createWatches, "", nil, conn(u.newWatchForm)},
+		{post, "/connections/{name}/watches", createWatches, "watch.create", all(onConnection, formPath), conn(u.createWatch)},
+		{post, "/connections/{name}/watches/{watch}/delete", deleteWatches, "watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), conn(u.deleteWatch)},
+		{get, "/connections/{name}/files", readFiles, "file.list", all(onConnection, queryPath), conn(u.folder)},
+		{get, "/connections/{name}/files/view", readFiles, "file.view", all(onConnection, queryPath), conn(u.showFile)},
+		{get, "/connections/{name}/files/download", readFiles, "file.download", all(onConnection, queryPath), conn(u.download)},
+		{post, "/connections/{name}/files/mkdir", writeFiles, "file.mkdir", all(onConnection, newFolderPath), conn(u.newFolder)},
+		{post, "/connections/{name}/files/rename", renameFiles, "file.rename", all(onConnection, renamePaths), conn(u.rename)},
+		{get, "/connections/{name}/files/delete", deleteFiles, "", nil, conn(u.confirmDelete)},
+		{post, "/connections/{name}/files/delete", deleteFiles, "file.delete", all(onConnection, formPath), conn(u.deleteEntry)},
+		{get, "/transfers", seeTransfers, "", nil, u.listTransfers},
+		{get, "/transfers/new", createTransfers, "", nil, u.newTransferForm},
+		{post, "/transfers", createTransfers, "transfer.create", nil, u.createTransfer},
+		{post, "/transfers/{name}/delete", deleteTransfers, "transfer.delete", urlNamed("Transfer", "name"), u.deleteTransfer},
+		{get, "/openpgp", manageOpenPGPKeys, "", nil, u.listOpenPGPKeys},
+		{post, "/openpgp", createOpenPGPKeys, "openpgp.create", formNamed("Secret", "name"), u.uploadOpenPGPKey},
+		{post, "/openpgp/{name}/delete", deleteOpenPGPKeys, "openpgp.delete", urlNamed("Secret", "name"), u.deleteOpenPGPKey},
+		{get, "/keys", manageKeys, "", nil, u.listKeys},
+		{get, "/keys/new", createKeys, "", nil, u.newKeyForm},
+		{post, "/keys", createKeys, "key.create", nil, u.createKey},
+		{get, "/keys/{name}/created", createKeys, "", nil, u.showNewKey},
+		{post, "/keys/{name}/revoke", deleteKeys, "key.revoke", urlNamed("ApiKey", "name"), u.revokeKey},
+		{get, "/activity", seeActivity, "", nil, u.showActivity},
+		{get, "/members", seeMembers, "", nil, u.listMembers},
+		{post, "/members", addMembers, "member.add", nil, u.addMember},
+		{post, "/members/{name}/remove", removeMembers, "member.remove", urlNamed("RoleBinding", "name"), u.removeMember},
+		{get, "/shares", seeShares, "", nil, u.listShares},
+		{get, "/connections/{name}/shares/new", createShares, "", nil, conn(u.newShareForm)},
+		{post, "/connections/{name}/shares", createShares, "share.create", onConnection, conn(u.createShare)},
+		{get, "/shares/{name}/created", createShares, "", nil, u.showNewShare},
+		{post, "/shares/{name}/delete", deleteShares, "share.delete", urlNamed("ShareLink", "name"), u.deleteShare},
+		{get, "/teams", noPermission, "", nil, u.listTeams},
+		{post, "/teams", noPermission, "team.switch", nil, u.switchTeam},
 	}
-	return securityHeaders(issuer, csrf.Handler(r))
+}
+
+// signedIn is row's handler: what it needs asked of RBAC first (may), and
+// all of it recorded.
+func (u *ui) signedIn(row signedInRoute) http.HandlerFunc {
+	h := row.serve
+	if row.need != noPermission {
+		h = u.may(row.need, h)
+	}
+	switch {
+	case row.action == "":
+	case row.method == tusMethods:
+		h = u.auditedUploads(row.action, row.what, h)
+	default:
+		h = u.audited(row.action, row.what, h)
+	}
+	return u.serve(h)
 }
 
 // securityHeaders: no inline script, no framing, no sniffing. Forms
