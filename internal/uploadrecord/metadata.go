@@ -1,9 +1,9 @@
 package uploadrecord
 
 import (
-	"encoding/base64"
 	"net/http"
-	"strings"
+
+	"github.com/tus/tusd/v2/pkg/handler"
 )
 
 // RequestedPath is the path a resumable upload's creation names in its
@@ -14,13 +14,9 @@ func RequestedPath(r *http.Request) string {
 }
 
 // MetadataValue is key's value in a tus Upload-Metadata header: "" when
-// it has none, or none that decodes.
+// it has none, or none that decodes. It is read by tusd's own parser, so
+// that it is the value tusd hands the upload's store (the last of a key
+// given twice), never another.
 func MetadataValue(header, key string) string {
-	for pair := range strings.SplitSeq(header, ",") {
-		k, value, _ := strings.Cut(strings.TrimSpace(pair), " ")
-		if v, err := base64.StdEncoding.DecodeString(value); k == key && err == nil {
-			return string(v)
-		}
-	}
-	return ""
+	return handler.ParseMetadataHeader(header)[key]
 }
