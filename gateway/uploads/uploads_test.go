@@ -81,11 +81,20 @@ func newFixture(t *testing.T, limits uploads.Limits) *fixture {
 
 // answerError is the gateway's answer to an error, as far as uploads go.
 func answerError(err error) error {
+	if answered, ok := errors.AsType[*answer.Error](err); ok {
+		return answered
+	}
 	if a := uploads.Answer(err); a != nil {
 		return a
 	}
 	if failure, ok := errors.AsType[*commands.Failure](err); ok {
 		return answer.Refused(failure)
+	}
+	if bad, ok := errors.AsType[*commands.BadRequest](err); ok {
+		return answer.InvalidRequest(bad.Error(), bad.Field)
+	}
+	if _, ok := errors.AsType[*uploadrecord.APIError](err); ok {
+		return answer.RecordsUnavailable(err)
 	}
 	return answer.Internal(err)
 }
