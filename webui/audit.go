@@ -74,7 +74,9 @@ func (u *ui) record(r *http.Request, action string, n *auditNote, status int, er
 		rec.Namespace, rec.Actor = n.share.Namespace, audit.Actor{Kind: audit.ActorShareLink, Name: n.share.Name}
 		rec.Connection = cmp.Or(rec.Connection, n.share.Spec.Connection)
 	default:
-		rec.Actor = audit.Actor{Kind: audit.ActorAccount, Name: r.PostFormValue("email")}
+		// The email a log-in or sign-up form named, as its handler read it
+		// (within the form's bound): never a body read here, unbounded.
+		rec.Actor = audit.Actor{Kind: audit.ActorAccount, Name: r.PostForm.Get("email")}
 	}
 	return rec
 }

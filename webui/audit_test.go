@@ -72,6 +72,7 @@ func TestAuditRecordOfOneNote(t *testing.T) {
 		if tc.what != nil {
 			tc.what(tc.r, &note)
 		}
+		_ = tc.r.ParseForm() // as a form's handler does, within the form's bound
 		rec := u.record(tc.r, "test", &note, tc.status, nil)
 		got := said{rec.Namespace, rec.Actor, rec.Connection, rec.Object, rec.Paths, rec.Result}
 		if !reflect.DeepEqual(got, tc.want) || rec.Action != "webui.test" {
