@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/pgp"
 )
 
@@ -24,6 +25,9 @@ var peers map[string]*peer
 // TestMain makes four key pairs with gpg, once: ours and a partner's, in
 // RSA and in Curve25519, each trusting the others.
 func TestMain(m *testing.M) {
+	if testkit.Fuzzing() {
+		os.Exit(m.Run()) // the fuzz tests make their key in-process
+	}
 	peers = map[string]*peer{}
 	var (
 		mu     sync.Mutex

@@ -7,6 +7,7 @@ package pgp
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/ProtonMail/go-crypto/openpgp/s2k"
 	openpgp "github.com/ProtonMail/go-crypto/openpgp/v2"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -81,11 +83,107 @@ func ReadKeys(b []byte, passphrase []byte, what string) (Keys, error) {
 		if len(passphrase) == 0 {
 			return nil, failed(KeyNotFound, "%s is locked by a passphrase, and the Secret has none", what)
 		}
+		if err := checkS2K(k); err != nil {
+			return nil, failed(KeyNotFound, "%s: %s", what, err)
+		}
 		if err := k.DecryptPrivateKeys(passphrase); err != nil {
 			return nil, failed(KeyNotFound, "the passphrase does not unlock %s", what)
 		}
 	}
 	return keys, nil
+}
+
+// Bounds of the Argon2 passphrase protection (RFC 9580) of the private
+// keys ReadKeys unlocks: a key says how much memory (up to 2 TiB) and how
+// many passes unlocking it takes, and one that asks for more than these is
+// refused before its passphrase is tried. 128 MiB and 4 passes are twice
+// the memory and more than the passes of go-crypto's default.
+const (
+	MaxArgon2MemoryExp = 17 // 2^17 KiB
+	MaxArgon2Passes    = 4
+)
+
+// checkS2K refuses the keys of e whose unlocking asks for more than the
+// bounds, or whose protection cannot be read.
+func checkS2K(e *openpgp.Entity) error {
+	keys := []*packet.PrivateKey{e.PrivateKey}
+	for _, s := range e.Subkeys {
+		keys = append(keys, s.PrivateKey)
+	}
+	for _, pk := range keys {
+		if pk == nil || !pk.Encrypted {
+			continue
+		}
+		spec, ok := s2kSpecifier(pk)
+		switch {
+		case !ok:
+			return errors.New("its passphrase protection cannot be read")
+		case spec[0] != byte(s2k.Argon2S2K):
+			continue
+		case len(spec) < 20:
+			return errors.New("its Argon2 protection is cut short")
+		case spec[19] > MaxArgon2MemoryExp || spec[17] > MaxArgon2Passes:
+			return fmt.Errorf("its passphrase protection (Argon2) asks for %d KiB and %d passes to unlock it, more than the %d KiB and %d passes allowed",
+				uint64(1)<<spec[19], spec[17], 1<<MaxArgon2MemoryExp, MaxArgon2Passes)
+		}
+	}
+	return nil
+}
+
+// s2kSpecifier is the S2K specifier that protects pk (RFC 9580 5.5.3), read
+// from pk serialized, as go-crypto keeps what it parsed to itself.
+func s2kSpecifier(pk *packet.PrivateKey) ([]byte, bool) {
+	var priv, pub bytes.Buffer
+	if pk.Serialize(&priv) != nil || pk.PublicKey.Serialize(&pub) != nil {
+		return nil, false
+	}
+	body, public := packetBody(priv.Bytes()), packetBody(pub.Bytes())
+	i := len(public)
+	if body == nil || public == nil || !bytes.HasPrefix(body, public) || i >= len(body) {
+		return nil, false
+	}
+	usage := body[i]
+	if usage != 253 && usage != 254 && usage != 255 {
+		return nil, false
+	}
+	i += 2 // the usage and the cipher
+	if pk.Version == 5 || pk.Version == 6 {
+		i++ // the count of the fields that follow
+	}
+	if usage == 253 {
+		i++ // the AEAD mode
+	}
+	if pk.Version == 6 {
+		i++ // the specifier's length
+	}
+	if i >= len(body) {
+		return nil, false
+	}
+	return body[i:], true
+}
+
+// packetBody is the body of b's first packet (RFC 9580 4.2), or nil.
+func packetBody(b []byte) []byte {
+	if len(b) < 2 {
+		return nil
+	}
+	var header int
+	switch {
+	case b[0]&0x40 == 0: // the legacy format
+		header = [...]int{2, 3, 5, 1}[b[0]&3]
+	case b[1] < 192:
+		header = 2
+	case b[1] < 224:
+		header = 3
+	case b[1] == 255:
+		header = 6
+	default:
+		return nil // a partial length, which no key has
+	}
+	if len(b) < header {
+		return nil
+	}
+	return b[header:]
 }
 
 func anyEncrypted(e *openpgp.Entity) bool {
@@ -303,6 +401,9 @@ func typed(err error) error {
 		return failed(MessageCorrupt, "the message was altered or cut short: %s", message(err))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return failed(MessageCorrupt, "the message is cut short")
+	case errors.As(err, new(base64.CorruptInputError)):
+		// An armored message's body, not the file it is read from.
+		return failed(MessageCorrupt, "the armored message is not base64: %s", message(err))
 	}
 	var (
 		structural pgperrors.StructuralError
