@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/sftpgate/sftpgate/internal/files"
 )
@@ -73,16 +74,10 @@ func (w Walk) List(ctx context.Context, fsys files.FS) ([]File, error) {
 			return nil, err
 		}
 	}
-	slices.SortFunc(found, func(a, b File) int {
-		switch {
-		case a.Path < b.Path:
-			return -1
-		case a.Path > b.Path:
-			return 1
-		}
-		return 0
-	})
-	return found, nil
+	// Stable, and compacted: a server that names a file twice in a folder
+	// has it reported once, as it listed it first.
+	slices.SortStableFunc(found, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return slices.CompactFunc(found, func(a, b File) bool { return a.Path == b.Path }), nil
 }
 
 // tagOf hashes the tag of fi's content version, where its backend keeps
