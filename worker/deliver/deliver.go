@@ -17,6 +17,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,13 +68,55 @@ func newClient(policy sftpdial.Policy) (cloudevents.Client, error) {
 	}
 	// Redirects are not followed: a sink that redirects could send the
 	// event (and its signature) where the dial policy would not have.
-	httpClient := http.Client{Transport: transport,
+	httpClient := http.Client{Transport: headerSafe{transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	protocol, err := cehttp.New(cehttp.WithClient(httpClient))
 	if err != nil {
 		return nil, err
 	}
 	return cloudevents.NewClient(protocol, cloudevents.WithTimeNow())
+}
+
+// headerSafe percent-encodes the bytes HTTP cannot carry in a header
+// (control bytes, which a file's name in an event's subject may hold) in
+// the ce- headers the CloudEvents SDK writes as they are, as the HTTP
+// binding asks of binary mode (3.1.3.2); else such an event could never
+// be sent. A value HTTP carries is sent unchanged.
+type headerSafe struct{ http.RoundTripper }
+
+func (t headerSafe) RoundTrip(r *http.Request) (*http.Response, error) {
+	sent := r
+	for name, values := range r.Header {
+		if !strings.HasPrefix(name, "Ce-") || !slices.ContainsFunc(values, hasControl) {
+			continue
+		}
+		if sent == r {
+			sent = r.Clone(r.Context()) // a RoundTripper leaves its request as it was
+		}
+		encoded := make([]string, len(values))
+		for i, v := range values {
+			encoded[i] = encodeControls(v)
+		}
+		sent.Header[name] = encoded
+	}
+	return t.RoundTripper.RoundTrip(sent)
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f })
+}
+
+// encodeControls is s with its control bytes as %XX.
+func encodeControls(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // Outcome is what one try of a delivery came to.
