@@ -59,13 +59,43 @@ func (b Bounds) WithDefaults() Bounds {
 // at most as long again, and the record itself.
 func heldBytes(r Record) int64 { return int64(2*len(r.line)) + 256 }
 
+// perNamespaceBytes is the share of b.Bytes one namespace's records may
+// take: one tenant's large records never leave the others no room.
+func (b Bounds) perNamespaceBytes() int64 { return b.Bytes / 4 }
+
 // held is what a trail holds of one namespace's records: those not yet
-// stored, and a run of those dropped.
+// stored, in the order of their Seq, and the runs of those dropped.
 type held struct {
 	records []Record
 	bytes   int64
-	lost    Span
-	count   int64
+	lost    []Span
+}
+
+// dropOldest drops h's n oldest records, noting them as lost, and says
+// how many bytes they took.
+func (h *held) dropOldest(n int) (bytes int64) {
+	for _, r := range h.records[:n] {
+		bytes += heldBytes(r)
+		if k := len(h.lost); k > 0 && h.lost[k-1].Replica == r.Replica && h.lost[k-1].To+1 == r.Seq {
+			h.lost[k-1].To = r.Seq
+		} else {
+			h.lost = append(h.lost, Span{Replica: r.Replica, From: r.Seq, To: r.Seq})
+		}
+	}
+	h.records = slices.Delete(h.records, 0, n)
+	h.bytes -= bytes
+	return bytes
+}
+
+// excess is how many of h's oldest records must go for it to hold at most
+// count records of at most bytes.
+func (h *held) excess(count int, bytes int64) int {
+	n, b := 0, h.bytes
+	for n < len(h.records) && (len(h.records)-n > count || b > bytes) {
+		b -= heldBytes(h.records[n])
+		n++
+	}
+	return n
 }
 
 // outbox is a trail's records not yet stored.
@@ -82,9 +112,8 @@ type outbox struct {
 	closeOnce sync.Once
 }
 
-// hold keeps r, linked, until the next store; past the bounds, the
-// oldest records of r's namespace (r among them, if it holds no other)
-// are dropped. Records of no namespace are only logged.
+// hold keeps r, linked, until the next store, within the bounds.
+// Records of no namespace are only logged.
 func (o *outbox) hold(r Record) {
 	if r.Namespace == "" {
 		return
@@ -103,22 +132,32 @@ func (o *outbox) hold(r Record) {
 	o.within(h)
 }
 
-// within drops h's oldest records, counted in o's, until o is within
-// the bounds.
+// within drops the oldest held records until o is within its bounds: h's
+// past its namespace's own, then, past the totals, those of whichever
+// namespace holds the most bytes, so that no tenant's records push out
+// another's smaller share.
 func (o *outbox) within(h *held) {
-	for len(h.records) > 0 && (len(h.records) > o.bounds.PerNamespace ||
-		o.total > o.bounds.Total || o.bytes > o.bounds.Bytes) {
-		r := h.records[0]
-		if h.count == 0 {
-			h.lost = Span{Replica: r.Replica, From: r.Seq}
-		}
-		h.lost.To = r.Seq
-		h.count++
-		h.records = slices.Delete(h.records, 0, 1)
-		h.bytes -= heldBytes(r)
-		o.total--
-		o.bytes -= heldBytes(r)
+	if n := h.excess(o.bounds.PerNamespace, o.bounds.perNamespaceBytes()); n > 0 {
+		o.dropFrom(h, n)
 	}
+	for o.total > o.bounds.Total || o.bytes > o.bounds.Bytes {
+		var largest *held
+		for _, x := range o.held {
+			if largest == nil || x.bytes > largest.bytes {
+				largest = x
+			}
+		}
+		if largest == nil || len(largest.records) == 0 {
+			return
+		}
+		overCount, overBytes := max(o.total-o.bounds.Total, 0), max(o.bytes-o.bounds.Bytes, 0)
+		o.dropFrom(largest, max(largest.excess(len(largest.records)-overCount, largest.bytes-overBytes), 1))
+	}
+}
+
+func (o *outbox) dropFrom(h *held, n int) {
+	o.bytes -= h.dropOldest(n)
+	o.total -= n
 }
 
 // take takes what is held, by namespace.
@@ -131,26 +170,21 @@ func (o *outbox) take() map[string]*held {
 }
 
 // giveBack holds again records a store failed to keep, before those held
-// since, within the bounds.
+// since (of later Seqs), within the bounds.
 func (o *outbox) giveBack(namespace string, h *held) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if now := o.held[namespace]; now != nil {
 		h.records = append(h.records, now.records...)
 		h.bytes += now.bytes
+		h.lost = append(h.lost, now.lost...)
 		o.total -= len(now.records)
 		o.bytes -= now.bytes
-		if now.count > 0 {
-			if h.count == 0 {
-				h.lost = now.lost
-			}
-			h.lost.To, h.count = now.lost.To, h.count+now.count
-		}
 	}
+	o.held[namespace] = h
 	o.total += len(h.records)
 	o.bytes += h.bytes
 	o.within(h)
-	o.held[namespace] = h
 }
 
 // storeTimeout bounds one store of a namespace's records.
@@ -177,18 +211,32 @@ func (t *Trail) Run(ctx context.Context) {
 	}
 }
 
-// store stores what is held, each namespace's records in one Keep; a
-// drop since the last store is recorded first. What a store fails to
-// keep is held again for the next.
+// store stores what is held, each namespace's records in one Keep, after
+// drop records naming what was dropped since the last store. What a store
+// fails to keep is held again for the next.
 func (t *Trail) store(ctx context.Context) {
 	t.storing.Lock()
 	defer t.storing.Unlock()
-	for ns, h := range t.out.take() {
-		if h.count > 0 {
-			drop := t.Chains.Link(Record{Action: ActionDropped, Actor: Actor{Kind: ActorSftpgate}, Namespace: ns,
-				Count: h.count, Lost: []Span{h.lost}, Result: ResultOK})
-			t.log(ctx, drop)
-			h.records, h.bytes, h.count, h.lost = append(h.records, drop), h.bytes+heldBytes(drop), 0, Span{}
+	// Taking and linking the drop records is one step of the chains: no
+	// record comes between, so what is stored is a run of its chain.
+	t.linking.Lock()
+	taken := t.out.take()
+	var drops []Record
+	for ns, h := range taken {
+		for _, drop := range DropRecords(ns, h.lost) {
+			drop = t.Chains.Link(drop)
+			h.records, h.bytes = append(h.records, drop), h.bytes+heldBytes(drop)
+			drops = append(drops, drop)
+		}
+		h.lost = nil
+	}
+	t.linking.Unlock()
+	for _, drop := range drops {
+		t.log(ctx, drop)
+	}
+	for ns, h := range taken {
+		if len(h.records) == 0 {
+			continue
 		}
 		kctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		stored, err := t.out.keeper.Keep(kctx, ns, h.records)
@@ -204,6 +252,21 @@ func (t *Trail) store(ctx context.Context) {
 			t.out.giveBack(ns, h)
 		}
 	}
+}
+
+// DropRecords are the drop records (not linked) saying that the records
+// of lost, of namespace, were dropped: at most MaxLost spans each.
+func DropRecords(namespace string, lost []Span) []Record {
+	var out []Record
+	for part := range slices.Chunk(lost, MaxLost) {
+		var count int64
+		for _, s := range part {
+			count += int64(s.To - s.From + 1)
+		}
+		out = append(out, Record{Action: ActionDropped, Actor: Actor{Kind: ActorSftpgate}, Namespace: namespace,
+			Count: count, Lost: part, Result: ResultOK})
+	}
+	return out
 }
 
 // RegisterFlags binds b's flags to fs: the same in every component.

@@ -17,9 +17,16 @@ type keeper struct {
 	kept    map[string][]Record
 	failing bool
 	partly  int
+	// during runs once in the next Keep, as records made while a store
+	// is under way.
+	during func()
 }
 
 func (k *keeper) Keep(_ context.Context, ns string, records []Record) (int, error) {
+	if during := k.during; during != nil {
+		k.during = nil
+		during()
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.failing {
@@ -123,6 +130,62 @@ func seqs(records []Record) []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestOutboxDropsDuringAFailedStore: records dropped while a store is
+// under way, the store then failing and its records dropped in turn, are
+// named by drop records that verify: every gap said, none backwards.
+func TestOutboxDropsDuringAFailedStore(t *testing.T) {
+	k := &keeper{kept: map[string][]Record{}, failing: true}
+	tr := (&Trail{Chains: &Chains{Replica: "r"}}).Keep(k, Bounds{PerNamespace: 5})
+	ctx := context.Background()
+	write := func(n int) {
+		for range n {
+			tr.Record(ctx, Record{Action: "gateway.write", Namespace: "a", Result: ResultOK})
+		}
+	}
+	write(5)                       // 1..5
+	k.during = func() { write(8) } // 6..13: 6..8 dropped past the bound
+	tr.store(ctx)                  // fails: 1..5 held again before 9..13, and dropped
+	k.failing = false
+	tr.store(ctx)
+	reports := Verify(k.kept["a"])
+	if len(reports) != 1 || !reports[0].Whole() || !slices.Equal(seqs(k.kept["a"]), []uint64{9, 10, 11, 12, 13, 14}) {
+		t.Fatalf("kept %v: %+v", seqs(k.kept["a"]), reports)
+	}
+	if !slices.Equal(reports[0].Dropped, []Gap{{1, 5}, {6, 8}}) {
+		t.Errorf("dropped %v, want 1 to 8", reports[0].Dropped)
+	}
+}
+
+// TestOutboxTenantsApart: a namespace of large records takes at most its
+// share of the bytes, and past the totals the namespace holding most gives
+// way: another's few records are all kept, with no drop record.
+func TestOutboxTenantsApart(t *testing.T) {
+	k := &keeper{kept: map[string][]Record{}}
+	tr := (&Trail{Chains: &Chains{Replica: "r"}}).Keep(k, Bounds{Bytes: 4 << 20, Total: 50})
+	ctx := context.Background()
+	huge := strings.Repeat("\x01", 4000)
+	for i := range 200 {
+		for _, ns := range []string{"a", "b", "c", "d", "e"} {
+			tr.Record(ctx, Record{Action: "gateway.write", Namespace: ns, Paths: slices.Repeat([]string{huge}, MaxPaths), Result: ResultOK})
+		}
+		if i%20 == 0 {
+			tr.Record(ctx, Record{Action: "gateway.read", Namespace: "victim", Result: ResultOK})
+		}
+	}
+	if tr.out.bytes > 4<<20 || tr.out.total > 50 {
+		t.Fatalf("held %d bytes, %d records", tr.out.bytes, tr.out.total)
+	}
+	tr.store(ctx)
+	if got := k.kept["victim"]; len(got) != 10 || slices.ContainsFunc(got, func(r Record) bool { return r.Action == ActionDropped }) {
+		t.Errorf("the victim's kept records: %v", seqs(got))
+	}
+	for _, ns := range []string{"a", "b", "c", "d", "e"} {
+		if rep := Verify(k.kept[ns]); len(rep) != 1 || !rep[0].Whole() || len(rep[0].Dropped) == 0 {
+			t.Errorf("%s: %+v", ns, rep)
+		}
+	}
 }
 
 // BenchmarkHeldAtBound: the heap a trail's held records take at the

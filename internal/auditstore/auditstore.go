@@ -241,8 +241,13 @@ func decode(data []byte) []audit.Record {
 	return records[:min(len(records), maxRecords)]
 }
 
-// lostOf are the runs of seg's Seqs, First to Last, that records lack.
+// lostOf are the runs of seg's Seqs, First to Last, that records lack,
+// when it holds fewer than it was stored with (a run may also have been
+// dropped before the store, and is then said twice, never not at all).
 func lostOf(seg Segment, records []audit.Record) []audit.Span {
+	if len(records) >= seg.Records {
+		return nil
+	}
 	var lost []audit.Span
 	next := seg.First
 	add := func(to uint64) {

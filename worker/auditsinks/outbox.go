@@ -52,12 +52,17 @@ type outbox struct {
 	delivered, dropped int64
 	lastDelivery       time.Time
 	lastStatus         time.Time
+	// lostRecorded names the segments whose unreadable records this task
+	// recorded dropped: the cache of segments may not show the mark yet.
+	lostRecorded map[string]bool
 }
 
 // facts are what a step found: the sink's conditions are computed from
 // them alone, in setConditions.
 type facts struct {
 	invalid, sink, sinkDenied string
+	// readFailed: the stored records could not be read this step.
+	readFailed string
 	sinkURI                   string
 	pending                   int64
 	// oldestPending is when the oldest undelivered record was made.
@@ -70,6 +75,11 @@ func (o *outbox) Step(ctx context.Context) (time.Duration, bool) {
 	if err != nil {
 		o.r.log().Error("listing audit records", "namespace", o.namespace, "error", err)
 		return idle, false
+	}
+	for name := range o.lostRecorded {
+		if !slices.ContainsFunc(segments, func(s auditstore.Segment) bool { return s.Name == name }) {
+			delete(o.lostRecorded, name) // removed: its name is no longer needed
+		}
 	}
 	sink := &v1alpha1.AuditSink{}
 	err = o.r.Cache.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: v1alpha1.AuditSinkName}, sink)
@@ -147,7 +157,8 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 			continue
 		}
 		if err != nil {
-			o.failing, o.unreachable, o.lastErr = "reading the stored records: "+err.Error(), false, "reading the stored records: "+err.Error()
+			f.readFailed = "reading the stored records: " + err.Error()
+			o.lastErr = f.readFailed
 			return busy
 		}
 		start := seg.Delivered
@@ -156,7 +167,7 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 				o.mark(ctx, seg, start)
 				return 0
 			}
-			batch := records[seg.Delivered:min(seg.Delivered+maxBatch, len(records))]
+			batch := batchOf(records[seg.Delivered:], maxBatch)
 			res := o.r.Sender.Try(ctx, o.namespace, to, event(o.namespace, batch), set, o.attempts)
 			batches++
 			if res.Verdict == deliver.Denied {
@@ -193,13 +204,35 @@ func (o *outbox) deliver(ctx context.Context, sink *v1alpha1.AuditSink, segments
 	return busy
 }
 
+// maxBatchBytes bounds a batch's records, whatever maxBatch allows: a
+// record may take up to audit.MaxRecordBytes, and receivers refuse large
+// bodies (nginx's default is 1 MiB).
+const maxBatchBytes = 512 << 10
+
+// batchOf is the first records that make one batch: at most maxBatch,
+// and at most maxBatchBytes but for the first.
+func batchOf(records []audit.Record, maxBatch int) []audit.Record {
+	n, size := 0, 0
+	for n < min(maxBatch, len(records)) {
+		if size += len(records[n].Line()) + 1; n > 0 && size > maxBatchBytes {
+			break
+		}
+		n++
+	}
+	return records[:n]
+}
+
 // read reads seg's records; what of it cannot be read is recorded as
 // dropped, once, so that delivery goes past it and a receiver is told.
 func (o *outbox) read(ctx context.Context, seg *auditstore.Segment) ([]audit.Record, error) {
 	records, lost, err := o.r.Store.Read(ctx, *seg)
-	if err != nil || len(lost) == 0 || seg.LostRecorded {
+	if err != nil || len(lost) == 0 || seg.LostRecorded || o.lostRecorded[seg.Name] {
 		return records, err
 	}
+	if o.lostRecorded == nil {
+		o.lostRecorded = map[string]bool{}
+	}
+	o.lostRecorded[seg.Name] = true
 	o.recordDrop(ctx, lost, "they could not be read")
 	// Were this mark lost, the next step would name them again: a
 	// second drop record of the same records, never none.
@@ -332,26 +365,18 @@ func merged(spans []audit.Span) []audit.Span {
 }
 
 // recordDrop records that the records of lost were dropped undelivered,
-// and why: in drop records of at most audit.MaxLost spans each.
+// and why.
 func (o *outbox) recordDrop(ctx context.Context, lost []audit.Span, why string) {
 	if len(lost) == 0 {
 		return
 	}
-	lost = merged(lost)
 	var count int64
-	for _, s := range lost {
-		count += int64(s.To - s.From + 1)
+	for _, drop := range audit.DropRecords(o.namespace, merged(lost)) {
+		count += drop.Count
+		o.r.Audit.Record(ctx, drop)
 	}
 	o.dropped += count
 	o.lastErr = fmt.Sprintf("%d records dropped undelivered: %s", count, why)
-	for part := range slices.Chunk(lost, audit.MaxLost) {
-		n := int64(0)
-		for _, s := range part {
-			n += int64(s.To - s.From + 1)
-		}
-		o.r.Audit.Record(ctx, audit.Record{Action: audit.ActionDropped, Actor: audit.Actor{Kind: audit.ActorSftpgate},
-			Namespace: o.namespace, Count: n, Lost: part, Result: audit.ResultOK})
-	}
 }
 
 // report writes the sink's status: at once when its conditions change,
@@ -404,6 +429,8 @@ func setConditions(s *v1alpha1.AuditSink, f facts, o *outbox) {
 		ready.Reason, ready.Message = v1alpha1.ReasonSinkUnreachable, o.failing
 	case o.failing != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, o.failing
+	case f.readFailed != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonDeliveryFailing, f.readFailed
 	case !f.oldestPending.IsZero() && time.Since(f.oldestPending) > o.r.Limits.StuckAfter:
 		ready.Reason = v1alpha1.ReasonDeliveryStuck
 		ready.Message = fmt.Sprintf("the oldest undelivered record has waited since %s, over %s", f.oldestPending.UTC().Format(time.RFC3339), o.r.Limits.StuckAfter)
