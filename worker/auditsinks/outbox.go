@@ -63,8 +63,8 @@ type facts struct {
 	invalid, sink, sinkDenied string
 	// readFailed: the stored records could not be read this step.
 	readFailed string
-	sinkURI                   string
-	pending                   int64
+	sinkURI    string
+	pending    int64
 	// oldestPending is when the oldest undelivered record was made.
 	oldestPending time.Time
 }
