@@ -87,7 +87,7 @@ func (u *ui) recentRecords(r *http.Request, f activityFilter) ([]audit.Record, b
 		if read >= activityScanned {
 			return out, true, nil
 		}
-		records, err := u.records.Read(r.Context(), segments[i])
+		records, _, err := u.records.Read(r.Context(), segments[i]) // what is unreadable the worker records as dropped
 		if apierrors.IsNotFound(err) {
 			continue // removed meanwhile
 		}

@@ -71,7 +71,7 @@ func TestActivity(t *testing.T) {
 		must(t, err)
 		return text
 	}
-	records, err := audit.Read(strings.NewReader(fetch("format=jsonl")))
+	records, _, err := audit.Read(strings.NewReader(fetch("format=jsonl")))
 	must(t, err)
 	if len(records) < len(rows) {
 		t.Errorf("the JSON Lines export has %d records, the page %d", len(records), len(rows))

@@ -1093,7 +1093,7 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 			status, body := attacker.ui.get(t, "/activity?format=jsonl")
-			exported, err := audit.Read(strings.NewReader(body))
+			exported, _, err := audit.Read(strings.NewReader(body))
 			must(t, err)
 			if status != http.StatusOK || len(exported) == 0 {
 				t.Fatalf("the attacker's export: %d, %d records", status, len(exported))
