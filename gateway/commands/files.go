@@ -143,6 +143,13 @@ func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 // leaves the file at its length before: what reached it is cut off again,
 // now, or by the next session when this one broke.
 func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler) (any, error) {
+	// Opening a FIFO to write blocks the server until a reader comes, as
+	// openRead says: what is there is asked first.
+	if fi, err := fs.Files.Stat(target); err == nil && !fi.IsDir() {
+		if err := readable(fs, target, fi, nil); err != nil {
+			return nil, err
+		}
+	}
 	f, err := fs.Files.OpenFile(target, os.O_WRONLY|os.O_APPEND)
 	if errors.Is(err, os.ErrNotExist) {
 		// A new file is made as write makes one, so that one cut off

@@ -90,6 +90,7 @@ func TestFIFOsAreNeverOpened(t *testing.T) {
 		{"raw read of a link out to a FIFO", rawRead(confined, `{"path": "/pipe"}`), outsideRoot("path")},
 		{"read of a FIFO inside the root", command(confined, "read", `{"path": "/fifo"}`), isUnsupported},
 		{`read of a FIFO below "/"`, command(whole, "read", `{"path": "`+outside+`"}`), isUnsupported},
+		{"append to a FIFO inside the root", command(confined, "append", `{"path": "/fifo", "file": {"text": "x"}}`), isUnsupported},
 	} {
 		if err := answers(c.what, c.op); !c.refused(err) {
 			t.Errorf("%s: %v", c.what, err)
