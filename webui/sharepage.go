@@ -341,27 +341,44 @@ func (u *ui) shareUploads(w http.ResponseWriter, r *http.Request, s *shared) err
 		return errShareMode
 	}
 	metadata := func(h http.Header) error {
-		name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
+		name, err := shareUploadName(s.share, h)
 		if err != nil {
-			return &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: err.Error()}
-		}
-		if up := s.share.Spec.Upload; up != nil {
-			if len(up.AllowedNames) > 0 && !slices.ContainsFunc(up.AllowedNames, func(g string) bool { ok, _ := path.Match(g, name); return ok }) {
-				return &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: "This link takes files named " + strings.Join(up.AllowedNames, ", ") + "."}
-			}
-			if n, err := strconv.ParseInt(h.Get("Upload-Length"), 10, 64); up.MaxFileBytes != nil && (err != nil || n > *up.MaxFileBytes) {
-				return &shareRefusal{status: http.StatusRequestEntityTooLarge, title: "Too large", message: "This link takes files of at most " + size(*up.MaxFileBytes) + "."}
-			}
+			return err
 		}
 		if err := u.countUse(r.Context(), s.share); err != nil {
 			return err
 		}
-		enc := base64.StdEncoding.EncodeToString
-		h.Set("Upload-Metadata", "path "+enc([]byte(path.Join(s.share.Spec.Path, name)))+",overwrite "+enc([]byte("false"))+
-			",filename "+enc([]byte(name)))
+		h.Set("Upload-Metadata", shareUploadMetadata(s.share, name))
 		return nil
 	}
 	return u.proxyUpload(w, r, s.token, s.conn, "/s/"+chi.URLParam(r, "token")+"/uploads/", metadata)
+}
+
+// shareUploadName is the name of the file a drop box's new upload makes,
+// from the tus headers of its creation (h), if the link takes it: an
+// allowed name, of an allowed size.
+func shareUploadName(share *v1alpha1.ShareLink, h http.Header) (string, error) {
+	name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
+	if err != nil {
+		return "", &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: err.Error()}
+	}
+	if up := share.Spec.Upload; up != nil {
+		if len(up.AllowedNames) > 0 && !slices.ContainsFunc(up.AllowedNames, func(g string) bool { ok, _ := path.Match(g, name); return ok }) {
+			return "", &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: "This link takes files named " + strings.Join(up.AllowedNames, ", ") + "."}
+		}
+		if n, err := strconv.ParseInt(h.Get("Upload-Length"), 10, 64); up.MaxFileBytes != nil && (err != nil || n > *up.MaxFileBytes) {
+			return "", &shareRefusal{status: http.StatusRequestEntityTooLarge, title: "Too large", message: "This link takes files of at most " + size(*up.MaxFileBytes) + "."}
+		}
+	}
+	return name, nil
+}
+
+// shareUploadMetadata is the Upload-Metadata a drop box's upload of name
+// is created with, whatever its client sent: the file directly in the
+// shared folder, never replacing one.
+func shareUploadMetadata(share *v1alpha1.ShareLink, name string) string {
+	enc := base64.StdEncoding.EncodeToString
+	return "path " + enc([]byte(path.Join(share.Spec.Path, name))) + ",overwrite " + enc([]byte("false")) + ",filename " + enc([]byte(name))
 }
 
 // prefixContains says whether CIDR c holds addr.

@@ -54,7 +54,9 @@ func shareLinkOf(token string) (namespace, name string, ok bool) {
 		return "", "", false
 	}
 	namespace, name, ok = strings.Cut(string(raw), "/")
-	return namespace, name, ok && namespace != "" && name != ""
+	// Only names Kubernetes can hold: any other would reach the API
+	// server's URL (a "/", "..", a megabyte) and fail there, not be found.
+	return namespace, name, ok && len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
 // shareView is a link as the pages show it: never its token.

@@ -79,6 +79,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	if testkit.Fuzzing() {
+		return m.Run() // the fuzz tests need none of it
+	}
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
 	testcluster.LogErrors()
 	env, c, err := testcluster.Start()

@@ -1,0 +1,238 @@
+package webui
+
+import (
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tus/tusd/v2/pkg/handler"
+	"golang.org/x/crypto/bcrypt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/webui/accounts"
+)
+
+// The fuzz tests run the web UI's handlers on a ui of their own, which
+// needs no cluster: cookies, pages and limits.
+func fuzzUI(tb testing.TB) *ui {
+	pages, err := parsePages()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &ui{cookies: newCookies([]byte("a secret of thirty-two bytes, at least"), false), pages: pages,
+		accounts: &accounts.Store{Cost: bcrypt.MinCost}, log: slog.New(slog.DiscardHandler)}
+}
+
+// FuzzShareToken: a token reads as a link's only when it names one
+// Kubernetes can hold (its namespace a label, its name a subdomain), and
+// a token made for that link reads back as it.
+func FuzzShareToken(f *testing.F) {
+	for _, token := range []string{"", "sgs_", "sgs_c2Z0cGdhdGUtYWJjL3Ez_ABC", newShareToken("sftpgate-abc", "share-1"), newShareToken("ns", "a/b"),
+		newShareToken("ns", ".."), newShareToken("", "x"), newShareToken("ns", strings.Repeat("x", 300)), "sgs_!!!_x", "sgs_" + strings.Repeat("_", 5)} {
+		f.Add(token)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		namespace, name, ok := shareLinkOf(token)
+		if !ok {
+			return
+		}
+		if len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			t.Fatalf("%q reads as %q/%q, which no link can be", token, namespace, name)
+		}
+		again := newShareToken(namespace, name)
+		if ns, n, ok := shareLinkOf(again); !ok || ns != namespace || n != name {
+			t.Fatalf("a token of %q/%q reads as %q/%q (%v)", namespace, name, ns, n, ok)
+		}
+	})
+}
+
+// FuzzSharePassword: whatever a link's password form, HTTP Basic and
+// cookie hold, the link lets the request in only when the password given
+// is the link's, or the browser's cookie (the UI's own) says it was; any
+// other answer is a refusal for the holder, and a browser let in by its
+// password is let in again by the cookie it got.
+func FuzzSharePassword(f *testing.F) {
+	const password = "correct horse"
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		f.Fatal(err)
+	}
+	share := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", UID: "uid-1"}, Spec: v1alpha1.ShareLinkSpec{PasswordHash: string(hash)}}
+	for _, form := range []string{"", "password=correct+horse", "password=wrong", "password=" + strings.Repeat("x", 80), "password=%ZZ", "password=a&password=correct+horse",
+		"password=correct%20horse%00"} {
+		f.Add(form, "application/x-www-form-urlencoded", "", false, "")
+	}
+	f.Add("", "", "correct horse", true, "")
+	f.Add("password=wrong", "application/x-www-form-urlencoded", "correct horse", true, "")
+	f.Add("", "multipart/form-data; boundary=x", "", false, "MTcxNjIzOTAyMnxhYmN8")
+	f.Add("--x\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\ncorrect horse\r\n--x--\r\n", "multipart/form-data; boundary=x", "", false, "")
+	u := fuzzUI(f)
+	f.Fuzz(func(t *testing.T, form, contentType, basic string, useBasic bool, cookie string) {
+		r := httptest.NewRequest(http.MethodPost, "/s/token", strings.NewReader(form))
+		r.Header.Set("Content-Type", contentType)
+		if useBasic {
+			r.SetBasicAuth("", basic)
+		}
+		if cookie != "" {
+			r.Header.Set("Cookie", shareCookie+"="+cookie)
+		}
+		w := httptest.NewRecorder()
+		err := u.sharePassword(w, r, share)
+		given := r.PostFormValue("password")
+		if _, p, ok := r.BasicAuth(); ok {
+			given = p
+		}
+		var refusal *shareRefusal
+		switch {
+		case err == nil && given != password:
+			t.Fatalf("let in with %q", given)
+		case err == nil:
+			again := httptest.NewRequest(http.MethodGet, "/s/token", nil)
+			for _, c := range w.Result().Cookies() {
+				again.AddCookie(c)
+			}
+			if err := u.sharePassword(httptest.NewRecorder(), again, share); err != nil {
+				t.Fatalf("the cookie of a browser let in does not let it in again: %v", err)
+			}
+		case !errors.As(err, &refusal) || refusal.status != http.StatusUnauthorized:
+			t.Fatalf("%v: not a refusal asking for the password", err)
+		case given == password && len(given) <= 72:
+			t.Fatalf("the link's password refused: %v", err)
+		}
+	})
+}
+
+// FuzzShareUpload: whatever a drop box's upload says of itself
+// (Upload-Metadata, Upload-Length), it is refused for its holder, or
+// makes a file of one name directly in the shared folder, allowed by the
+// link's names and size, that tusd reads back from the metadata the UI
+// sends on, never replacing a file.
+func FuzzShareUpload(f *testing.F) {
+	for _, c := range []struct{ metadata, length string }{{"path " + b64("a.csv"), "5"}, {"path " + b64("../../x.csv"), "5"}, {"path " + b64("a.csv") + ",path " + b64("b.txt"), "5"},
+		{"path " + b64("dir/"), "1"}, {"path " + b64(".."), "1"}, {"path " + b64(" x.csv "), "-1"}, {"path " + b64("\x00.csv"), "1"}, {"path !!", "1"}, {"", "1"},
+		{"path " + b64(strings.Repeat("n", 300)+".csv"), "1"}, {"path " + b64("a.csv"), "99999999999999999999"}, {"path " + b64("a.csv"), ""}} {
+		f.Add(c.metadata, c.length, "/drop", "*.csv", int64(1))
+		f.Add(c.metadata, c.length, "/", "", int64(0))
+	}
+	f.Fuzz(func(t *testing.T, metadata, length, folder, allowed string, maxMB int64) {
+		folder = path.Clean("/" + folder) // a link's path is clean and absolute (browsePath)
+		share := &v1alpha1.ShareLink{Spec: v1alpha1.ShareLinkSpec{Path: folder, Mode: v1alpha1.ShareUpload, Upload: &v1alpha1.ShareUploadLimits{}}}
+		if allowed != "" {
+			share.Spec.Upload.AllowedNames = strings.Split(allowed, ",")
+		}
+		if maxMB > 0 {
+			limit := maxMB % (1 << 20) << 20
+			share.Spec.Upload.MaxFileBytes = &limit
+		}
+		h := http.Header{"Upload-Metadata": {metadata}, "Upload-Length": {length}}
+		name, err := shareUploadName(share, h)
+		if err != nil {
+			if !errors.As(err, new(*shareRefusal)) {
+				t.Fatalf("%v is not a refusal for the link's holder", err)
+			}
+			return
+		}
+		if _, err := entryName(name); err != nil || path.Base(name) != name {
+			t.Fatalf("%q from %q: not one name", name, metadata)
+		}
+		if up := share.Spec.Upload; len(up.AllowedNames) > 0 && !matchesAny(up.AllowedNames, name) {
+			t.Fatalf("%q, which the link's names %q do not take", name, up.AllowedNames)
+		}
+		if n, err := strconv.ParseInt(length, 10, 64); share.Spec.Upload.MaxFileBytes != nil && (err != nil || n > *share.Spec.Upload.MaxFileBytes) {
+			t.Fatalf("%q bytes taken, the most is %d", length, *share.Spec.Upload.MaxFileBytes)
+		}
+		sent := handler.ParseMetadataHeader(shareUploadMetadata(share, name))
+		if p := sent["path"]; path.Dir(p) != folder || path.Base(p) != name || sent["overwrite"] != "false" || sent["filename"] != name {
+			t.Fatalf("%q in %q is sent as %q", name, folder, sent)
+		}
+	})
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func matchesAny(patterns []string, name string) bool {
+	for _, g := range patterns {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// failing is a network that never answers: the OpenID provider is never
+// reached.
+type failing struct{ tries *atomic.Int64 }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) {
+	f.tries.Add(1)
+	return nil, errors.New("no network here")
+}
+
+// FuzzOIDCCallback: whatever the provider's redirect back holds (state,
+// code, error, anything) and whatever the browser's sign-in cookie holds,
+// the callback refuses the sign-in (401) unless the cookie is the UI's
+// own and its state is the one sent back, without an error; only then
+// does it ask the provider (here away: 503). The provider's error is
+// shown escaped, and the sign-in cookie is always cleared.
+func FuzzOIDCCallback(f *testing.F) {
+	for _, q := range []string{"", "state=s1&code=c", "state=s1&error=access_denied", "state=s2&code=c", "error=<script>alert(1)</script>&state=s1",
+		"state=s1&state=s2", "state=%ZZ", "state=s1;code=c", "state=&code=c"} {
+		f.Add(q, byte(1), "s1", "")
+		f.Add(q, byte(0), "s1", "")
+		f.Add(q, byte(2), "", "MTcxNjIzOTAyMnxhYmN8")
+	}
+	u := fuzzUI(f)
+	tries := &atomic.Int64{}
+	u.oidc = &oidcLogin{opts: OIDCOptions{Issuer: "http://provider.invalid", ClientID: "ui", Recheck: time.Minute},
+		client: &http.Client{Transport: failing{tries}}, log: u.log}
+	f.Fuzz(func(t *testing.T, rawQuery string, cookieMode byte, state, rawCookie string) {
+		r := httptest.NewRequest(http.MethodGet, "/login/oidc/callback", nil)
+		r.URL.RawQuery = rawQuery
+		genuine := false
+		switch cookieMode % 3 {
+		case 1:
+			value, err := u.cookies.codecs[oidcCookie].Encode(oidcCookie, oidcPending{State: state, Nonce: "n", Verifier: "v"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Cookie", oidcCookie+"="+value)
+			genuine = true
+		case 2:
+			r.Header.Set("Cookie", oidcCookie+"="+rawCookie)
+		}
+		w := httptest.NewRecorder()
+		before := tries.Load()
+		if err := u.finishOIDC(w, r); err != nil {
+			t.Fatal(err)
+		}
+		q := r.URL.Query()
+		asked := tries.Load() != before
+		let := genuine && q.Get("state") == state && q.Get("error") == ""
+		switch {
+		case let != asked:
+			t.Fatalf("%q with state %q (genuine %v): asked the provider %v", rawQuery, state, genuine, asked)
+		case let && w.Code != http.StatusServiceUnavailable, !let && w.Code != http.StatusUnauthorized:
+			t.Fatalf("%q with state %q (genuine %v): %d", rawQuery, state, genuine, w.Code)
+		}
+		if e := q.Get("error"); strings.ContainsAny(e, "<>&\"'") && strings.Contains(w.Body.String(), "("+e+")") {
+			t.Fatalf("the provider's error %q is on the page as it is", e)
+		}
+		cleared := false
+		for _, c := range w.Result().Cookies() {
+			cleared = cleared || c.Name == oidcCookie && c.MaxAge < 0
+		}
+		if !cleared {
+			t.Fatalf("%q: the sign-in cookie is not cleared", rawQuery)
+		}
+	})
+}
