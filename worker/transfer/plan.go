@@ -6,14 +6,14 @@
 package transfer
 
 import (
-	"bytes"
-	"compress/gzip"
+	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/sftpgate/sftpgate/internal/zipped"
 )
 
 // FileState is where a file of a plan stands.
@@ -109,15 +109,7 @@ func (p *Plan) Finished() bool {
 
 // Encode is p as stored: JSON, gzipped.
 func (p *Plan) Encode() ([]byte, error) {
-	var buf bytes.Buffer
-	z := gzip.NewWriter(&buf)
-	if err := json.NewEncoder(z).Encode(p); err != nil {
-		return nil, err
-	}
-	if err := z.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return zipped.Zip(func(w *bufio.Writer) error { return json.NewEncoder(w).Encode(p) })
 }
 
 // maxDecoded bounds what a stored plan may expand to.
@@ -125,12 +117,8 @@ const maxDecoded = 64 << 20
 
 // DecodePlan reads a plan Encode wrote.
 func DecodePlan(b []byte) (*Plan, error) {
-	z, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("a stored transfer plan: %w", err)
-	}
 	var p Plan
-	if err := json.NewDecoder(io.LimitReader(z, maxDecoded)).Decode(&p); err != nil {
+	if err := zipped.Unzip(b, maxDecoded, func(raw []byte) error { return json.Unmarshal(raw, &p) }); err != nil {
 		return nil, fmt.Errorf("a stored transfer plan: %w", err)
 	}
 	return &p, nil

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -48,6 +49,39 @@ func TestPlanEncoding(t *testing.T) {
 	}
 	if _, err := DecodePlan([]byte("not gzip")); err == nil {
 		t.Error("garbage decoded")
+	}
+}
+
+// BenchmarkPlan: what a save (Encode) and a load (DecodePlan) of a plan
+// of a transfer part-way through allocate, and the bytes stored.
+func BenchmarkPlan(b *testing.B) {
+	for _, files := range []int{1, 100, 10_000} {
+		p := &Plan{Base: "/outgoing"}
+		for i := range files {
+			p.Files = append(p.Files, File{Path: fmt.Sprintf("/outgoing/partner-%02d/invoice-%07d.csv", i%7, i),
+				Size: 1024 + int64(i*7919)%65536, ModTime: 1_700_000_000 + int64(i)*61, State: FileState(i % 2)})
+		}
+		blob, err := p.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("Encode/files=%d", files), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Encode(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(blob)), "stored-bytes")
+		})
+		b.Run(fmt.Sprintf("Decode/files=%d", files), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodePlan(blob); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

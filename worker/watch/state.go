@@ -2,17 +2,14 @@ package watch
 
 import (
 	"bufio"
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/zipped"
 )
 
 // State is what a watch keeps across restarts and moves between replicas:
@@ -78,8 +75,13 @@ var ErrUnknownState = errors.New("the watch's stored state is of an unknown vers
 // varints, the whole gzipped. A folder's paths share long prefixes, so a
 // file takes a few bytes.
 func (s *State) Encode() ([]byte, error) {
-	var raw bytes.Buffer
-	w := &encoder{w: &raw}
+	return zipped.Zip(func(bw *bufio.Writer) error {
+		s.encode(&encoder{w: bw})
+		return nil
+	})
+}
+
+func (s *State) encode(w *encoder) {
 	version := uint64(1)
 	if len(s.Running) > 0 || s.Started != 0 || s.Succeeded != 0 || s.TransfersFailed != 0 || s.LastTransfer != "" {
 		version = 2
@@ -139,19 +141,6 @@ func (s *State) Encode() ([]byte, error) {
 		w.varint(s.TransfersFailed)
 		w.string(s.LastTransfer)
 	}
-
-	var out bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(raw.Bytes()); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }
 
 // maxDecoded bounds what a stored State may unzip to, so that a corrupt
@@ -160,18 +149,16 @@ const maxDecoded = 64 << 20
 
 // DecodeState reads what Encode wrote.
 func DecodeState(b []byte) (*State, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
+	var s *State
+	var decodeErr error
+	if err := zipped.Unzip(b, maxDecoded, func(raw []byte) error { s, decodeErr = decode(raw); return nil }); err != nil {
+		return nil, fmt.Errorf("unzipping the watch's stored state: %w", err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxDecoded {
-		return nil, fmt.Errorf("the watch's stored state unzips to more than %d bytes", maxDecoded)
-	}
-	r := &decoder{r: bufio.NewReader(bytes.NewReader(raw))}
+	return s, decodeErr
+}
+
+func decode(raw []byte) (*State, error) {
+	r := &decoder{b: raw}
 	version := r.uvarint()
 	if version < 1 || version > stateVersion {
 		return nil, ErrUnknownState
@@ -182,11 +169,12 @@ func DecodeState(b []byte) (*State, error) {
 		s.Seen = make(map[string]Stat, n)
 		prev := ""
 		for range n {
-			shared := r.count()
-			if shared > len(prev) {
+			// A prefix's length, not bounded by what is left to read.
+			shared := r.uvarint()
+			if shared > uint64(len(prev)) {
 				return nil, errors.New("the watch's stored state is corrupt")
 			}
-			p := prev[:shared] + r.string()
+			p := r.path(prev[:shared])
 			st := Stat{Size: r.varint(), ModTime: r.varint()}
 			if version >= 3 {
 				st.Tag = r.uvarint()
@@ -230,13 +218,17 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
-type encoder struct{ w *bytes.Buffer }
+// encoder writes a State's parts; buf spares each number an allocation.
+type encoder struct {
+	w   *bufio.Writer
+	buf [binary.MaxVarintLen64]byte
+}
 
-func (e *encoder) uvarint(v uint64) { e.w.Write(binary.AppendUvarint(nil, v)) }
-func (e *encoder) varint(v int64)   { e.w.Write(binary.AppendVarint(nil, v)) }
+func (e *encoder) uvarint(v uint64) { _, _ = e.w.Write(binary.AppendUvarint(e.buf[:0], v)) }
+func (e *encoder) varint(v int64)   { _, _ = e.w.Write(binary.AppendVarint(e.buf[:0], v)) }
 func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
-	e.w.WriteString(s)
+	_, _ = e.w.WriteString(s)
 }
 
 func (e *encoder) flag(b bool) {
@@ -262,42 +254,68 @@ func (d *decoder) event() Event {
 	return ev
 }
 
+// decoder reads a State's parts from what Encode wrote, unzipped; the
+// first error stays, and what follows reads as zeros.
 type decoder struct {
-	r   *bufio.Reader
+	b   []byte
 	err error
+	// joined builds a path from the one before and its rest, so that a
+	// path costs one allocation.
+	joined []byte
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, err := binary.ReadUvarint(d.r)
+var errShort = errors.New("a value past the end")
+
+func (d *decoder) fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
+	d.b = nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
 	return v
 }
 
 func (d *decoder) varint() int64 {
-	v, err := binary.ReadVarint(d.r)
-	if d.err == nil {
-		d.err = err
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
 	}
+	d.b = d.b[n:]
 	return v
 }
 
-// count reads a length, bounded by what is left to read.
+// count reads a length, bounded by what is left to read: every item
+// takes a byte at least.
 func (d *decoder) count() int {
 	n := d.uvarint()
-	if n > maxDecoded {
-		d.err = errors.New("a length past the end")
+	if n > uint64(len(d.b)) {
+		d.fail(errShort)
 		return 0
 	}
-	return int(n)
+	return int(n) //nolint:gosec // at most len(d.b)
 }
 
-func (d *decoder) string() string {
+// bytes reads a string's bytes, which stay the decoder's.
+func (d *decoder) bytes() []byte {
 	n := d.count()
-	var b strings.Builder
-	if _, err := io.CopyN(&b, d.r, int64(n)); err != nil && d.err == nil {
-		d.err = err
-	}
-	return b.String()
+	b := d.b[:n]
+	d.b = d.b[n:]
+	return b
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+// path reads a path stored as its rest after the prefix it shares.
+func (d *decoder) path(prefix string) string {
+	d.joined = append(append(d.joined[:0], prefix...), d.bytes()...)
+	return string(d.joined)
 }

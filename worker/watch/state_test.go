@@ -1,11 +1,12 @@
 package watch
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -63,16 +64,106 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
-// decodedVersion is the version an encoded state starts with.
-func decodedVersion(t *testing.T, b []byte) uint64 {
+// TestStateAcrossReleases: a state the release before wrote (gzip's
+// best compression, testdata/state-v3.gz) reads back, and this release
+// writes the same bytes before gzip, which that release reads, so that a
+// rolling upgrade or a rollback keeps the states.
+func TestStateAcrossReleases(t *testing.T) {
+	s := &State{SpecKey: "sftpconnection/box:/incoming:2:*.csv", Seen: map[string]Stat{}, Delivered: 100, Failed: 3, DeadLettered: 1}
+	for i := range 100 {
+		p := fmt.Sprintf("incoming/partner-%02d/%04d/invoice-%07d.csv", i%7, i/10, i)
+		s.Seen[p] = Stat{Size: 1024 + int64(i*7919)%65536, ModTime: 1_700_000_000 + int64(i)*61, Tag: uint64(i) * 0x9e3779b97f4a7c15}
+	}
+	s.Outbox = []Pending{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "incoming/partner-00/0000/invoice-0000000.csv", Size: 1024,
+		ModTime: 1_700_000_000}}, ID: "0192b3c4-d5e6-7f80-9a1b-2c3d4e5f6a7b", Attempts: 2, Observed: time.UnixMilli(1_700_000_000_123)}}
+	s.Running = []Running{{Event: Event{Type: v1alpha1.WatchModified, File: File{Path: "incoming/x.pgp", Size: 5, ModTime: 8}}, ID: "id-0",
+		Made: time.UnixMilli(1_700_000_000_456), Failed: true}}
+	s.Started, s.Succeeded, s.TransfersFailed, s.LastTransfer = 4, 2, 1, "w-id-0"
+	before, err := os.ReadFile("testdata/state-v3.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeState(before); err != nil || !reflect.DeepEqual(got, s) {
+		t.Errorf("the release before's state reads as %+v, %v", got, err)
+	}
+	now, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gunzip(t, now), gunzip(t, before)) {
+		t.Error("this release writes a state otherwise than the release before, which would not read it")
+	}
+	t.Logf("%d bytes stored, %d by the release before", len(now), len(before))
+	raw := gunzip(t, before)
+	for i := range len(raw) {
+		if _, err := decode(raw[:i]); err == nil {
+			t.Fatalf("the state cut at %d of %d bytes reads", i, len(raw))
+		}
+	}
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := binary.ReadUvarint(bufio.NewReader(zr))
+	raw, err := io.ReadAll(zr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw
+}
+
+// decodedVersion is the version an encoded state starts with.
+func decodedVersion(t *testing.T, b []byte) uint64 {
+	t.Helper()
+	v, n := binary.Uvarint(gunzip(t, b))
+	if n <= 0 {
+		t.Fatal("no version")
+	}
 	return v
+}
+
+// typicalState is a watch's state after it reported files files of a
+// partner's folders, with an event waiting.
+func typicalState(files int) *State {
+	s := &State{SpecKey: "sftpconnection/box:/incoming:2:*.csv", Seen: make(map[string]Stat, files), Delivered: int64(files)}
+	for i := range files {
+		p := fmt.Sprintf("incoming/partner-%02d/%04d/invoice-%07d.csv", i%7, i/100, i)
+		s.Seen[p] = Stat{Size: 1024 + int64(i*7919)%65536, ModTime: 1_700_000_000 + int64(i)*61}
+	}
+	s.Outbox = []Pending{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "incoming/partner-00/0000/invoice-0000000.csv", Size: 1024,
+		ModTime: 1_700_000_000}}, ID: "0192b3c4-d5e6-7f80-9a1b-2c3d4e5f6a7b", Observed: time.UnixMilli(1_700_000_000_123)}}
+	return s
+}
+
+// BenchmarkState: what a save (Encode) and a load (DecodeState) of a
+// typical state allocate, and the bytes stored, which count against the
+// tenant's budget.
+func BenchmarkState(b *testing.B) {
+	for _, files := range []int{1, 100, 10_000} {
+		s := typicalState(files)
+		blob, err := s.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("Encode/files=%d", files), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Encode(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(blob)), "stored-bytes")
+		})
+		b.Run(fmt.Sprintf("Decode/files=%d", files), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeState(blob); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
