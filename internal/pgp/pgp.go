@@ -7,6 +7,9 @@ package pgp
 import (
 	"bufio"
 	"bytes"
+	"compress/bzip2"
+	"compress/flate"
+	"compress/zlib"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -404,6 +407,10 @@ func typed(err error) error {
 	case errors.As(err, new(base64.CorruptInputError)):
 		// An armored message's body, not the file it is read from.
 		return failed(MessageCorrupt, "the armored message is not base64: %s", message(err))
+	case errors.As(err, new(flate.CorruptInputError)), errors.As(err, new(bzip2.StructuralError)),
+		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrHeader), errors.Is(err, zlib.ErrDictionary):
+		// A compressed packet's data, inflated from the message.
+		return failed(MessageCorrupt, "the message's compressed data is corrupt: %s", message(err))
 	}
 	var (
 		structural pgperrors.StructuralError
