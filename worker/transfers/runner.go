@@ -110,16 +110,22 @@ func (r *Runner) Kick() {
 }
 
 // list is the transfers, a namespace's oldest first: the unfinished ones
-// run up to its limit.
+// run up to its limit. It reads the cache's own objects, not copies of
+// every transfer at every sync: nothing here may change them.
 func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	var list v1alpha1.TransferList
-	if err := r.Cache.List(ctx, &list); err != nil {
+	if err := r.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(list.Items, func(a, b v1alpha1.Transfer) int { return tasks.ByAge(&a, &b) })
-	items := make([]tasks.Item, len(list.Items))
+	// Sorted as pointers: a comparison of two transfers by value copied
+	// both to the heap.
+	ts := make([]*v1alpha1.Transfer, len(list.Items))
 	for i := range list.Items {
-		t := &list.Items[i]
+		ts[i] = &list.Items[i]
+	}
+	slices.SortFunc(ts, func(a, b *v1alpha1.Transfer) int { return tasks.ByAge(a, b) })
+	items := make([]tasks.Item, len(ts))
+	for i, t := range ts {
 		items[i] = tasks.Item{UID: string(t.UID), Namespace: t.Namespace, Name: t.Name,
 			Idle: t.Finished() || t.DeletionTimestamp != nil,
 			// Only its finishing event waits: it takes no place.
