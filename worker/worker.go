@@ -278,7 +278,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	envOf := func(kind string) tasks.Env {
 		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Audit: trail, Sender: sender, Metrics: m,
 			Recorder: recorder, Log: opts.Log, Shard: leasesOf(kind),
-			States:       &statestore.Store{Client: direct, Namespace: opts.Namespace, Kind: kind, Budget: budget},
+			States:       &statestore.Store{Client: direct, Cache: mgr.GetCache(), Namespace: opts.Namespace, Kind: kind, Budget: budget},
 			SyncInterval: syncInterval}
 	}
 	r := &watches.Runner{Env: envOf("sftpwatch"), Limits: opts.Limits}

@@ -48,8 +48,13 @@ const (
 
 // Store keeps states of one kind of item.
 type Store struct {
-	// Client reads and writes at the API server: states are not cached.
-	Client    client.Client
+	// Client reads and writes at the API server: states' data is not
+	// cached.
+	Client client.Client
+	// Cache, if set, holds the metadata of every state's ConfigMaps (the
+	// worker's cache of what is stored for tenants, storedbytes.Watch):
+	// Keys reads it rather than list them all at the API server.
+	Cache     client.Reader
 	Namespace string
 	// Kind names the items ("sftpwatch"); it starts the ConfigMaps' names.
 	Kind string
@@ -162,11 +167,19 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // Keys lists the items that have a state stored, reading the ConfigMaps'
-// metadata only.
+// metadata only, from the Cache if there is one: a state written or
+// removed a moment ago may be missed or still listed, which the sweep it
+// serves bears (it runs again, and Delete of what is gone does nothing).
 func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{labelKind: s.Kind}); err != nil {
+	var reader client.Reader = s.Client
+	if s.Cache != nil {
+		reader = s.Cache
+	}
+	// The cache's own objects, which are only read here.
+	if err := reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{labelKind: s.Kind},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}

@@ -5,23 +5,61 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 )
 
-var k8s client.Client
+var (
+	k8s client.Client
+	// cfg makes the tests' caches.
+	cfg *rest.Config
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+	env, c, err := testcluster.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, cfg = c, env.Config
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// storedCache is a cache of what is stored for tenants in ns, as the
+// worker's is, synced.
+func storedCache(t testing.TB, ns string) cache.Cache {
+	t.Helper()
+	stored, byObject, _ := storedbytes.Watch(ns)
+	c, err := cache.New(cfg, cache.Options{Scheme: k8s.Scheme(), ByObject: map[client.Object]cache.ByObject{stored: byObject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := c.GetInformer(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	return c
 }
 
 // noLists is a client whose lists fail the test: a state's writes name
@@ -100,10 +138,23 @@ func TestStates(t *testing.T) {
 	if err := s.Save(ctx, "w2", "tenant", make([]byte, 2*statestore.PartSize), &other); err != nil {
 		t.Fatal(err)
 	}
-	// Keys lists, once a sweep (every minute), not per write.
+	// Keys lists, once a sweep (every minute), not per write; from the
+	// worker's cache, with no list at the API server.
 	lists := &statestore.Store{Client: k8s, Namespace: ns.Name, Kind: "sftpwatch"}
-	if keys, err := lists.Keys(ctx); err != nil || !slices.Equal(slices.Sorted(slices.Values(keys)), []string{"w1", "w2"}) {
-		t.Errorf("keys %v %v, want w1 and w2 once each", keys, err)
+	keys := func(s *statestore.Store) []string {
+		keys, err := s.Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Sorted(slices.Values(keys))
+	}
+	if got := keys(lists); !slices.Equal(got, []string{"w1", "w2"}) {
+		t.Errorf("keys %v, want w1 and w2 once each", got)
+	}
+	cached := &statestore.Store{Client: noLists{k8s, t}, Cache: storedCache(t, ns.Name), Namespace: ns.Name, Kind: "sftpwatch"}
+	testkit.Eventually(t, "the cache has the states", func() bool { return slices.Equal(keys(cached), []string{"w1", "w2"}) })
+	if got := keys(&statestore.Store{Client: noLists{k8s, t}, Cache: cached.Cache, Namespace: ns.Name, Kind: "transfer"}); len(got) != 0 {
+		t.Errorf("keys of another kind: %v", got)
 	}
 	if err := s.Delete(ctx, "w2"); err != nil {
 		t.Fatal(err)
@@ -154,4 +205,43 @@ func TestStatesWithinBudget(t *testing.T) {
 		t.Errorf("another namespace's state: %v", err)
 	}
 	t.Logf("at the bound: %d bytes stored for the namespace, budget %d", stored("tenant"), limit)
+}
+
+// BenchmarkKeys: what a sweep's Keys allocates with 10,000 states stored,
+// at the API server and from the worker's cache.
+func BenchmarkKeys(b *testing.B) {
+	const states = 10_000
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "state-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	s := &statestore.Store{Client: k8s, Namespace: ns.Name, Kind: "sftpwatch"}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := s.Save(ctx, fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), "tenant", make([]byte, 200), new(statestore.Version)); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range states {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	cached := &statestore.Store{Client: k8s, Cache: storedCache(b, ns.Name), Namespace: ns.Name, Kind: "sftpwatch"}
+	for name, s := range map[string]*statestore.Store{"APIServer": s, "Cache": cached} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if keys, err := s.Keys(ctx); err != nil || len(keys) != states {
+					b.Fatalf("%d keys: %v", len(keys), err)
+				}
+			}
+		})
+	}
 }
