@@ -257,11 +257,12 @@ func storedObject() *metav1.PartialObjectMetadata {
 // (resourceVersion 0; a consistent read would wait for it to catch up
 // with etcd on every write, and under load time out). What either may
 // miss is a write of the last moments, which a budget of megabytes can
-// bear.
+// bear. The Cache's items are its own objects, not copies of every one
+// on every write: they are only read.
 func (b *Budget) list(ctx context.Context, tenant string) ([]metav1.PartialObjectMetadata, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	opts := []client.ListOption{client.InNamespace(b.Namespace)}
+	opts := []client.ListOption{client.InNamespace(b.Namespace), client.UnsafeDisableDeepCopy}
 	reader := b.Cache
 	switch {
 	case reader != nil && tenant != "":
