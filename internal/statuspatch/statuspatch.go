@@ -1,7 +1,7 @@
 // Package statuspatch writes the status of sftpgate's objects in one way,
 // for the manager's controllers and the worker alike: a patch onto the
 // resourceVersion read, and an event when Ready's status or reason
-// changes.
+// changes to True or False.
 package statuspatch
 
 import (
@@ -33,8 +33,10 @@ type Writer struct {
 }
 
 // Patch writes obj's status when obj differs from before, the object as
-// it was read, and records an event when Ready's status or reason changed;
-// it reports whether it recorded one. The patch carries before's
+// it was read, and records an event when Ready's status or reason changed,
+// unless to Unknown (an object on its way: its event comes when it gets
+// there, and one that goes back and forth costs no writes for it); it
+// reports whether it recorded one. The patch carries before's
 // resourceVersion: a writer that read a stale copy, or an object deleted
 // and made again under its name, gets a conflict instead of writing over
 // newer state.
@@ -47,7 +49,7 @@ func (w Writer) Patch(ctx context.Context, before, obj Object) (bool, error) {
 	}
 	was := meta.FindStatusCondition(*before.GetConditions(), v1alpha1.ConditionReady)
 	now := meta.FindStatusCondition(*obj.GetConditions(), v1alpha1.ConditionReady)
-	if w.Recorder == nil || now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+	if w.Recorder == nil || now == nil || now.Status == metav1.ConditionUnknown || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
 		return false, nil
 	}
 	w.Recorder.Eventf(obj, nil, EventType(*obj.GetConditions()), now.Reason, w.Action, "%s", Cut(now.Message, noteLimit))

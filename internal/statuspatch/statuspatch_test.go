@@ -1,13 +1,19 @@
 package statuspatch_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 )
@@ -46,6 +52,46 @@ func TestEventType(t *testing.T) {
 	} {
 		if got := statuspatch.EventType(c.conditions); got != c.want {
 			t.Errorf("%s: EventType = %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPatchEvents: a change of Ready to True or False, or of its reason,
+// is an event; one to Unknown (on its way) or none is not.
+func TestPatchEvents(t *testing.T) {
+	ctx := context.Background()
+	obj := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
+	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(obj).WithStatusSubresource(obj).Build()
+	recorder := events.NewFakeRecorder(10)
+	w := statuspatch.Writer{Client: c, Recorder: recorder, Action: "Watch"}
+	for _, step := range []struct {
+		status metav1.ConditionStatus
+		reason string
+		event  bool
+	}{
+		{metav1.ConditionUnknown, "FirstPoll", false},
+		{metav1.ConditionTrue, "Watching", true},
+		{metav1.ConditionTrue, "Watching", false},
+		{metav1.ConditionUnknown, "FirstPoll", false},
+		{metav1.ConditionFalse, "DeliveryFailing", true},
+		{metav1.ConditionFalse, "SinkUnreachable", true},
+	} {
+		before := &v1alpha1.SftpWatch{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
+			t.Fatal(err)
+		}
+		next := before.DeepCopy()
+		meta.SetStatusCondition(&next.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: step.status, Reason: step.reason, Message: "m"})
+		next.Status.LastError = step.reason // a change even where Ready has none
+		recorded, err := w.Patch(ctx, before, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded != step.event || len(recorder.Events) != 0 != step.event {
+			t.Errorf("Ready %s %s: an event recorded %t, %d sent, want %t", step.status, step.reason, recorded, len(recorder.Events), step.event)
+		}
+		for len(recorder.Events) > 0 {
+			<-recorder.Events
 		}
 	}
 }
