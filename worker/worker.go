@@ -133,6 +133,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Most events one watch holds undelivered; past it, changes wait on the server for later polls.")
 	fs.IntVar(&o.Limits.MaxWatchesPerNamespace, "max-watches-per-namespace", d.MaxWatchesPerNamespace,
 		"Most watches of one namespace that run; the newer ones are OverQuota.")
+	fs.IntVar(&o.Limits.MaxWatchesTotal, "max-watches-total", d.MaxWatchesTotal,
+		"Most watches that run in the cluster, all namespaces: what its API server and etcd were measured to hold. Past it the newer are OverQuota, the operator's namespaces' taking places before web UI accounts'.")
+	fs.IntVar(&o.Limits.MaxAccountWatchesTotal, "max-account-watches-total", d.MaxAccountWatchesTotal,
+		"Of those, the most of all web UI accounts (namespaces labelled sftpgate.dev/account) together; below --max-watches-total. Set the web UI's flag of the name alike: it stops sign-ups there.")
 	fs.IntVar(&o.Limits.MaxTransfersPerNamespace, "max-watch-transfers-per-namespace", d.MaxTransfersPerNamespace,
 		"Most Transfers the watches of one namespace keep (made by spec.transfer, not yet deleted); past it the next file's waits (TransfersAtLimit).")
 	fs.Float64Var(&o.Limits.EventsPerMinutePerNamespace, "events-per-minute-per-namespace", d.EventsPerMinutePerNamespace,
@@ -149,6 +153,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Transfers = t
 	fs.IntVar(&o.Transfers.MaxRunningPerNamespace, "max-transfers-per-namespace", t.MaxRunningPerNamespace,
 		"Most transfers of one namespace that run at once; the newer ones are Queued.")
+	fs.IntVar(&o.Transfers.MaxAccountRunningTotal, "max-account-transfers-total", t.MaxAccountRunningTotal,
+		"Most transfers of all web UI accounts together that run at once; the newer ones are OverQuota until others end.")
 	fs.IntVar(&o.Transfers.Streams, "max-transfer-streams", t.Streams, "Files copied at once on this replica.")
 	fs.IntVar(&o.Transfers.StreamsPerNamespace, "max-transfer-streams-per-namespace", t.StreamsPerNamespace,
 		"Files of one namespace's transfers copied at once on this replica.")
@@ -203,6 +209,9 @@ type Worker struct {
 func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if opts.Identity == "" || opts.Namespace == "" {
 		return nil, errors.New("the worker needs --identity and --namespace")
+	}
+	if err := opts.Limits.CheckTotals(); err != nil {
+		return nil, err
 	}
 	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, cmp.Or(opts.AccountDeniedNetworks, sftpdial.DefaultAccountDeniedNetworks))
 	if err != nil {
@@ -276,7 +285,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	syncInterval := cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3
 	recorder := mgr.GetEventRecorder("sftpgate-worker")
 	envOf := func(kind string) tasks.Env {
-		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Audit: trail, Sender: sender, Metrics: m,
+		return tasks.Env{Cache: mgr.GetCache(), Client: direct, Ends: ends, Tenants: kinds, Audit: trail, Sender: sender, Metrics: m,
 			Recorder: recorder, Log: opts.Log, Shard: leasesOf(kind),
 			States:       &statestore.Store{Client: direct, Cache: mgr.GetCache(), Namespace: opts.Namespace, Kind: kind, Budget: budget},
 			SyncInterval: syncInterval}

@@ -80,7 +80,10 @@ const (
 	// ReasonInvalidSpec: the spec cannot work as it is (the message says
 	// why), which the API server's validation could not tell.
 	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonOverQuota: the namespace has more watches than it may.
+	// ReasonOverQuota (watches and transfers): the namespace has more
+	// watches than it may, or the cluster runs as many watches, or web UI
+	// accounts as many watches or transfers, as it holds (the worker's
+	// totals); the watch is not polled, the transfer waits its turn.
 	ReasonOverQuota = "OverQuota"
 	// ReasonStateBudgetExceeded (watches and transfers): what sftpgate
 	// stores for the namespace is at its budget, so the state or plan

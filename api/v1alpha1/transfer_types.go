@@ -49,7 +49,7 @@ const (
 )
 
 // Reasons of a Transfer's conditions (with ConnectionNotReady,
-// InvalidSpec).
+// InvalidSpec, OverQuota).
 const (
 	// ReasonQueued: the transfer waits for its namespace's running
 	// transfers to finish (the worker's per-namespace cap).

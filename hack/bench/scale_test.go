@@ -102,7 +102,10 @@ func TestBenchmarkScale(t *testing.T) {
 		name := fmt.Sprintf("replica-%d", i)
 		w := exec.Command(binary, "worker", "--kubeconfig="+kubeconfig, "--namespace="+workerNS, "--identity="+name,
 			"--metrics-address="+testhttp.FreeAddr(t), "--health-probe-bind-address=0", "--log-level=error",
-			"--denied-networks="+testcluster.LoopbackNetworks)
+			"--denied-networks="+testcluster.LoopbackNetworks,
+			// It measures where the default total (what this bench
+			// settled) would hold the rest back.
+			"--max-watches-total="+strconv.Itoa(scaleWatches))
 		w.Stderr = os.Stderr
 		must(t, w.Start())
 		t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/tenants"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/metrics"
@@ -26,6 +27,8 @@ type Env struct {
 	Client client.Client
 	// Ends runs operations on connections and stores.
 	Ends *ends.Ends
+	// Tenants says which namespaces are web UI accounts' (Totals.IsStranger).
+	Tenants tenants.Kinds
 	// Audit records what the tasks do to tenants' files.
 	Audit    *audit.Trail
 	Sender   *deliver.Sender

@@ -37,11 +37,12 @@ type Item struct {
 	Free bool
 }
 
-// ByAge orders objects oldest first, then by name: the order in which
-// items take their namespace's places.
+// ByAge orders objects oldest first, then by name, then by UID: the order
+// in which items take their namespace's places, and the totals' (one
+// order across namespaces, the same on every replica).
 func ByAge(a, b metav1.Object) int {
 	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
-	return cmp.Or(ta.Compare(tb.Time), cmp.Compare(a.GetName(), b.GetName()))
+	return cmp.Or(ta.Compare(tb.Time), cmp.Compare(a.GetName(), b.GetName()), cmp.Compare(a.GetUID(), b.GetUID()))
 }
 
 // Task is the work of one item this replica holds.
@@ -62,17 +63,21 @@ type Kind[T Task] struct {
 	Shard  *shard.Shard
 	States *statestore.Store
 	// List lists the items there are, in the order they take places in
-	// their namespace's quota (the oldest first).
+	// their namespace's quota and in the totals (ByAge: the oldest first).
 	List func(ctx context.Context) ([]Item, error)
 	// PerNamespace is the most items of one namespace that run on all the
 	// replicas; the others wait. Zero is no limit.
 	PerNamespace int
+	// Totals bound the items that run in all namespaces, and in web UI
+	// accounts' (places, in totals.go).
+	Totals Totals
 	// Start makes the task of an item this replica took. end ends it: for
 	// a task that finds its item taken by another replica.
 	Start func(it Item, end func()) T
-	// Queue, when set, tells each task whether it waits for a place in its
-	// namespace's quota: at its start and at every sync.
-	Queue func(t T, waits bool)
+	// Queue, when set, tells each task whether it waits for a place (in its
+	// namespace's quota or a total, and which): at its start and at every
+	// sync.
+	Queue func(t T, w Wait)
 	// Interval is how often the replica takes its share anew (and renews
 	// its Leases): a third of a lease duration.
 	Interval time.Duration
@@ -210,8 +215,6 @@ func (k *Kind[T]) sync(ctx context.Context) {
 	exists := map[string]bool{}
 	byUID := map[string]Item{}
 	work := make([]string, 0, len(items))
-	waits := map[string]bool{}
-	perNamespace := map[string]int{}
 	for _, it := range items {
 		exists[it.UID] = true
 		if it.Idle {
@@ -219,11 +222,8 @@ func (k *Kind[T]) sync(ctx context.Context) {
 		}
 		byUID[it.UID] = it
 		work = append(work, it.UID)
-		if !it.Free {
-			perNamespace[it.Namespace]++
-			waits[it.UID] = k.PerNamespace > 0 && perNamespace[it.Namespace] > k.PerNamespace
-		}
 	}
+	waits := k.places(ctx, items)
 	if k.syncs%sweepEvery == 0 {
 		k.sweep(ctx, exists, work)
 	}

@@ -103,9 +103,9 @@ func TestKind(t *testing.T) {
 			Shard: &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns.Name, Kind: "test", Identity: name, LeaseDuration: 15 * time.Second},
 			List:  func(context.Context) ([]tasks.Item, error) { return *items.Load(), nil },
 			Start: func(it tasks.Item, _ func()) *task { return &task{b: b, item: it.UID, by: name} },
-			Queue: func(t *task, waits bool) {
+			Queue: func(t *task, w tasks.Wait) {
 				b.mu.Lock()
-				b.waits[t.item] = waits
+				b.waits[t.item] = w != tasks.Runs
 				b.mu.Unlock()
 				// As a transfer that stops waiting does.
 				k.Wake(t.item)

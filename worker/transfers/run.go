@@ -26,6 +26,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
@@ -36,9 +37,10 @@ type run struct {
 	uid    types.UID
 	key    client.ObjectKey
 	cancel func()
-	// queued: the namespace runs as many transfers as it may, and this
-	// one is not among the oldest.
-	queued atomic.Bool
+	// place says whether the transfer waits for a place: its namespace, or
+	// the web UI accounts, run as many transfers as they may, and this one
+	// is not among the oldest.
+	place tasks.Place
 
 	// mu guards plan, dirty and the fields below it while files are
 	// copied.
@@ -98,8 +100,8 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 		return 0, true
 	}
 	f := facts{}
-	if t.queued.Load() {
-		f.queued = fmt.Sprintf("the namespace runs %d transfers, the most it may; this one starts when one of them ends", t.r.Limits.MaxRunningPerNamespace)
+	if w := t.place.Get(); w != tasks.Runs {
+		t.r.waiting(w, &f)
 		t.report(ctx, f)
 		return idle, false
 	}

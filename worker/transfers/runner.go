@@ -30,6 +30,9 @@ type Limits struct {
 	// MaxRunningPerNamespace is the most transfers of one namespace that
 	// run at once (across the replicas); the newer ones are Queued.
 	MaxRunningPerNamespace int
+	// MaxAccountRunningTotal is the most transfers of all web UI accounts
+	// that run at once; the newer ones are OverQuota (tasks.Totals).
+	MaxAccountRunningTotal int
 	// Streams is the most files copied at once on the replica, and
 	// StreamsPerNamespace of one namespace's transfers: one tenant's many
 	// transfers, or its server that never answers, take no more.
@@ -50,7 +53,7 @@ type Limits struct {
 
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
-	return Limits{MaxRunningPerNamespace: 5, Streams: 32, StreamsPerNamespace: 8, MaxFiles: 100_000,
+	return Limits{MaxRunningPerNamespace: 5, MaxAccountRunningTotal: DefaultMaxAccountRunningTotal, Streams: 32, StreamsPerNamespace: 8, MaxFiles: 100_000,
 		StallTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second, RangesPerFile: 4}
 }
 
@@ -79,13 +82,15 @@ func (r *Runner) setUp() {
 	l := &r.Limits
 	d := DefaultLimits()
 	l.MaxRunningPerNamespace = cmp.Or(l.MaxRunningPerNamespace, d.MaxRunningPerNamespace)
+	l.MaxAccountRunningTotal = cmp.Or(l.MaxAccountRunningTotal, d.MaxAccountRunningTotal)
 	l.Streams, l.StreamsPerNamespace = cmp.Or(l.Streams, d.Streams), cmp.Or(l.StreamsPerNamespace, d.StreamsPerNamespace)
 	l.MaxFiles, l.StallTimeout = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.StallTimeout, d.StallTimeout)
 	l.WriteEvery, l.RangesPerFile = cmp.Or(l.WriteEvery, d.WriteEvery), cmp.Or(l.RangesPerFile, d.RangesPerFile)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
 	r.kind = &tasks.Kind[*run]{Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
-		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval, Log: r.Log}
+		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval, Log: r.Log,
+		Totals: tasks.Totals{Strangers: l.MaxAccountRunningTotal, IsStranger: r.Tenants.IsAccount}}
 	r.streams = make(chan struct{}, l.Streams)
 	r.shares = map[string]*share{}
 }
@@ -140,9 +145,10 @@ func (r *Runner) start(it tasks.Item, end func()) *run {
 }
 
 // queue tells t whether it waits for a place among its namespace's
-// running transfers; one that stops waiting starts at once.
-func (r *Runner) queue(t *run, waits bool) {
-	if was := t.queued.Swap(waits); was && !waits {
+// running transfers, or the accounts', and why; told anything new, it
+// looks at once: one that stops waiting starts, and its status says so.
+func (r *Runner) queue(t *run, w tasks.Wait) {
+	if t.place.Set(w) != w {
 		r.kind.Wake(string(t.uid))
 	}
 }

@@ -14,8 +14,9 @@ import (
 // facts are what a run found about its transfer; the status is computed
 // from them alone (setStatus), in one place.
 type facts struct {
-	// queued says the namespace runs as many transfers as it may.
-	queued string
+	// queued says the namespace runs as many transfers as it may;
+	// overQuota that the web UI accounts do.
+	queued, overQuota string
 	// connection says why a connection cannot be used now.
 	connection string
 	// keys says which OpenPGP key's Secret is missing or unusable.
@@ -53,6 +54,8 @@ func setStatus(t *v1alpha1.Transfer, f facts) {
 		reconciling = !f.finished
 	case f.queued != "":
 		ready.Reason, ready.Message = v1alpha1.ReasonQueued, f.queued
+	case f.overQuota != "":
+		ready.Reason, ready.Message = v1alpha1.ReasonOverQuota, f.overQuota
 	case f.connection != "":
 		ready.Reason, ready.Message, stalled = v1alpha1.ReasonConnectionNotReady, f.connection, true
 		reconciling = false

@@ -30,6 +30,7 @@ func TestTransferStatus(t *testing.T) {
 		{"over budget", facts{overBudget: "x", retrying: "y"}, metav1.ConditionFalse, v1alpha1.ReasonStateBudgetExceeded, false, true, status.InProgressStatus},
 		{"retrying", facts{plan: plan, retrying: "x"}, metav1.ConditionFalse, v1alpha1.ReasonRetrying, false, true, status.InProgressStatus},
 		{"queued", facts{queued: "x", connection: "y"}, metav1.ConditionFalse, v1alpha1.ReasonQueued, false, true, status.InProgressStatus},
+		{"over the accounts' total", facts{overQuota: "x", connection: "y"}, metav1.ConditionFalse, v1alpha1.ReasonOverQuota, false, true, status.InProgressStatus},
 		{"connection not ready", facts{connection: "x", retrying: "y"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, true, false, status.FailedStatus},
 		{"succeeded, event under way", facts{plan: plan, outcome: v1alpha1.ReasonSucceeded}, metav1.ConditionTrue, v1alpha1.ReasonSucceeded, false, true, status.InProgressStatus},
 		{"succeeded", facts{plan: plan, outcome: v1alpha1.ReasonSucceeded, finished: true}, metav1.ConditionTrue, v1alpha1.ReasonSucceeded, false, false, status.CurrentStatus},

@@ -37,6 +37,12 @@ type Limits struct {
 	// MaxWatchesPerNamespace is the most watches of one namespace that
 	// run; the others are OverQuota.
 	MaxWatchesPerNamespace int
+	// MaxWatchesTotal is the most watches that run in the cluster, what
+	// its control plane was measured to hold, and MaxAccountWatchesTotal
+	// (below it) the most of web UI accounts': past either the newer are
+	// OverQuota, the operator's namespaces' taking places first
+	// (tasks.Totals).
+	MaxWatchesTotal, MaxAccountWatchesTotal int
 	// MaxTransfersPerNamespace is the most Transfers watches (their
 	// spec.transfer) keep in one namespace, running or finished and not
 	// yet deleted: past it, the next file's waits (TransfersAtLimit).
@@ -66,6 +72,7 @@ type Limits struct {
 // DefaultLimits are the worker's flags' defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, MaxTransfersPerNamespace: 1000, EventsPerMinutePerNamespace: 6000,
+		MaxWatchesTotal: DefaultMaxWatchesTotal, MaxAccountWatchesTotal: DefaultMaxAccountWatchesTotal,
 		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second,
 		PollTimeEvery: time.Hour, MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
 }
@@ -130,6 +137,7 @@ func (r *Runner) setUp() {
 	d := DefaultLimits()
 	l.MaxFiles, l.MaxPending = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.MaxPending, d.MaxPending)
 	l.MaxWatchesPerNamespace = cmp.Or(l.MaxWatchesPerNamespace, d.MaxWatchesPerNamespace)
+	l.MaxWatchesTotal, l.MaxAccountWatchesTotal = cmp.Or(l.MaxWatchesTotal, d.MaxWatchesTotal), cmp.Or(l.MaxAccountWatchesTotal, d.MaxAccountWatchesTotal)
 	l.MaxTransfersPerNamespace = cmp.Or(l.MaxTransfersPerNamespace, d.MaxTransfersPerNamespace)
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
@@ -141,7 +149,8 @@ func (r *Runner) setUp() {
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Watch"}
 	r.kind = &tasks.Kind[*watcher]{Name: "watch", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
-		PerNamespace: l.MaxWatchesPerNamespace, Queue: func(w *watcher, waits bool) { w.overQuota.Store(waits) },
+		PerNamespace: l.MaxWatchesPerNamespace, Queue: r.queue,
+		Totals:   tasks.Totals{All: l.MaxWatchesTotal, Strangers: l.MaxAccountWatchesTotal, IsStranger: r.Tenants.IsAccount},
 		Interval: r.SyncInterval, Log: r.Log}
 	r.polls = make(chan struct{}, l.Polls)
 	r.pollsOf = ratelimit.NewInFlight[string](l.PollsPerNamespace)

@@ -9,8 +9,8 @@ import (
 // facts are what a watcher found about its watch; its conditions are
 // computed from them alone (setConditions), in one place.
 type facts struct {
-	// invalid says why the spec cannot work; overQuota that the namespace
-	// has more watches than it may.
+	// invalid says why the spec cannot work; overQuota that the namespace,
+	// or the cluster, has more watches than it may.
 	invalid   string
 	overQuota string
 	// connection says why the connection cannot be used now.

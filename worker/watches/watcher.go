@@ -28,6 +28,7 @@ import (
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
+	"github.com/sftpgate/sftpgate/worker/tasks"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
 
@@ -37,9 +38,10 @@ type watcher struct {
 	r   *Runner
 	uid types.UID
 	key client.ObjectKey
-	// overQuota: the namespace has more watches than it may, and this one
-	// is not among the oldest.
-	overQuota atomic.Bool
+	// place says whether the watch waits for a place: its namespace, or
+	// the cluster, runs as many watches as it may, and this one is not
+	// among the first.
+	place tasks.Place
 	// pendingCount is len(state.Outbox), for the metric.
 	pendingCount atomic.Int64
 
@@ -127,8 +129,8 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 	case err != nil:
 		f.invalid = err.Error()
 		return time.Minute
-	case w.overQuota.Load():
-		f.overQuota = fmt.Sprintf("the namespace has more than %d watches; only its oldest run", w.r.Limits.MaxWatchesPerNamespace)
+	case w.place.Get() != tasks.Runs:
+		f.overQuota = w.r.overQuota(w.place.Get())
 		return time.Minute
 	}
 	conn, why := ends.Get(ctx, w.r.Cache, wt.Namespace, wt.Spec.ConnectionRef)

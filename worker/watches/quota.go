@@ -1,0 +1,46 @@
+package watches
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/sftpgate/sftpgate/worker/tasks"
+)
+
+// The defaults of --max-watches-total and --max-account-watches-total.
+// 3,000 watches (and 300 transfers) on three replicas is what the scale
+// bench settles on a small control plane (docs/benchmarks.md); at 10,000
+// the API server and etcd went under. Strangers take a third of it at
+// most: with --max-watches-per-account (10) that is 100 web UI accounts,
+// and the operator's own watches keep 2,000 places strangers never reach.
+const (
+	DefaultMaxWatchesTotal        = 3000
+	DefaultMaxAccountWatchesTotal = 1000
+)
+
+// CheckTotals refuses totals (zero: the defaults) that would let
+// strangers take every place.
+func (l Limits) CheckTotals() error {
+	all := cmp.Or(l.MaxWatchesTotal, DefaultMaxWatchesTotal)
+	if strangers := cmp.Or(l.MaxAccountWatchesTotal, DefaultMaxAccountWatchesTotal); strangers >= all {
+		return fmt.Errorf("--max-account-watches-total (%d) must be below --max-watches-total (%d)", strangers, all)
+	}
+	return nil
+}
+
+// queue tells w whether it waits for a place, and why; told anything
+// new, it looks at once: one that stops waiting polls, one that starts
+// stops polling, and its status says so.
+func (r *Runner) queue(w *watcher, p tasks.Wait) {
+	if w.place.Set(p) != p {
+		r.kind.Wake(string(w.uid))
+	}
+}
+
+// overQuota says why a watch waits for a place (w), for its OverQuota.
+func (r *Runner) overQuota(w tasks.Wait) string {
+	if w == tasks.InNamespace {
+		return fmt.Sprintf("the namespace has more than %d watches; only its oldest run", r.Limits.MaxWatchesPerNamespace)
+	}
+	return r.kind.Totals.Why(w, "watches")
+}
