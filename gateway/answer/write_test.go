@@ -123,7 +123,8 @@ func TestCodesAreDocumented(t *testing.T) {
 	for _, e := range []*Error{NotFound(), MethodNotAllowed(), UnknownCommand("x"), Unauthorized(""), Forbidden(""),
 		ConnectionNotFound(), ConnectionNotReady("", nil), RateLimited(0), BodyTooLarge("upload", 1), UnsupportedMediaType(),
 		InvalidRequest("", ""), UpstreamTimeout(nil), UpstreamUnavailable("", nil), Internal(nil),
-		TooManyInFlight("", 1), Busy(nil), ConnectionBusy(), AuthUnavailable(nil), PathNotAllowed("", ""), SymlinkNotAllowed("", "")} {
+		TooManyInFlight("", 1), Busy(nil), ConnectionBusy(), AuthUnavailable(nil), PathNotAllowed("", ""), SymlinkNotAllowed("", ""),
+		MethodOverride()} {
 		answered = append(answered, e.Code)
 	}
 	// NotSynced answers /readyz, a probe the API document does not
