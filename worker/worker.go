@@ -74,6 +74,10 @@ type Options struct {
 	// LeaseBuckets is how many buckets (each with a Lease) the items of
 	// each kind fall into; every replica must count the same.
 	LeaseBuckets int
+	// LeaseSettle is how long the replicas' memberships must have lasted
+	// before a replica takes work (its own), or takes free work and gives
+	// any back (every one's): zero is LeaseDuration.
+	LeaseSettle time.Duration
 	// IdleTimeout closes SSH connections unused for this long.
 	IdleTimeout time.Duration
 	Limits      watches.Limits
@@ -125,6 +129,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a replica's hold on a watch lasts without renewal: a dead replica's watches move to another within it.")
 	fs.IntVar(&o.LeaseBuckets, "lease-buckets", shard.DefaultBuckets,
 		"Buckets the watches (and the transfers) fall into, each with a Lease: the Leases do not grow with the work. Every replica must say the same.")
+	fs.DurationVar(&o.LeaseSettle, "lease-settle", 0,
+		"How long a replica's membership must have lasted before it takes work, and every replica's before free work is taken or any given back, so that replicas started together divide the work once; 0 is --lease-duration.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 5*time.Minute, "Close SSH connections unused for this long.")
 	d := watches.DefaultLimits()
 	o.Limits = d
@@ -203,6 +209,9 @@ type Worker struct {
 	transfers *transfers.Runner
 	sinks     *auditsinks.Runner
 	audit     *audit.Trail
+	// members is the replica's one member Lease, for every kind.
+	members *shard.Membership
+	log     *slog.Logger
 }
 
 // New builds a worker replica on the cluster of restConfig.
@@ -277,10 +286,13 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	sender.Outcomes = m.Events
-	// Each kind holds its items through Leases of its own.
+	// One member Lease for every kind (Start renews it), and bucket
+	// Leases of each kind's own.
+	members := &shard.Membership{Client: leases, Namespace: opts.Namespace, Identity: opts.Identity,
+		LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets}
 	leasesOf := func(kind string) *shard.Shard {
-		return &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: kind,
-			Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets}
+		return &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: kind, Identity: opts.Identity,
+			Membership: members, LeaseDuration: opts.LeaseDuration, SettleTime: opts.LeaseSettle, Buckets: opts.LeaseBuckets}
 	}
 	syncInterval := cmp.Or(opts.LeaseDuration, shard.DefaultLeaseDuration) / 3
 	recorder := mgr.GetEventRecorder("sftpgate-worker")
@@ -315,7 +327,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Worker{mgr: mgr, metrics: m, runner: r, transfers: tr, sinks: sinks, audit: trail}, nil
+	return &Worker{mgr: mgr, members: members, log: logging.OrDiscard(opts.Log), metrics: m, runner: r, transfers: tr, sinks: sinks, audit: trail}, nil
 }
 
 // Start runs the worker until ctx ends: then it stops its watches, stores
@@ -363,7 +375,24 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	// Stores records until Close, once every task has stopped.
 	go w.audit.Run(context.WithoutCancel(ctx))
+	// The membership is renewed from now on, while the caches sync: the
+	// others count this replica before any of them takes a share.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		w.members.Run(renewCtx, func(err error) { w.log.Error("renewing the replica's membership", "error", err) })
+	}()
 	err = w.mgr.Start(ctx)
+	// Every kind gave its buckets back: the membership goes last, with no
+	// renewal after.
+	stopRenewing()
+	<-renewed
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.members.Leave(leaveCtx); err != nil {
+		w.log.Error("leaving the replicas", "error", err)
+	}
 	// Every task has stopped: the chains end whole.
 	w.audit.Close(context.WithoutCancel(ctx))
 	return err

@@ -212,6 +212,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	wOpts.BindFlags(flag.NewFlagSet("worker", flag.ContinueOnError))
 	wOpts.Namespace, wOpts.Identity, wOpts.DeniedNetworks = worker.DefaultNamespace, "sftpgate-dev", testcluster.LoopbackNetworks
 	wOpts.MetricsAddr, wOpts.ProbeAddr = "0", "0"
+	wOpts.LeaseSettle = time.Second // one replica: no other to wait for
 	wOpts.Log = log.With("component", "worker")
 	if err := testcluster.EnsureNamespace(ctx, env.Config, wOpts.Namespace); err != nil {
 		return err

@@ -100,6 +100,7 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		{"the gateway removes a watch state", func() error { return gateway.Delete(ctx, configMap("sftpwatch-victim")) }, false},
 		{"the worker makes a transfer plan", func() error { return worker.Create(ctx, configMap("transfer-mine")) }, true},
 		{"the worker makes a watch's Lease", func() error { return worker.Create(ctx, lease("sftpwatch-mine")) }, true},
+		{"the worker renews a replica's membership", func() error { return worker.Create(ctx, lease("worker-member-mine")) }, true},
 		{"the worker makes an upload record", func() error { return worker.Create(ctx, configMap("sftpgate-upload-forged")) }, false},
 		{"the worker removes the manager's Lease", func() error { return worker.Delete(ctx, lease("manager.sftpgate.dev")) }, false},
 		{"the worker takes a slug's reservation", func() error { return worker.Create(ctx, lease("slug-stolen")) }, false},

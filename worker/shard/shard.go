@@ -1,18 +1,27 @@
 // Package shard divides a component's work among its replicas through
 // Kubernetes Leases, and nothing else. Items of work (watches, transfers)
 // fall into a fixed number of buckets by a hash of their key, as
-// Knative's reconciler buckets do; each replica renews a member Lease, and
-// each bucket with work has a Lease naming the replica doing its items,
-// written only when the bucket changes hands. So the Leases are bounded by
-// the buckets, not the items, and renewing costs one write per replica,
-// however many items. A replica holds its buckets while its membership is
-// live (renewed within the lease duration, without a lapse since it took
-// them). It takes free buckets while it holds fewer than its share (the
-// buckets with work over the live members, rounded up), takes a bucket
-// whose holder's membership has expired (read at the API server, not
-// from a cache), and gives buckets back when it holds more than its share
-// (after a replica joined). A replica that dies leaves its membership to
-// expire: the others take its buckets within one lease duration.
+// Knative's reconciler buckets do; each replica renews one member Lease
+// for every kind of work (Membership), and each bucket with work has a
+// Lease naming the replica doing its items, written only when the bucket
+// changes hands. So the Leases are bounded by the buckets, not the items,
+// and renewing costs one write per replica, however many items and kinds.
+// A replica holds its buckets while its membership is live (renewed
+// within the lease duration, without a lapse since it took them).
+//
+// Buckets move as little as they can. A replica takes nothing until its
+// membership has settled (SettleTime after it began), so that replicas
+// started together count each other; then, while it holds fewer than its
+// share (the buckets with work over the live members, rounded up), it
+// takes the buckets of replicas that died since (their membership read at
+// the API server, not from a cache) at its next sync, all at once. While
+// no member joined within the settle time, it also takes buckets given
+// back (by a replica that left, or was over its share) at once, and free
+// ones (never held, or held by replicas dead before it settled) at most a
+// quarter of its share per sync; and gives buckets back over its share
+// (after a replica joined) as gradually, once the joiner settled. A
+// replica that dies leaves its membership to expire: the others take its
+// buckets within the lease duration and a sync.
 package shard
 
 import (
@@ -48,7 +57,8 @@ const (
 	// labelItem marked the Lease of one item, before items fell into
 	// buckets: such Leases are removed.
 	labelItem = "sftpgate.dev/shard-item"
-	// LabelMember marks a replica's member Lease with the kind of work.
+	// LabelMember marks a replica's member Lease: "all" for the one of
+	// every kind; earlier versions' had one per kind, with its name.
 	LabelMember = "sftpgate.dev/shard-member"
 )
 
@@ -70,24 +80,57 @@ type Shard struct {
 	// Namespace holds the Leases; Kind names the work ("watch"); Identity
 	// is this replica's (its pod's name).
 	Namespace, Kind, Identity string
+	// Membership is the replica's, shared by its kinds of work, and renewed
+	// by whoever runs it (Membership.Run); nil makes one of the Shard's
+	// own, renewed by Renew and Sync, and removed by Leave.
+	Membership *Membership
 	// LeaseDuration is DefaultLeaseDuration when zero.
 	LeaseDuration time.Duration
+	// SettleTime is how long a membership must have lasted before the
+	// replica takes buckets (its own), or takes free ones and gives any
+	// back (every member's): the lease duration when zero.
+	SettleTime time.Duration
 	// Buckets is how many buckets items fall into (DefaultBuckets when
 	// zero); every replica of a kind must count the same.
 	Buckets int
 	Clock   clock.Clock
 
-	// renewing serialises renewals: Renew's ticker and Sync's own.
-	renewing sync.Mutex
-	mu       sync.Mutex
+	once sync.Once
+	own  bool
+	mu   sync.Mutex
 	// held is the buckets whose Lease names this replica, taken while its
-	// membership was live; renewed is when it last renewed its membership.
-	held    map[string]bool
-	renewed time.Time
+	// membership was live, in the membership's epoch.
+	held  map[string]bool
+	epoch uint64
 	// given is the items Sync last said to keep; leaving the buckets it
 	// gave up, given back by Settle once their items' work stopped.
 	given   map[string]bool
 	leaving []string
+}
+
+// members is the replica's membership: Membership, or the Shard's own.
+func (s *Shard) members() *Membership {
+	s.once.Do(func() {
+		if s.Membership == nil {
+			s.own = true
+			s.Membership = &Membership{Client: s.Client, Namespace: s.Namespace, Identity: s.Identity,
+				LeaseDuration: s.LeaseDuration, Buckets: s.buckets(), Clock: s.Clock}
+		}
+	})
+	return s.Membership
+}
+
+func (s *Shard) settleTime() time.Duration { return cmp.Or(s.SettleTime, s.duration()) }
+
+// current says whether the membership is live, and forgets the buckets
+// held in an earlier one (after a lapse another replica may have taken
+// any); call with mu held.
+func (s *Shard) current() bool {
+	live, _, epoch := s.members().state()
+	if s.held == nil || epoch != s.epoch {
+		s.held, s.epoch = map[string]bool{}, epoch
+	}
+	return live
 }
 
 func (s *Shard) buckets() int { return cmp.Or(s.Buckets, DefaultBuckets) }
@@ -124,11 +167,8 @@ func (s *Shard) Holds(item string) bool {
 	b := s.Bucket(item)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held[b] && s.live()
+	return s.current() && s.held[b]
 }
-
-// live says this replica's membership holds; call with mu held.
-func (s *Shard) live() bool { return s.now().Sub(s.renewed) < s.duration() }
 
 // Sync renews this replica's membership, takes free buckets of those items
 // (the work there is now) fall into, up to its share, and says which items
@@ -150,6 +190,7 @@ func (s *Shard) Sync(ctx context.Context, items []string) (keep, drop []string, 
 		return nil, nil, err
 	}
 	given := map[string]bool{}
+	keep = make([]string, 0, len(kept))
 	for _, b := range kept {
 		for _, item := range of[b] {
 			given[item] = true
@@ -186,18 +227,34 @@ func (s *Shard) Settle(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// syncBuckets takes free buckets of buckets (those with work) up to this
+// ErrNotMember is a sync while this replica's membership is not live: it
+// takes nothing, and what it held waits for the membership to be renewed.
+var ErrNotMember = errors.New("this replica's membership is not live: not renewed within the lease duration")
+
+// takeFraction bounds the free buckets a replica takes in one sync, and
+// those it gives back: a quarter of its share (at least one), so that a
+// replica that joins late, or one the others have not seen yet, moves few.
+const takeFraction = 4
+
+// syncBuckets takes buckets of buckets (those with work) up to this
 // replica's share, and says which to keep and which to give back (over
 // its share, taken by another, or without work).
 func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop []string, err error) {
-	if err := s.renewIfDue(ctx); err != nil {
-		return nil, nil, err
+	if s.members(); s.own {
+		if err := s.Membership.renewIfDue(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
-	members, err := s.liveMembers(ctx)
+	s.mu.Lock()
+	live := s.current()
+	s.mu.Unlock()
+	if !live {
+		return nil, nil, ErrNotMember
+	}
+	v, err := s.view(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	share := (len(buckets) + len(members) - 1) / max(len(members), 1)
 	leases, err := s.list(ctx, LabelBucket)
 	if err != nil {
 		return nil, nil, err
@@ -222,7 +279,8 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	s.mu.Unlock()
 	// Buckets whose Lease names this replica, but that it does not hold (a
 	// restart's, or after a lapse), are its own if the API server says
-	// so: the cache may not have seen another take them.
+	// so: the cache may not have seen another take them. Settled or not:
+	// its work goes on where it was.
 	for _, bucket := range named {
 		if err := s.adopt(ctx, bucket); err != nil {
 			return nil, drop, err
@@ -236,6 +294,7 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	s.mu.Unlock()
 	slices.Sort(mine)
 
+	keep = make([]string, 0, len(mine))
 	for _, bucket := range mine {
 		l := byBucket[bucket]
 		switch {
@@ -251,30 +310,66 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 			keep = append(keep, bucket)
 		}
 	}
-	// Over its share (a replica joined): give some back.
-	if over := len(keep) - share; over > 0 {
-		for _, bucket := range keep[len(keep)-over:] {
+	if v.disagree != nil {
+		// Replicas that would divide the items otherwise: nothing moves
+		// until they are gone.
+		return keep, drop, v.disagree
+	}
+	share := (len(buckets) + len(v.live) - 1) / len(v.live)
+	step := max(1, share/takeFraction)
+	// Over its share (a replica joined): give some back, once the joiner
+	// settled and can take them, a step at a time.
+	if over := len(keep) - share; over > 0 && v.stable {
+		n := min(over, step)
+		for _, bucket := range keep[len(keep)-n:] {
 			s.forget(bucket)
 			drop = append(drop, bucket)
 		}
-		keep = keep[:len(keep)-over]
+		keep = keep[:len(keep)-n]
 	}
-	// Under it: take free buckets, in an order of this replica's own so that
-	// replicas starting together do not all go for the same ones.
-	free := make([]string, 0)
+	if !v.settled || len(keep) >= share {
+		return keep, drop, nil
+	}
+	// Under it: take the buckets of replicas that died since this one
+	// settled, and those given back (while no member is new), all at
+	// once; then free ones, a step at a time (while no member is new), in
+	// an order of this replica's own so that replicas do not all go for
+	// the same ones.
+	held := map[string]bool{}
+	for _, bucket := range keep {
+		held[bucket] = true
+	}
+	for _, bucket := range drop {
+		held[bucket] = true
+	}
+	var vacated, free []string
 	for _, bucket := range buckets {
-		if !slices.Contains(keep, bucket) && !slices.Contains(drop, bucket) && (byBucket[bucket] == nil || !members[holder(byBucket[bucket])]) {
+		l := byBucket[bucket]
+		switch {
+		case held[bucket] || l != nil && v.live[holder(l)]:
+		case l != nil && v.diedAfterSettling(holder(l)), l != nil && holder(l) == "" && v.stable:
+			vacated = append(vacated, bucket)
+		case v.stable:
 			free = append(free, bucket)
 		}
 	}
-	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] }) //nolint:gosec // spreading replicas, not a secret
-	for _, bucket := range free {
-		if len(keep) >= share {
+	shuffle := func(b []string) {
+		rand.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] }) //nolint:gosec // spreading replicas, not a secret
+	}
+	shuffle(vacated)
+	shuffle(free)
+	taken := 0
+	for i, bucket := range append(vacated, free...) {
+		isFree := i >= len(vacated)
+		if len(keep) >= share || isFree && taken >= step {
 			break
 		}
 		switch err := s.take(ctx, bucket, byBucket[bucket]); {
 		case err == nil:
 			keep = append(keep, bucket)
+			if isFree {
+				taken++
+			}
 		case isLost(err):
 		default:
 			return keep, drop, err
@@ -284,8 +379,81 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	return keep, drop, nil
 }
 
-// release deletes bucket's Lease if it still names this replica, which
-// no longer holds it.
+// view is the members as a sync sees them.
+type view struct {
+	// live is the replicas whose membership is live, this one included.
+	live map[string]bool
+	// settled: this replica's membership began a settle time ago or more,
+	// at settledAt; stable: every live member's did too.
+	settled, stable bool
+	settledAt       time.Time
+	// expired is when each membership that was not renewed expired, by
+	// replica.
+	expired map[string]time.Time
+	// disagree is live members that would divide the items otherwise
+	// (they count buckets otherwise, or are of an earlier version).
+	disagree error
+}
+
+// diedAfterSettling says who's membership expired after this replica
+// settled: its buckets are taken at once, a failover, not a start.
+func (v *view) diedAfterSettling(who string) bool {
+	at, ok := v.expired[who]
+	return ok && !at.Before(v.settledAt)
+}
+
+// view reads the member Leases, as the cache has them.
+func (s *Shard) view(ctx context.Context) (*view, error) {
+	var list coordinationv1.LeaseList
+	if err := s.Cache.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{LabelMember}); err != nil {
+		return nil, err
+	}
+	now, settle := s.now(), s.settleTime()
+	_, since, _ := s.members().state()
+	v := &view{live: map[string]bool{s.Identity: true}, expired: map[string]time.Time{}, settledAt: since.Add(settle)}
+	v.settled = !now.Before(v.settledAt)
+	v.stable = v.settled
+	mine := strconv.Itoa(s.buckets())
+	for i := range list.Items {
+		l := &list.Items[i]
+		who := holder(l)
+		switch {
+		case who == "" || who == s.Identity:
+			// This replica's own (it knows its state better than the
+			// cache), or one naming none.
+			continue
+		case s.expired(l):
+			v.expired[who] = s.expiry(l)
+			continue
+		case l.Labels[LabelMember] != memberShared:
+			// Its replicas do not see this version's members: both would
+			// run the same items.
+			v.disagree = fmt.Errorf("%w: %s", errEarlierVersion, who)
+		case l.Annotations[annotationBuckets] != mine:
+			// Items would fall into other buckets there: both could run
+			// one.
+			v.disagree = fmt.Errorf("%w: %s here, %q at %s", errBucketsDiffer, mine, l.Annotations[annotationBuckets], who)
+		}
+		v.live[who] = true
+		if a := l.Spec.AcquireTime; a == nil || now.Before(a.Add(settle)) {
+			v.stable = false
+		}
+	}
+	return v, nil
+}
+
+// liveMembers names the replicas whose membership is live, as the cache
+// has them (this one included); it fails while replicas disagree.
+func (s *Shard) liveMembers(ctx context.Context) (map[string]bool, error) {
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.live, v.disagree
+}
+
+// release gives bucket back: its Lease, if it still names this replica,
+// names none, for another to take at once.
 func (s *Shard) release(ctx context.Context, bucket string) error {
 	lease := &coordinationv1.Lease{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(bucket)}, lease); err != nil {
@@ -294,7 +462,12 @@ func (s *Shard) release(ctx context.Context, bucket string) error {
 	if holder(lease) != s.Identity {
 		return nil
 	}
-	return client.IgnoreNotFound(s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}))
+	lease.Spec.HolderIdentity = nil
+	// On the version read: one that took it meanwhile keeps it.
+	if err := s.Client.Update(ctx, lease); !apierrors.IsConflict(err) {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
 }
 
 // Orphans are the items of also (say, those with a state stored) that
@@ -326,8 +499,10 @@ func (s *Shard) Orphans(ctx context.Context, exists map[string]bool, also []stri
 }
 
 // Tidy removes the Leases no live replica needs: a bucket's that has no
-// work (not in busy) and whose holder is not live, and those of single
-// items, which earlier versions wrote.
+// work (not in busy) and whose holder is not live; a member's expired a
+// lease duration ago or more (a replica that died: one that comes back
+// makes it again); and those of single items, which earlier versions
+// wrote.
 func (s *Shard) Tidy(ctx context.Context, busy map[string]bool) error {
 	members, err := s.liveMembers(ctx)
 	if err != nil {
@@ -341,14 +516,32 @@ func (s *Shard) Tidy(ctx context.Context, busy map[string]bool) error {
 	if err != nil {
 		return err
 	}
+	var memberLeases coordinationv1.LeaseList
+	if err := s.Cache.List(ctx, &memberLeases, client.InNamespace(s.Namespace), client.HasLabels{LabelMember}); err != nil {
+		return err
+	}
 	var errs []error
+	remove := func(l *coordinationv1.Lease) {
+		// Unless renewed (or taken) since the cache saw it.
+		errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})))
+	}
 	for i := range buckets {
 		if l := &buckets[i]; !busy[l.Annotations[annotationBucket]] && !members[holder(l)] {
-			errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})))
+			remove(l)
+		}
+	}
+	for i := range memberLeases.Items {
+		if l := &memberLeases.Items[i]; !s.now().Before(s.expiry(l).Add(s.duration())) {
+			remove(l)
 		}
 	}
 	for i := range items {
 		errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, &items[i])))
+	}
+	for i, err := range errs {
+		if apierrors.IsConflict(err) {
+			errs[i] = nil
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -360,9 +553,10 @@ func (s *Shard) list(ctx context.Context, label string) ([]coordinationv1.Lease,
 	return leases.Items, err
 }
 
-// Leave gives back every Lease this replica holds and its membership, for
-// a replica stopping on purpose: its items move at once, not after a lease
-// duration.
+// Leave gives back every bucket this replica holds, and its membership if
+// it is the Shard's own, for a replica stopping on purpose: its items move
+// at once, not after a lease duration. A shared membership is left by
+// whoever runs it, once every kind left.
 func (s *Shard) Leave(ctx context.Context) error {
 	s.mu.Lock()
 	buckets := slices.Collect(maps.Keys(s.held))
@@ -372,8 +566,9 @@ func (s *Shard) Leave(ctx context.Context) error {
 	for _, b := range buckets {
 		errs = append(errs, s.release(ctx, b))
 	}
-	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.memberName()}}
-	errs = append(errs, client.IgnoreNotFound(s.Client.Delete(ctx, member)))
+	if m := s.members(); s.own {
+		errs = append(errs, m.Leave(ctx))
+	}
 	return errors.Join(errs...)
 }
 
@@ -386,12 +581,15 @@ const (
 	annotationBuckets = "sftpgate.dev/shard-buckets"
 )
 
-// errBucketsDiffer is live replicas that count buckets otherwise.
-var errBucketsDiffer = errors.New("the replicas count buckets differently (--lease-buckets); none takes work until they agree")
+// errBucketsDiffer is live replicas that count buckets otherwise;
+// errEarlierVersion is a live replica of a version with a member Lease
+// per kind, which does not see this version's.
+var (
+	errBucketsDiffer  = errors.New("the replicas count buckets differently (--lease-buckets); none takes work until they agree")
+	errEarlierVersion = errors.New("a replica of an earlier version is live; none takes work until it is gone")
+)
 
-func (s *Shard) leaseName(bucket string) string  { return s.Kind + "-bucket-" + bucket }
-func (s *Shard) memberName() string              { return s.memberOf(s.Identity) }
-func (s *Shard) memberOf(identity string) string { return s.Kind + "-member-" + identity }
+func (s *Shard) leaseName(bucket string) string { return s.Kind + "-bucket-" + bucket }
 
 // forget drops bucket from what this replica holds.
 func (s *Shard) forget(bucket string) {
@@ -400,117 +598,37 @@ func (s *Shard) forget(bucket string) {
 	delete(s.held, bucket)
 }
 
-// Renew renews this replica's membership now. Run it every third of the
+// Renew renews this replica's membership now, if it is the Shard's own
+// (a shared one is renewed by Membership.Run). Run it every third of the
 // lease duration apart from Sync, whose work (stopping tasks that store
-// what they hold) may take longer: a membership renewed late lapses, and
-// the replica drops all it holds.
+// what they hold) may take longer: a membership renewed late lapses.
 func (s *Shard) Renew(ctx context.Context) error {
-	s.renewing.Lock()
-	defer s.renewing.Unlock()
-	return s.renew(ctx)
-}
-
-func (s *Shard) renew(ctx context.Context) error {
-	lapsed, err := s.renewMember(ctx)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held == nil || lapsed {
-		// After a lapse another replica may have taken any bucket: hold
-		// none until they are taken again (its own adopted by Sync).
-		s.held = map[string]bool{}
+	if m := s.members(); s.own {
+		return m.Renew(ctx)
 	}
 	return nil
 }
 
-// renewIfDue renews the membership if a third of the lease duration
-// passed since it was last renewed (or it never was).
-func (s *Shard) renewIfDue(ctx context.Context) error {
-	s.renewing.Lock()
-	defer s.renewing.Unlock()
-	s.mu.Lock()
-	due := s.held == nil || s.now().Sub(s.renewed) >= s.duration()/3
-	s.mu.Unlock()
-	if !due {
-		return nil
-	}
-	return s.renew(ctx)
-}
-
-// renewMember renews (or makes) this replica's member Lease; lapsed says
-// the membership had expired before (or never was): items held before are
-// held no more.
-func (s *Shard) renewMember(ctx context.Context) (lapsed bool, err error) {
-	key := client.ObjectKey{Namespace: s.Namespace, Name: s.memberName()}
-	lease := &coordinationv1.Lease{}
-	err = s.Client.Get(ctx, key, lease)
-	now := metav1.NewMicroTime(s.now())
-	switch {
-	case apierrors.IsNotFound(err):
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name,
-			Labels:      map[string]string{LabelShard: s.Kind, LabelMember: s.Kind, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy},
-			Annotations: map[string]string{annotationBuckets: strconv.Itoa(s.buckets())}},
-			Spec: s.spec(now)}
-		err = client.IgnoreAlreadyExists(s.Client.Create(ctx, lease))
-	case err != nil:
-		return false, err
-	default:
-		lease.Spec = s.spec(now)
-		metav1.SetMetaDataAnnotation(&lease.ObjectMeta, annotationBuckets, strconv.Itoa(s.buckets()))
-		err = s.Client.Update(ctx, lease)
-	}
-	if err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lapsed = !s.live()
-	s.renewed = now.Time
-	return lapsed, nil
-}
-
+// spec is what a bucket's Lease says: who holds it, since when.
 func (s *Shard) spec(now metav1.MicroTime) coordinationv1.LeaseSpec {
 	return coordinationv1.LeaseSpec{HolderIdentity: ptr.To(s.Identity), LeaseDurationSeconds: ptr.To(int32(s.duration().Seconds())),
 		AcquireTime: &now, RenewTime: &now}
 }
 
-// liveMembers names the replicas whose membership is live, as the cache
-// has them (this one included).
-func (s *Shard) liveMembers(ctx context.Context) (map[string]bool, error) {
-	var list coordinationv1.LeaseList
-	if err := s.Cache.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelMember: s.Kind}); err != nil {
-		return nil, err
-	}
-	live := map[string]bool{s.Identity: true}
-	mine := strconv.Itoa(s.buckets())
-	for i := range list.Items {
-		l := &list.Items[i]
-		if s.expired(l) {
-			continue
-		}
-		if theirs := l.Annotations[annotationBuckets]; theirs != mine {
-			// Items would fall into other buckets there: both could run
-			// one. Nothing moves until the replicas agree.
-			return nil, fmt.Errorf("%w: %s here, %q at %s", errBucketsDiffer, mine, theirs, holder(l))
-		}
-		live[holder(l)] = true
-	}
-	return live, nil
-}
-
-// expired reports whether l's holder stopped renewing it.
-func (s *Shard) expired(l *coordinationv1.Lease) bool {
+// expiry is when l's holder's hold ends unless renewed.
+func (s *Shard) expiry(l *coordinationv1.Lease) time.Time {
 	if l.Spec.RenewTime == nil {
-		return true
+		return time.Time{}
 	}
 	d := s.duration()
 	if l.Spec.LeaseDurationSeconds != nil {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return !s.now().Before(l.Spec.RenewTime.Add(d))
+	return l.Spec.RenewTime.Add(d)
 }
+
+// expired reports whether l's holder stopped renewing it.
+func (s *Shard) expired(l *coordinationv1.Lease) bool { return !s.now().Before(s.expiry(l)) }
 
 // holder is who l names ("" for none).
 func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
@@ -537,6 +655,22 @@ func (s *Shard) adopt(ctx context.Context, bucket string) error {
 	return nil
 }
 
+// alive says whether who's membership is live at the API server: its
+// member Lease, or one of an earlier version's for this kind.
+func (s *Shard) alive(ctx context.Context, who string) (bool, error) {
+	for _, name := range []string{memberName(who), s.Kind + "-member-" + who} {
+		member := &coordinationv1.Lease{}
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, member)
+		switch {
+		case err == nil:
+			return !s.expired(member), nil
+		case !apierrors.IsNotFound(err):
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // take makes or takes over bucket's Lease, l being what the cache has. A
 // holder the cache shows dead is checked at the API server first: a cache
 // behind could show a membership expired that was renewed since.
@@ -552,13 +686,11 @@ func (s *Shard) take(ctx context.Context, bucket string, l *coordinationv1.Lease
 		}
 	} else {
 		if was := holder(l); was != "" {
-			member := &coordinationv1.Lease{}
-			err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.memberOf(was)}, member)
-			switch {
-			case err == nil && !s.expired(member):
-				return fmt.Errorf("taking %s: %w", bucket, errLost)
-			case err != nil && !apierrors.IsNotFound(err):
+			switch alive, err := s.alive(ctx, was); {
+			case err != nil:
 				return err
+			case alive:
+				return fmt.Errorf("taking %s: %w", bucket, errLost)
 			}
 		}
 		l = l.DeepCopy()

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testleases"
 	"github.com/sftpgate/sftpgate/worker/shard"
 )
 
@@ -29,6 +32,11 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
 }
 
+// settle is the replicas' SettleTime here: less than a third of their
+// lease duration, so that a step of the clock by it settles them and
+// lapses none.
+const settle = 5 * time.Second
+
 // replicas are shards of one kind of work in one namespace, sharing a
 // fake clock.
 func replicas(t *testing.T, clk *clocktesting.FakeClock, names ...string) []*shard.Shard {
@@ -40,7 +48,7 @@ func replicas(t *testing.T, clk *clocktesting.FakeClock, names ...string) []*sha
 	var out []*shard.Shard
 	for _, name := range names {
 		out = append(out, &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns.Name, Kind: "watch", Identity: name,
-			LeaseDuration: 15 * time.Second, Clock: clk})
+			LeaseDuration: 15 * time.Second, SettleTime: settle, Clock: clk})
 	}
 	return out
 }
@@ -60,6 +68,37 @@ func syncAll(t *testing.T, items []string, shards ...*shard.Shard) map[string][]
 		}
 	}
 	return held
+}
+
+// join has the replicas join (each syncs once, taking nothing), then
+// settle: the clock moves on by the settle time.
+func join(t *testing.T, clk *clocktesting.FakeClock, items []string, shards ...*shard.Shard) {
+	t.Helper()
+	if held := syncAll(t, items, shards...); len(held) > 0 {
+		t.Errorf("replicas took %v as they joined", held)
+	}
+	clk.Step(settle)
+}
+
+// syncRounds has the replicas sync in turns until every item is held and
+// a round moves nothing, and says how many each holds.
+func syncRounds(t *testing.T, items []string, shards ...*shard.Shard) map[string]int {
+	t.Helper()
+	var last map[string]int
+	for range 50 {
+		syncAll(t, items, shards...)
+		counts := holders(t, items, shards...)
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		if total == len(items) && maps.Equal(counts, last) {
+			return counts
+		}
+		last = counts
+	}
+	t.Fatalf("after 50 rounds the replicas hold %v of %d items", last, len(items))
+	return nil
 }
 
 // distinct is n items that fall into n buckets: each item alone in its
@@ -101,45 +140,46 @@ func holders(t *testing.T, items []string, shards ...*shard.Shard) map[string]in
 
 // TestItemsAreDividedAndTakenOver: replicas divide the items evenly, each
 // item held by one; a replica that stops renewing has its items taken by
-// the others once its Leases expire, and not before; one that joins gets
-// its share from the others; one that leaves gives its items back at once.
+// the others once its membership expires, not before, at their next sync;
+// one that joins gets its share from the others, once it settled; one
+// that leaves gives its items back at once.
 func TestItemsAreDividedAndTakenOver(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := replicas(t, clk, "a", "b", "c", "d")
 	a, b, c, d := s[0], s[1], s[2], s[3]
 	items := distinct(a, 10)
-	// Until each has joined, the first take more than their share; a
-	// few rounds settle it.
-	for range 3 {
-		syncAll(t, items, a, b, c)
-	}
-	counts := holders(t, items, a, b, c)
+	join(t, clk, items, a, b, c)
+	counts := syncRounds(t, items, a, b, c)
 	if counts["a"]+counts["b"]+counts["c"] != 10 || counts["a"] > 4 || counts["b"] > 4 || counts["c"] > 4 {
 		t.Fatalf("three replicas hold %v of 10 items, want all, at most 4 each", counts)
 	}
 
-	// c stops renewing. Before its Leases expire nobody takes its items.
+	// c stops renewing. Before its membership expires nobody takes its
+	// items; after, the others take them all at their next sync.
 	gone := counts["c"]
 	clk.Step(10 * time.Second)
 	syncAll(t, items, a, b)
 	if counts := holders(t, items, a, b); counts["a"]+counts["b"] != 10-gone {
-		t.Errorf("before c's Leases expire, a and b hold %v", counts)
+		t.Errorf("before c's membership expires, a and b hold %v", counts)
 	}
 	clk.Step(6 * time.Second)
-	for range 2 {
-		syncAll(t, items, a, b)
-	}
+	syncAll(t, items, a, b)
 	if counts := holders(t, items, a, b); counts["a"]+counts["b"] != 10 || counts["a"] != 5 {
-		t.Errorf("after c's Leases expired, a and b hold %v, want 5 each", counts)
+		t.Errorf("a sync after c's membership expired, a and b hold %v, want 5 each", counts)
 	}
 
-	// d joins: the others give it its share.
-	for range 3 {
+	// d joins: once it settled, the others give it its share, a step at a
+	// time, and it takes it.
+	for round := 0; ; round++ {
 		clk.Step(time.Second)
 		syncAll(t, items, a, b, d)
-	}
-	if counts := holders(t, items, a, b, d); counts["a"]+counts["b"]+counts["d"] != 10 || counts["d"] < 2 || counts["a"] > 4 || counts["b"] > 4 {
-		t.Errorf("after d joined: %v, want at most a share of 4 each, and d the rest", counts)
+		counts := holders(t, items, a, b, d)
+		if counts["a"]+counts["b"]+counts["d"] == 10 && counts["d"] >= 2 && counts["a"] <= 4 && counts["b"] <= 4 {
+			break
+		}
+		if round == 30 {
+			t.Fatalf("after d joined: %v, want at most a share of 4 each, and d the rest", counts)
+		}
 	}
 
 	// b leaves on purpose: its items move at the next sync, not after a
@@ -147,7 +187,6 @@ func TestItemsAreDividedAndTakenOver(t *testing.T) {
 	if err := b.Leave(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	syncAll(t, items, a, d)
 	syncAll(t, items, a, d)
 	if counts := holders(t, items, a, b, d); counts["a"]+counts["d"] != 10 || counts["b"] != 0 {
 		t.Errorf("after b left: %v", counts)
@@ -186,7 +225,8 @@ func TestRenewingWritesOnlyTheMembership(t *testing.T) {
 	s := replicas(t, clk, "a")
 	a := s[0]
 	items := distinct(a, 3)
-	syncAll(t, items, a)
+	join(t, clk, items, a)
+	syncRounds(t, items, a)
 	before := bucketVersions(t, a)
 	if len(before) != 3 {
 		t.Fatalf("%d bucket Leases, want 3", len(before))
@@ -206,14 +246,14 @@ func TestRenewingWritesOnlyTheMembership(t *testing.T) {
 // TestLapsedAndRestartedReplicas: a replica whose membership lapsed holds
 // nothing until it syncs again, and then only what no one took meanwhile;
 // a replica restarted under the same identity takes up at once the items
-// still in its name.
+// still in its name, and gives the others their share once they settled.
 func TestLapsedAndRestartedReplicas(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := replicas(t, clk, "a", "b")
 	a, b := s[0], s[1]
 	items := distinct(a, 2)
-	syncAll(t, items, a)
-	if counts := holders(t, items, a); counts["a"] != 2 {
+	join(t, clk, items, a)
+	if counts := syncRounds(t, items, a); counts["a"] != 2 {
 		t.Fatalf("a alone holds %v", counts)
 	}
 	// a is cut off for longer than a lease: it stops at once, and b takes
@@ -222,9 +262,8 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 	if counts := holders(t, items, a); counts["a"] != 0 {
 		t.Errorf("a, lapsed, still holds %v", counts)
 	}
-	syncAll(t, items, b)
-	syncAll(t, items, b)
-	if counts := holders(t, items, a, b); counts["b"] != 2 {
+	join(t, clk, items, b)
+	if counts := syncRounds(t, items, b); counts["b"] != 2 {
 		t.Fatalf("b holds %v after a lapsed", counts)
 	}
 	// a comes back: it takes nothing b holds.
@@ -238,21 +277,20 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 
 	// b restarts (a new process, the same identity): its items are its
 	// own at its first sync, before its old membership could expire; a
-	// being back, it keeps its share and gives the other back.
-	restarted := &shard.Shard{Cache: k8s, Client: k8s, Namespace: b.Namespace, Kind: b.Kind, Identity: "b", LeaseDuration: 15 * time.Second, Clock: clk}
+	// being back, it gives one back once a settled.
+	restarted := &shard.Shard{Cache: k8s, Client: k8s, Namespace: b.Namespace, Kind: b.Kind, Identity: "b", LeaseDuration: 15 * time.Second,
+		SettleTime: settle, Clock: clk}
 	clk.Step(time.Second)
 	keep, drop, err := restarted.Sync(context.Background(), items)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// It ran nothing yet, so it stops nothing: the bucket over its share
-	// is given back by Settle.
-	if len(keep) != 1 || len(drop) != 0 {
-		t.Errorf("the restarted b keeps %v and drops %v, want one and none", keep, drop)
+	if len(keep) != 2 || len(drop) != 0 {
+		t.Errorf("the restarted b keeps %v and drops %v, want both and none", keep, drop)
 	}
 	must(t, restarted.Settle(context.Background()))
-	syncAll(t, items, a)
-	if counts := holders(t, items, a, restarted); counts["a"] != 1 || counts["b"] != 1 {
+	clk.Step(settle)
+	if counts := syncRounds(t, items, a, restarted); counts["a"] != 1 || counts["b"] != 1 {
 		t.Errorf("a and the restarted b hold %v, want one each", counts)
 	}
 }
@@ -270,10 +308,8 @@ func TestLeasesAreBoundedByBuckets(t *testing.T) {
 	for i := range items {
 		items[i] = fmt.Sprintf("watch-%d", i)
 	}
-	for range 3 {
-		syncAll(t, items, s...)
-	}
-	counts := holders(t, items, s...)
+	join(t, clk, items, s...)
+	counts := syncRounds(t, items, s...)
 	if counts["a"]+counts["b"]+counts["c"] != len(items) {
 		t.Errorf("the replicas hold %v of %d items", counts, len(items))
 	}
@@ -308,14 +344,141 @@ func TestReplicasThatCountBucketsOtherwise(t *testing.T) {
 	if counts := holders(t, items, b); counts["b"] != 0 {
 		t.Errorf("b holds %v", counts)
 	}
-	// Once b's membership expired, a goes on alone.
+	// Once b's membership expired, a goes on alone (its own lapsed too:
+	// it settles anew).
 	clk.Step(16 * time.Second)
-	for range 2 {
-		if _, _, err := a.Sync(context.Background(), items); err != nil {
-			t.Fatal(err)
+	join(t, clk, items, a)
+	if counts := syncRounds(t, items, a); counts["a"] != len(items) {
+		t.Errorf("a alone holds %v", counts)
+	}
+
+	// A live replica of an earlier version, with a member Lease per kind,
+	// does not see this version's members: while it lives a takes
+	// nothing more, and what it holds goes on.
+	now := metav1.NewMicroTime(clk.Now())
+	must(t, k8s.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: "watch-member-old",
+		Labels:      map[string]string{shard.LabelShard: "watch", shard.LabelMember: "watch"},
+		Annotations: map[string]string{"sftpgate.dev/shard-buckets": "64"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old"), LeaseDurationSeconds: ptr.To(int32(15)), RenewTime: &now}}))
+	more := distinct(a, 2*len(items))
+	keep, drop, err := a.Sync(context.Background(), more)
+	if err == nil || len(keep) != len(items) || len(drop) != 0 {
+		t.Errorf("beside a replica of an earlier version, a keeps %v and drops %v (%v), want what it held and an error", keep, drop, err)
+	}
+}
+
+// bucketWrites is the bucket Leases among writes, and their writes in all.
+func bucketWrites(writes map[string]int) (buckets, total int) {
+	for name, n := range writes {
+		if strings.Contains(name, "-bucket-") {
+			buckets++
+			total += n
 		}
 	}
-	if counts := holders(t, items, a); counts["a"] != len(items) {
-		t.Errorf("a alone holds %v", counts)
+	return buckets, total
+}
+
+// TestReplicasStartingTogetherTakeThirds: three replicas that start
+// together, each syncing as soon as it can, take a third of the buckets
+// each, and no bucket changes hands: each bucket's Lease is written once.
+func TestReplicasStartingTogetherTakeThirds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a", "b", "c")
+	writes := testleases.Wrap(k8s)
+	for _, r := range s {
+		r.Client = writes
+	}
+	items := distinct(s[0], shard.DefaultBuckets)
+	// They come up a second apart, each syncing at once.
+	for _, r := range s {
+		syncAll(t, items, r)
+		clk.Step(time.Second)
+	}
+	var counts map[string]int
+	for round := 0; ; round++ {
+		syncAll(t, items, s...)
+		counts = holders(t, items, s...)
+		if counts["a"]+counts["b"]+counts["c"] == len(items) {
+			break
+		}
+		if round == 100 {
+			t.Fatalf("after %d rounds the replicas hold %v of %d", round, counts, len(items))
+		}
+		clk.Step(time.Second)
+	}
+	// And then, for a while, nothing moves.
+	for range 30 {
+		clk.Step(time.Second)
+		syncAll(t, items, s...)
+	}
+	buckets, total := bucketWrites(writes.Writes())
+	t.Logf("%d bucket Leases written %d times; held %v", buckets, total, counts)
+	if after := holders(t, items, s...); !maps.Equal(after, counts) {
+		t.Errorf("the replicas held %v once every item was taken, then %v", counts, after)
+	}
+	for name, n := range counts {
+		if share := (len(items) + 2) / 3; n > share || n < len(items)-2*share {
+			t.Errorf("%s holds %d of %d items: %v", name, n, len(items), counts)
+		}
+	}
+	if buckets != len(items) || total != len(items) {
+		t.Errorf("%d bucket Leases were written %d times, want %d once each", buckets, total, len(items))
+	}
+}
+
+// TestOneMembershipForEveryKind: the kinds of work of a replica share its
+// one member Lease, renewed with one write each time, from the version it
+// last wrote (read once, when it began); a kind that leaves gives its
+// buckets back and leaves the membership to the others.
+func TestOneMembershipForEveryKind(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "shard-"}}
+	must(t, k8s.Create(context.Background(), namespace))
+	leases := testleases.Wrap(k8s)
+	m := &shard.Membership{Client: leases, Namespace: namespace.Name, Identity: "a", LeaseDuration: 15 * time.Second, Clock: clk}
+	var kinds []*shard.Shard
+	for _, kind := range []string{"sftpwatch", "transfer", "audit", "upload"} {
+		kinds = append(kinds, &shard.Shard{Cache: k8s, Client: leases, Namespace: namespace.Name, Kind: kind, Identity: "a",
+			Membership: m, LeaseDuration: 15 * time.Second, SettleTime: settle, Clock: clk})
+	}
+	items := distinct(kinds[0], 3)
+	renewals := 0
+	renew := func() {
+		must(t, m.Renew(context.Background()))
+		renewals++
+	}
+	renew()
+	if held := syncAll(t, items, kinds...); len(held) > 0 {
+		t.Errorf("the kinds took %v as they joined", held)
+	}
+	clk.Step(settle)
+	renew()
+	for _, k := range kinds {
+		if counts := syncRounds(t, items, k); counts["a"] != len(items) {
+			t.Errorf("%s holds %v", k.Kind, counts)
+		}
+	}
+	for range 6 {
+		clk.Step(5 * time.Second)
+		renew()
+		syncAll(t, items, kinds...)
+	}
+	must(t, kinds[0].Leave(context.Background()))
+
+	var members coordinationv1.LeaseList
+	must(t, k8s.List(context.Background(), &members, client.InNamespace(namespace.Name), client.HasLabels{shard.LabelMember}))
+	if len(members.Items) != 1 {
+		t.Errorf("%d member Leases for one replica of four kinds, want one", len(members.Items))
+	}
+	for _, l := range members.Items {
+		name := l.Name
+		if w, r := leases.Writes()[name], leases.Reads()[name]; w != renewals || r != 1 {
+			t.Errorf("%s written %d times and read %d times in %d renewals, want one write each and one read", name, w, r, renewals)
+		}
+	}
+	for i, k := range kinds {
+		if counts := holders(t, items, k); counts["a"] != len(items) && i > 0 || counts["a"] != 0 && i == 0 {
+			t.Errorf("after %s left, %s holds %v", kinds[0].Kind, k.Kind, counts)
+		}
 	}
 }
