@@ -11,9 +11,10 @@ package tasks
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,9 +94,12 @@ type Kind[T Task] struct {
 
 type entry[T Task] struct {
 	t      T
+	uid    string
 	cancel context.CancelFunc
 	wake   chan struct{}
 	done   chan struct{}
+	// paused says the loop waits for this replica to hold the item again.
+	paused atomic.Bool
 }
 
 func (k *Kind[T]) init() {
@@ -106,10 +110,11 @@ func (k *Kind[T]) init() {
 	})
 }
 
-// Run joins the replica's kind, then takes its share every Interval (the
-// first an Interval after joining), and at once after Kick, until ctx
-// ends; then it stops every task, which store what they hold,
-// and gives the items back for another replica to take at once.
+// Run takes the replica's share at once, then every Interval and at once
+// after Kick, until ctx ends (the shard takes nothing before the members
+// settled, so that replicas started together count each other); then it
+// stops every task, which store what they hold, and gives the items back
+// for another replica to take at once.
 func (k *Kind[T]) Run(ctx context.Context) error {
 	k.init()
 	renewCtx, stopRenewing := context.WithCancel(ctx)
@@ -121,17 +126,10 @@ func (k *Kind[T]) Run(ctx context.Context) error {
 	defer func() { stopRenewing(); <-renewed }()
 	tick := time.NewTicker(k.Interval)
 	defer tick.Stop()
-	// Join first, and take a share from the next tick on: replicas started
-	// together then count each other, rather than the first taking every
-	// bucket and handing most of them back.
-	if err := k.Shard.Renew(ctx); err != nil {
-		k.Log.Error("renewing the replica's membership", "kind", k.Name, "error", err)
-	}
-	for joined := false; ; joined = true {
+	for first := true; ; first = false {
+		k.sync(ctx)
 		kick := k.kick
-		if joined {
-			k.sync(ctx)
-		} else {
+		if first {
 			kick = nil // the informers' first adds would kick at once
 		}
 		select {
@@ -183,10 +181,15 @@ func (k *Kind[T]) Wake(uid string) {
 	e := k.running[uid]
 	k.mu.Unlock()
 	if e != nil {
-		select {
-		case e.wake <- struct{}{}:
-		default:
-		}
+		e.nudge()
+	}
+}
+
+// nudge has e's task step now (if it may).
+func (e *entry[T]) nudge() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -229,7 +232,13 @@ func (k *Kind[T]) sync(ctx context.Context) {
 	}
 	k.syncs++
 	keep, drop, err := k.Shard.Sync(ctx, work)
-	if err != nil {
+	switch {
+	case errors.Is(err, shard.ErrNotMember):
+		// Said when it matters: not before the replica's first renewal.
+		if n := k.count(); n > 0 {
+			k.Log.Warn("the replica's membership lapsed: its tasks pause until it renews", "kind", k.Name, "tasks", n)
+		}
+	case err != nil:
 		k.Log.Error("taking a share of the items", "kind", k.Name, "error", err)
 	}
 	k.stop(drop...)
@@ -245,80 +254,157 @@ func (k *Kind[T]) sync(ctx context.Context) {
 		k.Log.Error("giving items back", "kind", k.Name, "error", err)
 	}
 	k.mu.Lock()
-	held := make([]T, len(keep))
-	for i, uid := range keep {
-		e := k.running[uid]
-		if e == nil {
-			e = k.start(ctx, byUID[uid])
+	var fresh []string
+	held := make([]*entry[T], 0, len(keep))
+	for _, uid := range keep {
+		if e := k.running[uid]; e != nil {
+			held = append(held, e)
+		} else {
+			fresh = append(fresh, uid)
 		}
-		held[i] = e.t
+	}
+	paused := make([]*entry[T], 0)
+	for _, e := range k.running {
+		if e.paused.Load() {
+			paused = append(paused, e)
+		}
 	}
 	k.mu.Unlock()
 	// Outside the lock: a task told it no longer waits may be woken.
-	for i, t := range held {
-		if k.Queue != nil {
-			k.Queue(t, waits[keep[i]])
+	if k.Queue != nil {
+		for _, e := range held {
+			k.Queue(e.t, waits[e.uid])
+		}
+	}
+	for _, uid := range fresh {
+		k.start(ctx, byUID[uid], waits[uid])
+	}
+	// Tasks paused while the membership lapsed go on where they were, if
+	// the item is still (or again) this replica's.
+	for _, e := range paused {
+		if k.Shard.Holds(e.uid) {
+			e.nudge()
 		}
 	}
 }
 
-// stopLost stops the tasks of items this replica no longer holds, or
-// whose task ended while it still holds the item (a new one starts).
-// After a failed sync (keep nil) a task stops only once its hold lapsed,
-// not on one call the API server did not answer.
+// stopLost stops the tasks of items this replica no longer holds (given
+// back, taken by another, or gone), or whose task ended while it still
+// holds the item (a new one starts). After a failed sync (keep nil) none
+// stops: a lapse of the membership (an API server too slow to renew it)
+// pauses the tasks instead (loop), which go on where they were if the
+// items are still this replica's once it renews, with nothing started
+// again.
 func (k *Kind[T]) stopLost(keep []string, syncErr error) {
+	if keep == nil && syncErr != nil {
+		return
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, uid := range keep {
+		kept[uid] = true
+	}
 	k.mu.Lock()
 	var lost []string
 	for uid, e := range k.running {
-		switch {
-		case keep == nil && syncErr != nil:
-			if !k.Shard.Holds(uid) {
-				lost = append(lost, uid)
-			}
-		case !slices.Contains(keep, uid):
+		if !kept[uid] {
+			lost = append(lost, uid)
+			continue
+		}
+		select {
+		case <-e.done:
 			lost = append(lost, uid)
 		default:
-			select {
-			case <-e.done:
-				lost = append(lost, uid)
-			default:
-			}
 		}
 	}
 	k.mu.Unlock()
 	k.stop(lost...)
 }
 
-// start runs it's task; k.mu is held.
-func (k *Kind[T]) start(ctx context.Context, it Item) *entry[T] {
+// start makes it's task, tells it whether it waits for a place, and only
+// then runs its steps: a queued item never steps as if it ran.
+func (k *Kind[T]) start(ctx context.Context, it Item, w Wait) {
 	tctx, cancel := context.WithCancel(ctx)
-	e := &entry[T]{cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &entry[T]{uid: it.UID, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	e.t = k.Start(it, cancel)
+	if k.Queue != nil {
+		k.Queue(e.t, w)
+	}
+	k.mu.Lock()
 	k.running[it.UID] = e
+	k.mu.Unlock()
 	go k.loop(tctx, e)
-	return e
 }
 
-// loop runs e's steps until its work ended or ctx did: then the task
-// stores what it holds.
+// loop runs e's steps, while this replica holds its item, until its work
+// ended or ctx did: then the task stores what it holds.
 func (k *Kind[T]) loop(ctx context.Context, e *entry[T]) {
 	defer close(e.done)
 	for {
-		wait, ended := k.step(ctx, e.t)
-		if ended {
-			return
+		// Paused, it waits for a wake (or its end) with no timer.
+		var timer *time.Timer
+		var due <-chan time.Time
+		if k.holds(e) {
+			wait, ended := k.step(ctx, e.t)
+			if ended {
+				return
+			}
+			timer = time.NewTimer(wait)
+			due = timer.C
 		}
-		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
+			if timer != nil {
+				timer.Stop()
+			}
 			e.t.Stop(context.WithoutCancel(ctx))
 			return
 		case <-e.wake:
-		case <-timer.C:
+		case <-due:
 		}
-		timer.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 	}
+}
+
+// holds says whether e's task may step: while this replica holds its
+// item. If not (its membership lapsed), the task pauses, writing nothing,
+// until a sync finds the item held again and wakes it, or finds it
+// another's and stops it.
+func (k *Kind[T]) holds(e *entry[T]) bool {
+	if k.Shard.Holds(e.uid) {
+		e.paused.Store(false)
+		return true
+	}
+	e.paused.Store(true)
+	// Held again since: a sync that looked before it paused wakes nothing.
+	if k.Shard.Holds(e.uid) {
+		e.paused.Store(false)
+		return true
+	}
+	return false
+}
+
+// count is how many tasks run.
+func (k *Kind[T]) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.running)
+}
+
+// Paused is how many of the replica's tasks are paused, waiting for its
+// membership to be renewed.
+func (k *Kind[T]) Paused() int {
+	k.init()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, e := range k.running {
+		if e.paused.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // failedStepWait is how long a task whose step panicked waits for the

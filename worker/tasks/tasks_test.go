@@ -100,7 +100,8 @@ func TestKind(t *testing.T) {
 	replica := func(name string) (*tasks.Kind[*task], context.CancelFunc, chan error) {
 		k := &tasks.Kind[*task]{}
 		*k = tasks.Kind[*task]{Name: "test", States: states, PerNamespace: 2, Interval: 100 * time.Millisecond,
-			Shard: &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns.Name, Kind: "test", Identity: name, LeaseDuration: 15 * time.Second},
+			Shard: &shard.Shard{Cache: k8s, Client: k8s, Namespace: ns.Name, Kind: "test", Identity: name, LeaseDuration: 15 * time.Second,
+				SettleTime: 200 * time.Millisecond},
 			List:  func(context.Context) ([]tasks.Item, error) { return *items.Load(), nil },
 			Start: func(it tasks.Item, _ func()) *task { return &task{b: b, item: it.UID, by: name} },
 			Queue: func(t *task, w tasks.Wait) {
