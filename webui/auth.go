@@ -120,6 +120,15 @@ func (u *ui) signUpPage(email string) func(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// full answers a sign-up, or a first sign-in, refused because the accounts
+// could run all the cluster lets them (err says how many): the operator
+// learns it from the log.
+func (u *ui) full(w http.ResponseWriter, r *http.Request, err error) {
+	u.log.Warn("an account was refused: the accounts are at their total", "error", err)
+	u.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "No new accounts for now",
+		Message: "This server has as many accounts as it can run. Ask its operator for one."})
+}
+
 // signUpClosed answers a sign-up where the operator closed it.
 func (u *ui) signUpClosed(w http.ResponseWriter, r *http.Request) bool {
 	if u.signUpOpen {
@@ -140,6 +149,9 @@ func (u *ui) signUp(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, accounts.ErrBusy):
 		u.busy(w, r)
+		return nil
+	case errors.Is(err, accounts.ErrFull):
+		u.full(w, r, err)
 		return nil
 	case isPersonError(err):
 		return onForm(&personError{err.Error()}, u.signUpPage(email))

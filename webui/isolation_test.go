@@ -44,6 +44,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
@@ -1393,4 +1394,59 @@ func verifyEmail(t *testing.T, email string) {
 		}
 	}
 	t.Fatalf("no account of %s", email)
+}
+
+// TestSignUpsStopAtTheAccountsTotal: a stranger signing up account after
+// account (as from many addresses: the per-address limit is raised here)
+// gets none once the accounts there
+// are, each with its quota of watches, could run all the watches the
+// cluster lets web UI accounts run (--max-account-watches-total): the
+// page says so, and no account or namespace is made; the accounts made
+// before log in as ever. The worker's side, the operator's watches
+// running while strangers' past the total are OverQuota, is
+// worker/totals_test.go's. Not a row of TestIsolation, nor parallel: it
+// counts every account of the cluster, which no other test may add to
+// meanwhile.
+func TestSignUpsStopAtTheAccountsTotal(t *testing.T) {
+	ctx := context.Background()
+	accountNamespaces := func() int {
+		t.Helper()
+		var list metav1.PartialObjectMetadataList
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+		must(t, k8s.List(ctx, &list, client.HasLabels{v1alpha1.LabelAccount}))
+		return len(list.Items)
+	}
+	before := accountNamespaces()
+	// Room for two more accounts of 10 watches: the 9 watches left over
+	// could not hold a third's quota.
+	srv := newUI(func(o *webui.Options) {
+		o.AuthPerMinute, o.Quota.Watches, o.AccountTotals.Watches = 1000, 10, (before+2)*10+9
+	})
+	person := func() *uiClient {
+		c := newClient(t)
+		c.base = srv.URL
+		return c
+	}
+	var made []*uiClient
+	for range 2 {
+		c := person()
+		c.signUp(t)
+		made = append(made, c)
+	}
+	late := person()
+	status, body := late.form(t, "/signup", url.Values{"email": {late.email}, "password": {"a long enough password"}})
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "This server has as many accounts as it can run") {
+		t.Errorf("a sign-up past the total: %d %s", status, body)
+	}
+	if n := accountNamespaces(); n != before+2 {
+		t.Errorf("%d account namespaces, want %d", n, before+2)
+	}
+	if _, body := late.form(t, "/login", url.Values{"email": {late.email}, "password": {"a long enough password"}}); !strings.Contains(body, "wrong email or password") {
+		t.Error("the refused sign-up made an account")
+	}
+	for _, c := range made {
+		if status, body := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"a long enough password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+			t.Errorf("an account made before the total cannot log in: %d", status)
+		}
+	}
 }

@@ -240,6 +240,9 @@ func (u *ui) finishOIDC(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, accounts.ErrInvalidEmail):
 		return u.signInRefused(w, r, "The identity provider's email address for you is not one this server takes.")
+	case errors.Is(err, accounts.ErrFull):
+		u.full(w, r, err)
+		return nil
 	case errors.Is(err, accounts.ErrUnverified):
 		u.log.Warn("a sign-in through the provider found a password account of its email, never verified", "account", acct)
 		return u.signInRefused(w, r, "An account with your email was made here with a password, and its email was never verified, so it cannot be yours by the identity provider's word. Log in with its password, or ask the operator.")

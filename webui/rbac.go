@@ -1,6 +1,7 @@
 package webui
 
-// The web UI's rights. Cluster-wide it may only create namespaces, ask
+// The web UI's rights. Cluster-wide it may only create namespaces (and
+// list them, to count the accounts' against the accounts' total), ask
 // the API server what a member may do, and bind TenantRole and the team
 // roles: each account's namespace gets a RoleBinding of TenantRole at
 // sign-up, and one of a team role for each member. An admission policy
@@ -12,7 +13,7 @@ package webui
 // Secrets in a namespace of their own (config/accounts, where a Role
 // grants it that), so it reads no Secret of sftpgate's own namespace.
 
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=create;list
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=sftpgate-webui-tenant;sftpgate-team-viewer;sftpgate-team-editor;sftpgate-team-admin
 

@@ -71,8 +71,10 @@ type Options struct {
 	// SignUp lets anyone make an account; without it, only accounts an
 	// operator adds (sftpgate webui add-account) log in.
 	SignUp bool
-	// Quota caps what each account may hold.
-	Quota accounts.Quota
+	// Quota caps what each account may hold, AccountTotals what all of
+	// them may run together: sign-ups stop once the accounts could pass it.
+	Quota         accounts.Quota
+	AccountTotals accounts.Totals
 	// MaxPasswordChecks bounds the password hashes computed at once.
 	MaxPasswordChecks int
 	// SystemNamespace is sftpgate's own, where the audit records of the
@@ -114,6 +116,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Shares, "max-shares-per-account", 50, "ShareLinks one account may have (a ResourceQuota in its namespace; each also holds an ApiKey place).")
 	fs.IntVar(&o.Quota.Members, "max-members-per-account", 50, "Members one account's team may have, people and groups (a ResourceQuota on its RoleBindings).")
+	fs.IntVar(&o.AccountTotals.Watches, "max-account-watches-total", 1000,
+		"Watches all accounts together may run, as the worker's flag of the name (set them alike): no account is made once the accounts there are, each with --max-watches-per-account, could run as many; 0 is no bound.")
 	fs.StringVar(&o.SystemNamespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "sftpgate-system"),
 		"sftpgate's namespace, where the audit records of what accounts do are stored.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
@@ -221,7 +225,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 		client: c,
 		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
 			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}, OwnerRole: clusterRoleOf("admin"),
-			Quota: opts.Quota, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
+			Quota: opts.Quota, Totals: opts.AccountTotals, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
 		signUpOpen:   opts.SignUp && opts.PasswordLogin,
 		quota:        opts.Quota,
 		cookies:      newCookies(secret, opts.SecureCookies),

@@ -31,6 +31,7 @@ type transferView struct {
 // transferHeadlines say in words what a transfer's Ready reason means.
 var transferHeadlines = map[string]string{
 	v1alpha1.ReasonQueued:             "Waiting for this account's other transfers",
+	v1alpha1.ReasonOverQuota:          "Waiting for other accounts' transfers",
 	v1alpha1.ReasonTransferring:       "Copying…",
 	v1alpha1.ReasonRetrying:           "Trying some files again…",
 	v1alpha1.ReasonSucceeded:          "Done",

@@ -48,7 +48,7 @@ var watchHeadlines = map[string]string{
 	v1alpha1.ReasonDirectoryTooLarge:  "The folder holds too many files to watch",
 	v1alpha1.ReasonDeliveryFailing:    "The webhook does not take the events",
 	v1alpha1.ReasonInvalidSpec:        "The settings cannot work",
-	v1alpha1.ReasonOverQuota:          "This account watches too many folders",
+	v1alpha1.ReasonOverQuota:          "Over a limit on watches, this account's or the service's",
 	v1alpha1.ReasonTransfersAtLimit:   "This account keeps too many transfers: the next waits",
 }
 

@@ -129,6 +129,9 @@ func run(m *testing.M) int {
 		opts.Namespace, opts.GatewayURL, opts.BcryptCost = accountsNamespace, gatewayURL, bcrypt.MinCost
 		opts.ServiceAccount, opts.SystemNamespace = uiNamespace+"/"+uiServiceAccount, uiNamespace
 		opts.Log = testcluster.Log("webui")
+		// The tests make many more accounts than the default total leaves
+		// room for; TestSignUpsStopAtTheAccountsTotal sets its own.
+		opts.AccountTotals.Watches = 0
 		if mutate != nil {
 			mutate(&opts)
 		}

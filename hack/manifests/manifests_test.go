@@ -201,7 +201,7 @@ var allowed = map[string][]string{
 		"sftpgate-system core configmaps create,delete,deletecollection,get,list,patch,update,watch",
 	},
 	"sftpgate-webui": {
-		"* core namespaces create",
+		"* core namespaces create,list",
 		"* rbac.authorization.k8s.io rolebindings create",
 		"* rbac.authorization.k8s.io clusterroles bind sftpgate-team-admin,sftpgate-team-editor,sftpgate-team-viewer,sftpgate-webui-tenant",
 		"* authorization.k8s.io subjectaccessreviews create",

@@ -71,6 +71,9 @@ var (
 	ErrWrongCredentials = errors.New("wrong email or password")
 	// ErrBusy is a password check that found every slot taken (Store.Hashes).
 	ErrBusy = errors.New("the server is busy checking passwords; try again in a moment")
+	// ErrFull refuses a new account: the accounts there are could run as
+	// much as the cluster lets web UI accounts run together (Totals).
+	ErrFull = errors.New("no room for another account: the accounts there are could run all the cluster lets web UI accounts run")
 	// ErrUnverified refuses a provider's sign-in to an account someone
 	// made with a password, which may not be the email's owner's.
 	ErrUnverified = errors.New("an account with this email was made with a password, and its email was never verified: log in with its password, or ask the operator")
@@ -139,8 +142,10 @@ type Store struct {
 	OwnerRole  string
 	// Cost is bcrypt's cost; bcrypt.DefaultCost when zero.
 	Cost int
-	// Quota is what each account's namespace may hold.
-	Quota Quota
+	// Quota is what each account's namespace may hold, and Totals what all
+	// accounts together may run: no account is made past them (full.go).
+	Quota  Quota
+	Totals Totals
 	// Hashes bounds the password hashes computed at once (bcrypt is made
 	// to be slow): its capacity is the bound, and a check that finds every
 	// slot taken for HashWait gets ErrBusy rather than queueing without
@@ -150,6 +155,10 @@ type Store struct {
 
 	dummyOnce sync.Once
 	dummy     []byte
+	// making is held from counting the accounts to making the new one's
+	// namespace, which counts it: two sign-ups cannot both take the last
+	// place.
+	making sync.Mutex
 }
 
 // NormalizeEmail checks an email address and returns it lower-cased.
@@ -195,6 +204,10 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 		return nil, err
 	}
 	if err := checkPassword(password); err != nil {
+		return nil, err
+	}
+	// No password is hashed for an account that could not be made.
+	if err := s.room(ctx); err != nil {
 		return nil, err
 	}
 	var hash []byte
@@ -244,7 +257,6 @@ func NewNamespaceName() string { return strings.ToLower("sftpgate-" + rand.Text(
 // identity provider signs it in), and its namespace.
 func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string, verified bool) (*Account, error) {
 	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text(), Verified: verified}
-	// The Secret first: its Create is what makes an email taken, once.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},
 		Type:       SecretType,
@@ -256,13 +268,10 @@ func (s *Store) create(ctx context.Context, email string, hash []byte, namespace
 	if verified {
 		secret.Data[keyVerified] = []byte("true")
 	}
-	if err := s.Client.Create(ctx, secret); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, ErrEmailTaken
-		}
-		return nil, fmt.Errorf("creating the account: %w", err)
+	if err := s.claim(ctx, secret, acct); err != nil {
+		return nil, err
 	}
-	if err := s.createNamespace(ctx, acct); err != nil {
+	if err := s.setUpNamespace(ctx, acct); err != nil {
 		// Without its namespace the account is of no use: undo it, so the
 		// person can sign up again. (An empty namespace may stay behind:
 		// the UI may not delete namespaces.)
@@ -272,13 +281,32 @@ func (s *Store) create(ctx context.Context, email string, hash []byte, namespace
 	return acct, nil
 }
 
-// createNamespace makes the account's namespace and grants the UI its
-// tenant role there, and there only.
-func (s *Store) createNamespace(ctx context.Context, acct *Account) error {
+// claim makes the account's Secret, then its namespace, if the accounts
+// have room for one more (room): the Secret's Create is what makes an
+// email taken, once; the namespace is what counts the account.
+func (s *Store) claim(ctx context.Context, secret *corev1.Secret, acct *Account) error {
+	s.making.Lock()
+	defer s.making.Unlock()
+	if err := s.room(ctx); err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return ErrEmailTaken
+		}
+		return fmt.Errorf("creating the account: %w", err)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acct.Namespace, Labels: map[string]string{LabelAccount: acct.ID}}}
 	if err := s.Client.Create(ctx, ns); err != nil {
+		_ = s.Client.Delete(ctx, secret)
 		return fmt.Errorf("creating the account's namespace: %w", err)
 	}
+	return nil
+}
+
+// setUpNamespace grants the UI its tenant role in the account's new
+// namespace, and there only.
+func (s *Store) setUpNamespace(ctx context.Context, acct *Account) error {
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: "sftpgate-webui"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.TenantRole},

@@ -1,0 +1,23 @@
+package accounts
+
+import "testing"
+
+// TestMaxAccounts: as many accounts as the total holds whole quotas of
+// watches; a remainder too small for one more makes none.
+func TestMaxAccounts(t *testing.T) {
+	for _, tc := range []struct {
+		total, quota, want int
+		bounded            bool
+	}{
+		{1000, 10, 100, true},
+		{1009, 10, 100, true},
+		{9, 10, 0, true},
+		{0, 10, 0, false},   // no total
+		{1000, 0, 0, false}, // accounts run no watches
+	} {
+		s := &Store{Quota: Quota{Watches: tc.quota}, Totals: Totals{Watches: tc.total}}
+		if got, bounded := s.MaxAccounts(); got != tc.want || bounded != tc.bounded {
+			t.Errorf("%d watches of %d each: %d accounts (bounded %v), want %d (%v)", tc.total, tc.quota, got, bounded, tc.want, tc.bounded)
+		}
+	}
+}
