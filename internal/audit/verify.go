@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"errors"
 	"encoding/json"
 	"io"
 	"slices"
@@ -156,7 +157,7 @@ func Read(r io.Reader) (records []Record, skipped Unreadable, err error) {
 		default:
 			records = append(records, rec)
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return records, skipped, nil
 		}
 		if err != nil {
@@ -176,7 +177,7 @@ func readLine(br *bufio.Reader, buf []byte) (line []byte, tooLong bool, err erro
 		if !tooLong {
 			buf = append(buf, chunk...)
 		}
-		if err != bufio.ErrBufferFull {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return bytes.TrimSuffix(buf, []byte{'\n'}), tooLong, err
 		}
 	}
