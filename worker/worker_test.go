@@ -136,13 +136,20 @@ func startWorker(t *testing.T) {
 // (or until it is stopped with the returned function).
 func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (stop func()) {
 	t.Helper()
+	return runWorkerOn(t, restConfig, identity, mutate...)
+}
+
+// runWorkerOn is runWorker with the replica's own rest config (one that
+// counts its requests).
+func runWorkerOn(t *testing.T, cfg *rest.Config, identity string, mutate ...func(*worker.Options)) (stop func()) {
+	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
 		UploadSweepInterval: 200 * time.Millisecond, AuditSinks: auditsinks.Limits{Outbox: auditOutbox, Recent: 20}, Log: workerLog.tee(testcluster.Log("worker"))}
 	for _, m := range mutate {
 		m(&opts)
 	}
-	w, err := worker.New(restConfig, opts)
+	w, err := worker.New(cfg, opts)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -59,8 +59,9 @@ type Limits struct {
 	// WriteEvery is the least time between two writes of a watch's state,
 	// and of its status: each is written when it changed, no more often.
 	WriteEvery time.Duration
-	// PollTimeEvery is the least time between two writes of a status in
-	// which only lastPollTime changed.
+	// PollTimeEvery is the most time between two writes of a status in
+	// which only lastPollTime changed; each watch's least, by its UID, is
+	// between half of it and it (watcher.pollTimeEvery).
 	PollTimeEvery time.Duration
 	// MaxHeldFiles is the most files the replica's watches track
 	// together, which their memory follows, and MaxHeldFilesPerNamespace
@@ -74,7 +75,7 @@ func DefaultLimits() Limits {
 	return Limits{MaxFiles: 100_000, MaxPending: 10_000, MaxWatchesPerNamespace: 100, MaxTransfersPerNamespace: 1000, EventsPerMinutePerNamespace: 6000,
 		MaxWatchesTotal: DefaultMaxWatchesTotal, MaxAccountWatchesTotal: DefaultMaxAccountWatchesTotal,
 		Polls: 16, PollsPerNamespace: 2, PollTimeout: 2 * time.Minute, WriteEvery: 5 * time.Second,
-		PollTimeEvery: time.Hour, MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
+		PollTimeEvery: 6 * time.Hour, MaxHeldFiles: 1_000_000, MaxHeldFilesPerNamespace: 200_000}
 }
 
 // Runner runs the watches this replica holds. Start it as a manager's

@@ -1,6 +1,7 @@
 package watches
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -73,4 +74,26 @@ func setConditions(w *v1alpha1.SftpWatch, f facts) {
 	}
 	v1alpha1.SetSummary(&w.Status.Conditions, w.Generation, ready, ready.Reason == v1alpha1.ReasonFirstPoll, stalled)
 	w.Status.ObservedGeneration = w.Generation
+}
+
+// waitsForFirstPoll says whether w's conditions say only that its current
+// generation waits for its first poll.
+func waitsForFirstPoll(w *v1alpha1.SftpWatch) bool {
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.Reason == v1alpha1.ReasonFirstPoll
+}
+
+// polledBefore says whether w's status shows its current generation
+// polled: Ready, for that generation, has a reason setConditions gives
+// only once it was (those past the !f.polled case).
+func polledBefore(w *v1alpha1.SftpWatch) bool {
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.ObservedGeneration != w.Generation || w.Status.ObservedGeneration != w.Generation {
+		return false
+	}
+	switch ready.Reason {
+	case v1alpha1.ReasonWatching, v1alpha1.ReasonDeliveryFailing, v1alpha1.ReasonSinkUnreachable, v1alpha1.ReasonTransfersAtLimit:
+		return true
+	}
+	return false
 }

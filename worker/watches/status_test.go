@@ -40,6 +40,8 @@ func TestWatchStatus(t *testing.T) {
 		{"first poll failed", facts{pollFailed: "x"}, metav1.ConditionFalse, v1alpha1.ReasonConnectionNotReady, false, status.InProgressStatus},
 		{"delivery failing", with(func(f *facts) { f.delivery = "x" }), metav1.ConditionFalse, v1alpha1.ReasonDeliveryFailing, false, status.InProgressStatus},
 		{"sink unreachable", with(func(f *facts) { f.delivery = "x"; f.unreachable = true }), metav1.ConditionFalse, v1alpha1.ReasonSinkUnreachable, false, status.InProgressStatus},
+		{"transfers at limit", with(func(f *facts) { f.transfersAtLimit = "x" }), metav1.ConditionFalse, v1alpha1.ReasonTransfersAtLimit, false, status.InProgressStatus},
+		{"delivery failing before a poll", facts{delivery: "x"}, metav1.ConditionUnknown, v1alpha1.ReasonFirstPoll, false, status.InProgressStatus},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 3}}
@@ -69,6 +71,21 @@ func TestWatchStatus(t *testing.T) {
 			}
 			if got := teststatus.KStatus(t, w); got != tc.kstatus {
 				t.Errorf("kstatus: %s, want %s", got, tc.kstatus)
+			}
+			// A replica taking the watch over reads from its status
+			// whether this generation was polled: never when it was not,
+			// and whenever Ready's reason says so.
+			afterPoll := tc.facts.polled && tc.ready == metav1.ConditionTrue || tc.reason == v1alpha1.ReasonDeliveryFailing ||
+				tc.reason == v1alpha1.ReasonSinkUnreachable || tc.reason == v1alpha1.ReasonTransfersAtLimit
+			if got := polledBefore(w); got != afterPoll || got && !tc.facts.polled {
+				t.Errorf("polledBefore = %t, want %t (polled %t)", got, afterPoll, tc.facts.polled)
+			}
+			if waitsForFirstPoll(w) != (tc.reason == v1alpha1.ReasonFirstPoll) {
+				t.Errorf("waitsForFirstPoll = %t with Ready %s", waitsForFirstPoll(w), tc.reason)
+			}
+			w.Generation++
+			if polledBefore(w) {
+				t.Error("a generation after the one polled counts as polled")
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"path"
 	"reflect"
@@ -22,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
@@ -49,13 +51,20 @@ type watcher struct {
 	state   *watch.State // nil until loaded
 	version statestore.Version
 	dirty   bool
-	// polledGeneration is the generation last polled; nextPoll when the
-	// next poll is due; nextTry when the outbox's head may be tried again.
+	// polledGeneration is the generation last polled (by this replica, or
+	// by the one before as its status says); nextPoll when the next poll
+	// is due; nextTry when the outbox's head may be tried again.
 	polledGeneration  int64
 	nextPoll, nextTry time.Time
 	lastPoll          time.Time
 	lastSave          time.Time
 	lastStatus        time.Time
+	// known is the generation this watcher last saw, and since when: a
+	// generation not polled yet writes no status for firstPollQuiet.
+	known struct {
+		generation int64
+		since      time.Time
+	}
 	// behind is a resourceVersion the cache must move past before the
 	// next status write: the one the last write replaced, or one a write
 	// found stale. A write from it would only conflict.
@@ -103,11 +112,22 @@ func (w *watcher) Stop(ctx context.Context) {
 }
 
 // idle is how long a watcher that cannot work waits before it looks again;
-// settleEvery how often it looks for the end of the Transfers it made.
+// settleEvery how often it looks for the end of the Transfers it made;
+// shortest the least wait between two steps.
 const (
 	idle        = 10 * time.Second
 	settleEvery = time.Second
+	shortest    = 10 * time.Millisecond
 )
+
+// firstPollQuiet bounds how long a watch whose current generation waits
+// for its first poll writes no status: a watch then starts with one status
+// write (Watching) rather than two (FirstPoll, then Watching), and when a
+// replica starts, most of a namespace's watches do wait for its polls.
+// Past it the status says FirstPoll, so that a watch whose first poll does
+// not come (its server never lists, or its namespace's polls are all held)
+// is not hidden.
+const firstPollQuiet = 30 * time.Second
 
 // step does what is due and says how long until something else is.
 func (w *watcher) step(ctx context.Context) (wait time.Duration) {
@@ -116,12 +136,21 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		return idle // gone: the next sync stops this watcher
 	}
 	now := time.Now()
+	if wt.Generation != w.known.generation {
+		w.known.generation, w.known.since = wt.Generation, now
+		if w.polledGeneration == 0 && polledBefore(&wt) {
+			// Taken over from a replica that polled this generation: its
+			// state holds that poll, and saying FirstPoll until the next
+			// would cost two status writes and an event for nothing.
+			w.polledGeneration = wt.Generation
+		}
+	}
 	f := facts{polled: w.polledGeneration == wt.Generation}
 	defer func() {
-		// A status not written yet is tried again soon, not at the next
-		// poll.
-		if !w.report(ctx, &wt, f) {
-			wait = min(wait, w.r.Limits.WriteEvery)
+		// A status not written yet is tried again when it may be, not at
+		// the next poll.
+		if again := w.report(ctx, &wt, f); !again.IsZero() {
+			wait = max(min(wait, time.Until(again)), shortest)
 		}
 	}()
 	set, err := readSettings(ctx, w.r.Client, &wt)
@@ -167,12 +196,10 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		// The next poll is an interval away, unless this one found the
 		// namespace's polls all in flight and set it a second away.
 		w.nextPoll = now.Add(set.interval)
-		w.poll(ctx, &wt, conn, set)
+		w.lastPolled(&f, wt.Generation) // for a status written while it lists
+		w.poll(ctx, &wt, conn, set, f)
 	}
-	f.polled = w.polledGeneration == wt.Generation
-	if p := w.polled; p.generation == wt.Generation {
-		f.tooLarge, f.pathMissing, f.pollFailed = p.tooLarge, p.pathMissing, p.failed
-	}
+	w.lastPolled(&f, wt.Generation)
 	w.settle(ctx, &wt, conn)
 	w.deliver(ctx, &wt, conn, set, sink, deadLetter, &f)
 	f.delivery, f.unreachable, f.transfersAtLimit = w.failing, w.unreachable, w.atLimit
@@ -195,7 +222,16 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		// A Transfer's end is looked for in the cache: no request.
 		wait = min(wait, settleEvery)
 	}
-	return max(wait, 10*time.Millisecond)
+	return max(wait, shortest)
+}
+
+// lastPolled sets f from the last poll of generation: whether there was
+// one, and what it found wrong, which holds until the next poll ends.
+func (w *watcher) lastPolled(f *facts, generation int64) {
+	f.polled = w.polledGeneration == generation
+	if p := w.polled; p.generation == generation {
+		f.tooLarge, f.pathMissing, f.pollFailed = p.tooLarge, p.pathMissing, p.failed
+	}
 }
 
 // readSettings reads and checks what the API server's validation could
@@ -297,15 +333,20 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 			w.state.Seen = nil
 			w.forget()
 		}
-		w.state.SpecKey, w.dirty = key, true
+		// Not written for the key alone: the state stored under the old
+		// one says the same to a replica that reads it (which drops what
+		// was seen of another folder, as here), and a new watch's first
+		// write is then its first poll's, not an empty state before it.
+		w.state.SpecKey = key
 	}
 	w.tracker.MinAge, w.tracker.Report = set.minAge, set.report
 	w.tracker.EmitExisting = wt.Spec.InitialState == v1alpha1.InitialEmitExisting
 	return nil
 }
 
-// poll lists the folder and queues the changes due.
-func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings) {
+// poll lists the folder and queues the changes due; f is what the step
+// found before it, for a status written while the listing runs.
+func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings, f facts) {
 	leave, ok := w.r.enterPoll(ctx, wt.Namespace)
 	if !ok {
 		w.nextPoll = time.Now().Add(time.Second)
@@ -322,10 +363,12 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 	// operationTimeout; the whole by the worker's PollTimeout, which
 	// bounds how long a poll holds its slot.
 	op := pool.Op{Idempotent: true, Timeout: min(5*conn.OperationTimeout, w.r.Limits.PollTimeout)}
-	err := w.do(ctx, conn, op, func(f files.FS, _ func()) error {
-		var err error
-		found, err = walk.List(ctx, f)
-		return err
+	err := w.meanwhile(ctx, wt, f, func() error {
+		return w.do(ctx, conn, op, func(f files.FS, _ func()) error {
+			var err error
+			found, err = walk.List(ctx, f)
+			return err
+		})
 	})
 	w.r.Metrics.PollDuration.Observe(time.Since(start).Seconds())
 	var tooMany *watch.ErrTooManyFiles
@@ -363,6 +406,37 @@ func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 	w.lastPoll, w.polledGeneration = now, wt.Generation
 	if at, ok := w.tracker.Recheck(now); ok && at.Before(w.nextPoll) {
 		w.nextPoll = at
+	}
+}
+
+// quietEnds is when the status of a generation that waits for its first
+// poll is written.
+func (w *watcher) quietEnds() time.Time { return w.known.since.Add(firstPollQuiet) }
+
+// meanwhile runs list. When it is the first poll of the watch's
+// generation and outlasts firstPollQuiet, the status is written when that
+// ends, with list still running on a goroutine of its own (it touches
+// nothing of the watcher's): a listing that hangs does not hide the watch.
+func (w *watcher) meanwhile(ctx context.Context, wt *v1alpha1.SftpWatch, f facts, list func() error) error {
+	quiet := w.quietEnds()
+	if f.polled || !time.Now().Before(quiet) {
+		return list() // the status says what it waits for already
+	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		defer recovery.Error(w.r.Log, &err, "a watch's poll")
+		err = list()
+	}()
+	ends := time.NewTimer(time.Until(quiet))
+	defer ends.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ends.C:
+		w.report(ctx, wt, f)
+		return <-done
 	}
 }
 
@@ -559,10 +633,15 @@ func (w *watcher) save(ctx context.Context, now bool) {
 
 // report writes the watch's status when it changed, at most once per
 // WriteEvery unless its conditions did, and records an event when its
-// Ready reason changes.
-func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (settled bool) {
+// Ready reason changes; nothing while the generation only waits for its
+// first poll, for firstPollQuiet. It says when to try again a status not
+// written (zero: written, or nothing to write).
+func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (again time.Time) {
 	next := wt.DeepCopy()
 	setConditions(next, f)
+	if quiet := w.quietEnds(); waitsForFirstPoll(next) && time.Now().Before(quiet) {
+		return quiet
+	}
 	st := &next.Status
 	st.Worker = w.r.Shard.Identity
 	st.SinkURI, st.DeadLetterSinkURI = w.sinkURI, w.deadLetterURI
@@ -577,9 +656,9 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (
 	}
 	st.LastError = statuspatch.Cut(w.lastErr, 1024)
 	// A poll that found nothing new writes nothing but its time: that
-	// alone is written at most every PollTimeEvery, so that the writes of
+	// alone is written at most every pollTimeEvery, so that the writes of
 	// watches at rest do not grow with their polls.
-	if was := wt.Status.LastPollTime; was != nil && st.LastPollTime != nil && st.LastPollTime.Sub(was.Time) < w.r.Limits.PollTimeEvery {
+	if was := wt.Status.LastPollTime; was != nil && st.LastPollTime != nil && st.LastPollTime.Sub(was.Time) < w.pollTimeEvery() {
 		polled := st.LastPollTime
 		st.LastPollTime = was
 		if !reflect.DeepEqual(next.Status, wt.Status) {
@@ -587,13 +666,13 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (
 		}
 	}
 	if reflect.DeepEqual(next.Status, wt.Status) {
-		return true
+		return time.Time{}
 	}
 	conditionsChanged := !reflect.DeepEqual(next.Status.Conditions, wt.Status.Conditions)
 	if wt.ResourceVersion == w.behind || !conditionsChanged && time.Since(w.lastStatus) < w.r.Limits.WriteEvery {
 		// The cache has not caught up with the server yet, or this
 		// watcher wrote a moment ago.
-		return false
+		return time.Now().Add(w.r.Limits.WriteEvery)
 	}
 	// Only onto the object read: a watch deleted and made again under its
 	// name is another's to report on.
@@ -606,8 +685,19 @@ func (w *watcher) report(ctx context.Context, wt *v1alpha1.SftpWatch, f facts) (
 		case !apierrors.IsNotFound(err):
 			w.r.log().Info("writing a watch's status", "namespace", wt.Namespace, "name", wt.Name, "error", err)
 		}
-		return false
+		return time.Now().Add(w.r.Limits.WriteEvery)
 	}
 	w.lastStatus, w.behind = time.Now(), wt.ResourceVersion
-	return true
+	return time.Time{}
+}
+
+// pollTimeEvery is the least time between two writes of this watch's
+// lastPollTime alone: Limits.PollTimeEvery less up to half of it, by the
+// watch's UID, so that watches started together (as a replica starts, or
+// takes a failed one's over) do not write together ever after.
+func (w *watcher) pollTimeEvery() time.Duration {
+	every := w.r.Limits.PollTimeEvery
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(w.uid))
+	return every - time.Duration(h.Sum64()%uint64(every/2+1)) //nolint:gosec // every/2+1 is positive, the rest below it
 }
