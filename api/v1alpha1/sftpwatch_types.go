@@ -359,7 +359,9 @@ type SftpWatchStatus struct {
 	Worker string `json:"worker,omitempty"`
 
 	// LastPollTime is when the folder was last listed, written with any
-	// other change of the status, and on its own at most hourly.
+	// other change of the status, and on its own at most every 6 hours
+	// (each watch from 3 hours, by its UID): it may be that old while the
+	// folder is polled at its interval.
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
 
