@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testleases"
 	"github.com/sftpgate/sftpgate/worker/shard"
@@ -209,80 +208,44 @@ func (cs *counters) steps(by string) int {
 	return n
 }
 
-// TestPausedWhileTheMembershipLapses: a replica whose membership lapses
-// (its Lease writes fail, as with an API server too slow to answer)
-// pauses its tasks, and once it renews goes on with them where they were,
-// starting none again; if another replica took the items meanwhile, it
-// stops them then, each storing what it holds once.
-func TestPausedWhileTheMembershipLapses(t *testing.T) {
+// TestStoppedWhenTheMembershipLapses: a replica whose membership lapses
+// (its Lease writes fail, as with an API server too slow to answer) stops
+// its tasks, each storing what it holds once, and cancels a step under
+// way: another replica may take the items as soon as the lease ends, and
+// two must never run one. Once it renews it starts them again.
+func TestStoppedWhenTheMembershipLapses(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tasks-"}}
 	must(t, k8s.Create(context.Background(), ns))
 	items := distinctItems(4, "team")
 	clk := clocktesting.NewFakeClock(time.Now())
 	cs := &counters{byItem: map[string][]*counter{}}
-	replica := func(name string, c client.Client) *tasks.Kind[*counter] {
-		k := &tasks.Kind[*counter]{Name: "test", Interval: 100 * time.Millisecond,
-			Shard: &shard.Shard{Cache: k8s, Client: c, Namespace: ns.Name, Kind: "test", Identity: name, LeaseDuration: 15 * time.Second,
-				SettleTime: time.Second, Clock: clk},
-			List:  func(context.Context) ([]tasks.Item, error) { return items, nil },
-			Start: func(it tasks.Item, _ func()) *counter { return cs.start(it, name) }}
-		runKind(t, k)
-		return k
-	}
 	leases := testleases.Wrap(k8s)
-	a := replica("a", leases)
-	eventually(t, "a renews its membership", func() bool { return renewals(leases, "a") > 0 })
-	clk.Step(2 * time.Second)
-	eventually(t, "a runs every item", func() bool {
-		n := 0
-		a.Each(func(c *counter) {
-			if c.steps.Load() > 0 {
-				n++
-			}
-		})
-		return n == len(items)
-	})
-
-	// a's renewals fail for longer than a lease: its tasks pause; then a
-	// renews, and they go on.
-	leases.Fail(true)
-	clk.Step(16 * time.Second)
-	eventually(t, "a's tasks pause", func() bool { return a.Paused() == len(items) })
-	paused := cs.steps("a")
-	leases.Fail(false)
-	eventually(t, "a's tasks go on", func() bool { return a.Paused() == 0 && cs.steps("a") > paused })
-	if started := len(cs.all()); started != len(items) {
-		t.Errorf("%d tasks started for %d items: a lapse started them again", started, len(items))
-	}
-	for _, c := range cs.all() {
-		if n := c.stops.Load(); n != 0 {
-			t.Errorf("a task of %s stopped %d times in a lapse", c.by, n)
-		}
-	}
-
-	// They lapse again, and b takes the items meanwhile: once a renews, it
-	// stops its tasks.
-	leases.Fail(true)
-	clk.Step(16 * time.Second)
-	eventually(t, "a's tasks pause", func() bool { return a.Paused() == len(items) })
-	plain := testleases.Wrap(k8s)
-	b := replica("b", plain)
-	eventually(t, "b renews its membership", func() bool { return renewals(plain, "b") > 0 })
-	clk.Step(2 * time.Second)
-	eventually(t, "b runs every item", func() bool {
-		n := 0
-		b.Each(func(*counter) { n++ })
-		return n == len(items)
-	})
-	leases.Fail(false)
-	eventually(t, "a stops its tasks", func() bool {
+	a := &tasks.Kind[*counter]{Name: "test", Interval: 100 * time.Millisecond,
+		Shard: &shard.Shard{Cache: k8s, Client: leases, Namespace: ns.Name, Kind: "test", Identity: "a", LeaseDuration: 15 * time.Second,
+			SettleTime: time.Second, Clock: clk},
+		List:  func(context.Context) ([]tasks.Item, error) { return items, nil },
+		Start: func(it tasks.Item, _ func()) *counter { return cs.start(it, "a") }}
+	runKind(t, a)
+	running := func() int {
 		n := 0
 		a.Each(func(*counter) { n++ })
-		return n == 0
-	})
+		return n
+	}
+	eventually(t, "a renews its membership", func() bool { return renewals(leases, "a") > 0 })
+	clk.Step(2 * time.Second)
+	eventually(t, "a runs every item", func() bool { return running() == len(items) })
+
+	leases.Fail(true)
+	clk.Step(16 * time.Second)
+	eventually(t, "a's tasks stop", func() bool { return running() == 0 })
 	for _, c := range cs.all() {
-		if n := c.stops.Load(); c.by == "a" && n != 1 || c.by == "b" && n != 0 {
-			t.Errorf("a task of %s stopped %d times", c.by, n)
+		if n := c.stops.Load(); n != 1 {
+			t.Errorf("a task stopped %d times in a lapse, want once", n)
 		}
 	}
+	leases.Fail(false)
+	renewed := renewals(leases, "a")
+	eventually(t, "a renews", func() bool { return renewals(leases, "a") > renewed })
+	clk.Step(2 * time.Second)
+	eventually(t, "a runs every item again", func() bool { return running() == len(items) })
 }

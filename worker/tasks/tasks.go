@@ -98,7 +98,8 @@ type entry[T Task] struct {
 	cancel context.CancelFunc
 	wake   chan struct{}
 	done   chan struct{}
-	// paused says the loop waits for this replica to hold the item again.
+	// paused says the loop waits for this replica to hold the item again
+	// (or for the next sync to stop the task).
 	paused atomic.Bool
 }
 
@@ -236,7 +237,7 @@ func (k *Kind[T]) sync(ctx context.Context) {
 	case errors.Is(err, shard.ErrNotMember):
 		// Said when it matters: not before the replica's first renewal.
 		if n := k.count(); n > 0 {
-			k.Log.Warn("the replica's membership lapsed: its tasks pause until it renews", "kind", k.Name, "tasks", n)
+			k.Log.Warn("the replica's membership lapsed: its tasks stop until it renews", "kind", k.Name, "tasks", n)
 		}
 	case err != nil:
 		k.Log.Error("taking a share of the items", "kind", k.Name, "error", err)
@@ -279,8 +280,9 @@ func (k *Kind[T]) sync(ctx context.Context) {
 	for _, uid := range fresh {
 		k.start(ctx, byUID[uid], waits[uid])
 	}
-	// Tasks paused while the membership lapsed go on where they were, if
-	// the item is still (or again) this replica's.
+	// Tasks that found their item not held between two syncs (a renewal
+	// late, not yet lapsed) go on where they were, if it is this
+	// replica's still.
 	for _, e := range paused {
 		if k.Shard.Holds(e.uid) {
 			e.nudge()
@@ -290,13 +292,22 @@ func (k *Kind[T]) sync(ctx context.Context) {
 
 // stopLost stops the tasks of items this replica no longer holds (given
 // back, taken by another, or gone), or whose task ended while it still
-// holds the item (a new one starts). After a failed sync (keep nil) none
-// stops: a lapse of the membership (an API server too slow to renew it)
-// pauses the tasks instead (loop), which go on where they were if the
-// items are still this replica's once it renews, with nothing started
-// again.
+// holds the item (a new one starts). After a failed sync (keep nil) a task
+// stops once its hold lapsed, not on one call the API server did not
+// answer: another replica may take the item as soon as the lease ends,
+// and a step under way (a transfer's whole copy) must not go on beside
+// its. Between a lapse and that sync, no task steps (holds).
 func (k *Kind[T]) stopLost(keep []string, syncErr error) {
 	if keep == nil && syncErr != nil {
+		k.mu.Lock()
+		var lapsed []string
+		for uid := range k.running {
+			if !k.Shard.Holds(uid) {
+				lapsed = append(lapsed, uid)
+			}
+		}
+		k.mu.Unlock()
+		k.stop(lapsed...)
 		return
 	}
 	kept := make(map[string]bool, len(keep))
@@ -390,21 +401,6 @@ func (k *Kind[T]) count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.running)
-}
-
-// Paused is how many of the replica's tasks are paused, waiting for its
-// membership to be renewed.
-func (k *Kind[T]) Paused() int {
-	k.init()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for _, e := range k.running {
-		if e.paused.Load() {
-			n++
-		}
-	}
-	return n
 }
 
 // failedStepWait is how long a task whose step panicked waits for the
