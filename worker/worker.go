@@ -375,13 +375,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	// Stores records until Close, once every task has stopped.
 	go w.audit.Run(context.WithoutCancel(ctx))
-	// The membership is renewed from now on, while the caches sync: the
-	// others count this replica before any of them takes a share.
+	// The membership is renewed once the caches synced: every member is
+	// counted in every share, so one still starting (a replacement of a
+	// killed replica, its caches syncing for minutes) would hold back the
+	// work the survivors should take within a lease.
 	renewCtx, stopRenewing := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		w.members.Run(renewCtx, func(err error) { w.log.Error("renewing the replica's membership", "error", err) })
+		if w.mgr.GetCache().WaitForCacheSync(renewCtx) {
+			w.members.Run(renewCtx, func(err error) { w.log.Error("renewing the replica's membership", "error", err) })
+		}
 	}()
 	err = w.mgr.Start(ctx)
 	// Every kind gave its buckets back: the membership goes last, with no
