@@ -1,39 +1,20 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/audit"
 )
-
-// lockedBuffer is a log the gateway writes from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestAuditRecords: every request that reached a tenant's connection is
 // an audit record in the gateway's log (the operator's view): who, from
@@ -41,7 +22,7 @@ func (l *lockedBuffer) String() string {
 // whole, and carry no secret or content.
 func TestAuditRecords(t *testing.T) {
 	f := newFixture(t)
-	var log lockedBuffer
+	var log testkit.Log
 	gw, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks,
 		Log:    slog.New(slog.NewJSONHandler(&log, nil)),
 		Limits: gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}})

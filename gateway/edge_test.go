@@ -9,6 +9,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 )
@@ -65,7 +66,7 @@ func TestMethodOverrideRefused(t *testing.T) {
 // replaced by one the gateway makes, which no client's can be.
 func TestRequestIDs(t *testing.T) {
 	f := newFixture(t)
-	var log lockedBuffer
+	var log testkit.Log
 	url := startGatewayWith(t, gateway.Options{Log: slog.New(slog.NewJSONHandler(&log, nil))}) + "/" + f.slug + "/write"
 	ids := map[string]string{ // the file written: the id sent
 		"kept":       "ci-build.42:7_x",

@@ -1,7 +1,6 @@
 package uploadexpiry_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,7 +133,7 @@ func TestUploadsOfASilentServerAreAbandoned(t *testing.T) {
 	expired := []*uploadrecord.Record{upload(now.Add(-time.Hour)), upload(now.Add(-time.Hour))}
 	live := upload(now.Add(time.Hour))
 
-	var log lockedBuffer
+	var log testkit.Log
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
 	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
@@ -190,22 +188,4 @@ func TestUploadsOfASilentServerAreAbandoned(t *testing.T) {
 	if n := strings.Count(log.String(), `"msg":"abandoned an expired upload`); n != 2 {
 		t.Errorf("%d log lines of an abandoned upload", n)
 	}
-}
-
-// lockedBuffer is a log the sweeper's goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
