@@ -197,17 +197,6 @@ func TestQueuedTasksAreToldFirst(t *testing.T) {
 	}
 }
 
-// steps is how many steps the tasks of replica by made.
-func (cs *counters) steps(by string) int {
-	n := 0
-	for _, c := range cs.all() {
-		if c.by == by {
-			n += int(c.steps.Load())
-		}
-	}
-	return n
-}
-
 // TestStoppedWhenTheMembershipLapses: a replica whose membership lapses
 // (its Lease writes fail, as with an API server too slow to answer) stops
 // its tasks, each storing what it holds once, and cancels a step under
