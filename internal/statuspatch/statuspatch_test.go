@@ -2,6 +2,7 @@ package statuspatch_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,12 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 )
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+}
 
 // TestCutKeepsCharactersWhole: a message cut to fit ends in a whole
 // character and the mark, within the limit.
@@ -60,8 +67,10 @@ func TestEventType(t *testing.T) {
 // is an event; one to Unknown (on its way) or none is not.
 func TestPatchEvents(t *testing.T) {
 	ctx := context.Background()
-	obj := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
-	c := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(obj).WithStatusSubresource(obj).Build()
+	obj := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: testkit.Namespace(t, k8s, "statuspatch-"), Name: "w"},
+		Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: "box"}, Path: "/in", Sink: &v1alpha1.Destination{URI: "http://sink.example/"}}}
+	testkit.Must(t, k8s.Create(ctx, obj))
+	c := k8s
 	recorder := events.NewFakeRecorder(10)
 	w := statuspatch.Writer{Client: c, Recorder: recorder, Action: "Watch"}
 	for _, step := range []struct {
