@@ -1,14 +1,12 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,16 +22,7 @@ import (
 // workerLog keeps what the tests' worker logs, besides standard error.
 var workerLog logCopy
 
-type logCopy struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logCopy) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logCopy struct{ testkit.Log }
 
 // tee is log, its lines copied here too.
 func (l *logCopy) tee(log *slog.Logger) *slog.Logger {
@@ -42,9 +31,7 @@ func (l *logCopy) tee(log *slog.Logger) *slog.Logger {
 
 // records are the audit records logged for namespace.
 func (l *logCopy) records(namespace string) []audit.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return audit.FromLog(l.b.String(), namespace)
+	return audit.FromLog(l.String(), namespace)
 }
 
 type teeHandler struct{ a, b slog.Handler }
