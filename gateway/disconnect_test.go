@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // The test kit's, as every test package has them.
@@ -85,13 +87,22 @@ func TestDepartedClientLeavesTheQueue(t *testing.T) {
 }
 
 // TestDepartedClientStopsItsCopy: a copy whose client goes away stops at
-// its next chunk and removes the file it had begun.
+// its next chunk and removes the file it had begun; the target never
+// appears.
 func TestDepartedClientStopsItsCopy(t *testing.T) {
 	f := newFixture(t)
 	source, target := filepath.Join(f.sshd.Dir, "source.bin"), filepath.Join(f.sshd.Dir, "target.bin")
 	must(t, os.WriteFile(source, nil, 0o644))
 	must(t, os.Truncate(source, 1<<30)) // sparse: quick to make, slow to copy
-	exists := func() bool { _, err := os.Stat(target); return err == nil }
+	// The copy is written under a temporary name beside the target.
+	exists := func() bool {
+		if _, err := os.Stat(target); err == nil {
+			t.Fatal("the target appeared before the copy ended")
+		}
+		entries, err := os.ReadDir(f.sshd.Dir)
+		must(t, err)
+		return slices.ContainsFunc(entries, func(e os.DirEntry) bool { return tempname.Is(e.Name()) })
+	}
 
 	ctx, leave := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
@@ -102,12 +113,12 @@ func TestDepartedClientStopsItsCopy(t *testing.T) {
 		}
 		gone <- err
 	}()
-	eventually(t, "the copy begins the target", exists)
+	eventually(t, "the copy begins its temporary file", exists)
 	leave()
 	if err := <-gone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the client that left got %v", err)
 	}
-	eventually(t, "the copy stops and removes the target it began", func() bool { return !exists() })
+	eventually(t, "the copy stops and removes the file it began", func() bool { return !exists() })
 	f.ok(t, "stat", `{"path": "source.bin"}`)
 }
 

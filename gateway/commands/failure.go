@@ -25,6 +25,16 @@ func fail(code string, status uint32, message string) *Failure {
 	return &Failure{Code: code, Message: message, SFTPStatus: &status}
 }
 
+// refused reports whether err is the gateway's refusal of a request,
+// before or after asking the server where a path leads.
+func refused(err error) bool {
+	var (
+		bad        *BadRequest
+		notAllowed *PathNotAllowed
+	)
+	return errors.As(err, &bad) || errors.As(err, &notAllowed)
+}
+
 // serverFailure turns an error of an SFTP operation into a *Failure, unless
 // the session itself failed (SessionFailed), which passes through. Messages
 // name paths as the client sees them, never the server's absolute paths.
@@ -33,12 +43,11 @@ func serverFailure(err error, what string) error {
 		status  *files.StatusError
 		pathErr *os.PathError
 		failure *Failure
-		bad     *BadRequest
 	)
 	switch {
 	case err == nil:
 		return nil
-	case files.SessionFailed(err), errors.As(err, &failure), errors.As(err, &bad):
+	case files.SessionFailed(err), errors.As(err, &failure), refused(err):
 		return err
 	case errors.Is(err, os.ErrNotExist):
 		return fail("not_found", files.FxNoSuchFile, what+": no such file or directory")

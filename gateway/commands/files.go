@@ -154,7 +154,7 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 	if errors.Is(err, os.ErrNotExist) {
 		// A new file is made as write makes one, so that one cut off
 		// halfway is removed again; unless another client makes it first.
-		n, writeErr := fs.writeFile(target, mode, false, size, fill)
+		n, writeErr := fs.writeFile(target, nil, mode, false, size, fill)
 		var failure *Failure
 		if !errors.As(writeErr, &failure) || failure.Code != "already_exists" {
 			if writeErr != nil {
@@ -200,7 +200,7 @@ func cutBack(p string, size, most int64) Undo {
 // notAFile says so when a file operation met a directory: SFTP v3 servers
 // answer it with a generic failure.
 func notAFile(fs *FS, err error, target string) error {
-	if failure := serverFailure(err, fs.Rel(target)); files.SessionFailed(failure) {
+	if failure := serverFailure(err, fs.Rel(target)); files.SessionFailed(failure) || refused(failure) {
 		return failure
 	}
 	switch fi, statErr := fs.Files.Stat(target); {
@@ -227,14 +227,27 @@ func writeData(fs *FS, req *writeRequest, appending bool, data []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
-	target, err := resolveForWrite(fs, req.Path, req.CreateParents)
+	if appending || req.CreateParents {
+		target, err := resolveForWrite(fs, req.Path, req.CreateParents)
+		if err != nil {
+			return nil, err
+		}
+		if appending {
+			return appendTo(fs, target, mode, int64(len(data)), fs.bytesFiller(data))
+		}
+		return writeTo(fs, target, nil, mode, req, data)
+	}
+	// The check of where the path leads goes with the open.
+	target, err := fs.lexical(req.Path)
 	if err != nil {
 		return nil, err
 	}
-	if appending {
-		return appendTo(fs, target, mode, int64(len(data)), fs.bytesFiller(data))
-	}
-	n, err := fs.writeFile(target, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), fs.bytesFiller(data))
+	return writeTo(fs, target, func() error { return fs.checkReal(target, "") }, mode, req, data)
+}
+
+// writeTo writes data to target, which check (when set) confirms.
+func writeTo(fs *FS, target string, check func() error, mode *os.FileMode, req *writeRequest, data []byte) (any, error) {
+	n, err := fs.writeFile(target, check, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), fs.bytesFiller(data))
 	if err != nil {
 		return nil, notAFile(fs, err, target)
 	}

@@ -3,6 +3,7 @@ package commands
 import (
 	"os"
 	"path"
+	"sync"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/internal/files"
@@ -11,10 +12,9 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
-// Writes never destroy what they replace. A file that does not exist yet
-// is made in place (create-exclusive: no more round trips than a plain
-// write); one that exists is written under a temporary name beside it and
-// renamed into place once complete. What an operation cut off by a broken
+// Writes never destroy what they replace, and never show a file half
+// written: a file is written under a temporary name beside it and renamed
+// into place once complete. What an operation cut off by a broken
 // session leaves behind (a temporary file, a file moved aside, a partial
 // new file) is cleaned up by the next session to the same server (Undo).
 
@@ -87,32 +87,100 @@ func (fs *FS) bytesFiller(data []byte) filler {
 // pacing.
 const filePart = 1 << 20
 
-// writeFile writes target, which Resolve returned: in place when it does
-// not exist, else (when overwrite allows) through a temporary file. size
-// is the most fill writes. A file made anew gets mode, or else the
-// server's default; one replaced keeps its permissions unless mode is
-// given.
-func (fs *FS) writeFile(target string, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
-	f, err := fs.Files.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if files.SessionFailed(err) {
-		// The server may have made the file before the answer was lost:
-		// an empty file is taken for this one.
-		fs.undo(removeNew(target, 0), err)
+// writeFile writes target through a temporary file beside it, renamed
+// into place once complete, so that neither a write cut off nor a refused
+// check leaves anything at target. check, when set, is the confinement
+// check of target not made yet: it is asked together with the open and a
+// look at target, and a new file's close together with its rename, so
+// that a new small file costs the round trips of a plain open, write and
+// close. size is the most fill writes. A file made anew gets mode, or
+// else the server's default; one replaced keeps its permissions unless
+// mode is given.
+func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
+	if target == fs.Root {
+		// Its temporary file would be made outside the root.
+		return 0, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory")
+	}
+	tmp := tempname.In(path.Dir(target))
+	removeTmp := func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }
+	var (
+		f                 files.File
+		existing          os.FileInfo
+		openErr, lstatErr error
+		asked             sync.WaitGroup
+	)
+	asked.Go(func() { f, openErr = fs.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL) })
+	asked.Go(func() { existing, lstatErr = fs.Files.Lstat(target) })
+	var err error
+	if check != nil {
+		err = check()
+	}
+	asked.Wait()
+	switch {
+	case err == nil && openErr == nil && files.SessionFailed(lstatErr):
+		err = lstatErr
+	case err == nil:
+		err = openErr
+	}
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
+		if openErr == nil || files.SessionFailed(openErr) {
+			// Made (or maybe made, its answer lost): nothing stays.
+			fs.undo(removeTmp, err)
+		}
 		return 0, err
 	}
-	if err != nil {
-		existing, statErr := fs.Files.Lstat(target)
-		switch {
-		case files.SessionFailed(statErr):
-			return 0, statErr
-		case statErr != nil:
-			return 0, err // not there: why the open failed
-		}
+	if existing != nil && (!existing.Mode().IsRegular() || !overwrite) {
+		// A directory, a symlink written through, or a refusal: the
+		// checks of replace, on a file of its own.
+		_ = f.Close()
+		fs.undo(removeTmp, nil)
 		return fs.replaceExisting(target, existing, mode, overwrite, fill)
 	}
-	n, err := fillFile(f, mode, fill)
+	if existing != nil && mode == nil {
+		perm := existing.Mode().Perm()
+		mode = &perm
+	}
+	n, err := fillOpen(f, mode, fill)
 	if err != nil {
-		fs.undo(removeNew(target, max(size, n)), err)
+		_ = f.Close()
+		fs.undo(removeTmp, err)
+		return 0, err
+	}
+	if existing != nil {
+		// Renamed over the file once closed, never before: a close that
+		// fails leaves the file as it was.
+		if err = f.Close(); err == nil {
+			err = fs.settle(tmp, target, target, true)
+		}
+		if err != nil {
+			fs.undo(removeTmp, err)
+			return 0, err
+		}
+		return n, nil
+	}
+	// A new file: the rename (refused if another client made target
+	// meanwhile) goes with the close, since nothing was there to keep.
+	var closeErr error
+	asked.Go(func() { closeErr = f.Close() })
+	err = fs.Files.Rename(tmp, target)
+	asked.Wait()
+	switch {
+	case err != nil && !files.SessionFailed(err) && closeErr == nil:
+		err = fs.settle(tmp, target, target, overwrite)
+	case err == nil && closeErr != nil:
+		fs.undo(removeNew(target, max(size, n)), closeErr)
+		return 0, closeErr
+	case err == nil:
+		return n, nil
+	}
+	if err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		fs.undo(removeTmp, err)
 		return 0, err
 	}
 	return n, nil
@@ -131,22 +199,24 @@ func removeNew(target string, size int64) Undo {
 	}
 }
 
-// fillFile applies mode to f, just opened, before any data arrives (so a
-// private file is never readable with default permissions), fills and
-// closes it.
+// fillFile fills f, just opened, as fillOpen does, and closes it.
 func fillFile(f files.File, mode *os.FileMode, fill filler) (int64, error) {
-	var err error
-	if mode != nil {
-		err = f.Chmod(*mode)
-	}
-	var n int64
-	if err == nil {
-		n, err = fill(f)
-	}
+	n, err := fillOpen(f, mode, fill)
 	if closeErr := f.Close(); err == nil {
 		err = closeErr
 	}
 	return n, err
+}
+
+// fillOpen applies mode to f, just opened, before any data arrives (so a
+// private file is never readable with default permissions), and fills it.
+func fillOpen(f files.File, mode *os.FileMode, fill filler) (int64, error) {
+	if mode != nil {
+		if err := f.Chmod(*mode); err != nil {
+			return 0, err
+		}
+	}
+	return fill(f)
 }
 
 // replace writes target through a temporary file beside it, renamed into
