@@ -277,8 +277,9 @@ type TransferOptions struct {
 	// +optional
 	Verify VerifyMethod `json:"verify,omitempty"`
 
-	// Parallelism is how many files are copied at once (the worker's
-	// per-namespace cap may allow fewer).
+	// Parallelism is how many streams copy files at once (the worker's
+	// per-namespace cap may allow fewer): each copies one file, or up to
+	// four small ones (256 KiB or less) at once.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=32
 	// +kubebuilder:default=4

@@ -68,6 +68,21 @@ func (q *queue) next(ctx context.Context) (int, bool) {
 	}
 }
 
+// take is the first ready file that fits, without waiting; false when
+// none is ready now.
+func (q *queue) take(fits func(int) bool) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k, i := range q.ready {
+		if fits(i) {
+			q.ready = append(q.ready[:k], q.ready[k+1:]...)
+			q.inFlight++
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // end says file i's try ended; retryAt, when the file is tried again.
 func (q *queue) end(i int, retryAt *time.Time) {
 	q.mu.Lock()
