@@ -23,9 +23,24 @@ import (
 	"github.com/sftpgate/sftpgate/worker/transfers"
 )
 
-// The long links measured: each direction's delay (round trips of 0, 50
-// and 150 ms), all at 1 Gbit/s.
-var longLinkDelays = []time.Duration{0, 25 * time.Millisecond, 75 * time.Millisecond}
+// longLinkDelays are the long links measured: each direction's delay,
+// half the round trips SFTPGATE_BENCH_LINKS lists in milliseconds (by
+// default 0,50,150), all at 1 Gbit/s.
+func longLinkDelays(t *testing.T) []time.Duration {
+	v := os.Getenv("SFTPGATE_BENCH_LINKS")
+	if v == "" {
+		v = "0,50,150"
+	}
+	var delays []time.Duration
+	for _, ms := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(ms))
+		if err != nil || n < 0 || n%2 != 0 {
+			t.Fatalf("SFTPGATE_BENCH_LINKS=%q: round trips in milliseconds, even, separated by commas", v)
+		}
+		delays = append(delays, time.Duration(n/2)*time.Millisecond)
+	}
+	return delays
+}
 
 const (
 	linkBytesPerSecond = 125_000_000
@@ -100,7 +115,7 @@ func TestBenchmarkLongLinks(t *testing.T) {
 	// a channel of its own.
 	ranges := transfers.DefaultLimits().RangesPerFile
 	var rows strings.Builder
-	for i, delay := range longLinkDelays {
+	for i, delay := range longLinkDelays(t) {
 		rtt := 2 * delay
 		srcHost, srcPort, _ := linkTo(t, r.sshd, delay)
 		dstHost, dstPort, dstLink := linkTo(t, dst, delay)
@@ -219,7 +234,7 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 	r := startRig(t, binary, ns, map[string]string{}, io.Discard)
 	var rows strings.Builder
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	for i, delay := range longLinkDelays {
+	for i, delay := range longLinkDelays(t) {
 		rtt := 2 * delay
 		host, port, _ := linkTo(t, r.sshd, delay)
 		slug := fmt.Sprintf("gw-%d", i)

@@ -8,15 +8,19 @@ import (
 // bufferChunks and chunkSize make the buffer between a copy's reads and
 // its writes: reads go on while the destination acknowledges writes, and
 // writes while the source answers reads, rather than each waiting for the
-// other at every chunk.
+// other at every chunk. A range's buffer holds rangeBufferChunks: two SSH
+// channel windows (2 MiB each in OpenSSH and x/crypto/ssh), so that over a
+// long link the source's window of reads keeps arriving while the
+// destination's window of writes waits for its acknowledgements.
 const (
-	bufferChunks = 32
-	chunkSize    = 32 << 10
+	bufferChunks      = 32
+	rangeBufferChunks = 128
+	chunkSize         = 32 << 10
 )
 
 var chunks = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
-// buffer is a pipe that holds up to bufferChunks chunks: the reading side
+// buffer is a pipe that holds up to a given number of chunks: the reading side
 // of a copy writes into it, the writing side reads from it.
 type buffer struct {
 	ch   chan *[]byte
@@ -27,8 +31,8 @@ type buffer struct {
 	off  int
 }
 
-func newBuffer() *buffer {
-	return &buffer{ch: make(chan *[]byte, bufferChunks), done: make(chan struct{})}
+func newBuffer(chunks int) *buffer {
+	return &buffer{ch: make(chan *[]byte, chunks), done: make(chan struct{})}
 }
 
 // Write copies p into chunks; it fails once the reading side closed.

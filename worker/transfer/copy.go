@@ -500,7 +500,7 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 // through streams in through j.Transform into out, and closes it with
 // closeOut; it returns what copyThrough does.
 func (j *Job) through(in files.File, out sink, closeOut func() error, r *Result, progress *counter) (int64, []byte, error) {
-	read, made := newBuffer(), newBuffer()
+	read, made := newBuffer(bufferChunks), newBuffer(bufferChunks)
 	readErr, madeErr := make(chan error, 1), make(chan error, 1)
 	go func() {
 		_, err := in.WriteTo(read)
@@ -567,7 +567,7 @@ type sink interface {
 // copyStream copies the source from r.From on through a buffer, many
 // requests in flight each way, then closes the copy with closeOut.
 func (j *Job) copyStream(in files.File, out sink, closeOut func() error, r *Result, progress *counter) error {
-	buf := newBuffer()
+	buf := newBuffer(bufferChunks)
 	readErr := make(chan error, 1)
 	go func() {
 		_, err := in.WriteTo(buf)

@@ -391,7 +391,7 @@ func (j *Job) copyRange(src, dst files.FS, tmp string, start, end int64, done *a
 	if _, err := out.Seek(from, io.SeekStart); err != nil {
 		return fail(err, "writing the copy")
 	}
-	buf := newBuffer()
+	buf := newBuffer(rangeBufferChunks)
 	readErr := make(chan error, 1)
 	go func() {
 		// WriteTo reads on to the file's end, with many reads in
