@@ -39,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
+	"github.com/sftpgate/sftpgate/internal/profiling"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
@@ -106,6 +107,9 @@ type Options struct {
 	// MetricsAddr serves /metrics; "0" serves it nowhere. ProbeAddr
 	// serves /healthz and /readyz.
 	MetricsAddr, ProbeAddr string
+	// Profiling serves Go's pprof profiles at /debug/pprof/ next to the
+	// metrics.
+	Profiling bool
 	// Log is where the worker logs, its manager's lines too (Run: from
 	// --log-level); nil logs nothing.
 	Log *slog.Logger
@@ -199,6 +203,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.APIBurst, "kube-api-burst", 100, "Requests this replica may send the API server at once beyond --kube-api-qps.")
 	fs.StringVar(&o.MetricsAddr, "metrics-address", ":9090", "Address of the Prometheus metrics endpoint (/metrics); 0 turns it off.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's pprof profiles at /debug/pprof/ on the metrics address.")
 }
 
 // Worker is a running worker replica.
@@ -402,10 +407,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	return err
 }
 
-// MetricsHandler serves the worker's metrics at /metrics.
-func (w *Worker) MetricsHandler() http.Handler {
+// MetricsHandler serves the worker's metrics at /metrics and, with
+// profiles, pprof at /debug/pprof/.
+func (w *Worker) MetricsHandler(profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", w.metrics.Handler())
+	if profiles {
+		profiling.Register(mux)
+	}
 	return mux
 }
 
@@ -430,7 +439,7 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if opts.MetricsAddr != "0" {
-		srv := &http.Server{Addr: opts.MetricsAddr, Handler: w.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+		srv := &http.Server{Addr: opts.MetricsAddr, Handler: w.MetricsHandler(opts.Profiling), ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes: httpedge.MaxHeaderBytes}
 		go func() { _ = srv.ListenAndServe() }()
 		defer func() { _ = srv.Close() }()

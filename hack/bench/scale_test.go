@@ -3,10 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +156,8 @@ type scaleResult struct {
 	restOK  bool
 	restFor time.Duration
 	rss     map[string]int64
+	// heap is each replica's Go heap then, as heapOf says it.
+	heap map[string]string
 	// The replica killed, its watches, whether and when the survivors
 	// reported them all, and the watches each held then.
 	victim        string
@@ -219,8 +224,9 @@ func benchScale(t *testing.T, binary string, sc scale) {
 	replicas := map[string]*scaleReplica{}
 	for i := range scaleReplicas {
 		name := fmt.Sprintf("replica-%d", i)
+		metrics := testhttp.FreeAddr(t)
 		w := exec.Command(binary, "worker", "--kubeconfig="+kubeconfig, "--namespace="+workerNS, "--identity="+name,
-			"--metrics-address="+testhttp.FreeAddr(t), "--health-probe-bind-address=0", "--log-level=error",
+			"--metrics-address="+metrics, "--profiling", "--health-probe-bind-address=0", "--log-level=error",
 			"--denied-networks="+testcluster.LoopbackNetworks,
 			// It measures where the default total (what this bench
 			// settled) would hold the rest back; the web UI accounts'
@@ -229,7 +235,7 @@ func benchScale(t *testing.T, binary string, sc scale) {
 			"--max-account-watches-total="+strconv.Itoa(min(watches.DefaultLimits().MaxAccountWatchesTotal, sc.watches-1)))
 		w.Stderr = os.Stderr
 		must(t, w.Start())
-		rep := &scaleReplica{cmd: w, exited: make(chan struct{})}
+		rep := &scaleReplica{cmd: w, exited: make(chan struct{}), metrics: metrics}
 		go func() { _ = w.Wait(); close(rep.exited) }()
 		t.Cleanup(func() { _ = w.Process.Kill(); <-rep.exited })
 		replicas[name] = rep
@@ -256,11 +262,12 @@ func benchScale(t *testing.T, binary string, sc scale) {
 		if ok && r.startOK {
 			r.rest, r.restOK = restCounts.since(settleCounts), true
 		}
-		r.rss = map[string]int64{}
+		r.rss, r.heap = map[string]int64{}, map[string]string{}
 		for name, w := range replicas {
 			if r.rss[name], err = currentRSS(w.cmd.Process.Pid); err != nil {
 				t.Fatal(err)
 			}
+			r.heap[name] = heapOf(t, w.metrics, name)
 		}
 
 		// Kill the replica that runs the most watches, as a node lost would.
@@ -437,7 +444,7 @@ func (r *scaleResult) table(names []string) string {
 
 	for _, n := range names {
 		if rss, ok := r.rss[n]; ok {
-			row(n+": watches held when settled, memory (RSS) at rest", fmt.Sprintf("%s; %s", thousands(r.atSettle.byWorker[n]), megabytes(float64(rss))),
+			row(n+": watches held when settled, memory (RSS) at rest (its Go heap)", fmt.Sprintf("%s; %s (%s)", thousands(r.atSettle.byWorker[n]), megabytes(float64(rss)), r.heap[n]),
 				"< 250 MB", is(float64(rss) < scaleRSSTarget))
 		}
 	}
@@ -580,6 +587,8 @@ type scaleCount struct {
 type scaleReplica struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// metrics is its metrics address, which serves pprof too.
+	metrics string
 }
 
 // waitScale lists the watches and transfers every 15 s until done says
@@ -664,4 +673,38 @@ func countScale(ctx context.Context, k8s client.Client, gone string) (scaleCount
 		}
 	}
 	return s, nil
+}
+
+// heapOf is what a replica's Go heap holds, from the runtime's figures at
+// the end of its heap profile: in use, and the part of that live after the
+// last collection. With SFTPGATE_BENCH_PROFILE set, the profile is saved
+// as that file with ".heap.<name>" added.
+func heapOf(t *testing.T, metrics, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return "(unread: " + err.Error() + ")"
+	}
+	defer func() { _ = resp.Body.Close() }()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "(unread: " + err.Error() + ")"
+	}
+	stat := func(field string) float64 {
+		m := regexp.MustCompile(`(?m)^# ` + field + ` = (\d+)`).FindSubmatch(text)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.ParseFloat(string(m[1]), 64)
+		return n
+	}
+	if out := os.Getenv("SFTPGATE_BENCH_PROFILE"); out != "" {
+		if resp, err := http.Get("http://" + metrics + "/debug/pprof/heap"); err == nil {
+			if b, err := io.ReadAll(resp.Body); err == nil {
+				must(t, os.WriteFile(out+".heap."+name, b, 0o644))
+			}
+			_ = resp.Body.Close()
+		}
+	}
+	return fmt.Sprintf("heap in use %s, next collection at %s", megabytes(stat("HeapInuse")), megabytes(stat("NextGC")))
 }
