@@ -144,9 +144,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Limits.MaxWatchesPerNamespace, "max-watches-per-namespace", d.MaxWatchesPerNamespace,
 		"Most watches of one namespace that run; the newer ones are OverQuota.")
 	fs.IntVar(&o.Limits.MaxWatchesTotal, "max-watches-total", d.MaxWatchesTotal,
-		"Most watches that run in the cluster, all namespaces: what its API server and etcd were measured to hold. Past it the newer are OverQuota, the operator's namespaces' taking places before web UI accounts'.")
+		"Most watches that run in the cluster, all namespaces: what its API server and etcd were measured to hold; 0 for no bound. Past it the newer are OverQuota, the operator's namespaces' taking places before web UI accounts'.")
 	fs.IntVar(&o.Limits.MaxAccountWatchesTotal, "max-account-watches-total", d.MaxAccountWatchesTotal,
-		"Of those, the most of all web UI accounts (namespaces labelled sftpgate.dev/account) together; below --max-watches-total. Set the web UI's flag of the name alike: it stops sign-ups there.")
+		"Of those, the most of all web UI accounts (namespaces labelled sftpgate.dev/account) together; below --max-watches-total, 0 for no bound only without it. Set the web UI's flag of the name alike: it stops sign-ups there.")
 	fs.IntVar(&o.Limits.MaxTransfersPerNamespace, "max-watch-transfers-per-namespace", d.MaxTransfersPerNamespace,
 		"Most Transfers the watches of one namespace keep (made by spec.transfer, not yet deleted); past it the next file's waits (TransfersAtLimit).")
 	fs.Float64Var(&o.Limits.EventsPerMinutePerNamespace, "events-per-minute-per-namespace", d.EventsPerMinutePerNamespace,

@@ -1,7 +1,6 @@
 package watches
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/sftpgate/sftpgate/worker/tasks"
@@ -18,12 +17,15 @@ const (
 	DefaultMaxAccountWatchesTotal = 1000
 )
 
-// CheckTotals refuses totals (zero: the defaults) that would let
-// strangers take every place.
+// CheckTotals refuses totals that would let strangers take every place;
+// zero is no bound.
 func (l Limits) CheckTotals() error {
-	all := cmp.Or(l.MaxWatchesTotal, DefaultMaxWatchesTotal)
-	if strangers := cmp.Or(l.MaxAccountWatchesTotal, DefaultMaxAccountWatchesTotal); strangers >= all {
-		return fmt.Errorf("--max-account-watches-total (%d) must be below --max-watches-total (%d)", strangers, all)
+	all, strangers := l.MaxWatchesTotal, l.MaxAccountWatchesTotal
+	switch {
+	case all < 0 || strangers < 0:
+		return fmt.Errorf("--max-watches-total (%d) and --max-account-watches-total (%d) are counts, 0 for no bound", all, strangers)
+	case all > 0 && (strangers == 0 || strangers >= all):
+		return fmt.Errorf("--max-account-watches-total (%d) must be set below --max-watches-total (%d)", strangers, all)
 	}
 	return nil
 }

@@ -41,7 +41,8 @@ type Limits struct {
 	// its control plane was measured to hold, and MaxAccountWatchesTotal
 	// (below it) the most of web UI accounts': past either the newer are
 	// OverQuota, the operator's namespaces' taking places first
-	// (tasks.Totals).
+	// (tasks.Totals). Zero is no bound (the flags' defaults are
+	// DefaultLimits').
 	MaxWatchesTotal, MaxAccountWatchesTotal int
 	// MaxTransfersPerNamespace is the most Transfers watches (their
 	// spec.transfer) keep in one namespace, running or finished and not
@@ -138,7 +139,6 @@ func (r *Runner) setUp() {
 	d := DefaultLimits()
 	l.MaxFiles, l.MaxPending = cmp.Or(l.MaxFiles, d.MaxFiles), cmp.Or(l.MaxPending, d.MaxPending)
 	l.MaxWatchesPerNamespace = cmp.Or(l.MaxWatchesPerNamespace, d.MaxWatchesPerNamespace)
-	l.MaxWatchesTotal, l.MaxAccountWatchesTotal = cmp.Or(l.MaxWatchesTotal, d.MaxWatchesTotal), cmp.Or(l.MaxAccountWatchesTotal, d.MaxAccountWatchesTotal)
 	l.MaxTransfersPerNamespace = cmp.Or(l.MaxTransfersPerNamespace, d.MaxTransfersPerNamespace)
 	l.EventsPerMinutePerNamespace = cmp.Or(l.EventsPerMinutePerNamespace, d.EventsPerMinutePerNamespace)
 	l.Polls, l.PollsPerNamespace = cmp.Or(l.Polls, d.Polls), cmp.Or(l.PollsPerNamespace, d.PollsPerNamespace)
