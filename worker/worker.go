@@ -313,7 +313,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	for _, runnable := range []manager.Runnable{
 		r, tr, sinks,
 		&uploadexpiry.Sweeper{
-			Records: &uploadrecord.Store{Client: direct, Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
+			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
 			Limits: opts.Expiry.WithDefaults(), Log: opts.Log, Audit: trail,

@@ -104,6 +104,12 @@ type Store struct {
 	// Budget admits each new record against its namespace's budget (nil:
 	// every one).
 	Budget *storedbytes.Budget
+	// Reader, when set, is where Expired looks for expired records: a
+	// cache of the metadata of Namespace's ConfigMaps stored for tenants
+	// (storedbytes.Watch), which every record admitted by a Budget is.
+	// Without it Expired lists at the API server, which reads every
+	// ConfigMap of Namespace to find the records.
+	Reader client.Reader
 }
 
 // laterRoom is what the annotations a record gets after its creation add
@@ -317,17 +323,34 @@ func (s *Store) Count(ctx context.Context, namespace string, now time.Time) (int
 	return n, nil
 }
 
-// List reads every record. One that does not decode comes with its id
-// alone: it has expired, and names no partial file.
-func (s *Store) List(ctx context.Context) ([]*Record, error) {
-	var list corev1.ConfigMapList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{LabelUpload}); err != nil {
+// Expired reads every record that expired at or before by, by its label.
+// One that does not decode comes with its id alone: it names no partial
+// file.
+func (s *Store) Expired(ctx context.Context, by time.Time) ([]*Record, error) {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	opts := []client.ListOption{client.InNamespace(s.Namespace), client.HasLabels{LabelUpload}}
+	reader := client.Reader(s.Client)
+	if s.Reader != nil {
+		reader = s.Reader
+	}
+	if err := reader.List(ctx, &list, opts...); err != nil {
 		return nil, apiError(err)
 	}
-	records := make([]*Record, 0, len(list.Items))
+	var records []*Record
 	for i := range list.Items {
-		cm := &list.Items[i]
-		r, err := decode(cm)
+		m := &list.Items[i]
+		if expires, err := strconv.ParseInt(m.Labels[labelExpires], 10, 64); err == nil && time.Unix(expires, 0).After(by) {
+			continue
+		}
+		var cm corev1.ConfigMap
+		switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: m.Name}, &cm); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, apiError(err)
+		}
+		r, err := decode(&cm)
 		if err != nil {
 			r = &Record{ID: strings.TrimPrefix(cm.Name, namePrefix), uid: cm.UID}
 		}

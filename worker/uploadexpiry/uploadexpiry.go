@@ -178,12 +178,12 @@ func (t *sweeps) Stop(context.Context) { t.s.Wait() }
 // swept from before, or past the limits, waits for the next sweep.
 func (s *Sweeper) Sweep(ctx context.Context) {
 	defer recovery.Log(s.Log, "removing expired uploads")
-	records, err := s.Records.List(ctx)
+	now := s.now()
+	records, err := s.Records.Expired(ctx, now.Add(-s.Grace))
 	if err != nil {
 		s.log().Error("listing uploads", "error", err)
 		return
 	}
-	now := s.now()
 	byConnection := map[string][]*uploadrecord.Record{}
 	var order []string
 	for _, r := range records {
