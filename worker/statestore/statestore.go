@@ -2,17 +2,20 @@
 // transfer's) in ConfigMaps of the worker's own namespace, where tenants
 // cannot touch it and a replica that takes an item over finds it. A state
 // larger than one ConfigMap holds is split into parts, at most MaxParts;
-// the head ConfigMap names the parts of the current generation and is
-// written last, in one write, so that a reader never sees half of a new
-// state, and a replica that lost the item (a write on a stale head) is
-// refused.
+// the head ConfigMap names the parts of the current write and is written
+// last, in one write, so that a reader never sees half of a new state,
+// and a replica that lost the item (a write on a stale head) is refused.
+// Each write's parts have names of their own, so that a stale write never
+// touches the parts the current head names.
 package statestore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +46,7 @@ const (
 	labelKind       = "sftpgate.dev/state-kind"
 	annotationGen   = "sftpgate.dev/state-generation"
 	annotationParts = "sftpgate.dev/state-parts"
+	annotationWrite = "sftpgate.dev/state-write"
 	keyPart         = "part"
 )
 
@@ -68,14 +72,22 @@ type Store struct {
 type Version struct {
 	resourceVersion string
 	generation      int64
-	// parts is how many ConfigMaps that state takes: the next write
-	// removes those past the head by name, with no list.
+	// parts is how many ConfigMaps that state takes, and write what
+	// names them: the next write removes those past the head by name,
+	// with no list.
 	parts int
+	write string
 }
 
 func (s *Store) head(key string) string { return s.Kind + "-" + key }
-func (s *Store) part(key string, gen int64, i int) string {
-	return fmt.Sprintf("%s-%s-%d-%d", s.Kind, key, gen, i)
+
+// part is the name of part i of key's state written by write of
+// generation gen ("" for a state written before writes were named).
+func (s *Store) part(key string, gen int64, write string, i int) string {
+	if write == "" {
+		return fmt.Sprintf("%s-%s-%d-%d", s.Kind, key, gen, i)
+	}
+	return fmt.Sprintf("%s-%s-%d-%s-%d", s.Kind, key, gen, write, i)
 }
 
 // Load reads key's state; nil (and a zero Version) when there is none.
@@ -90,18 +102,19 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, Version, error) {
 	}
 	gen, _ := strconv.ParseInt(head.Annotations[annotationGen], 10, 64)
 	parts, _ := strconv.Atoi(head.Annotations[annotationParts])
+	write := head.Annotations[annotationWrite]
 	if parts < 1 || parts > MaxParts {
 		return nil, Version{}, fmt.Errorf("the state of %s names %d parts", key, parts)
 	}
 	blob := append([]byte(nil), head.BinaryData[keyPart]...)
 	for i := 1; i < parts; i++ {
 		cm := &corev1.ConfigMap{}
-		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.part(key, gen, i)}, cm); err != nil {
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.part(key, gen, write, i)}, cm); err != nil {
 			return nil, Version{}, fmt.Errorf("reading part %d of the state of %s: %w", i, key, err)
 		}
 		blob = append(blob, cm.BinaryData[keyPart]...)
 	}
-	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts}, nil
+	return blob, Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts, write: write}, nil
 }
 
 // Save writes blob as key's state, stored for namespace tenant, on v
@@ -114,12 +127,16 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 		return ErrTooLarge
 	}
 	parts = max(parts, 1)
-	gen := v.generation + 1
-	head := s.configMap(key, tenant, s.head(key), blob[:min(len(blob), PartSize)], map[string]string{
-		annotationGen: strconv.FormatInt(gen, 10), annotationParts: strconv.Itoa(parts)})
+	gen, write := v.generation+1, ""
+	annotations := map[string]string{annotationGen: strconv.FormatInt(gen, 10), annotationParts: strconv.Itoa(parts)}
+	if parts > 1 {
+		write = strings.ToLower(rand.Text()[:8])
+		annotations[annotationWrite] = write
+	}
+	head := s.configMap(key, tenant, s.head(key), blob[:min(len(blob), PartSize)], annotations)
 	objs := []*corev1.ConfigMap{head}
 	for i := 1; i < parts; i++ {
-		objs = append(objs, s.configMap(key, tenant, s.part(key, gen, i), blob[i*PartSize:min(len(blob), (i+1)*PartSize)], nil))
+		objs = append(objs, s.configMap(key, tenant, s.part(key, gen, write, i), blob[i*PartSize:min(len(blob), (i+1)*PartSize)], nil))
 	}
 	// The new state replaces the whole of the old one.
 	done, err := s.Budget.Admit(ctx, tenant, objs, func(o metav1.Object) bool {
@@ -129,24 +146,23 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 		return err
 	}
 	defer done()
+	// This write's parts, removed again unless its head names them.
+	written := Version{generation: gen, parts: 1, write: write}
 	for _, cm := range objs[1:] {
-		if err := s.Client.Create(ctx, cm.DeepCopy()); apierrors.IsAlreadyExists(err) {
-			// Left by a write that failed before its head: replace it.
-			if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-			if err := s.Client.Create(ctx, cm.DeepCopy()); err != nil {
-				return err
-			}
-		} else if err != nil {
+		if err := s.Client.Create(ctx, cm.DeepCopy()); err != nil {
+			_ = s.sweep(ctx, key, written)
 			return err
 		}
+		written.parts++
 	}
 	if v.resourceVersion == "" {
 		err = s.Client.Create(ctx, head)
 	} else {
 		head.ResourceVersion = v.resourceVersion
 		err = s.Client.Update(ctx, head)
+	}
+	if err != nil {
+		_ = s.sweep(ctx, key, written)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) && v.resourceVersion != "" {
 		return ErrConflict
@@ -155,7 +171,7 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 		return err
 	}
 	old := *v
-	*v = Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts}
+	*v = Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts, write: write}
 	done() // the sweep only frees bytes
 	return s.sweep(ctx, key, old)
 }
@@ -199,7 +215,7 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 // a head and its sweep are removed with the item's state (Delete).
 func (s *Store) sweep(ctx context.Context, key string, old Version) error {
 	for i := 1; i < old.parts; i++ {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.part(key, old.generation, i)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.part(key, old.generation, old.write, i)}}
 		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 			return err
 		}

@@ -137,6 +137,27 @@ func TestStates(t *testing.T) {
 	if got, _, _ := s.Load(ctx, "w1"); string(got) != "mine" {
 		t.Errorf("after refused writes the state is %q", got)
 	}
+	// A replica that lost the item writes a large state of the same
+	// generation as the new owner's: it never touches the owner's parts,
+	// and leaves none of its own.
+	stale = v
+	mine := make([]byte, 2*statestore.PartSize)
+	_, _ = rand.Read(mine)
+	if err := s.Save(ctx, "w1", "tenant", mine, &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, "w1", "tenant", make([]byte, 2*statestore.PartSize), &stale); !errors.Is(err, statestore.ErrConflict) {
+		t.Errorf("a large write on a stale version: %v, want ErrConflict", err)
+	}
+	if got, _, err := s.Load(ctx, "w1"); err != nil || !bytes.Equal(got, mine) {
+		t.Errorf("after a stale large write the state is %d bytes (%v), not the owner's", len(got), err)
+	}
+	if parts() != 2 {
+		t.Errorf("after a stale large write %d ConfigMaps, want the owner's 2", parts())
+	}
+	if err := s.Save(ctx, "w1", "tenant", []byte("mine"), &v); err != nil {
+		t.Fatal(err)
+	}
 	var other statestore.Version
 	if err := s.Save(ctx, "w2", "tenant", make([]byte, 2*statestore.PartSize), &other); err != nil {
 		t.Fatal(err)
