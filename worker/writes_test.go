@@ -146,8 +146,9 @@ func TestWatchWrites(t *testing.T) {
 			o.Namespace = ns
 			// A poll that finds nothing new writes nothing, as by default.
 			o.Limits.PollTimeEvery = 0
-			// One watch whose poll hangs holds its namespace's polls.
-			o.Limits.PollsPerNamespace = 1
+			// One watch whose poll hangs holds its namespace's polls, and
+			// the replica's.
+			o.Limits.PollsPerNamespace, o.Limits.Polls = 1, 1
 		})
 		return sent, stop
 	}
@@ -222,7 +223,8 @@ func TestWatchWrites(t *testing.T) {
 	}
 	held.Release()
 
-	var stuck, starved, brief *v1alpha1.SftpWatch
+	var stuck, starved, elsewhere, brief *v1alpha1.SftpWatch
+	other := newTenant(t)
 	firstPoll := func(w *v1alpha1.SftpWatch) bool {
 		c := ready(w)
 		return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == v1alpha1.ReasonFirstPoll
@@ -233,8 +235,11 @@ func TestWatchWrites(t *testing.T) {
 		stuck = tn.watch(t, "stuck", sink.URL, func(w *v1alpha1.SftpWatch) { w.Spec.ConnectionRef.Name, w.Spec.Path = "tarpit", "/" })
 		eventually(t, "the stuck watch's poll hangs, holding its namespace's", func() bool { return tarpit.Held() > 0 })
 		starved = tn.watch(t, "starved", sink.URL)
-		eventually(t, "both say they wait for their first poll", func() bool { return firstPoll(stuck) && firstPoll(starved) })
-		for _, w := range []*v1alpha1.SftpWatch{stuck, starved} {
+		elsewhere = other.watch(t, "elsewhere", sink.URL) // waits for the replica's poll slot
+		eventually(t, "all say they wait for their first poll", func() bool {
+			return firstPoll(stuck) && firstPoll(starved) && firstPoll(elsewhere)
+		})
+		for _, w := range []*v1alpha1.SftpWatch{stuck, starved, elsewhere} {
 			if writes := bSent.writesOf(w); len(writes) != 1 {
 				t.Errorf("%s waiting for its first poll: %d writes %v, want its status alone", w.Name, len(writes), writes)
 			}
@@ -243,7 +248,7 @@ func TestWatchWrites(t *testing.T) {
 		eventually(t, "the third watch's first step", func() bool { return bSent.readState(brief) })
 	})
 	defer func() {
-		for _, w := range []*v1alpha1.SftpWatch{stuck, starved, brief} {
+		for _, w := range []*v1alpha1.SftpWatch{stuck, starved, elsewhere, brief} {
 			if w != nil {
 				_ = k8s.Delete(ctx, w)
 			}
@@ -253,7 +258,7 @@ func TestWatchWrites(t *testing.T) {
 		return
 	}
 	eventually(t, "the watches poll once the stuck one's poll ended", func() bool {
-		for _, w := range []*v1alpha1.SftpWatch{starved, brief} {
+		for _, w := range []*v1alpha1.SftpWatch{starved, elsewhere, brief} {
 			if c := ready(w); c == nil || c.Status != metav1.ConditionTrue {
 				return false
 			}
@@ -261,5 +266,6 @@ func TestWatchWrites(t *testing.T) {
 		return true
 	})
 	atMost("a watch that waited past the bound for its first poll", bSent.writesOf(starved), 4)
+	atMost("a watch that waited past the bound for the replica's polls", bSent.writesOf(elsewhere), 4)
 	atMost("a watch that waited within the bound", bSent.writesOf(brief), 3)
 }

@@ -214,16 +214,28 @@ func (r *Runner) pending() float64 {
 
 // enterPoll waits for a poll slot of the replica's and one of ns's share,
 // until ctx ends; false when ns has its share in flight (the watch polls
-// a little later).
-func (r *Runner) enterPoll(ctx context.Context, ns string) (leave func(), ok bool) {
+// a little later). A wait for the replica's slot that lasts until quiet
+// (zero: never) runs meanwhile once, and goes on.
+func (r *Runner) enterPoll(ctx context.Context, ns string, quiet time.Time, meanwhile func()) (leave func(), ok bool) {
 	if !r.pollsOf.Enter(ns) {
 		return nil, false
 	}
-	select {
-	case r.polls <- struct{}{}:
-		return func() { <-r.polls; r.pollsOf.Leave(ns) }, true
-	case <-ctx.Done():
-		r.pollsOf.Leave(ns)
-		return nil, false
+	var ends <-chan time.Time
+	if !quiet.IsZero() {
+		t := time.NewTimer(time.Until(quiet))
+		defer t.Stop()
+		ends = t.C
+	}
+	for {
+		select {
+		case r.polls <- struct{}{}:
+			return func() { <-r.polls; r.pollsOf.Leave(ns) }, true
+		case <-ends:
+			meanwhile()
+			ends = nil
+		case <-ctx.Done():
+			r.pollsOf.Leave(ns)
+			return nil, false
+		}
 	}
 }

@@ -347,7 +347,13 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 // poll lists the folder and queues the changes due; f is what the step
 // found before it, for a status written while the listing runs.
 func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings, f facts) {
-	leave, ok := w.r.enterPoll(ctx, wt.Namespace)
+	// A wait for the replica's poll slots counts in the first poll's
+	// quiet time too: past it the status says FirstPoll.
+	var quiet time.Time
+	if !f.polled && time.Now().Before(w.quietEnds()) {
+		quiet = w.quietEnds()
+	}
+	leave, ok := w.r.enterPoll(ctx, wt.Namespace, quiet, func() { w.report(ctx, wt, f) })
 	if !ok {
 		w.nextPoll = time.Now().Add(time.Second)
 		return
