@@ -641,17 +641,28 @@ func isLost(err error) bool {
 }
 
 // adopt holds bucket if its Lease, read at the API server, names this
-// replica.
+// replica: renewed on the resourceVersion read, so that a replica that
+// took it over since (its update made on the same version) leaves it
+// to one of the two, never both.
 func (s *Shard) adopt(ctx context.Context, bucket string) error {
 	l := &coordinationv1.Lease{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.leaseName(bucket)}, l); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if holder(l) == s.Identity {
-		s.mu.Lock()
-		s.held[bucket] = true
-		s.mu.Unlock()
+	if holder(l) != s.Identity {
+		return nil
 	}
+	now := metav1.NewMicroTime(s.now())
+	l.Spec.RenewTime = &now
+	if err := s.Client.Update(ctx, l); err != nil {
+		if isLost(err) {
+			return nil
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.held[bucket] = true
+	s.mu.Unlock()
 	return nil
 }
 

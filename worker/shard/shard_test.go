@@ -295,6 +295,48 @@ func TestLapsedAndRestartedReplicas(t *testing.T) {
 	}
 }
 
+// takenMeanwhile is a client whose reads of a bucket's Lease let another
+// replica ("c") take it first, on the version just read.
+type takenMeanwhile struct {
+	client.Client
+	t *testing.T
+}
+
+func (c takenMeanwhile) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok && l.Labels[shard.LabelBucket] != "" {
+		theirs := l.DeepCopy()
+		theirs.Spec.HolderIdentity = ptr.To("c")
+		must(c.t, c.Client.Update(ctx, theirs))
+	}
+	return nil
+}
+
+// TestRestartedReplicaAdoptsOnlyWhatNoOneTook: a replica restarted under
+// the same identity adopts its buckets by writing each Lease on the
+// version it read: one another replica took meanwhile is not its own too.
+func TestRestartedReplicaAdoptsOnlyWhatNoOneTook(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := replicas(t, clk, "b")[0]
+	items := distinct(b, 2)
+	join(t, clk, items, b)
+	if counts := syncRounds(t, items, b); counts["b"] != 2 {
+		t.Fatalf("b alone holds %v", counts)
+	}
+	restarted := &shard.Shard{Cache: k8s, Client: takenMeanwhile{k8s, t}, Namespace: b.Namespace, Kind: b.Kind, Identity: "b",
+		LeaseDuration: 15 * time.Second, SettleTime: settle, Clock: clk}
+	clk.Step(time.Second)
+	keep, _, err := restarted.Sync(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keep) != 0 {
+		t.Errorf("the restarted b keeps %v, which c took as it adopted them", keep)
+	}
+}
+
 // TestLeasesAreBoundedByBuckets: however many items, the Leases are the
 // buckets' and the replicas'; every item is held by exactly one replica,
 // and each replica's share is within a bucket or two of the others'.
