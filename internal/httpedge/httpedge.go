@@ -4,7 +4,12 @@
 package httpedge
 
 import (
+	"context"
+	"crypto/rand"
 	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/go-chi/chi/v5/middleware"
 )
@@ -36,19 +41,54 @@ func ValidRequestID(id string) bool {
 	return true
 }
 
-// RequestID puts the request's id into its context under chi's
-// middleware.RequestIDKey, where middleware.GetReqID finds it: the
-// client's X-Request-Id when it is one value that ValidRequestID takes,
-// else one the server makes as chi's middleware.RequestID does
-// ("host/random-000001", which no client's id can look like: a client's
-// holds no "/"). The refused header is removed, so that no handler reads
-// it either.
+// RequestID puts the request's id (TakeRequestID) into its context under
+// chi's middleware.RequestIDKey, where middleware.GetReqID finds it.
 func RequestID(next http.Handler) http.Handler {
-	withID := middleware.RequestID(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ids := r.Header.Values(middleware.RequestIDHeader); len(ids) > 1 || len(ids) == 1 && !ValidRequestID(ids[0]) {
-			r.Header.Del(middleware.RequestIDHeader)
-		}
-		withID.ServeHTTP(w, r)
+		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, TakeRequestID(r))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// TakeRequestID is the id of r: the client's X-Request-Id when it is one
+// value that ValidRequestID takes, else one the server makes as chi's
+// middleware.RequestID does ("host/random-000001", which no client's id
+// can look like: a client's holds no "/"). The refused header is removed,
+// so that no handler reads it either. A server that keeps the id in a
+// context of its own (the gateway's, one allocation for a request's
+// state) calls it rather than RequestID.
+func TakeRequestID(r *http.Request) string {
+	ids := r.Header[middleware.RequestIDHeader]
+	if len(ids) == 1 && ValidRequestID(ids[0]) {
+		return ids[0]
+	}
+	if ids != nil {
+		delete(r.Header, middleware.RequestIDHeader)
+	}
+	return newRequestID()
+}
+
+// idPrefix starts the ids this process makes: its host and ten random
+// characters, as chi's middleware.RequestID's do.
+var idPrefix = func() string {
+	host, err := os.Hostname()
+	if host == "" || err != nil {
+		host = "localhost"
+	}
+	return host + "/" + rand.Text()[:10]
+}()
+
+// made counts the ids this process made.
+var made atomic.Uint64
+
+// newRequestID makes an id, "<idPrefix>-000001": one allocation, where
+// fmt.Sprintf took three.
+func newRequestID() string {
+	var buf [128]byte
+	b := append(append(buf[:0], idPrefix...), '-')
+	n := made.Add(1)
+	for digits := uint64(100000); digits > 1 && n < digits; digits /= 10 {
+		b = append(b, '0')
+	}
+	return string(strconv.AppendUint(b, n, 10))
 }

@@ -3,6 +3,7 @@ package httpedge
 import (
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,5 +75,22 @@ func TestRequestIDsMadeDiffer(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Errorf("3 requests got %d ids: %v", len(seen), seen)
+	}
+}
+
+// TestRequestIDMade: an id the server makes reads as chi's do, host, ten
+// random characters and a count of six digits or more, in one
+// allocation; a client's is taken in none.
+func TestRequestIDMade(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	if id := TakeRequestID(req); !regexp.MustCompile(`^[^/]+/[A-Z2-7]{10}-[0-9]{6,}$`).MatchString(id) {
+		t.Errorf("made %q", id)
+	}
+	if n := testing.AllocsPerRun(100, func() { TakeRequestID(req) }); n > 1 {
+		t.Errorf("making an id: %v allocations", n)
+	}
+	req.Header.Set(middleware.RequestIDHeader, "ci-42")
+	if n := testing.AllocsPerRun(100, func() { TakeRequestID(req) }); n > 0 {
+		t.Errorf("taking the client's: %v allocations", n)
 	}
 }
