@@ -38,9 +38,11 @@ type Budget struct {
 
 	mu   sync.Mutex
 	held int64
-	// freed is closed (and replaced) when a hold is released, for the
-	// holds waiting for room.
-	freed chan struct{}
+	// freed is closed (and replaced) when a hold is released while holds
+	// wait for room (waiting): a release no one waits for makes no new
+	// channel.
+	freed   chan struct{}
+	waiting bool
 
 	// watch, when set, hears the bytes held rounded up to a step, as they
 	// change by a step or more (see Watch).
@@ -77,6 +79,7 @@ func (b *Budget) take(n, limit int64) (bool, <-chan struct{}) {
 		b.report()
 		return true, nil
 	}
+	b.waiting = true
 	return false, b.freed
 }
 
@@ -85,8 +88,10 @@ func (b *Budget) release(n int64) {
 	defer b.mu.Unlock()
 	b.held -= n
 	b.report()
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.waiting {
+		close(b.freed)
+		b.freed, b.waiting = make(chan struct{}), false
+	}
 }
 
 // Watch has fn hear the bytes held, rounded up to a multiple of step: at
@@ -117,17 +122,17 @@ func (b *Budget) report() {
 // alone).
 type Ledger struct {
 	b *Budget
-	// done and cause are the request context's Done and Err: its end
-	// stops a wait.
-	done  <-chan struct{}
-	cause func() error
-	held  int64
+	// ctx is the request's: its end stops a wait. Its Done and Err are
+	// called only then (a method value kept here cost an allocation per
+	// request).
+	ctx  context.Context
+	held int64
 }
 
 // Ledger starts a request's ledger; ctx is the request's, whose end stops
 // a wait. Release it when the answer has been sent.
 func (b *Budget) Ledger(ctx context.Context) Ledger {
-	return Ledger{b: b, done: ctx.Done(), cause: ctx.Err}
+	return Ledger{b: b, ctx: ctx}
 }
 
 // Hold takes n more bytes for the request, waiting for room if there is
@@ -162,8 +167,8 @@ func (l *Ledger) Hold(n int64) error {
 		case <-freed:
 		case <-expired:
 			return ErrBusy
-		case <-l.done:
-			return l.cause()
+		case <-l.ctx.Done():
+			return l.ctx.Err()
 		}
 	}
 }

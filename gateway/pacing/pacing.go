@@ -83,17 +83,17 @@ func (p *Pacer) wait(now time.Duration) time.Duration {
 // a nil one) is not paced.
 type Stream struct {
 	p *Pacer
-	// done and cause are the request context's Done and Err: its end
-	// stops a wait.
-	done    <-chan struct{}
-	cause   func() error
+	// ctx is the request's: its end stops a wait. Its Done and Err are
+	// called only then (a method value kept here cost an allocation per
+	// request).
+	ctx     context.Context
 	started time.Duration // of the chunk under way; -1 for none
 }
 
 // Stream starts a large transfer of the request of ctx, whose end stops a
 // wait.
 func (p *Pacer) Stream(ctx context.Context) Stream {
-	return Stream{p: p, done: ctx.Done(), cause: ctx.Err, started: -1}
+	return Stream{p: p, ctx: ctx, started: -1}
 }
 
 // Next ends the chunk under way, if any, and waits until the next may
@@ -123,9 +123,9 @@ func (s *Stream) Next() error {
 		t := time.NewTimer(min(d, s.p.quiet))
 		select {
 		case <-t.C:
-		case <-s.done:
+		case <-s.ctx.Done():
 			t.Stop()
-			return s.cause()
+			return s.ctx.Err()
 		}
 	}
 }
