@@ -130,6 +130,9 @@ type Chains struct {
 
 	mu     sync.Mutex
 	chains map[string]*chain
+	// scratch holds a record's JSON without its hash while Link hashes
+	// it: one buffer for every record, under mu.
+	scratch []byte
 }
 
 type chain struct {
@@ -162,17 +165,20 @@ func (c *Chains) Link(r Record) Record {
 	r.Time = r.Time.UTC()
 	ch.seq++
 	r.Replica, r.Seq, r.Prev, r.Hash = bound(c.Replica, MaxMember), ch.seq, ch.last, ""
-	r.line = withHash(r.encode(), &r)
+	c.scratch = r.appendJSON(c.scratch[:0])
+	r.line = withHash(c.scratch, &r)
 	ch.last = r.Hash
 	return r
 }
 
 // withHash sets r's Hash, the hash of line (r without a hash, encoded),
-// and returns r's line with it: the hash's member goes where its key
-// sorts, before lost or namespace, so the line need not be encoded again.
+// and returns r's line with it, in a new slice: the hash's member goes
+// where its key sorts, before lost or namespace, so the line need not be
+// encoded again.
 func withHash(line []byte, r *Record) []byte {
 	sum := sha256.Sum256(line)
-	r.Hash = hex.EncodeToString(sum[:])
+	var digits [2 * sha256.Size]byte
+	r.Hash = string(hex.AppendEncode(digits[:0], sum[:]))
 	at := bytes.Index(line, []byte(`,"lost":`))
 	if at < 0 {
 		at = bytes.Index(line, []byte(`,"namespace":`))
