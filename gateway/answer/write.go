@@ -1,17 +1,18 @@
 package answer
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/sftpgate/sftpgate/internal/plainjson"
 
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/logging"
@@ -21,8 +22,13 @@ import (
 
 // JSON sends v as a JSON body with status.
 func JSON(w http.ResponseWriter, status int, v any) {
-	b, err := plainjson.Marshal(v)
-	send(w, status, b, err)
+	e := getEncoder()
+	defer e.put()
+	if err := e.enc.Encode(v); err != nil {
+		send(w, 0, nil, err)
+		return
+	}
+	send(w, status, e.buf.Bytes(), nil)
 }
 
 // Streamer is a result that writes its own JSON: one too large to encode
@@ -33,30 +39,64 @@ type Streamer interface {
 
 // Command sends a command's envelope: {"<command>": result}, or
 // {"<command>": null, "error": failure} when the server refused it. It is
-// put together from the parts' JSON, without a map of one key to encode
-// for every request.
+// put together from the parts' JSON in one buffer kept for the next
+// answer, without a map of one key to encode for every request.
 func Command(w http.ResponseWriter, name string, result any, failure *commands.Failure) {
 	if s, ok := result.(Streamer); ok && failure == nil {
 		stream(w, name, s)
 		return
 	}
-	b, err := plainjson.Marshal(result)
-	var f []byte
+	e := getEncoder()
+	defer e.put()
+	e.buf.Write(appendName(e.buf.AvailableBuffer(), name))
+	err := e.encode(result)
 	if err == nil && failure != nil {
-		f, err = plainjson.Marshal(failure)
+		e.buf.WriteString(`,"error":`)
+		err = e.encode(failure)
 	}
 	if err != nil {
-		send(w, http.StatusInternalServerError, nil, err)
+		send(w, 0, nil, err)
 		return
 	}
-	// Room for the envelope and for send's newline.
-	envelope := make([]byte, 0, len(name)+len(b)+len(f)+len(`{"":,"error":}`)+1)
-	envelope = appendName(envelope, name)
-	envelope = append(envelope, b...)
-	if f != nil {
-		envelope = append(append(envelope, `,"error":`...), f...)
+	e.buf.WriteString("}\n")
+	send(w, http.StatusOK, e.buf.Bytes(), nil)
+}
+
+// encoder is a buffer and an encoding/json encoder into it, without the
+// escapes for HTML (as plainjson), kept for the next answer.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := new(encoder)
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// maxKeptBuffer is the largest buffer kept for the next answer: a large
+// listing's is left to the collector.
+const maxKeptBuffer = 64 << 10
+
+func getEncoder() *encoder { return encoders.Get().(*encoder) }
+
+func (e *encoder) put() {
+	if e.buf.Cap() > maxKeptBuffer {
+		return
 	}
-	send(w, http.StatusOK, append(envelope, '}'), nil)
+	e.buf.Reset()
+	encoders.Put(e)
+}
+
+// encode appends v's JSON, without the newline Encode ends it with.
+func (e *encoder) encode(v any) error {
+	if err := e.enc.Encode(v); err != nil {
+		return err
+	}
+	e.buf.Truncate(e.buf.Len() - 1)
+	return nil
 }
 
 // appendName appends the envelope's start, {"<name>":.
@@ -70,7 +110,7 @@ func appendName(b []byte, name string) []byte {
 // it. An error halfway can no longer change the status: the body ends
 // short, which no JSON parser takes for a whole answer.
 func stream(w http.ResponseWriter, name string, s Streamer) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(appendName(nil, name)); err != nil {
 		return
@@ -111,16 +151,23 @@ func Err(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	JSON(w, e.Status, map[string]*Error{"error": e})
 }
 
-// send writes a JSON body, or, when it could not be encoded, an internal
-// error.
+// jsonContentType is every JSON answer's Content-Type, one slice for all:
+// a header's values are replaced or appended to, never written in place
+// (net/http, httptest and tusd copy a header before they change it), and
+// a new slice cost an allocation per answer.
+var jsonContentType = []string{"application/json"}
+
+// send writes a JSON body that ends with a newline, or, when it could not
+// be encoded, an internal error.
 func send(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`)
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the response"}}`+"\n")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 // CodeOf is the code err answers with.
