@@ -2,6 +2,7 @@ package keyauth
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,18 @@ func TestTokenOfKeysInTwoNamespacesIsRefused(t *testing.T) {
 		if k, err := a.authorize(hash, keys, conn, v1alpha1.CommandWrite); !errors.Is(err, ErrNotReady) || k != nil || !Unauthenticated(err) {
 			t.Errorf("%s: %v, %v; want the token refused as not ready (401)", name, k, err)
 		}
+	}
+}
+
+// tokenHash is apitoken.Hash, in one allocation.
+func TestTokenHash(t *testing.T) {
+	for _, token := range []string{"", "short", strings.Repeat("t", 1024), strings.Repeat("t", 1025)} {
+		if got, want := tokenHash(token), apitoken.Hash(token); got != want {
+			t.Errorf("tokenHash of %d bytes = %s, want %s", len(token), got, want)
+		}
+	}
+	token, _ := apitoken.NewToken()
+	if n := testing.AllocsPerRun(100, func() { tokenHash(token) }); n > 1 {
+		t.Errorf("%v allocations", n)
 	}
 }
