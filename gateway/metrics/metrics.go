@@ -4,7 +4,12 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -75,4 +80,55 @@ func (m *Metrics) Register(c prometheus.Collector) error { return m.registry.Reg
 // Handler serves the metrics in the Prometheus format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Request is one command's children of Requests and Duration, each
+// resolved at its first use (a series appears once it has something to
+// say), then kept: a request counts itself with no lookup of its labels,
+// which took allocations (the label values' slice, the status's text) on
+// every request.
+type Request struct {
+	command string
+	m       *Metrics
+	// duration is Duration's child, once resolved.
+	durationOnce sync.Once
+	duration     prometheus.Observer
+	// byStatus holds Requests' children of the statuses seen, copied on
+	// write: read on every request, written for a status's first.
+	byStatus atomic.Pointer[map[int]prometheus.Counter]
+	mu       sync.Mutex
+}
+
+// Request is command's children: a command's name, or "unknown" (the
+// label's values must stay bounded). Keep it: each call makes a new one.
+func (m *Metrics) Request(command string) *Request {
+	return &Request{command: command, m: m}
+}
+
+// Observe counts a request answered with status after d.
+func (r *Request) Observe(status int, d time.Duration) {
+	r.counter(status).Inc()
+	r.durationOnce.Do(func() { r.duration = r.m.Duration.WithLabelValues(r.command) })
+	r.duration.Observe(d.Seconds())
+}
+
+func (r *Request) counter(status int) prometheus.Counter {
+	if byStatus := r.byStatus.Load(); byStatus != nil {
+		if c, ok := (*byStatus)[status]; ok {
+			return c
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byStatus := map[int]prometheus.Counter{}
+	if old := r.byStatus.Load(); old != nil {
+		maps.Copy(byStatus, *old)
+	}
+	c, ok := byStatus[status]
+	if !ok {
+		c = r.m.Requests.WithLabelValues(r.command, strconv.Itoa(status))
+		byStatus[status] = c
+		r.byStatus.Store(&byStatus)
+	}
+	return c
 }
