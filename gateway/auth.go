@@ -64,7 +64,12 @@ func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Comman
 		return nil, caller{}, authError(err)
 	}
 	h.lastUse.Used(key)
-	return conn, caller{uid: key.UID, namespace: key.Namespace, whose: "this API key's", paths: key.Spec.Paths}, nil
+	return conn, keyCaller(key), nil
+}
+
+// keyCaller is the caller of key's token.
+func keyCaller(key *v1alpha1.ApiKey) caller {
+	return caller{uid: key.UID, namespace: key.Namespace, whose: "this API key's", paths: key.Spec.Paths}
 }
 
 // slugHandover answers a slug that no connection serves for a moment,

@@ -95,6 +95,9 @@ func readAhead(w http.ResponseWriter, r *http.Request, body io.Reader) (io.Reade
 }
 
 func mediaType(contentType string) string {
+	if contentType == "application/json" {
+		return contentType // as most requests send it, without a parse's map
+	}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	return mt
 }
@@ -112,7 +115,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budge
 	if r.ContentLength > limit {
 		return nil, answer.BodyTooLarge("request body", limit)
 	}
-	body := pace.Reader(http.MaxBytesReader(w, r.Body, limit), budget.SmallHold)
+	// A body of known length is read to its end and no further, within
+	// the limit; a small one is not paced.
+	var body io.Reader = r.Body
+	if r.ContentLength < 0 || r.ContentLength > budget.SmallHold {
+		body = pace.Reader(http.MaxBytesReader(w, r.Body, limit), budget.SmallHold)
+	}
 	var buf []byte
 	var err error
 	if r.ContentLength >= 0 {
@@ -124,16 +132,17 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, memory *budge
 	} else {
 		buf, err = readGrowing(body, memory)
 	}
+	if err == nil {
+		return buf, nil
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, answer.BodyTooLarge("request body", limit)
 	case errors.Is(err, budget.ErrBusy), errors.Is(err, context.Canceled):
 		return nil, err
-	case err != nil:
-		return nil, answer.InvalidRequest("cannot read the request body", "body")
 	}
-	return buf, nil
+	return nil, answer.InvalidRequest("cannot read the request body", "body")
 }
 
 // readGrowing reads a body of unknown length, holding each growth of its
@@ -164,6 +173,9 @@ func readGrowing(body io.Reader, memory *budget.Ledger) ([]byte, error) {
 
 // memoryError answers an error of the memory budget's; it passes others.
 func memoryError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var tooLarge *budget.TooLargeError
 	switch {
 	case errors.As(err, &tooLarge):

@@ -5,13 +5,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -61,6 +60,9 @@ type handler struct {
 	// lastUse records when keys were last used; nil does not.
 	lastUse *lastuse.Recorder
 	metrics *metrics.Metrics
+	// requestMetrics are each command's children of the request metrics
+	// (and "unknown"'s and uploads'), resolved once.
+	requestMetrics map[string]*metrics.Request
 	// Requests in flight, per key and per namespace.
 	perKey       *ratelimit.InFlight[types.UID]
 	perNamespace *ratelimit.InFlight[string]
@@ -72,64 +74,190 @@ type handler struct {
 	audit *audit.Trail
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	slug, name := chi.URLParam(r, "slug"), chi.URLParam(r, "command")
-	ww, rec, end := h.observe(w, r, slug, name)
-	defer end()
-	req := h.newRequest(r)
-	defer h.done(req)
-	if err := h.serve(ww, r, req, slug, name, rec); err != nil {
-		rec.result = answer.CodeOf(err)
-		answer.Err(h.log, ww, r, err)
+// exchange is one request's state from the gateway's front on, made in
+// one allocation: its context, which carries its id; the writer that
+// counts what it answered; what its log line, metrics and audit record
+// say; and, for a command or an upload, its scope. Each of these was an
+// allocation of its own, and the id a context of its own, on every
+// request (docs/benchmarks.md, "The gateway's own layers").
+type exchange struct {
+	// Context is the request's own, which the exchange extends with the
+	// id (under chi's middleware.RequestIDKey) and itself.
+	context.Context
+	id    string
+	w     answerWriter
+	start time.Time
+	// slug and name are what the request's path names: the connection's
+	// slug, and the command.
+	slug, name string
+	log        requestLog
+	req        request
+}
+
+type exchangeKey struct{}
+
+// Value is the request id (for middleware.GetReqID), the exchange itself
+// (exchangeOf), or what the request's context holds.
+func (x *exchange) Value(key any) any {
+	switch key {
+	case exchangeKey{}:
+		return x
+	case middleware.RequestIDKey:
+		return x.id
+	}
+	return x.Context.Value(key)
+}
+
+// exchangeOf is the exchange of r, which the front made; one made here
+// for a request that came another way keeps its id.
+func exchangeOf(r *http.Request) *exchange {
+	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		return x
+	}
+	return &exchange{Context: r.Context(), id: middleware.GetReqID(r.Context())}
+}
+
+// answerWriter passes a request's answer on, noting its status and the
+// bytes of its body, as chi's middleware.WrapResponseWriter does, for the
+// log line, metrics and audit record.
+type answerWriter struct {
+	http.ResponseWriter
+	status, bytes int
+}
+
+// WriteHeader passes informational statuses on, and the first other.
+func (w *answerWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.status == 0 {
+		w.status = code
+		w.ResponseWriter.WriteHeader(code)
 	}
 }
 
-// observe starts a request's metrics and log line; end, deferred, writes
-// them with what rec says by then.
-func (h *handler) observe(w http.ResponseWriter, r *http.Request, slug, name string) (middleware.WrapResponseWriter, *requestLog, func()) {
-	start := time.Now()
-	rec := &requestLog{command: "unknown"} // metric labels stay bounded
-	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-	return ww, rec, func() {
-		end := time.Now()
-		h.metrics.Requests.WithLabelValues(rec.command, strconv.Itoa(ww.Status())).Inc()
-		h.metrics.Duration.WithLabelValues(rec.command).Observe(end.Sub(start).Seconds())
-		// Straight to the handler: Logger.LogAttrs would also look up the
-		// caller (runtime.Callers), which the line does not show.
-		ctx, logHandler := r.Context(), h.log.Handler()
-		// The audit record, whatever the log's level.
-		if rec.namespace != "" {
-			h.logAudit(ctx, r, end, name, rec, ww.Status(), ww.BytesWritten())
-		}
-		if !logHandler.Enabled(ctx, slog.LevelInfo) {
-			return
-		}
-		line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-		line.AddAttrs(
-			slog.String("requestID", middleware.GetReqID(ctx)),
-			slog.String("keyID", rec.keyID),
-			slog.String("slug", slug),
-			slog.String("command", name),
-			slog.Int("status", ww.Status()),
-			slog.Int("bytes", ww.BytesWritten()),
-			slog.Duration("duration", end.Sub(start)))
-		if rec.serviceAccount != "" {
-			line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
-		}
-		_ = logHandler.Handle(ctx, line)
+func (w *answerWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
 	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// ReadFrom uses the ResponseWriter's own ReadFrom where it has one.
+func (w *answerWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{w}, r)
+	}
+	n, err := rf.ReadFrom(r)
+	w.bytes += int(n)
+	return n, err
+}
+
+// FlushError flushes what was written, as http.ResponseController does.
+func (w *answerWriter) FlushError() error {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush is FlushError, for code that asks for an http.Flusher.
+func (w *answerWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap is for http.ResponseController.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP serves a command chi routed (the front routes most itself).
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.serveCommand(exchangeOf(r), w, r, chi.URLParam(r, "slug"), chi.URLParam(r, "command"))
+}
+
+// serveCommand serves the command name on the connection of slug.
+func (h *handler) serveCommand(x *exchange, w http.ResponseWriter, r *http.Request, slug, name string) {
+	h.observe(x, w, slug, name)
+	defer h.end(x, r)
+	h.begin(x, r)
+	defer h.done(&x.req)
+	if err := h.serve(&x.w, r, &x.req, slug, name, &x.log); err != nil {
+		x.log.result = answer.CodeOf(err)
+		answer.Err(h.log, &x.w, r, err)
+	}
+}
+
+// observe starts a request's metrics, log line and audit record, which
+// end writes with what x says by then.
+func (h *handler) observe(x *exchange, w http.ResponseWriter, slug, name string) {
+	x.start = time.Now()
+	x.w = answerWriter{ResponseWriter: w}
+	x.slug, x.name = slug, name
+	x.log.command = "unknown" // metric labels stay bounded
+}
+
+// end writes the request's metrics, audit record and log line.
+func (h *handler) end(x *exchange, r *http.Request) {
+	end := time.Now()
+	rec := &x.log
+	h.requestMetrics[rec.command].Observe(x.w.status, end.Sub(x.start))
+	// Straight to the handler: Logger.LogAttrs would also look up the
+	// caller (runtime.Callers), which the line does not show.
+	ctx, logHandler := r.Context(), h.log.Handler()
+	// The audit record, whatever the log's level.
+	if rec.namespace != "" {
+		h.logAudit(ctx, r, end, x)
+	}
+	if !logHandler.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+	line.AddAttrs(
+		slog.String("requestID", x.id),
+		slog.String("keyID", rec.keyID),
+		slog.String("slug", x.slug),
+		slog.String("command", x.name),
+		slog.Int("status", x.w.status),
+		slog.Int("bytes", x.w.bytes),
+		slog.Duration("duration", end.Sub(x.start)))
+	if rec.serviceAccount != "" {
+		line.AddAttrs(slog.String("serviceAccount", rec.serviceAccount))
+	}
+	_ = logHandler.Handle(ctx, line)
 }
 
 // logAudit writes the audit record of a request that reached a
 // connection: who, from where, what, and how it ended.
-func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, command string, rec *requestLog, status, answered int) {
+func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, x *exchange) {
+	rec := &x.log
 	actor := audit.Actor{Kind: audit.ActorKey, Name: rec.keyID}
 	if rec.serviceAccount != "" {
 		actor = audit.Actor{Kind: audit.ActorServiceAccount, Name: "system:serviceaccount:" + strings.Replace(rec.serviceAccount, "/", ":", 1)}
 	}
-	h.audit.Record(ctx, audit.Record{Action: "gateway." + command, Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
-		Client: clientAddress(r), RequestID: middleware.GetReqID(ctx), Object: rec.object, Paths: rec.paths, Bytes: max(rec.bytes, int64(answered)),
-		Result: cmp.Or(rec.result, audit.ResultOfStatus(status)), Time: at})
+	h.audit.Record(ctx, audit.Record{Action: auditAction(x.name), Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
+		Client: clientAddress(r), RequestID: x.id, Object: rec.object, Paths: rec.paths, Bytes: max(rec.bytes, int64(x.w.bytes)),
+		Result: cmp.Or(rec.result, audit.ResultOfStatus(x.w.status)), Time: at})
+}
+
+// auditActions are the audit records' actions, "gateway.<command>", made
+// once.
+var auditActions = func() map[string]string {
+	actions := map[string]string{uploadsCommand: "gateway." + uploadsCommand}
+	for _, name := range commands.Names() {
+		actions[string(name)] = "gateway." + string(name)
+	}
+	return actions
+}()
+
+func auditAction(command string) string {
+	if action, ok := auditActions[command]; ok {
+		return action
+	}
+	return "gateway." + command
 }
 
 // requestLog collects what the request's log line and metrics say beyond
@@ -152,7 +280,7 @@ type requestLog struct {
 	result string
 }
 
-// request is one request's scope, made in one place (newRequest) and
+// request is one request's scope, started in one place (begin) and
 // filled in as it goes: its command and the form it came in, its caller
 // and connection, what it holds of the memory budget and how its large
 // transfers are paced. env is what its command runs with.
@@ -165,11 +293,14 @@ type request struct {
 	who    caller
 	memory budget.Ledger
 	pace   pacing.Stream
+	envs   commands.Env
 	// ran says the request got as far as running its command.
 	ran bool
 	// named holds the paths its command reported (Env.Named), for its
 	// audit record: set from the pool's goroutine.
-	named atomic.Pointer[[]string]
+	namedMu  sync.Mutex
+	named    []string
+	wasNamed bool
 }
 
 // form is how a request sends or wants a file's bytes.
@@ -185,8 +316,10 @@ const (
 	download
 )
 
-func (h *handler) newRequest(r *http.Request) *request {
-	return &request{memory: h.memory.Ledger(r.Context()), pace: h.pacer.Stream(r.Context())}
+// begin starts the request's share of the memory budget and the pacing
+// of its large transfers.
+func (h *handler) begin(x *exchange, r *http.Request) {
+	x.req.memory, x.req.pace = h.memory.Ledger(r.Context()), h.pacer.Stream(r.Context())
 }
 
 // done ends the request once its answer has been sent: what it held is
@@ -209,8 +342,24 @@ func (req *request) large() bool {
 // env is what the request's command runs with, on a session of p.
 func (req *request) env(p *pool.Pool) *commands.Env {
 	root := req.conn.Status.RootPath
-	return &commands.Env{Memory: &req.memory, Pace: &req.pace, Root: root, Scope: commands.Scope(root, req.who.paths), Leftovers: p,
-		Named: func(paths []string) { req.named.Store(&paths) }}
+	req.envs = commands.Env{Memory: &req.memory, Pace: &req.pace, Root: root, Scope: commands.Scope(root, req.who.paths), Leftovers: p,
+		Named: req.setNamed}
+	return &req.envs
+}
+
+// setNamed keeps the paths the command reported.
+func (req *request) setNamed(paths []string) {
+	req.namedMu.Lock()
+	defer req.namedMu.Unlock()
+	req.named, req.wasNamed = paths, true
+}
+
+// namedByCommand is what setNamed kept; false when the command reported
+// nothing.
+func (req *request) namedByCommand() ([]string, bool) {
+	req.namedMu.Lock()
+	defer req.namedMu.Unlock()
+	return req.named, req.wasNamed
 }
 
 // serve runs one command in named steps; each returns the error that
@@ -231,8 +380,8 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 	// The paths the command reports once it decoded the request, else
 	// (it did not get that far, or it is a raw upload) read here.
 	defer func() {
-		if named := req.named.Load(); named != nil {
-			rec.paths = *named
+		if named, ok := req.namedByCommand(); ok {
+			rec.paths = named
 		} else {
 			rec.paths = namedPaths(r, req.body)
 		}
@@ -244,8 +393,10 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 	}
 	req.ran = true
 	result, streamed, err := h.run(w, r, req)
-	if failure := (*commands.Failure)(nil); errors.As(err, &failure) {
-		rec.result = failure.Code
+	if err != nil {
+		if failure, ok := errors.AsType[*commands.Failure](err); ok {
+			rec.result = failure.Code
+		}
 	}
 	if streamed {
 		// The answer is sent; a failure halfway shows as a short body.
@@ -321,16 +472,15 @@ func (h *handler) streamTimeout() time.Duration { return h.limits.RequestTimeout
 // answer sends the command's envelope: its result, or the failure the
 // SFTP server answered; any other error answers the request instead.
 func (h *handler) answer(w http.ResponseWriter, name string, result any, err error) error {
-	var failure *commands.Failure
-	switch {
-	case err == nil:
+	if err == nil {
 		answer.Command(w, name, result, nil)
-	case errors.As(err, &failure):
-		answer.Command(w, name, nil, failure)
-	default:
-		return h.runError(err)
+		return nil
 	}
-	return nil
+	if failure, ok := errors.AsType[*commands.Failure](err); ok {
+		answer.Command(w, name, nil, failure)
+		return nil
+	}
+	return h.runError(err)
 }
 
 // namedPaths are the paths a request names, for its audit record: a JSON

@@ -28,6 +28,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/budget"
+	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/lastuse"
@@ -141,19 +142,20 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	h := &handler{
-		bySlug:       bySlug,
-		authorizer:   &keyauth.Authorizer{Keys: keys},
-		pools:        s.pools,
-		limits:       opts.Limits,
-		limiter:      ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
-		memory:       s.memory,
-		lastUse:      s.lastUse,
-		pacer:        pacing.New(opts.Limits.LargeTransferShare, pacingQuiet, m.Paced),
-		metrics:      m,
-		perKey:       ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
-		perNamespace: ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
-		log:          log,
-		audit:        s.audit,
+		bySlug:         bySlug,
+		authorizer:     &keyauth.Authorizer{Keys: keys},
+		pools:          s.pools,
+		limits:         opts.Limits,
+		limiter:        ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
+		memory:         s.memory,
+		lastUse:        s.lastUse,
+		pacer:          pacing.New(opts.Limits.LargeTransferShare, pacingQuiet, m.Paced),
+		metrics:        m,
+		requestMetrics: requestMetrics(m),
+		perKey:         ratelimit.NewInFlight[types.UID](opts.Limits.MaxRequestsPerKey),
+		perNamespace:   ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
+		log:            log,
+		audit:          s.audit,
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}
 	limits := opts.Uploads
@@ -180,10 +182,26 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 }
 
 func (s *Server) routes(base string, h *handler) http.Handler {
-	r := chi.NewRouter()
-	r.Use(httpedge.RequestID, recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
+	prefix := "/" + strings.Trim(base, "/")
+	if prefix != "/" {
+		prefix += "/"
+	}
+	return s.newFront(prefix, h, s.mux(base, h, h.serveUploads))
+}
+
+// newFront is the front of h below prefix ("/<base>/", or "/"), with mux
+// for what is not a command.
+func (s *Server) newFront(prefix string, h *handler, mux http.Handler) *front {
+	f := &front{h: h, prefix: prefix, log: s.log, mux: mux}
+	f.guarded = recovery.Middleware(func(w http.ResponseWriter, r *http.Request, err error) {
 		answer.Err(s.log, w, r, answer.Internal(err))
-	}), s.refuseMethodOverride)
+	})(http.HandlerFunc(f.serve))
+	return f
+}
+
+// mux routes what the front does not: every path but a command's.
+func (s *Server) mux(base string, command http.Handler, uploads http.HandlerFunc) *chi.Mux {
+	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		answer.Err(s.log, w, r, answer.NotFound())
 	})
@@ -201,26 +219,70 @@ func (s *Server) routes(base string, h *handler) http.Handler {
 			_, _ = w.Write(s.docs)
 		})
 		r.Route("/{slug}/uploads", func(r chi.Router) {
-			r.HandleFunc("/", h.serveUploads)
-			r.HandleFunc("/{id}", h.serveUploads)
+			r.HandleFunc("/", uploads)
+			r.HandleFunc("/{id}", uploads)
 		})
-		r.Handle("/{slug}/{command}", h)
-		r.Handle("/{slug}/{command}/", h)
+		r.Handle("/{slug}/{command}", command)
+		r.Handle("/{slug}/{command}/", command)
 	})
 	return r
 }
 
-// refuseMethodOverride refuses a request carrying X-HTTP-Method-Override:
-// tusd would apply it after the gateway judged r.Method (a POST sent as
-// PATCH would skip --upload-writes-per-namespace).
-func (s *Server) refuseMethodOverride(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.Header.Values("X-HTTP-Method-Override")) > 0 {
-			answer.Err(s.log, w, r, answer.MethodOverride())
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// front is what every request passes first, in one allocation (its
+// exchange): its id, the recovery of a panic, the refusal of a method
+// override, and the route. A command's route, by far the most requests',
+// it finds itself where the path is surely one: chi's costs allocations
+// (its context, the request's path values and pattern) on every request.
+// Any other path goes to chi's mux, whose routes are the same.
+type front struct {
+	h *handler
+	// prefix is the base path with a slash at its end.
+	prefix string
+	log    *slog.Logger
+	mux    http.Handler
+	// guarded is serve, its panics recovered.
+	guarded http.Handler
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{Context: r.Context(), id: httpedge.TakeRequestID(r)}
+	f.guarded.ServeHTTP(w, r.WithContext(x))
+}
+
+func (f *front) serve(w http.ResponseWriter, r *http.Request) {
+	// tusd would apply X-HTTP-Method-Override after the gateway judged
+	// r.Method (a POST sent as PATCH would skip
+	// --upload-writes-per-namespace).
+	if len(r.Header["X-Http-Method-Override"]) > 0 {
+		answer.Err(f.log, w, r, answer.MethodOverride())
+		return
+	}
+	if slug, command, ok := f.commandRoute(r); ok {
+		f.h.serveCommand(exchangeOf(r), w, r, slug, command)
+		return
+	}
+	f.mux.ServeHTTP(w, r)
+}
+
+// commandRoute is the slug and command of a path that is surely chi's
+// route /{slug}/{command} (or with a slash at its end) below the base:
+// two segments, neither empty, the second not "uploads" (the uploads'
+// routes, more specific). A path chi would route by its escaped form
+// (URL.RawPath) is left to chi. TestCommandRoute holds the two equal.
+func (f *front) commandRoute(r *http.Request) (slug, command string, ok bool) {
+	if r.URL.RawPath != "" {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, f.prefix)
+	if !ok {
+		return "", "", false
+	}
+	slug, command, ok = strings.Cut(rest, "/")
+	command = strings.TrimSuffix(command, "/")
+	if !ok || slug == "" || command == "" || command == "uploads" || strings.Contains(command, "/") {
+		return "", "", false
+	}
+	return slug, command, true
 }
 
 // readyz is ready once the cache has synced: before, every key and
@@ -465,4 +527,14 @@ func Run(ctx context.Context, args []string) error {
 	// The requests are answered (or cut): the chains end whole.
 	s.audit.Close(shutdownCtx)
 	return err
+}
+
+// requestMetrics are the children of m's request metrics for every
+// command, for "unknown" (a command no one knows) and for uploads.
+func requestMetrics(m *metrics.Metrics) map[string]*metrics.Request {
+	byCommand := map[string]*metrics.Request{"unknown": m.Request("unknown"), uploadsCommand: m.Request(uploadsCommand)}
+	for _, name := range commands.Names() {
+		byCommand[string(name)] = m.Request(string(name))
+	}
+	return byCommand
 }

@@ -25,18 +25,20 @@ const uploadsCommand = "uploads"
 
 func (h *handler) serveUploads(w http.ResponseWriter, r *http.Request) {
 	slug, id := chi.URLParam(r, "slug"), chi.URLParam(r, "id")
-	ww, rec, end := h.observe(w, r, slug, uploadsCommand)
-	defer end()
-	rec.command = uploadsCommand
+	x := exchangeOf(r)
+	h.observe(x, w, slug, uploadsCommand)
+	defer h.end(x, r)
+	x.log.command = uploadsCommand
+	ww := &x.w
 	ww.Header().Set("Tus-Resumable", "1.0.0") // on every answer, as tus asks
 	if r.Method == http.MethodOptions {
 		h.uploads.Options(ww, r) // discovery needs no credentials
 		return
 	}
-	req := h.newRequest(r)
-	defer h.done(req)
-	if err := h.serveUpload(ww, r, req, slug, id, rec); err != nil {
-		rec.result = answer.CodeOf(err)
+	h.begin(x, r)
+	defer h.done(&x.req)
+	if err := h.serveUpload(ww, r, &x.req, slug, id, &x.log); err != nil {
+		x.log.result = answer.CodeOf(err)
 		answer.Err(h.log, ww, r, err)
 	}
 }
