@@ -309,7 +309,7 @@ func (c takenMeanwhile) Get(ctx context.Context, key client.ObjectKey, obj clien
 	if l, ok := obj.(*coordinationv1.Lease); ok && l.Labels[shard.LabelBucket] != "" {
 		theirs := l.DeepCopy()
 		theirs.Spec.HolderIdentity = ptr.To("c")
-		must(c.t, c.Client.Update(ctx, theirs))
+		must(c.t, c.Update(ctx, theirs))
 	}
 	return nil
 }
