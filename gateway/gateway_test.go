@@ -1030,30 +1030,19 @@ func TestFailedUploadAnswersWhileTheClientSends(t *testing.T) {
 // BenchmarkWrite measures the gateway's own path for a 1 KiB write, in this
 // process and without the network's HTTP round trip: its CPU time and
 // allocations per request, against the real sshd (make bench measures the
-// whole system).
+// whole system). The benchmark's own request and writer allocate next to
+// nothing (writeBench); BenchmarkWriteLayers has what each layer costs.
 //
 // Each write makes a new file, as most do; a write over an existing file,
 // through a temporary file, takes more round trips (make bench measures
 // both).
 func BenchmarkWrite(b *testing.B) {
 	f := newFixture(b)
-	content := strings.Repeat("x", 1024)
 	// The request log as the gateway writes it (JSON), but not to the
 	// benchmark's output.
 	quietLog.Store(true)
 	b.Cleanup(func() { quietLog.Store(false) })
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		body := fmt.Appendf(nil, `{"path": "bench-%d.txt", "file": {"text": %q}}`, i, content)
-		req := httptest.NewRequest(http.MethodPost, "/"+f.slug+"/write", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+f.token)
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		gatewayHandler.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"error"`) {
-			b.Fatalf("%d %s", rec.Code, rec.Body)
-		}
-	}
+	benchWrites(b, newWriteBench(f.slug, f.token, "bench-"), gatewayHandler)
 }
 
 // A credentials Secret the API server does not give the gateway is

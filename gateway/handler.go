@@ -72,6 +72,42 @@ type handler struct {
 	log *slog.Logger
 	// audit records the requests that reached a connection.
 	audit *audit.Trail
+
+	// without is the layers the layer benchmark leaves out
+	// (BenchmarkWriteLayers); a gateway leaves out none. With the key
+	// lookup left out, requests go to bench's connection as its caller,
+	// and with the routing, to its slug and command.
+	without layer
+	bench   benchTarget
+}
+
+// layer is one of the gateway's own layers around a command's SFTP steps
+// (decode, run on a pooled session, answer), in the order the layer
+// benchmark adds them.
+type layer uint16
+
+const (
+	// layerRequestID: the request's id, in its context.
+	layerRequestID layer = 1 << iota
+	// layerRouting: the route to the command, the refusal of a method
+	// override, and the recovery of panics.
+	layerRouting
+	// layerKeys: the caller's key, and the connection its slug names.
+	layerKeys
+	// layerLimits: the rate and requests in flight of the caller and its
+	// namespace, the connection's readiness, the memory budget, pacing.
+	layerLimits
+	layerMetrics
+	layerAudit
+	layerLogLine
+)
+
+// benchTarget is where the layer benchmark's requests go without the
+// layers that would find it.
+type benchTarget struct {
+	slug, command string
+	conn          *v1alpha1.SftpConnection
+	who           caller
 }
 
 // exchange is one request's state from the gateway's front on, made in
@@ -204,15 +240,17 @@ func (h *handler) observe(x *exchange, w http.ResponseWriter, slug, name string)
 func (h *handler) end(x *exchange, r *http.Request) {
 	end := time.Now()
 	rec := &x.log
-	h.requestMetrics[rec.command].Observe(x.w.status, end.Sub(x.start))
+	if h.without&layerMetrics == 0 {
+		h.requestMetrics[rec.command].Observe(x.w.status, end.Sub(x.start))
+	}
 	// Straight to the handler: Logger.LogAttrs would also look up the
 	// caller (runtime.Callers), which the line does not show.
 	ctx, logHandler := r.Context(), h.log.Handler()
 	// The audit record, whatever the log's level.
-	if rec.namespace != "" {
+	if rec.namespace != "" && h.without&layerAudit == 0 {
 		h.logAudit(ctx, r, end, x)
 	}
-	if !logHandler.Enabled(ctx, slog.LevelInfo) {
+	if h.without&layerLogLine != 0 || !logHandler.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
 	line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
@@ -319,7 +357,9 @@ const (
 // begin starts the request's share of the memory budget and the pacing
 // of its large transfers.
 func (h *handler) begin(x *exchange, r *http.Request) {
-	x.req.memory, x.req.pace = h.memory.Ledger(r.Context()), h.pacer.Stream(r.Context())
+	if h.without&layerLimits == 0 {
+		x.req.memory, x.req.pace = h.memory.Ledger(r.Context()), h.pacer.Stream(r.Context())
+	}
 }
 
 // done ends the request once its answer has been sent: what it held is
@@ -327,7 +367,7 @@ func (h *handler) begin(x *exchange, r *http.Request) {
 // small one that ran is noted, for large transfers to yield to.
 func (h *handler) done(req *request) {
 	req.pace.End()
-	if req.ran && !req.large() {
+	if req.ran && !req.large() && h.without&layerLimits == 0 {
 		h.pacer.SmallDone()
 	}
 	req.memory.Release()
@@ -369,14 +409,18 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 	if req.cmd, err = lookup(r, name, rec); err != nil {
 		return err
 	}
-	if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
+	if h.without&layerKeys != 0 {
+		req.conn, req.who = h.bench.conn, h.bench.who
+	} else if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
 		return err
 	}
 	rec.namespace, rec.connection = req.conn.Namespace, req.conn.Name
-	if err := h.admit(req.conn, req.who); err != nil {
-		return err
+	if h.without&layerLimits == 0 {
+		if err := h.admit(req.conn, req.who); err != nil {
+			return err
+		}
+		defer h.leave(req.who)
 	}
-	defer h.leave(req.who)
 	// The paths the command reports once it decoded the request, else
 	// (it did not get that far, or it is a raw upload) read here.
 	defer func() {

@@ -245,8 +245,16 @@ type front struct {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{Context: r.Context(), id: httpedge.TakeRequestID(r)}
-	f.guarded.ServeHTTP(w, r.WithContext(x))
+	x := &exchange{Context: r.Context()}
+	if f.h.without&layerRequestID == 0 {
+		x.id = httpedge.TakeRequestID(r)
+		r = r.WithContext(x)
+	}
+	if f.h.without&layerRouting != 0 {
+		f.h.serveCommand(x, w, r, f.h.bench.slug, f.h.bench.command)
+		return
+	}
+	f.guarded.ServeHTTP(w, r)
 }
 
 func (f *front) serve(w http.ResponseWriter, r *http.Request) {
