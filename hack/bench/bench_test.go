@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/repo"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -483,6 +485,82 @@ func TestBenchmark(t *testing.T) {
 	fmt.Printf("%-34s %12s %9d MB %10s %10s\n", "gateway peak RSS, 8 GiB of these", "", rss>>20, "", "< 100 MB")
 
 	hostilePhase(t, r, httpClient)
+}
+
+// TestBenchmarkLayers prints what each of the gateway's own layers costs
+// a 1 KiB write: the gateway package's BenchmarkWriteLayers, in a go test
+// of its own (with this process's environment: make bench's control
+// plane), which writes in process against the real sshd with the layers
+// added one at a time to the bare write (its decoding, its run on a
+// pooled session, its answer: the same SFTP steps). A layer's cost is
+// the difference from the row before; each row's figures are the median
+// of the benchmark's rounds, which take turns.
+func TestBenchmarkLayers(t *testing.T) {
+	if os.Getenv("SFTPGATE_BENCH_BINARY") == "" {
+		t.Fatal("run it with make bench, which sets up what it measures")
+	}
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), "go", "test", "./gateway", "-run", "^$", "-bench", "^BenchmarkWriteLayers$", "-benchmem", "-count=1")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	rows := layerRows(string(out))
+	if len(rows) < 3 || rows[0].name != "harness" {
+		t.Fatalf("no rows in the benchmark's output:\n%s", out)
+	}
+	fmt.Printf("\n%-44s %14s %16s %22s\n", "1 KiB writes in process, layer by layer", "ns per write", "CPU ns per write", "allocations per write")
+	harness, bare, gateway := rows[0], rows[1], rows[len(rows)-1]
+	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  bare handler, the same SFTP steps", bare.ns, bare.cpu, bare.allocs)
+	for i, r := range rows[2:] {
+		before := rows[i+1]
+		fmt.Printf("%-44s %+14.0f %+16.0f %+22.0f\n", "  + "+r.name, r.ns-before.ns, r.cpu-before.cpu, r.allocs-before.allocs)
+	}
+	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  gateway, every layer", gateway.ns, gateway.cpu, gateway.allocs)
+	fmt.Printf("%-44s %+14.0f %+16.0f %+22.0f\n", "  the layers together", gateway.ns-bare.ns, gateway.cpu-bare.cpu, gateway.allocs-bare.allocs)
+	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  the benchmark's own request and writer", harness.ns, harness.cpu, harness.allocs)
+	fmt.Printf("%-44s %14s %16s %22s\n", "  allocations per write, its own apart", "", "", fmt.Sprintf("%.0f (<= 63)", gateway.allocs-harness.allocs))
+}
+
+// layerRow is a row of BenchmarkWriteLayers: the medians of its rounds.
+type layerRow struct {
+	name            string
+	ns, cpu, allocs float64
+}
+
+// layerRows reads BenchmarkWriteLayers' rows from go test's output, in
+// their order, each the medians of its rounds ("harness", then "bare",
+// then each layer, the last being the gateway as it serves).
+func layerRows(out string) []layerRow {
+	line := regexp.MustCompile(`(?m)^BenchmarkWriteLayers/(?:\d+-)?(\S+?)(?:#\d+)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) cpu-ns/op\s+[\d.]+ B/op\s+([\d.]+) allocs/op`)
+	var names []string
+	figures := map[string][3][]float64{}
+	for _, m := range line.FindAllStringSubmatch(out, -1) {
+		name := strings.ReplaceAll(m[1], "-", " ")
+		f, seen := figures[name]
+		if !seen {
+			names = append(names, name)
+		}
+		for i := range f {
+			v, _ := strconv.ParseFloat(m[i+2], 64)
+			f[i] = append(f[i], v)
+		}
+		figures[name] = f
+	}
+	median := func(v []float64) float64 {
+		v = slices.Sorted(slices.Values(v))
+		return v[len(v)/2]
+	}
+	rows := make([]layerRow, 0, len(names))
+	for _, name := range names {
+		f := figures[name]
+		rows = append(rows, layerRow{name: name, ns: median(f[0]), cpu: median(f[1]), allocs: median(f[2])})
+	}
+	return rows
 }
 
 // startBare serves the least an HTTP front to SFTP does for a 1 KiB
