@@ -106,6 +106,9 @@ type Shard struct {
 	// gave up, given back by Settle once their items' work stopped.
 	given   map[string]bool
 	leaving []string
+	// freeSince is when each bucket no live replica holds was first seen
+	// so by a sync under its share; only Sync reads and writes it.
+	freeSince map[string]time.Time
 }
 
 // members is the replica's membership: Membership, or the Shard's own.
@@ -327,7 +330,7 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 		}
 		keep = keep[:len(keep)-n]
 	}
-	if !v.settled || len(keep) >= share {
+	if !v.settled {
 		return keep, drop, nil
 	}
 	// Under it: take the buckets of replicas that died since this one
@@ -342,15 +345,31 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	for _, bucket := range drop {
 		held[bucket] = true
 	}
-	var vacated, free []string
+	// A bucket free for longer than twice the settle time (overdue) is
+	// taken, a step at a time, even while a member is new and past this
+	// replica's share: a member whose membership keeps lapsing and coming
+	// back counts in the share but takes nothing, and would otherwise
+	// leave it to no one. Once the members are stable, the shares even
+	// out again.
+	now, since := s.now(), s.freeSince
+	s.freeSince = map[string]time.Time{}
+	var vacated, free, overdue []string
 	for _, bucket := range buckets {
 		l := byBucket[bucket]
+		if held[bucket] || l != nil && v.live[holder(l)] {
+			continue
+		}
+		s.freeSince[bucket] = now
+		if at, ok := since[bucket]; ok {
+			s.freeSince[bucket] = at
+		}
 		switch {
-		case held[bucket] || l != nil && v.live[holder(l)]:
 		case l != nil && v.diedAfterSettling(holder(l)), l != nil && holder(l) == "" && v.stable:
 			vacated = append(vacated, bucket)
 		case v.stable:
 			free = append(free, bucket)
+		case now.Sub(s.freeSince[bucket]) >= 2*s.settleTime():
+			overdue = append(overdue, bucket)
 		}
 	}
 	shuffle := func(b []string) {
@@ -358,11 +377,12 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	}
 	shuffle(vacated)
 	shuffle(free)
+	shuffle(overdue)
 	taken := 0
-	for i, bucket := range append(vacated, free...) {
-		isFree := i >= len(vacated)
-		if len(keep) >= share || isFree && taken >= step {
-			break
+	for i, bucket := range slices.Concat(vacated, free, overdue) {
+		isFree, isOverdue := i >= len(vacated), i >= len(vacated)+len(free)
+		if len(keep) >= share && !isOverdue || isFree && taken >= step {
+			continue
 		}
 		switch err := s.take(ctx, bucket, byBucket[bucket]); {
 		case err == nil:

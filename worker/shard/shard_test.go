@@ -337,6 +337,47 @@ func TestRestartedReplicaAdoptsOnlyWhatNoOneTook(t *testing.T) {
 	}
 }
 
+// TestFreeBucketsAreTakenWhileAMemberFlaps: a member whose membership
+// keeps beginning anew (it lapses and comes back) keeps the members from
+// being stable, when free buckets wait; past twice the settle time they
+// are taken anyway, so that no item is left to no one.
+func TestFreeBucketsAreTakenWhileAMemberFlaps(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := replicas(t, clk, "a", "f")
+	a, f := s[0], s[1]
+	items := distinct(a, 2)
+	join(t, clk, items, a)
+	syncAll(t, items, f) // f joins, and then only flaps
+	flap := func() {
+		var list coordinationv1.LeaseList
+		must(t, k8s.List(ctx, &list, client.InNamespace(f.Namespace), client.HasLabels{shard.LabelMember}))
+		for i := range list.Items {
+			if l := &list.Items[i]; ptr.Deref(l.Spec.HolderIdentity, "") == "f" {
+				now := metav1.NewMicroTime(clk.Now())
+				l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+				must(t, k8s.Update(ctx, l))
+			}
+		}
+	}
+	for range 2 * settle / time.Second {
+		flap()
+		if counts := holders(t, items, a); counts["a"] != 0 {
+			t.Fatalf("a took free buckets while f was new, within twice the settle time: %v", counts)
+		}
+		syncAll(t, items, a)
+		clk.Step(time.Second)
+	}
+	for range 10 {
+		flap()
+		syncAll(t, items, a)
+		clk.Step(time.Second)
+	}
+	if counts := holders(t, items, a); counts["a"] != len(items) {
+		t.Errorf("past twice the settle time of f flapping, a holds %v of %d items", counts, len(items))
+	}
+}
+
 // TestLeasesAreBoundedByBuckets: however many items, the Leases are the
 // buckets' and the replicas'; every item is held by exactly one replica,
 // and each replica's share is within a bucket or two of the others'.
