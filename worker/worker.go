@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -418,6 +419,14 @@ func (w *Worker) MetricsHandler(profiles bool) http.Handler {
 	return mux
 }
 
+// defaultGCPercent is the worker's GOGC unless the environment sets one.
+// Its heap is mostly its caches (every watch and transfer of the cluster,
+// and the states' metadata), live as long as the process: at Go's default
+// of 100 a replica also held as much garbage as that, the most of its
+// memory at rest; at 50 it holds half as much, and the collections, rare
+// at rest, cost little (docs/benchmarks.md).
+const defaultGCPercent = 50
+
 // Run runs "sftpgate worker" until ctx ends.
 func Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
@@ -429,6 +438,9 @@ func Run(ctx context.Context, args []string) error {
 	}
 	defer started.Flush()
 	opts.Log = started.Log
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	restConfig := started.Config
 	// controller-runtime leaves the rate to the API server's priority and
 	// fairness, which exempts privileged credentials; thousands of watches

@@ -676,8 +676,8 @@ func countScale(ctx context.Context, k8s client.Client, gone string) (scaleCount
 }
 
 // heapOf is what a replica's Go heap holds, from the runtime's figures at
-// the end of its heap profile: in use, and the part of that live after the
-// last collection. With SFTPGATE_BENCH_PROFILE set, the profile is saved
+// the end of its heap profile: in use, where the next collection comes,
+// and the goroutines' stacks. With SFTPGATE_BENCH_PROFILE set, the profile is saved
 // as that file with ".heap.<name>" added.
 func heapOf(t *testing.T, metrics, name string) string {
 	t.Helper()
@@ -706,5 +706,5 @@ func heapOf(t *testing.T, metrics, name string) string {
 			_ = resp.Body.Close()
 		}
 	}
-	return fmt.Sprintf("heap in use %s, next collection at %s", megabytes(stat("HeapInuse")), megabytes(stat("NextGC")))
+	return fmt.Sprintf("heap in use %s, next collection at %s; stacks %s", megabytes(stat("HeapInuse")), megabytes(stat("NextGC")), megabytes(stat("StackInuse")))
 }
