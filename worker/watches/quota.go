@@ -7,11 +7,13 @@ import (
 )
 
 // The defaults of --max-watches-total and --max-account-watches-total.
-// 3,000 watches (and 300 transfers) on three replicas is what the scale
-// bench settles on a small control plane (docs/benchmarks.md); at 10,000
-// the API server and etcd went under. Strangers take a third of it at
-// most: with --max-watches-per-account (10) that is 100 web UI accounts,
-// and the operator's own watches keep 2,000 places strangers never reach.
+// The control plane holds 10,000 watches (the scale bench settles them on
+// a small one, docs/benchmarks.md); the default is what the default
+// deployment holds when one of its two worker replicas is lost and the
+// other runs every watch within its 256Mi. Strangers take a third of it
+// at most: with --max-watches-per-account (10) that is 100 web UI
+// accounts, and the operator's own watches keep 2,000 places strangers
+// never reach.
 const (
 	DefaultMaxWatchesTotal        = 3000
 	DefaultMaxAccountWatchesTotal = 1000
