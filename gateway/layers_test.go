@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,9 +120,25 @@ func benchWrites(b *testing.B, wb *writeBench, h http.Handler) {
 // with the layers added one at a time (gateway.WriteLayers), the first
 // with none (decode, run on a pooled session, answer: the same SFTP steps
 // as the gateway's), the last the gateway as it serves; each layer's cost
-// is the difference from the row before. The harness is the benchmark's
-// own request and writer, answered by a handler that does nothing. make
-// bench prints the rows as a table (hack/bench, TestBenchmarkLayers).
+// is the difference from the row before. The harness row is the
+// benchmark's own request and writer, answered by a handler that does
+// nothing. make bench prints the rows as a table (hack/bench,
+// TestBenchmarkLayers).
+//
+// A row's cost is a few microseconds of a write's hundreds, which the
+// machine's spells and sshd's answers vary by more: so the rows take
+// turns write by write, each loop sending one write through every row
+// (starting at the next row each time), and each write is measured on
+// its own: its time, the process's CPU meanwhile (the gateway's and its
+// SSH clients', not sshd's), and the allocations meanwhile (counted with
+// the world stopped, before and after, outside the time and CPU). It
+// reports, for each row, the median time and CPU of its writes
+// ("ns/<row>", "cpu-ns/<row>": a slow spell or a collection lands on a
+// few writes, whichever row they were) and their mean allocations
+// ("allocs/<row>": what the collector has to do, with what the
+// background allocates meanwhile, which falls on the rows alike, and
+// the audit trail's storing of its records, on the rows that record).
+// Run it for some seconds (make bench runs -benchtime=20s).
 //
 // The gateway is one of its own: the one of TestMain would refuse the
 // writes past its rate. It logs as Run's does (the audit record's line
@@ -142,33 +160,59 @@ func BenchmarkWriteLayers(b *testing.B) {
 	must(b, gw.Start(ctx))
 	layers, err := gw.WriteLayers(f.slug, f.token)
 	must(b, err)
-	// The pool's first session is dialled before the rows.
-	if err := newWriteBench(f.slug, f.token, "warm-").write(gw.Handler()); err != nil {
-		b.Fatal(err)
+	type row struct {
+		name    string
+		h       http.Handler
+		wb      *writeBench
+		ns, cpu []time.Duration
+		allocs  uint64
 	}
-	noop := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write(harnessAnswer)
-	})
-	// The rows take turns, so that a slow spell of the machine weighs on
-	// all; a row's figure is the median of its rounds.
-	for range layerRounds {
-		b.Run("harness", func(b *testing.B) { benchWrites(b, newWriteBench(f.slug, f.token, "harness-"), noop) })
-		for i, l := range layers {
-			name := strings.ReplaceAll(l.Name, " ", "-")
-			b.Run(fmt.Sprintf("%d-%s", i, name), func(b *testing.B) {
-				benchWrites(b, newWriteBench(f.slug, f.token, name+"-"), l.Handler)
-				// Each row writes to a directory as empty as the first's.
-				old, _ := filepath.Glob(filepath.Join(f.sshd.Dir, name+"-*.txt"))
-				for _, file := range old {
-					_ = os.Remove(file)
-				}
-			})
+	rows := []*row{{name: "harness", h: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(harnessAnswer) })}}
+	for _, l := range layers {
+		rows = append(rows, &row{name: strings.ReplaceAll(l.Name, " ", "-"), h: l.Handler})
+	}
+	for i, r := range rows {
+		r.name = fmt.Sprintf("%d-%s", i, r.name)
+		r.wb = newWriteBench(f.slug, f.token, r.name+"-")
+		// The pool's first session is dialled, and each row's first write
+		// made, before any is counted.
+		if err := r.wb.write(r.h); err != nil {
+			b.Fatal(err)
 		}
 	}
+	var before, after runtime.MemStats
+	for n := 0; b.Loop(); n++ {
+		for i := range rows {
+			r := rows[(n+i)%len(rows)]
+			runtime.ReadMemStats(&before)
+			cpu, start := cpuTime(), time.Now()
+			err := r.wb.write(r.h)
+			took, used := time.Since(start), cpuTime()-cpu
+			runtime.ReadMemStats(&after)
+			r.allocs += after.Mallocs - before.Mallocs
+			r.ns, r.cpu = append(r.ns, took), append(r.cpu, used)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n%500 == 499 {
+			// The rows write to a directory of at most some thousand files.
+			old, _ := filepath.Glob(filepath.Join(f.sshd.Dir, "*-*.txt"))
+			for _, file := range old {
+				_ = os.Remove(file)
+			}
+		}
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2])
+	}
+	for _, r := range rows {
+		b.ReportMetric(median(r.ns), "ns/"+r.name)
+		b.ReportMetric(median(r.cpu), "cpu-ns/"+r.name)
+		b.ReportMetric(float64(r.allocs)/float64(b.N), "allocs/"+r.name)
+	}
 }
-
-// layerRounds is how many times BenchmarkWriteLayers runs each row.
-const layerRounds = 3
 
 // quietLogger is the gateway's logger as Run makes it (lines in batches,
 // the audit record's written as it is), writing to nowhere. logging.New

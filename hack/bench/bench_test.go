@@ -490,11 +490,11 @@ func TestBenchmark(t *testing.T) {
 // TestBenchmarkLayers prints what each of the gateway's own layers costs
 // a 1 KiB write: the gateway package's BenchmarkWriteLayers, in a go test
 // of its own (with this process's environment: make bench's control
-// plane), which writes in process against the real sshd with the layers
-// added one at a time to the bare write (its decoding, its run on a
-// pooled session, its answer: the same SFTP steps). A layer's cost is
-// the difference from the row before; each row's figures are the median
-// of the benchmark's rounds, which take turns.
+// plane and TMPDIR), which writes in process against the real sshd with
+// the layers added one at a time to the bare write (its decoding, its
+// run on a pooled session, its answer: the same SFTP steps), the rows
+// taking turns write by write. A layer's cost is the difference from the
+// row before.
 func TestBenchmarkLayers(t *testing.T) {
 	if os.Getenv("SFTPGATE_BENCH_BINARY") == "" {
 		t.Fatal("run it with make bench, which sets up what it measures")
@@ -503,7 +503,7 @@ func TestBenchmarkLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), "go", "test", "./gateway", "-run", "^$", "-bench", "^BenchmarkWriteLayers$", "-benchmem", "-count=1")
+	cmd := exec.CommandContext(t.Context(), "go", "test", "./gateway", "-run", "^$", "-bench", "^BenchmarkWriteLayers$", "-benchtime=20s", "-count=1")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -515,50 +515,59 @@ func TestBenchmarkLayers(t *testing.T) {
 	}
 	fmt.Printf("\n%-44s %14s %16s %22s\n", "1 KiB writes in process, layer by layer", "ns per write", "CPU ns per write", "allocations per write")
 	harness, bare, gateway := rows[0], rows[1], rows[len(rows)-1]
-	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  bare handler, the same SFTP steps", bare.ns, bare.cpu, bare.allocs)
+	fmt.Printf("%-44s %14.0f %16.0f %22.1f\n", "  bare handler, the same SFTP steps", bare.ns, bare.cpu, bare.allocs)
 	for i, r := range rows[2:] {
 		before := rows[i+1]
-		fmt.Printf("%-44s %+14.0f %+16.0f %+22.0f\n", "  + "+r.name, r.ns-before.ns, r.cpu-before.cpu, r.allocs-before.allocs)
+		fmt.Printf("%-44s %+14.0f %+16.0f %+22.1f\n", "  + "+r.name, r.ns-before.ns, r.cpu-before.cpu, r.allocs-before.allocs)
 	}
-	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  gateway, every layer", gateway.ns, gateway.cpu, gateway.allocs)
-	fmt.Printf("%-44s %+14.0f %+16.0f %+22.0f\n", "  the layers together", gateway.ns-bare.ns, gateway.cpu-bare.cpu, gateway.allocs-bare.allocs)
-	fmt.Printf("%-44s %14.0f %16.0f %22.0f\n", "  the benchmark's own request and writer", harness.ns, harness.cpu, harness.allocs)
-	fmt.Printf("%-44s %14s %16s %22s\n", "  allocations per write, its own apart", "", "", fmt.Sprintf("%.0f (<= 63)", gateway.allocs-harness.allocs))
+	fmt.Printf("%-44s %14.0f %16.0f %22.1f\n", "  gateway, every layer", gateway.ns, gateway.cpu, gateway.allocs)
+	fmt.Printf("%-44s %+14.0f %+16.0f %+22.1f\n", "  the layers together", gateway.ns-bare.ns, gateway.cpu-bare.cpu, gateway.allocs-bare.allocs)
+	fmt.Printf("%-44s %14.0f %16.0f %22.1f\n", "  the benchmark's own request and writer", harness.ns, harness.cpu, harness.allocs)
+	fmt.Printf("%-44s %14s %16s %22s\n", "  allocations per write, the harness apart", "", "", fmt.Sprintf("%.0f (<= 63)", gateway.allocs-harness.allocs))
 }
 
-// layerRow is a row of BenchmarkWriteLayers: the medians of its rounds.
+// layerRow is a row of BenchmarkWriteLayers: its figures per write.
 type layerRow struct {
 	name            string
 	ns, cpu, allocs float64
 }
 
 // layerRows reads BenchmarkWriteLayers' rows from go test's output, in
-// their order, each the medians of its rounds ("harness", then "bare",
-// then each layer, the last being the gateway as it serves).
+// their order ("harness", then "bare", then each layer, the last being
+// the gateway as it serves), each the median of the runs printed.
 func layerRows(out string) []layerRow {
-	line := regexp.MustCompile(`(?m)^BenchmarkWriteLayers/(?:\d+-)?(\S+?)(?:#\d+)?(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) cpu-ns/op\s+[\d.]+ B/op\s+([\d.]+) allocs/op`)
+	metric := regexp.MustCompile(`([\d.]+) (ns|cpu-ns|allocs)/(\d+)-(\S+)`)
 	var names []string
-	figures := map[string][3][]float64{}
-	for _, m := range line.FindAllStringSubmatch(out, -1) {
-		name := strings.ReplaceAll(m[1], "-", " ")
-		f, seen := figures[name]
-		if !seen {
-			names = append(names, name)
+	figures := map[string]map[string][]float64{}
+	for line := range strings.Lines(out) {
+		if !strings.HasPrefix(line, "BenchmarkWriteLayers") {
+			continue
 		}
-		for i := range f {
-			v, _ := strconv.ParseFloat(m[i+2], 64)
-			f[i] = append(f[i], v)
+		for _, m := range metric.FindAllStringSubmatch(line, -1) {
+			i, _ := strconv.Atoi(m[3])
+			for len(names) <= i {
+				names = append(names, "")
+			}
+			name := strings.ReplaceAll(m[4], "-", " ")
+			names[i] = name
+			if figures[name] == nil {
+				figures[name] = map[string][]float64{}
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			figures[name][m[2]] = append(figures[name][m[2]], v)
 		}
-		figures[name] = f
 	}
 	median := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
 		v = slices.Sorted(slices.Values(v))
 		return v[len(v)/2]
 	}
 	rows := make([]layerRow, 0, len(names))
 	for _, name := range names {
 		f := figures[name]
-		rows = append(rows, layerRow{name: name, ns: median(f[0]), cpu: median(f[1]), allocs: median(f[2])})
+		rows = append(rows, layerRow{name: name, ns: median(f["ns"]), cpu: median(f["cpu-ns"]), allocs: median(f["allocs"])})
 	}
 	return rows
 }
