@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -128,7 +129,7 @@ func benchWrites(b *testing.B, wb *writeBench, h http.Handler) {
 // A row's cost is a few microseconds of a write's hundreds, which the
 // machine's spells and sshd's answers vary by more: so the rows take
 // turns write by write, each loop sending one write through every row
-// (starting at the next row each time), and each write is measured on
+// (in an order of its own), and each write is measured on
 // its own: its time, the process's CPU meanwhile (the gateway's and its
 // SSH clients', not sshd's), and the allocations meanwhile (counted with
 // the world stopped, before and after, outside the time and CPU). It
@@ -181,9 +182,10 @@ func BenchmarkWriteLayers(b *testing.B) {
 		}
 	}
 	var before, after runtime.MemStats
+	order := slices.Clone(rows)
 	for n := 0; b.Loop(); n++ {
-		for i := range rows {
-			r := rows[(n+i)%len(rows)]
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, r := range order {
 			runtime.ReadMemStats(&before)
 			cpu, start := cpuTime(), time.Now()
 			err := r.wb.write(r.h)
