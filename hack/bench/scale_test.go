@@ -706,5 +706,5 @@ func heapOf(t *testing.T, metrics, name string) string {
 			_ = resp.Body.Close()
 		}
 	}
-	return fmt.Sprintf("heap in use %s, next collection at %s; stacks %s", megabytes(stat("HeapInuse")), megabytes(stat("NextGC")), megabytes(stat("StackInuse")))
+	return fmt.Sprintf("heap in use %s, next collection at %s; stacks %s", megabytes(stat("HeapInuse")), megabytes(stat("NextGC")), megabytes(stat("Stack")))
 }
