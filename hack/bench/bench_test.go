@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,7 +46,9 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/hack/repo"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 const (
@@ -599,23 +602,39 @@ func startBare(t *testing.T, sshd *testsshd.Server) (url string) {
 		if err := jsonv2.Unmarshal(body, &req); err != nil {
 			return nil, err
 		}
+		// The gateway's steps for a new file: the realpath check, the
+		// temporary file's open and a look at the target at once; the
+		// write; the close and the rename into place at once.
 		p := path.Join(sshd.Dir, path.Clean("/"+req.Path))
+		tmp := tempname.In(path.Dir(p))
+		var (
+			asked            sync.WaitGroup
+			f                files.File
+			openErr, statErr error
+		)
+		asked.Go(func() { f, openErr = s.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL) })
+		asked.Go(func() { _, statErr = s.Files.Lstat(p) })
 		real, err := s.Files.RealPath(p)
-		if err != nil {
-			return nil, err
+		asked.Wait()
+		switch {
+		case err == nil && !strings.HasPrefix(real, sshd.Dir+"/"):
+			err = fmt.Errorf("%s leads outside", req.Path)
+		case err == nil && openErr != nil:
+			err = openErr
+		case err == nil && !errors.Is(statErr, os.ErrNotExist):
+			err = fmt.Errorf("%s exists (%v)", req.Path, statErr)
 		}
-		if !strings.HasPrefix(real, sshd.Dir+"/") {
-			return nil, fmt.Errorf("%s leads outside", req.Path)
-		}
-		f, err := s.Files.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 		if err != nil {
 			return nil, err
 		}
 		n, err := f.Write([]byte(req.File.Text))
-		if closeErr := f.Close(); err == nil {
-			err = closeErr
+		var closeErr error
+		asked.Go(func() { closeErr = f.Close() })
+		if err == nil {
+			err = s.Files.Rename(tmp, p)
 		}
-		return &writeResult{Path: req.Path, BytesWritten: n}, err
+		asked.Wait()
+		return &writeResult{Path: req.Path, BytesWritten: n}, cmp.Or(err, closeErr)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
