@@ -622,7 +622,7 @@ func startBare(t *testing.T, sshd *testsshd.Server) (url string) {
 		case err == nil && openErr != nil:
 			err = openErr
 		case err == nil && !errors.Is(statErr, os.ErrNotExist):
-			err = fmt.Errorf("%s exists (%v)", req.Path, statErr)
+			err = fmt.Errorf("%s exists (%w)", req.Path, statErr)
 		}
 		if err != nil {
 			return nil, err
