@@ -154,7 +154,7 @@ func appendTo(fs *FS, target string, mode *os.FileMode, size int64, fill filler)
 	if errors.Is(err, os.ErrNotExist) {
 		// A new file is made as write makes one, so that one cut off
 		// halfway is removed again; unless another client makes it first.
-		n, writeErr := fs.writeFile(target, nil, mode, false, size, fill)
+		n, writeErr := fs.writeFile(target, nil, mode, false, fill)
 		var failure *Failure
 		if !errors.As(writeErr, &failure) || failure.Code != "already_exists" {
 			if writeErr != nil {
@@ -247,7 +247,7 @@ func writeData(fs *FS, req *writeRequest, appending bool, data []byte) (any, err
 
 // writeTo writes data to target, which check (when set) confirms.
 func writeTo(fs *FS, target string, check func() error, mode *os.FileMode, req *writeRequest, data []byte) (any, error) {
-	n, err := fs.writeFile(target, check, mode, req.Overwrite == nil || *req.Overwrite, int64(len(data)), fs.bytesFiller(data))
+	n, err := fs.writeFile(target, check, mode, req.Overwrite == nil || *req.Overwrite, fs.bytesFiller(data))
 	if err != nil {
 		return nil, notAFile(fs, err, target)
 	}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"os"
 	"path"
 	"sync"
@@ -93,15 +94,23 @@ const filePart = 1 << 20
 // check of target not made yet: it is asked together with the open and a
 // look at target, and a new file's close together with its rename, so
 // that a new small file costs the round trips of a plain open, write and
-// close. size is the most fill writes. A file made anew gets mode, or
+// close. A file made anew gets mode, or
 // else the server's default; one replaced keeps its permissions unless
 // mode is given.
-func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, overwrite bool, size int64, fill filler) (int64, error) {
+func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
 	if target == fs.Root {
 		// Its temporary file would be made outside the root.
 		return 0, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	}
 	tmp := tempname.In(path.Dir(target))
+	if check != nil && !fs.inScope(path.Dir(target)) {
+		// A scope's own path: its temporary file is made in the folder
+		// above, outside the scope, only once the check allowed it.
+		if err := check(); err != nil {
+			return 0, err
+		}
+		check = nil
+	}
 	removeTmp := func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }
 	var (
 		f                 files.File
@@ -117,8 +126,9 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 	}
 	asked.Wait()
 	switch {
-	case err == nil && openErr == nil && files.SessionFailed(lstatErr):
-		err = lstatErr
+	case err == nil && openErr == nil && lstatErr != nil && !errors.Is(lstatErr, os.ErrNotExist):
+		// Not known to be missing: it may be there, to keep.
+		err = serverFailure(lstatErr, fs.Rel(target))
 	case err == nil:
 		err = openErr
 	}
@@ -163,6 +173,9 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 	}
 	// A new file: the rename (refused if another client made target
 	// meanwhile) goes with the close, since nothing was there to keep.
+	// Every write was acknowledged by then: a close that fails after the
+	// rename leaves the file in place, whole as far as the server said,
+	// and the answer says the close failed.
 	var closeErr error
 	asked.Go(func() { closeErr = f.Close() })
 	err = fs.Files.Rename(tmp, target)
@@ -171,7 +184,6 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 	case err != nil && !files.SessionFailed(err) && closeErr == nil:
 		err = fs.settle(tmp, target, target, overwrite)
 	case err == nil && closeErr != nil:
-		fs.undo(removeNew(target, max(size, n)), closeErr)
 		return 0, closeErr
 	case err == nil:
 		return n, nil

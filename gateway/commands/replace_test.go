@@ -103,7 +103,7 @@ func TestOverwriteWithoutPosixRename(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	write := func(fs *FS, content string) error {
-		_, err := fs.writeFile("/file", nil, nil, true, int64(len(content)), fs.bytesFiller([]byte(content)))
+		_, err := fs.writeFile("/file", nil, nil, true, fs.bytesFiller([]byte(content)))
 		return err
 	}
 	var later kept
