@@ -8,13 +8,13 @@ import (
 // bufferChunks and chunkSize make the buffer between a copy's reads and
 // its writes: reads go on while the destination acknowledges writes, and
 // writes while the source answers reads, rather than each waiting for the
-// other at every chunk. A range's buffer holds rangeBufferChunks: two SSH
-// channel windows (2 MiB each in OpenSSH and x/crypto/ssh), so that over a
+// other at every chunk. A range's buffer holds rangeBufferChunks: an SSH
+// channel's window (2 MiB in OpenSSH and x/crypto/ssh), so that over a
 // long link the source's window of reads keeps arriving while the
 // destination's window of writes waits for its acknowledgements.
 const (
 	bufferChunks      = 32
-	rangeBufferChunks = 128
+	rangeBufferChunks = 64
 	chunkSize         = 32 << 10
 )
 

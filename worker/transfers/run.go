@@ -284,35 +284,32 @@ const smallPerStream = 4
 
 // copyOnStream copies file i, taken from q, on a stream of the
 // namespace's share. A small file's stream carries more small files ready
-// now, up to smallPerStream at once, each as the one before ends: their
-// requests go on the same sessions, in flight together, so that over a
-// long link one file's round trips overlap with the others'.
+// now, up to smallPerStream (and the transfer's parallelism) at once:
+// their requests go on the same sessions, in flight together, so that
+// over a long link one file's round trips overlap with the others'. The
+// stream is given back once they all ended, so that other transfers and
+// tenants waiting for one get their turns as before.
 func (t *run) copyOnStream(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends.End, q *queue, i int) {
 	small := func(i int) bool {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return t.plan.Files[i].Size <= transfer.SmallFile
 	}
-	if !small(i) {
-		q.end(i, t.copyOne(ctx, tr, src, dst, i))
-		return
-	}
-	lane := func(i int, ok bool) {
-		for ; ok && ctx.Err() == nil; i, ok = q.take(small) {
-			q.end(i, t.copyOne(ctx, tr, src, dst, i))
-		}
-		if ok {
-			q.end(i, nil)
+	batch := []int{i}
+	if small(i) {
+		for len(batch) < min(smallPerStream, int(max(tr.Spec.Parallelism, 1))) {
+			j, ok := q.take(small)
+			if !ok {
+				break
+			}
+			batch = append(batch, j)
 		}
 	}
-	var lanes sync.WaitGroup
-	lanes.Go(func() { lane(i, true) })
-	for range smallPerStream - 1 {
-		if j, ok := q.take(small); ok {
-			lanes.Go(func() { lane(j, true) })
-		}
+	var files sync.WaitGroup
+	for _, i := range batch {
+		files.Go(func() { q.end(i, t.copyOne(ctx, tr, src, dst, i)) })
 	}
-	lanes.Wait()
+	files.Wait()
 }
 
 // sessions runs fn on a session of src's server and one of dst's (abort
