@@ -7,6 +7,7 @@
 package uploadrecord
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -325,7 +326,8 @@ func (s *Store) Count(ctx context.Context, namespace string, now time.Time) (int
 
 // Expired reads every record that expired at or before by, by its label.
 // One that does not decode comes with its id alone: it names no partial
-// file.
+// file. A record that could not be read is left out, and the first such
+// failure returned with the others.
 func (s *Store) Expired(ctx context.Context, by time.Time) ([]*Record, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
@@ -337,7 +339,10 @@ func (s *Store) Expired(ctx context.Context, by time.Time) ([]*Record, error) {
 	if err := reader.List(ctx, &list, opts...); err != nil {
 		return nil, apiError(err)
 	}
-	var records []*Record
+	var (
+		records []*Record
+		failed  error
+	)
 	for i := range list.Items {
 		m := &list.Items[i]
 		if expires, err := strconv.ParseInt(m.Labels[labelExpires], 10, 64); err == nil && time.Unix(expires, 0).After(by) {
@@ -347,8 +352,12 @@ func (s *Store) Expired(ctx context.Context, by time.Time) ([]*Record, error) {
 		switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: m.Name}, &cm); {
 		case apierrors.IsNotFound(err):
 			continue
+		case err != nil && ctx.Err() != nil:
+			return records, apiError(err)
 		case err != nil:
-			return nil, apiError(err)
+			// This one waits for the next sweep; the others go on.
+			failed = cmp.Or(failed, apiError(err))
+			continue
 		}
 		r, err := decode(&cm)
 		if err != nil {
@@ -356,7 +365,7 @@ func (s *Store) Expired(ctx context.Context, by time.Time) ([]*Record, error) {
 		}
 		records = append(records, r)
 	}
-	return records, nil
+	return records, failed
 }
 
 func (s *Store) configMap(r *Record) (*corev1.ConfigMap, error) {

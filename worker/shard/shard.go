@@ -107,7 +107,7 @@ type Shard struct {
 	given   map[string]bool
 	leaving []string
 	// freeSince is when each bucket no live replica holds was first seen
-	// so by a sync under its share; only Sync reads and writes it.
+	// so by a sync of this replica settled; only Sync reads and writes it.
 	freeSince map[string]time.Time
 }
 
@@ -252,6 +252,7 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	live := s.current()
 	s.mu.Unlock()
 	if !live {
+		s.freeSince = nil
 		return nil, nil, ErrNotMember
 	}
 	v, err := s.view(ctx)
@@ -316,6 +317,7 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 	if v.disagree != nil {
 		// Replicas that would divide the items otherwise: nothing moves
 		// until they are gone.
+		s.freeSince = nil
 		return keep, drop, v.disagree
 	}
 	share := (len(buckets) + len(v.live) - 1) / len(v.live)
@@ -331,6 +333,8 @@ func (s *Shard) syncBuckets(ctx context.Context, buckets []string) (keep, drop [
 		keep = keep[:len(keep)-n]
 	}
 	if !v.settled {
+		// Free work is timed anew once it settled.
+		s.freeSince = nil
 		return keep, drop, nil
 	}
 	// Under it: take the buckets of replicas that died since this one

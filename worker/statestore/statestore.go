@@ -161,7 +161,10 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 		head.ResourceVersion = v.resourceVersion
 		err = s.Client.Update(ctx, head)
 	}
-	if err != nil {
+	if refused(err) {
+		// Surely not written: its parts go. After any other failure (a
+		// timeout, a connection cut) the head may have been written, and
+		// then names them.
 		_ = s.sweep(ctx, key, written)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) && v.resourceVersion != "" {
@@ -174,6 +177,14 @@ func (s *Store) Save(ctx context.Context, key, tenant string, blob []byte, v *Ve
 	*v = Version{resourceVersion: head.ResourceVersion, generation: gen, parts: parts, write: write}
 	done() // the sweep only frees bytes
 	return s.sweep(ctx, key, old)
+}
+
+// refused reports whether the API server surely did not make a write
+// that failed with err.
+func refused(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // Delete removes key's state, every part of it.

@@ -182,7 +182,6 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 	records, err := s.Records.Expired(ctx, now.Add(-s.Grace))
 	if err != nil {
 		s.log().Error("listing uploads", "error", err)
-		return
 	}
 	byConnection := map[string][]*uploadrecord.Record{}
 	var order []string
