@@ -279,7 +279,8 @@ type TransferOptions struct {
 
 	// Parallelism is how many streams copy files at once (the worker's
 	// per-namespace cap may allow fewer): each copies one file, or up to
-	// four small ones (256 KiB or less) at once.
+	// four small ones (256 KiB or less; never more than parallelism) at
+	// once.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=32
 	// +kubebuilder:default=4
