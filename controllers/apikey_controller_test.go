@@ -22,6 +22,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/keyauth"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
@@ -68,17 +69,10 @@ func waitForHash(t *testing.T, key *v1alpha1.ApiKey, token string) *v1alpha1.Api
 func authorize(t *testing.T, token, ns, conn string, command v1alpha1.Command, want error) {
 	t.Helper()
 	target := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: conn}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.EventuallyFound(t, fmt.Sprintf("Authorize(%s/%s, %s) = %v", ns, conn, command, want), func() (bool, string) {
 		_, err := authorizer.Authorize(token, target, command)
-		if errors.Is(err, want) || (want == nil && err == nil) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Authorize(%s/%s, %s) = %v, want %v", ns, conn, command, err, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.Is(err, want) || (want == nil && err == nil), fmt.Sprint(err)
+	})
 }
 
 func TestGeneratedKey(t *testing.T) {
@@ -149,8 +143,7 @@ func TestIssueIsIdempotent(t *testing.T) {
 	}
 	// The manager's events are written asynchronously: wait until the
 	// issuance was announced by someone.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.EventuallyFound(t, "the issuance is announced", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -169,14 +162,8 @@ func TestIssueIsIdempotent(t *testing.T) {
 				t.Fatalf("a second token was issued: %q (the key's is %s)", n, final.Status.KeyID)
 			}
 		}
-		if issued > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no issuance was announced: %q", notes)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return issued > 0, fmt.Sprintf("%q", notes)
+	})
 }
 
 func TestExistingSecret(t *testing.T) {

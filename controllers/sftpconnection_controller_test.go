@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
@@ -90,22 +91,21 @@ func requestTest(t *testing.T, conn *v1alpha1.SftpConnection) {
 // returns its note.
 func waitForEvent(t *testing.T, obj client.Object, eventType, reason string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var note string
+	testkit.Eventually(t, fmt.Sprintf("a %s event %q for %s", eventType, reason, obj.GetName()), func() bool {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(obj.GetNamespace())); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
 			if e.Regarding.UID == obj.GetUID() && e.Type == eventType && e.Reason == reason {
-				return e.Note
+				note = e.Note
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event %q for %s", eventType, reason, obj.GetName())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return note
 }
 
 // assertNoSecret fails if a secret value shows in the object's status, the
@@ -498,16 +498,14 @@ func TestSlugStaysWithItsHolder(t *testing.T) {
 		must(t, k8s.Delete(context.Background(), c))
 	}
 	key := client.ObjectKey{Namespace: managerOptions.Namespace, Name: "slug-" + slug}
-	for deadline := time.Now().Add(slugGracePeriod + 20*time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testkit.Eventually(t, "the reservation of "+slug+" goes after its grace period", func() bool {
 		err := k8s.Get(context.Background(), key, &coordinationv1.Lease{})
 		if apierrors.IsNotFound(err) {
-			break
+			return true
 		}
 		must(t, err)
-		if time.Now().After(deadline) {
-			t.Fatalf("the reservation of %s outlived its grace period", slug)
-		}
-	}
+		return false
+	})
 }
 
 // TestSlugSurvivesDeleteAndRecreate: a connection deleted and made again
@@ -668,11 +666,10 @@ func TestNewOrFailingTestsAreBudgeted(t *testing.T) {
 	for i := range 2 * testBudget {
 		create(t, connection(prober, fmt.Sprintf("probe-%d", i), "127.0.0.1", port, "u", "creds"))
 	}
-	for deadline := time.Now().Add(30 * time.Second); attempts.Load() < testBudget; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d probes, want the budget of %d", attempts.Load(), testBudget)
-		}
-	}
+	testkit.EventuallyFound(t, fmt.Sprintf("the budget of %d probes", testBudget), func() (bool, string) {
+		n := attempts.Load()
+		return n >= testBudget, fmt.Sprintf("%d probes", n)
+	})
 
 	server := testsftp.Start(t)
 	create(t, passwordSecret(other, "creds", server.Password))

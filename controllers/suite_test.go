@@ -150,25 +150,20 @@ type conditioned interface {
 	GetConditions() *[]metav1.Condition
 }
 
-// waitFor polls until cond holds for obj (re-read into obj), or fails after
-// 30s with its last state.
+// waitFor polls until cond holds for obj (re-read into obj), or fails with
+// its last state.
 func waitFor[T conditioned](t *testing.T, obj T, what string, cond func(T) bool) T {
 	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := obj.DeepCopyObject().(T)
+	var got T
+	testkit.EventuallyFound(t, fmt.Sprintf("%s: %s", key, what), func() (bool, string) {
+		got = obj.DeepCopyObject().(T)
 		if err := k8s.Get(context.Background(), key, got); err != nil {
 			t.Fatal(err)
 		}
-		if cond(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out waiting until %s; conditions: %+v", key, what, *got.GetConditions())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond(got), fmt.Sprintf("conditions %+v", *got.GetConditions())
+	})
+	return got
 }
 
 // waitForReady waits until the Ready condition, for the current generation,

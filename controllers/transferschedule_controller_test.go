@@ -11,6 +11,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
 
 func schedule(ns, name, expr string, mutate ...func(*v1alpha1.TransferScheduleSpec)) *v1alpha1.TransferSchedule {
@@ -157,15 +158,10 @@ func TestTransferTTL(t *testing.T) {
 	create(t, kept)
 	finish(t, expiring, true, time.Now())
 	finish(t, kept, true, time.Now())
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, "the expired transfer is removed", func() bool {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(expiring), &v1alpha1.Transfer{})
-		if client.IgnoreNotFound(err) == nil && err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the expired transfer is still there")
-		}
-	}
+		return client.IgnoreNotFound(err) == nil && err != nil
+	})
 	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(kept), kept))
 }
 
