@@ -33,14 +33,10 @@ func TestAuditRecords(t *testing.T) {
 	srv := httptest.NewServer(gw.Handler())
 	defer srv.Close()
 	base := srv.URL + "/" + f.slug + "/"
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if status, _ := testhttp.PostJSON(t, base+"exists", f.token, `{"path": "/"}`); status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica does not serve the connection")
-		}
-	}
+	eventually(t, "the replica serves the connection", func() bool {
+		status, _ := testhttp.PostJSON(t, base+"exists", f.token, `{"path": "/"}`)
+		return status == http.StatusOK
+	})
 	for _, call := range []struct{ command, body string }{
 		{"write", `{"path": "audited.txt", "file": {"text": "the secret content"}}`},
 		{"read", `{"path": "missing.txt"}`},

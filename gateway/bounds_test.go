@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -157,15 +158,10 @@ func TestMemoryBudgetRefusesRatherThanGrows(t *testing.T) {
 		t.Errorf("a small request while large ones fill the budget: %d %v", status, out)
 	}
 	closeDownload()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	eventuallyFound(t, "the budget is given back", func() (bool, string) {
 		status, _, out := post(t, ctx, url, f.token, "read", `{"path": "text.txt"}`)
-		if status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the budget was not given back: %d %v", status, out)
-		}
-	}
+		return status == http.StatusOK, fmt.Sprintf("%d %v", status, out)
+	})
 }
 
 // TestAnswersAreNotEscapedForHTML: a read of text full of <, > and & is

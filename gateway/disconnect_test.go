@@ -20,7 +20,10 @@ import (
 )
 
 // The test kit's, as every test package has them.
-var eventually = testkit.Eventually
+var (
+	eventually      = testkit.Eventually
+	eventuallyFound = testkit.EventuallyFound
+)
 
 // metric reads one sample of the gateway's metrics for the fixture's
 // connection; "" when there is none.

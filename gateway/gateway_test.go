@@ -232,20 +232,16 @@ func serve(t testing.TB, conn *v1alpha1.SftpConnection, sshd *testsshd.Server, m
 	must(t, k8s.Create(ctx, key))
 	f := &fixture{ns: conn.Namespace, slug: conn.Spec.Slug, token: token, sshd: sshd}
 	// Wait until the gateway's cache has the Ready connection and key.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventuallyFound(t, "the gateway serves the connection", func() (bool, string) {
 		status, _ := f.call(t, "exists", `{"path": "/"}`)
 		if status != http.StatusUnauthorized && status != http.StatusNotFound && status != http.StatusServiceUnavailable {
-			return f
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			var c v1alpha1.SftpConnection
-			_ = k8s.Get(ctx, client.ObjectKeyFromObject(conn), &c)
-			t.Fatalf("the gateway does not serve the connection: last status %d; %+v", status,
-				meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		var c v1alpha1.SftpConnection
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(conn), &c)
+		return false, fmt.Sprintf("status %d; %+v", status, meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady))
+	})
+	return f
 }
 
 // call POSTs a command with the fixture's key and decodes the answer.
@@ -418,14 +414,10 @@ func TestServedBelowSlash(t *testing.T) {
 	// Served below "/" once the new spec's test passed: the test's
 	// directory is then found by its absolute path.
 	dir := fmt.Sprintf(`{"path": %q}`, f.sshd.Dir)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if status, out := f.call(t, "exists", dir); status == http.StatusOK && out["exists"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(`the gateway does not serve the connection below "/"`)
-		}
-	}
+	eventually(t, `the gateway serves the connection below "/"`, func() bool {
+		status, out := f.call(t, "exists", dir)
+		return status == http.StatusOK && out["exists"] == true
+	})
 
 	written, uploaded := filepath.Join(f.sshd.Dir, "written"), filepath.Join(f.sshd.Dir, "uploaded")
 	must(t, os.Symlink(filepath.Join(f.sshd.Dir, "written.txt"), written))
@@ -528,17 +520,10 @@ func TestOtherNamespacesConnectionsLookMissing(t *testing.T) {
 	patch := client.MergeFrom(key.DeepCopy())
 	key.Spec.Disabled = true
 	must(t, k8s.Patch(context.Background(), &key, patch))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventuallyFound(t, "a disabled key on another namespace's slug answered 401", func() (bool, string) {
 		status, _ := do(t, http.MethodPost, "/"+b.slug+"/exists", a.token, "application/json", `{"path": "/"}`)
-		if status == http.StatusUnauthorized {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a disabled key on another namespace's slug: %d, want 401", status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return status == http.StatusUnauthorized, fmt.Sprint(status)
+	})
 }
 
 // TestServerAnswersKeepTheSession: an operation the server refuses is the
@@ -568,19 +553,13 @@ func TestFailingConnectionAnswers503(t *testing.T) {
 	patch := client.MergeFrom(conn.DeepCopy())
 	conn.Spec.Port = 1
 	must(t, k8s.Patch(context.Background(), &conn, patch))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// First "being tested", then the test's outcome with its reason.
+	// First "being tested", then the test's outcome with its reason.
+	eventuallyFound(t, "503 naming ConnectionRefused", func() (bool, string) {
 		status, out := f.call(t, "ping", ``)
 		e, _ := out["error"].(map[string]any)
-		if status == http.StatusServiceUnavailable && strings.Contains(fmt.Sprint(e["message"]), "ConnectionRefused") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d %v, want 503 naming ConnectionRefused", status, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return status == http.StatusServiceUnavailable && strings.Contains(fmt.Sprint(e["message"]), "ConnectionRefused"),
+			fmt.Sprintf("%d %v", status, out)
+	})
 }
 
 // TestRestartedServer: sshd restarts, dropping the pooled connection; the
@@ -683,13 +662,10 @@ func TestServiceEndpoints(t *testing.T) {
 func TestPoolIsWarmedWhenReady(t *testing.T) {
 	_, sshd := newConnection(t) // and no request
 	// One login for the controller's test, one for the gateway's pool.
-	deadline := time.Now().Add(30 * time.Second)
-	for sshd.Logins(t) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d logins: the gateway did not warm the pool", sshd.Logins(t))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventuallyFound(t, "the gateway warms the pool", func() (bool, string) {
+		n := sshd.Logins(t)
+		return n >= 2, fmt.Sprintf("%d logins", n)
+	})
 }
 
 func TestMetrics(t *testing.T) {
@@ -965,18 +941,11 @@ func TestUploadCutOffLosesNothing(t *testing.T) {
 		_ = resp.Body.Close()
 	}
 	// The gateway notices the cut when its read of the body fails.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventuallyFound(t, "no temporary file is left behind", func() (bool, string) {
 		entries, err := os.ReadDir(f.sshd.Dir)
 		must(t, err)
-		if len(entries) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a temporary file was left behind: %v", entries)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(entries) == 1, fmt.Sprint(entries)
+	})
 	if got, _ := os.ReadFile(original); string(got) != "keep me" {
 		t.Errorf("the file holds %d bytes (%.20q...) after a cut-off upload", len(got), got)
 	}
@@ -1099,7 +1068,7 @@ func (s *slowReads) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 func waitForGoroutines(t testing.TB, fn, state string, n int) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventuallyFound(t, fmt.Sprintf("%d goroutines blocked in %s", n, fn), func() (bool, string) {
 		blocked := 0
 		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			header, _, _ := strings.Cut(g, "\n")
@@ -1107,13 +1076,8 @@ func waitForGoroutines(t testing.TB, fn, state string, n int) {
 				blocked++
 			}
 		}
-		if blocked >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines blocked in %s, want %d", blocked, fn, n)
-		}
-	}
+		return blocked >= n, fmt.Sprint(blocked)
+	})
 }
 
 // testLog is where the tests' gateway (TestMain's) logs: standard error,
@@ -1181,13 +1145,9 @@ func scopedKey(t *testing.T, f *fixture) string {
 	token, keyID := apitoken.NewToken()
 	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "scoped"},
 		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventuallyFound(t, "the gateway takes the scoped key", func() (bool, string) {
 		status, _, _ := post(t, context.Background(), baseURL+"/"+f.slug, token, "stat", `{"path": "/"}`)
-		if status == http.StatusForbidden { // known, and limited
-			return token
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway does not take the scoped key: %d", status)
-		}
-	}
+		return status == http.StatusForbidden, fmt.Sprint(status) // known, and limited
+	})
+	return token
 }

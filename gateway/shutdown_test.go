@@ -45,17 +45,14 @@ func TestShutdownFinishesRequests(t *testing.T) {
 			"--denied-networks=" + testcluster.LoopbackNetworks, "--shutdown-grace=20s", "--log-flush-interval=1h"})
 	}()
 	base := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	eventually(t, "the gateway is ready", func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway did not become ready")
-		}
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 
 	// An upload whose body arrives slowly, across the shutdown.
 	body, feed := io.Pipe()
@@ -82,14 +79,10 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	_, err = feed.Write([]byte("first half, "))
 	must(t, err)
 	// The request is in the handler once its temporary file is there.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if tmp, _ := filepath.Glob(filepath.Join(f.sshd.Dir, tempname.Prefix+"*")); len(tmp) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upload did not start")
-		}
-	}
+	eventually(t, "the upload starts", func() bool {
+		tmp, _ := filepath.Glob(filepath.Join(f.sshd.Dir, tempname.Prefix+"*"))
+		return len(tmp) == 1
+	})
 	cancel()
 	// New connections are refused once the gateway stops listening.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
