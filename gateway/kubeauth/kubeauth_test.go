@@ -25,6 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
@@ -406,9 +407,10 @@ func TestReviewsInFlightAreBounded(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); busy.Load() < 500-partyInFlight/2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.EventuallyFound(t, "the reviews past the party's share are refused", func() (bool, string) {
+		n := busy.Load()
+		return n >= 500-partyInFlight/2, fmt.Sprint(n)
+	})
 	close(s.hold)
 	wg.Wait()
 	if s.maxInFlight > partyInFlight/2 || busy.Load() != int32(500-s.maxInFlight) {

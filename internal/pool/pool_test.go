@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -109,17 +111,12 @@ func TestBurstGetsTheFailedDialsError(t *testing.T) {
 	for range 8 {
 		go func() { errs <- p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }) }()
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+	testkit.EventuallyFound(t, "8 operations wait for the dial", func() (bool, string) {
 		p.mu.Lock()
 		waiting := p.expecting
 		p.mu.Unlock()
-		if waiting == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d operations wait for the dial, want 8", waiting)
-		}
-	}
+		return waiting == 8, fmt.Sprint(waiting)
+	})
 	_ = (<-conns).Close()
 	for range 8 {
 		var dialErr *sftpdial.Error
@@ -198,14 +195,11 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	}
 	p.tend(time.Hour)
 	// Wait for the keepalive's answer, which frees the session again.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, "the session is idle", func() bool {
 		p.mu.Lock()
-		busy := len(p.sessions) == 1 && p.sessions[0].load > 0
-		p.mu.Unlock()
-		if !busy || time.Now().After(deadline) {
-			break
-		}
-	}
+		defer p.mu.Unlock()
+		return len(p.sessions) != 1 || p.sessions[0].load == 0
+	})
 	if p.Size() != 1 {
 		t.Fatalf("a live session was dropped")
 	}

@@ -5,7 +5,8 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
+
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
 
 func TestBatchConnSendsEverythingInOrder(t *testing.T) {
@@ -35,15 +36,9 @@ func TestBatchConnReportsAWriteError(t *testing.T) {
 	b := newBatchConn(client)
 	defer func() { _ = b.Close() }()
 	_ = server.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// The first writes may be queued before the socket's error shows.
-		if _, err := b.Write([]byte("x")); err != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writes to a closed peer keep succeeding")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// The first writes may be queued before the socket's error shows.
+	testkit.Eventually(t, "a write to a closed peer fails", func() bool {
+		_, err := b.Write([]byte("x"))
+		return err != nil
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
@@ -40,11 +42,10 @@ func TestSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out Outcome
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out = s.Send(ctx, "default", r.URL, event("id-1"), 5*time.Second, signing); out.Delivered {
-			break
-		}
-	}
+	testkit.EventuallyFound(t, "the event is delivered", func() (bool, string) {
+		out = s.Send(ctx, "default", r.URL, event("id-1"), 5*time.Second, signing)
+		return out.Delivered, fmt.Sprintf("%+v", out)
+	})
 	if !out.Delivered || out.Status != 200 {
 		t.Fatalf("%+v", out)
 	}
