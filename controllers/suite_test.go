@@ -1,13 +1,11 @@
 package controllers_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +32,7 @@ var (
 	k8s client.Client
 	// managerLogs is everything the manager logged, for tests that check
 	// that no secret shows there.
-	managerLogs syncBuffer
+	managerLogs testkit.Log
 	// authorizer decides requests from the manager's cache, as the gateway
 	// does from its own.
 	authorizer *keyauth.Authorizer
@@ -43,23 +41,6 @@ var (
 	// managerOptions are the options mgr runs with.
 	managerOptions controllers.Options
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // slugGracePeriod is the manager's --slug-grace-period in these tests: long
 // enough that a test sees a freed slug held, short enough that a test
