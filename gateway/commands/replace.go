@@ -118,6 +118,9 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 		openErr, lstatErr error
 		asked             sync.WaitGroup
 	)
+	// Unlike Checked's operations this one makes something, which a
+	// refused check removes; and it cannot hold the server up as an open
+	// of a FIFO would: the name is new, made create-exclusive.
 	asked.Go(func() { f, openErr = fs.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL) })
 	asked.Go(func() { existing, lstatErr = fs.Files.Lstat(target) })
 	var err error
