@@ -215,6 +215,9 @@ func RunManager(ctx context.Context, args []string) error {
 	mgrOpts.HealthProbeBindAddress = probeAddr
 	mgrOpts.LeaderElection = leaderElect
 	mgrOpts.LeaderElectionID = "manager.sftpgate.dev"
+	// Its Lease beside its reservations: out of a cluster there is no
+	// pod namespace to default to.
+	mgrOpts.LeaderElectionNamespace = opts.Namespace
 	mgrOpts.LeaderElectionReleaseOnCancel = true
 	mgrOpts.Logger = logging.Logr(log)
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
