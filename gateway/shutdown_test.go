@@ -17,6 +17,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
@@ -84,17 +85,17 @@ func TestShutdownFinishesRequests(t *testing.T) {
 		return len(tmp) == 1
 	})
 	cancel()
-	// New connections are refused once the gateway stops listening.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// New connections are refused once the gateway stops listening: at
+	// once, so within 10 s, a bound of the gateway's and not the test kit's
+	// minute, well inside the 20 s grace the upload still has.
+	must(t, testkit.Wait(10*time.Second, "the gateway refuses connections once shutdown began", func() (bool, string) {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
-			break
+			return true, ""
 		}
 		_ = conn.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway still accepts connections after shutdown began")
-		}
-	}
+		return false, ""
+	}))
 	_, err = feed.Write([]byte("second half"))
 	must(t, err)
 	must(t, feed.Close())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path"
@@ -147,14 +148,10 @@ func TestUploadsStayWithinTheirBudget(t *testing.T) {
 	g := newFixture(t)
 	one := startReplica(t, gateway.Options{Uploads: uploads.Limits{MaxPerNamespace: 1, Expiry: time.Second}})
 	url := createUpload(t, one, g.slug, g.token, "first", 1)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, status := offsetOf(t, url, g.token); status == http.StatusNotFound {
-			break // expired
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upload does not expire")
-		}
-	}
+	eventuallyFound(t, "the upload expires (404)", func() (bool, string) {
+		_, status := offsetOf(t, url, g.token)
+		return status == http.StatusNotFound, fmt.Sprint(status)
+	})
 	createUpload(t, one, g.slug, g.token, "second", 1) // the expired one no longer counts
 
 	h := newFixture(t)
@@ -203,26 +200,18 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 	key.Spec.Paths = []string{"/elsewhere/"}
 	must(t, k8s.Update(ctx, &key))
 	// Once the gateway knows the key's new paths...
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if status, _, _ := post(t, ctx, baseURL+"/"+f.slug, scoped, "exists", `{"path": "`+conformance.ScopedPath+`"}`); status == http.StatusForbidden {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not take the key's new paths")
-		}
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventuallyFound(t, "the gateway takes the key's new paths", func() (bool, string) {
+		status, _, _ := post(t, ctx, baseURL+"/"+f.slug, scoped, "exists", `{"path": "`+conformance.ScopedPath+`"}`)
+		return status == http.StatusForbidden, fmt.Sprint(status)
+	})
+	eventuallyFound(t, "a part after the key's paths narrowed is refused", func() (bool, string) {
 		resp, raw := tusRequest(t, http.MethodPatch, scopedURL, scoped, strings.NewReader("data"), "Upload-Offset", "0")
-		if resp != nil && resp.status == http.StatusForbidden && strings.Contains(string(raw), "path_not_allowed") {
-			break
-		}
 		if resp != nil && resp.status == http.StatusNoContent {
 			t.Fatalf("a part after the key's paths narrowed was written: %s", raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a part after the key's paths narrowed: %v %s", resp, raw)
-		}
-	}
+		return resp != nil && resp.status == http.StatusForbidden && strings.Contains(string(raw), "path_not_allowed"),
+			fmt.Sprintf("%v %s", resp, raw)
+	})
 
 	url := createUpload(t, baseURL, f.slug, f.token, "rooted.bin", 4)
 	var conn v1alpha1.SftpConnection
@@ -230,26 +219,18 @@ func TestUploadEndsWhenItsRootOrScopeNarrows(t *testing.T) {
 	conn.Spec.RootPath = filepath.Join(f.sshd.Dir, "narrower")
 	must(t, k8s.Update(ctx, &conn))
 	// Once the gateway serves the new root (where there is no narrower/)...
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if status, out := f.call(t, "exists", `{"path": "/narrower"}`); status == http.StatusOK && out["exists"] == false {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not serve the new root")
-		}
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventuallyFound(t, "the gateway serves the new root", func() (bool, string) {
+		status, out := f.call(t, "exists", `{"path": "/narrower"}`)
+		return status == http.StatusOK && out["exists"] == false, fmt.Sprintf("%d %v", status, out)
+	})
+	eventuallyFound(t, "a part after the root narrowed is refused", func() (bool, string) {
 		resp, raw := tusRequest(t, http.MethodPatch, url, f.token, strings.NewReader("data"), "Upload-Offset", "0")
-		if resp != nil && resp.status == http.StatusNotFound && strings.Contains(string(raw), "root directory") {
-			break
-		}
 		if resp != nil && resp.status == http.StatusNoContent {
 			t.Fatalf("a part after the root narrowed was written: %s", raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a part after the root narrowed: %v %s", resp, raw)
-		}
-	}
+		return resp != nil && resp.status == http.StatusNotFound && strings.Contains(string(raw), "root directory"),
+			fmt.Sprintf("%v %s", resp, raw)
+	})
 	for _, name := range []string{"rooted.bin", filepath.Join(conformance.ScopedPath, "narrowed.bin")} {
 		if _, err := os.Stat(filepath.Join(f.sshd.Dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s was written: %v", name, err)

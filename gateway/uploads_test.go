@@ -138,15 +138,10 @@ func TestUploadGoesOnThroughAnotherReplica(t *testing.T) {
 	// noticed the cut.
 	url = other + strings.TrimPrefix(url, baseURL)
 	var offset int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	eventuallyFound(t, fmt.Sprintf("the upload's offset is %d after the cut: what reached the gateway is kept", half), func() (bool, string) {
 		offset, _ = offsetOf(t, url, f.token)
-		if offset == half {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the upload's offset is %d after the cut, want %d: what reached the gateway is kept", offset, half)
-		}
-	}
+		return offset == half, fmt.Sprint(offset)
+	})
 	before := proxy.Sent()
 	resp, raw := tusRequest(t, http.MethodPatch, url, f.token, bytes.NewReader(data[offset:]), "Upload-Offset", strconv.Itoa(offset))
 	if resp == nil || resp.status != http.StatusNoContent || resp.header.Get("Upload-Offset") != strconv.Itoa(len(data)) {
@@ -218,14 +213,10 @@ func TestUploadIsTheCallersAlone(t *testing.T) {
 // waitForKey waits until the gateway takes token.
 func waitForKey(t testing.TB, slug, token string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if status, _ := do(t, http.MethodPost, "/"+slug+"/exists", token, "application/json", `{"path": "/"}`); status == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not take the key")
-		}
-	}
+	eventuallyFound(t, "the gateway takes the key", func() (bool, string) {
+		status, _ := do(t, http.MethodPost, "/"+slug+"/exists", token, "application/json", `{"path": "/"}`)
+		return status == http.StatusOK, fmt.Sprint(status)
+	})
 }
 
 // TestUploadsBounds: a namespace has at most so many uploads; an upload
@@ -295,16 +286,14 @@ func TestUploadOneWriterAtATime(t *testing.T) {
 		first <- resp
 	}()
 	// The first holds the upload once its bytes arrive on the server.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if partial := temporaryFiles(t, f.sshd.Dir); len(partial) == 1 {
-			if fi, err := os.Stat(filepath.Join(f.sshd.Dir, partial[0])); err == nil && fi.Size() > 0 {
-				break
-			}
+	eventually(t, "the first part arrives", func() bool {
+		partial := temporaryFiles(t, f.sshd.Dir)
+		if len(partial) != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first part does not arrive")
-		}
-	}
+		fi, err := os.Stat(filepath.Join(f.sshd.Dir, partial[0]))
+		return err == nil && fi.Size() > 0
+	})
 	// A part sent through the other replica while the first arrives
 	// waits for it, and then finds the offset moved. (Without the hold it
 	// would be refused at once, the first part still arriving.)
