@@ -241,15 +241,12 @@ func TestQueueIsBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error)
 	go func() { waited <- p.Do(ctx, Op{}, func(*sftpdial.Session) error { return nil }) }()
-	for {
+	testkit.EventuallyFound(t, "a request waits in the queue", func() (bool, string) {
 		p.mu.Lock()
 		queued := p.waiting
 		p.mu.Unlock()
-		if queued == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return queued == 1, fmt.Sprint(queued)
+	})
 	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("a request past the queue: %v, want ErrQueueFull", err)
 	}
