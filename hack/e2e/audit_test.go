@@ -42,17 +42,15 @@ func startGateway(t *testing.T, addr string) *exec.Cmd {
 	cmd.Stderr = os.Stderr
 	must(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd
-			}
+	eventually(t, "the gateway is ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway did not become ready")
-		}
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
 }
 
 // TestAuditOfAKilledGateway: a gateway replica killed (SIGKILL) under
@@ -94,11 +92,7 @@ func TestAuditOfAKilledGateway(t *testing.T) {
 		body, err := io.ReadAll(resp.Body)
 		return err == nil && resp.StatusCode == http.StatusOK && !strings.Contains(string(body), `"error"`)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !write("warm-up"); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the key and connection did not become usable")
-		}
-	}
+	eventually(t, "the key and connection are usable", func() bool { return write("warm-up") })
 	// Load from 8 clients; each notes when each of its writes was
 	// answered.
 	var (

@@ -2,9 +2,9 @@ package manifests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
 
 // TestComponentsTouchOnlyTheirOwnObjects: in sftpgate's namespace, which
@@ -77,18 +78,13 @@ func TestComponentsTouchOnlyTheirOwnObjects(t *testing.T) {
 		who  client.Client
 		name string
 	}{{gateway, "sftpwatch-probe"}, {worker, "sftpgate-upload-probe"}} {
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		testkit.EventuallyFound(t, probe.name+" is refused", func() (bool, string) {
 			err := probe.who.Create(ctx, configMap(probe.name))
-			if denied(err) {
-				break
-			}
 			if err == nil {
 				_ = admin.Delete(ctx, configMap(probe.name))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s is not refused yet: %v", probe.name, err)
-			}
-		}
+			return denied(err), fmt.Sprint(err)
+		})
 	}
 	for _, tc := range []struct {
 		name    string
