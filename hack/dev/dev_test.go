@@ -120,35 +120,20 @@ func TestQuickstart(t *testing.T) {
 	}
 
 	// The printed file dropped into the watched folder: its event prints.
-	if status, body = call(t, env, "write", `{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}`, env["DEMO_API_KEY"]); status != http.StatusOK {
-		t.Fatalf("write into incoming/: %d %s", status, body)
-	}
-	for deadline := time.After(time.Minute); ; {
-		select {
-		case line := <-dev.printed:
-			if !strings.Contains(line, "event dev.sftpgate.file.created /incoming/report.csv (14 bytes)") {
-				continue
-			}
-		case <-deadline:
-			var w v1alpha1.SftpWatch
-			cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
-			must(t, err)
-			c, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
-			must(t, err)
-			err = c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "incoming"}, &w)
-			t.Fatalf("the demo watch's event for incoming/report.csv did not print; the watch: %v %+v", err, w.Status)
-		}
-		break
-	}
-
-	// kubectl's way: a second connection, to a real sshd, with the
-	// kubeconfig dev wrote.
-	sshd := testsshd.Start(t)
+	// (kubectl's client, with the kubeconfig dev wrote, says what the
+	// watch did if it does not.)
 	cfg, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
 	must(t, err)
 	k8s, err := client.New(cfg, client.Options{Scheme: api.Scheme()})
 	must(t, err)
 	ctx := context.Background()
+	if status, body = call(t, env, "write", `{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}`, env["DEMO_API_KEY"]); status != http.StatusOK {
+		t.Fatalf("write into incoming/: %d %s", status, body)
+	}
+	dev.prints(t, "event dev.sftpgate.file.created /incoming/report.csv (14 bytes)", watchStatus(k8s, "incoming"))
+
+	// kubectl's way: a second connection, to a real sshd.
+	sshd := testsshd.Start(t)
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "real"},
 		StringData: map[string]string{v1alpha1.SecretKeyPassword: sshd.Password}}))
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "real"}, Spec: v1alpha1.SftpConnectionSpec{
@@ -157,15 +142,10 @@ func TestQuickstart(t *testing.T) {
 		HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{sshd.HostKeyLine}},
 	}}
 	must(t, k8s.Create(ctx, conn))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the connection to sshd is Ready", func() (bool, string) {
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
-		if meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection to sshd is not Ready: %+v", conn.Status.Conditions)
-		}
-	}
+		return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady), fmt.Sprintf("%+v", conn.Status.Conditions)
+	})
 
 	// The tour's transfers, as hack/dev/demo-transfer.yaml and
 	// demo-bucket.yaml have them (their sink this run's event printer):
@@ -192,30 +172,14 @@ func TestQuickstart(t *testing.T) {
 		base64.StdEncoding.EncodeToString(sealed)), env["DEMO_API_KEY"]); status != http.StatusOK {
 		t.Fatalf("write into partner/inbox/: %d %s", status, body)
 	}
-	for deadline := time.After(time.Minute); ; {
-		select {
-		case line := <-dev.printed:
-			if !strings.Contains(line, "event dev.sftpgate.transfer.succeeded partner-inbox-") {
-				continue
-			}
-		case <-deadline:
-			var w v1alpha1.SftpWatch
-			_ = k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "partner-inbox"}, &w)
-			t.Fatalf("the inbox's transfer did not print its end; the watch: %+v", w.Status)
-		}
-		break
-	}
+	dev.prints(t, "event dev.sftpgate.transfer.succeeded partner-inbox-", watchStatus(k8s, "partner-inbox"))
 	if _, body = call(t, env, "read", `{"path": "clear/payroll.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"employee,net\n1001,3100.00`) {
 		t.Errorf("the decrypted file: %s", body)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if _, body = call(t, env, "list", `{"path": "partner/done"}`, env["DEMO_API_KEY"]); strings.Contains(body, `"name":"payroll.csv.pgp"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the original is not filed in partner/done/: %s", body)
-		}
-	}
+	testkit.EventuallyFound(t, "the original is filed in partner/done/", func() (bool, string) {
+		_, body = call(t, env, "list", `{"path": "partner/done"}`, env["DEMO_API_KEY"])
+		return strings.Contains(body, `"name":"payroll.csv.pgp"`), body
+	})
 
 	// The demo server answers every command as OpenSSH does: the
 	// conformance table, through a second connection to it whose root is
@@ -249,11 +213,7 @@ func TestQuickstart(t *testing.T) {
 	must(t, dev.cmd.Process.Kill())
 	_ = dev.cmd.Wait()
 	for _, pid := range children {
-		for deadline := time.Now().Add(time.Minute); procs.Alive(pid); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d outlived sftpgate-dev killed with SIGKILL", pid)
-			}
-		}
+		testkit.Eventually(t, fmt.Sprintf("process %d ends with sftpgate-dev killed with SIGKILL", pid), func() bool { return !procs.Alive(pid) })
 	}
 }
 
@@ -269,29 +229,20 @@ func demoConformance(t *testing.T, k8s client.Client, dataDir string, env map[st
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "conformance"}, Spec: *demo.Spec.DeepCopy()}
 	conn.Spec.Slug, conn.Spec.RootPath = "conformance", "/conformance"
 	must(t, k8s.Create(ctx, conn))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the conformance connection to the demo server is Ready", func() (bool, string) {
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
-		if ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady); ready != nil &&
-			ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == conn.Generation {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the conformance connection to the demo server is not Ready: %+v", conn.Status.Conditions)
-		}
-	}
+		ready := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
+		return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == conn.Generation,
+			fmt.Sprintf("%+v", conn.Status.Conditions)
+	})
 	// A second key, limited to the table's scoped folder.
 	scoped, keyID := apitoken.NewToken()
 	must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "conformance-scoped"},
 		Spec: v1alpha1.ApiKeySpec{Paths: []string{conformance.ScopedPath}, Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(scoped), KeyID: keyID}}}))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the gateway takes the scoped key", func() (bool, string) {
 		status, _ := testhttp.PostJSON(t, env["GATEWAY_URL"]+"/conformance/stat", scoped, `{"path": "/"}`)
-		if status == http.StatusForbidden { // known, and limited
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway does not take the scoped key: %d", status)
-		}
-	}
+		return status == http.StatusForbidden, fmt.Sprint(status) // known, and limited
+	})
 	target := conformance.Target{URL: env["GATEWAY_URL"] + "/conformance", Token: env["DEMO_API_KEY"], ScopedToken: scoped,
 		Dir: root, UID: -1, GID: -1}
 	t.Run("conformance", func(t *testing.T) { conformance.Run(t, target) })
@@ -316,18 +267,37 @@ func (d *devProcess) tourTransfer(t *testing.T, k8s client.Client, file, eventsU
 	must(t, yaml.Unmarshal(raw, &tr))
 	tr.Spec.Sink.URI = eventsURL
 	must(t, k8s.Create(context.Background(), &tr))
-	want := fmt.Sprintf("event dev.sftpgate.transfer.succeeded %s (1 files done, 0 skipped)", tr.Name)
-	for deadline := time.After(time.Minute); ; {
-		select {
-		case line := <-d.printed:
-			if !strings.Contains(line, want) {
-				continue
+	d.prints(t, fmt.Sprintf("event dev.sftpgate.transfer.succeeded %s (1 files done, 0 skipped)", tr.Name), func() string {
+		var got v1alpha1.Transfer
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&tr), &got)
+		return fmt.Sprintf("the transfer's status: %v %+v", err, got.Status)
+	})
+}
+
+// prints waits until d prints a line with want; state says, if it does
+// not, what sftpgate-dev did instead.
+func (d *devProcess) prints(t *testing.T, want string, state func() string) {
+	t.Helper()
+	testkit.EventuallyFound(t, "sftpgate-dev prints "+want, func() (bool, string) {
+		for {
+			select {
+			case line := <-d.printed:
+				if strings.Contains(line, want) {
+					return true, ""
+				}
+			default:
+				return false, state()
 			}
-		case <-deadline:
-			_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(&tr), &tr)
-			t.Fatalf("the tour's transfer %s did not print its end; its status: %+v", tr.Name, tr.Status)
 		}
-		return
+	})
+}
+
+// watchStatus says what the demo namespace's watch name did.
+func watchStatus(k8s client.Client, name string) func() string {
+	return func() string {
+		var w v1alpha1.SftpWatch
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: name}, &w)
+		return fmt.Sprintf("the watch: %v %+v", err, w.Status)
 	}
 }
 
