@@ -2,14 +2,15 @@ package webui_test
 
 import (
 	"encoding/csv"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/audit"
 )
@@ -37,15 +38,13 @@ func TestActivity(t *testing.T) {
 
 	// The records are stored every second.
 	var rows []string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the activity page shows the file listing and the three before", func() (bool, string) {
 		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/activity")))
 		rows, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](
 			`[...document.querySelectorAll("table.activity tbody tr")].map(r => r.innerText.replace(/\s+/g, " ").trim())`))
 		must(t, err)
-		if len(rows) >= 4 && strings.Contains(rows[0], "webui.file.list") {
-			break
-		}
-	}
+		return len(rows) >= 4 && strings.Contains(rows[0], "webui.file.list"), fmt.Sprintf("%q", rows)
+	})
 	want := []string{"webui.file.list on shelf /", "webui.connection.create", "invalid_credentials", "webui.signup"}
 	for i, w := range want {
 		if !slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, w) }) {

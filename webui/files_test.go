@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
@@ -89,10 +89,7 @@ func TestFileBrowser(t *testing.T) {
 	proxy.Limit(6 << 20)
 	folder := uiURL + "/connections/shelf/files?path=/docs"
 	must(t, chromedp.Do(ctx, chromedp.Navigate(folder), chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{local})))
-	progressed := waitFor(t, ctx, `Number(document.querySelector("#uploads progress")?.value || 0) >= 25`, "the upload's progress to pass 25%")
-	if !progressed {
-		t.FailNow()
-	}
+	waitFor(t, ctx, `Number(document.querySelector("#uploads progress")?.value || 0) >= 25`, "the upload's progress to pass 25%")
 	screenshot(t, ctx, "file-browser-upload")
 	// Reload halfway: the page says the upload is unfinished; the same file
 	// chosen again goes on, and only the rest is sent.
@@ -206,20 +203,17 @@ func TestFileBrowser(t *testing.T) {
 	}
 }
 
-// waitFor waits until the page's expression is true, for up to a minute.
-func waitFor(t *testing.T, ctx context.Context, expression, what string) bool {
+// waitFor waits until the page's expression is true, as the test kit
+// waits; what is the wait's, the page's text what it found.
+func waitFor(t *testing.T, ctx context.Context, expression, what string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testkit.EventuallyFound(t, what, func() (bool, string) {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expression))
 		if err == nil && ok {
-			return true
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
-			t.Errorf("waited a minute for %s (%v); the page: %s", what, err, strings.Join(strings.Fields(body), " "))
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		// Not chromedp.Text, which would wait for a main to come.
+		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("main")?.innerText ?? ""`))
+		return false, fmt.Sprintf("(%v) the page: %s", err, strings.Join(strings.Fields(body), " "))
+	})
 }

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
@@ -314,17 +314,10 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 	if status, page := c.do(t, req); status != http.StatusOK || !strings.Contains(page, "keyed</h1>") {
 		t.Fatalf("adding a connection with a key file: %d %s", status, page)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.EventuallyFound(t, "the connection is ready", func() (bool, string) {
 		_, status := c.get(t, "/connections/keyed/status")
-		if strings.Contains(status, `"state":"ready"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection is not ready: %s", status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Contains(status, `"state":"ready"`), status
+	})
 
 	if _, page := c.get(t, "/connections/keyed"); !strings.Contains(page, "sftpconnections/commands") || !strings.Contains(page, "resourceNames:") {
 		t.Error("the connection page does not show the Role for a ServiceAccount")

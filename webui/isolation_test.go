@@ -154,15 +154,10 @@ func (tn *tenant) createReports(t *testing.T, name string) {
 func (tn *tenant) writes(t *testing.T, what string) {
 	t.Helper()
 	name := "from-" + tn.ns + "-" + what
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.EventuallyFound(t, tn.ns+"'s write through its own slug", func() (bool, string) {
 		status, body := testhttp.PostJSON(t, gatewayURL+"/"+tn.slug+"/write", tn.token, fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, name))
-		if status == http.StatusOK && !strings.Contains(body, `"error"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's write through its own slug: %d %s", tn.ns, status, body)
-		}
-	}
+		return status == http.StatusOK && !strings.Contains(body, `"error"`), fmt.Sprintf("%d %s", status, body)
+	})
 	if _, err := os.Stat(filepath.Join(tn.sshd.Dir, name)); err != nil {
 		t.Fatalf("%s's write is not on its server: %v", tn.ns, err)
 	}
@@ -174,16 +169,14 @@ func refusedReason(t *testing.T, obj interface {
 	GetConditions() *[]metav1.Condition
 }, reason string) *metav1.Condition {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	var ready *metav1.Condition
+	testkit.EventuallyFound(t, obj.GetName()+"'s Ready is False with "+reason, func() (bool, string) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
-		ready := meta.FindStatusCondition(*obj.GetConditions(), v1alpha1.ConditionReady)
-		if ready != nil && ready.ObservedGeneration == obj.GetGeneration() && ready.Status == metav1.ConditionFalse && ready.Reason == reason {
-			return ready
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: Ready is %+v, want False with %s", obj.GetName(), ready, reason)
-		}
-	}
+		ready = meta.FindStatusCondition(*obj.GetConditions(), v1alpha1.ConditionReady)
+		return ready != nil && ready.ObservedGeneration == obj.GetGeneration() && ready.Status == metav1.ConditionFalse && ready.Reason == reason,
+			fmt.Sprintf("%+v", ready)
+	})
+	return ready
 }
 
 // watch makes an SftpWatch of the tenant's kubectl connection, polled every
@@ -224,12 +217,10 @@ func (tn *tenant) tarpitConnection(t *testing.T, tarpit *testsftp.Server, name s
 			Limits:      v1alpha1.Limits{OperationTimeout: &metav1.Duration{Duration: time.Hour}}}}
 	must(t, k8s.Create(ctx, conn))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, conn) })
-	for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tarpit connection is not Ready: %+v", conn.Status.Conditions)
-		}
+	testkit.EventuallyFound(t, "the tarpit connection is Ready", func() (bool, string) {
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn))
-	}
+		return meta.IsStatusConditionTrue(conn.Status.Conditions, v1alpha1.ConditionReady), fmt.Sprintf("%+v", conn.Status.Conditions)
+	})
 	return conn
 }
 
@@ -254,12 +245,10 @@ func (tn *tenant) transfer(t *testing.T, name, from, path, to, folder string, mu
 func madeTransfer(t *testing.T, w *v1alpha1.SftpWatch) *v1alpha1.Transfer {
 	t.Helper()
 	var got v1alpha1.SftpWatch
-	for deadline := time.Now().Add(time.Minute); got.Status.Transfers.Last == ""; time.Sleep(100 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the watch makes a Transfer", func() (bool, string) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(w), &got))
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch made no Transfer: %+v", got.Status)
-		}
-	}
+		return got.Status.Transfers.Last != "", fmt.Sprintf("%+v", got.Status)
+	})
 	return &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: got.Status.Transfers.Last}}
 }
 
@@ -295,13 +284,15 @@ func TestIsolation(t *testing.T) {
 		arrivals++
 		name := fmt.Sprintf("file-%d.csv", arrivals)
 		must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "arrivals", name), []byte(while), 0o644))
-		for deadline := time.Now().Add(time.Minute); !slices.Contains(victimSink.Subjects(), "dev.sftpgate.file.created /arrivals/"+name); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				var w v1alpha1.SftpWatch
-				_ = k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "arrivals"}, &w)
-				t.Fatalf("the victim's file was not reported %s: got %v; the watch's status: %+v", while, victimSink.Subjects(), w.Status)
+		testkit.EventuallyFound(t, "the victim's file is reported "+while, func() (bool, string) {
+			subjects := victimSink.Subjects()
+			if slices.Contains(subjects, "dev.sftpgate.file.created /arrivals/"+name) {
+				return true, ""
 			}
-		}
+			var w v1alpha1.SftpWatch
+			_ = k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "arrivals"}, &w)
+			return false, fmt.Sprintf("%v; the watch's status: %+v", subjects, w.Status)
+		})
 	}
 	rows := []struct {
 		name   string
@@ -527,12 +518,10 @@ func TestIsolation(t *testing.T) {
 			victim.watchedFolder(t, "batch")
 			must(t, os.WriteFile(filepath.Join(victim.sshd.Dir, "batch", "a.csv"), []byte("a"), 0o644))
 			mine := victim.transfer(t, "mine", "reports", "/batch", "reports", "/batch-copy")
-			for deadline := time.Now().Add(time.Minute); !meta.IsStatusConditionTrue(mine.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the victim's transfer did not finish while the attacker's hang: %+v", mine.Status)
-				}
+			testkit.EventuallyFound(t, "the victim's transfer finishes while the attacker's hang", func() (bool, string) {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(mine), mine))
-			}
+				return meta.IsStatusConditionTrue(mine.Status.Conditions, v1alpha1.ConditionReady), fmt.Sprintf("%+v", mine.Status)
+			})
 			for _, tr := range held {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(tr), tr))
 				if tr.Finished() {
@@ -561,14 +550,10 @@ func TestIsolation(t *testing.T) {
 			ci := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "ci"}}
 			must(t, k8s.Delete(ctx, ci))
 			copied := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "copied"}}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				if ready := refusedReason(t, copied, v1alpha1.ReasonDuplicateToken); strings.Contains(ready.Message, "held for that namespace") {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the copy was never told the token is held for another namespace")
-				}
-			}
+			testkit.EventuallyFound(t, "the copy is told the token is held for another namespace", func() (bool, string) {
+				ready := refusedReason(t, copied, v1alpha1.ReasonDuplicateToken)
+				return strings.Contains(ready.Message, "held for that namespace"), ready.Message
+			})
 			must(t, k8s.Create(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "ci"},
 				Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(victim.token)}}}))
 			victim.writes(t, "after-the-key-recreate")
@@ -592,12 +577,10 @@ func TestIsolation(t *testing.T) {
 					Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "reports-creds"}},
 					HostKey:     v1alpha1.HostKeyTrust{Trusted: []string{victim.sshd.HostKeyLine}}}}
 			must(t, k8s.Create(ctx, fresh))
-			for deadline := time.Now().Add(30 * time.Second); !meta.IsStatusConditionTrue(fresh.Status.Conditions, v1alpha1.ConditionReady); time.Sleep(100 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the victim's new connection was not tested while the attacker's hung: %+v", fresh.Status.Conditions)
-				}
+			testkit.EventuallyFound(t, "the victim's new connection is tested while the attacker's hang", func() (bool, string) {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(fresh), fresh))
-			}
+				return meta.IsStatusConditionTrue(fresh.Status.Conditions, v1alpha1.ConditionReady), fmt.Sprintf("%+v", fresh.Status.Conditions)
+			})
 			// Each of the attacker's tests takes two minutes, two at a time:
 			// none has ended, and the victim's did not wait for them.
 			for _, c := range hanging {
@@ -777,22 +760,7 @@ func TestIsolation(t *testing.T) {
 			// An earlier row made the victim's connection anew, which its
 			// watch takes for another folder at its next look (a snapshot,
 			// reporting nothing): two polls, and that is behind it.
-			var w v1alpha1.SftpWatch
-			polled := func() time.Time {
-				must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "arrivals"}, &w))
-				if w.Status.LastPollTime == nil {
-					return time.Time{}
-				}
-				return w.Status.LastPollTime.Time
-			}
-			for range 2 {
-				from := polled()
-				for deadline := time.Now().Add(time.Minute); !polled().After(from); time.Sleep(100 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("the victim's watch is not polled")
-					}
-				}
-			}
+			testkit.Polls(t, k8s, &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "arrivals"}})(2)
 			victimEventArrives(t, "while the attacker's namespace is at its budget")
 		}},
 		{"the removal of expired uploads, held by the attacker's server that never answers", func(t *testing.T) {
@@ -815,14 +783,10 @@ func TestIsolation(t *testing.T) {
 			must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: victim.ns, Connection: "reports",
 				ConnectionUID: reports.UID, Target: filepath.Join(victim.sshd.Dir, "expired.bin"), Partial: partial, Size: 20, Created: past, Expires: past}))
 			start := time.Now()
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-				if _, err := os.Stat(partial); os.IsNotExist(err) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the victim's expired upload was not removed while the attacker's server held its own")
-				}
-			}
+			testkit.Eventually(t, "the victim's expired upload is removed while the attacker's server holds its own", func() bool {
+				_, err := os.Stat(partial)
+				return os.IsNotExist(err)
+			})
 			t.Logf("the victim's expired upload went %v after it was due, the attacker's 20 held by its server", time.Since(start).Round(time.Millisecond))
 			var left corev1.ConfigMapList
 			must(t, k8s.List(ctx, &left, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
@@ -966,15 +930,10 @@ func TestIsolation(t *testing.T) {
 			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{kubeauth.DefaultAudience}}}
 			must(t, k8s.SubResource("token").Create(ctx, sa, tr))
 			// Its own connection answers it, so the token works.
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			testkit.EventuallyFound(t, "the attacker's ServiceAccount on its own connection is answered", func() (bool, string) {
 				status, _ := testhttp.PostJSON(t, gatewayURL+"/"+attacker.slug+"/stat", tr.Status.Token, `{"path": "."}`)
-				if status == http.StatusOK {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the attacker's ServiceAccount on its own connection: %d", status)
-				}
-			}
+				return status == http.StatusOK, fmt.Sprint(status)
+			})
 			for _, command := range []string{"stat", "read", "write"} {
 				status, body := testhttp.PostJSON(t, gatewayURL+"/"+victim.slug+"/"+command, tr.Status.Token, `{"path": "x", "file": {"text": "x"}}`)
 				if status != http.StatusNotFound || !strings.Contains(body, "connection_not_found") {
@@ -996,15 +955,10 @@ func TestIsolation(t *testing.T) {
 			var conn v1alpha1.SftpConnection
 			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: victim.uiConn}, &conn))
 			endpoint := gatewayURL + "/" + cmp.Or(conn.Status.Slug, conn.EffectiveSlug()) + "/"
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			testkit.EventuallyFound(t, "a write to the key's own folder", func() (bool, string) {
 				status, _ := testhttp.PostJSON(t, endpoint+"write", token, `{"path": "incoming/hello.txt", "file": {"text": "hi"}}`)
-				if status == http.StatusOK {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the key's own folder: %d", status)
-				}
-			}
+				return status == http.StatusOK, fmt.Sprint(status)
+			})
 			for _, attempt := range []struct{ command, body string }{
 				{"read", `{"path": "private.txt"}`},
 				{"read", `{"path": "incoming/../private.txt"}`},
@@ -1023,15 +977,10 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("the victim's private file: %q %v", b, err)
 			}
 			// The victim sees when the key it gave out was last used.
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			testkit.Eventually(t, "the keys page shows the key's last use", func() bool {
 				_, list := victim.ui.get(t, "/keys")
-				if regexp.MustCompile(`<td>(just now|\d+ seconds ago)</td>`).MatchString(list) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the keys page does not show the key's last use")
-				}
-			}
+				return regexp.MustCompile(`<td>(just now|\d+ seconds ago)</td>`).MatchString(list)
+			})
 		}},
 		{"the victim's files outside a key it limited to /scoped/ and gave the attacker, racing renames against reads and writes", func(t *testing.T) {
 			scoped := filepath.Join(victim.sshd.Dir, conformance.ScopedPath)
@@ -1045,15 +994,10 @@ func TestIsolation(t *testing.T) {
 			var conn v1alpha1.SftpConnection
 			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: victim.uiConn}, &conn))
 			endpoint := gatewayURL + "/" + cmp.Or(conn.Status.Slug, conn.EffectiveSlug())
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			testkit.EventuallyFound(t, "a stat of the key's own folder", func() (bool, string) {
 				status, _ := testhttp.PostJSON(t, endpoint+"/stat", token, `{"path": "scoped"}`)
-				if status == http.StatusOK {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the key's own folder: %d", status)
-				}
-			}
+				return status == http.StatusOK, fmt.Sprint(status)
+			})
 			conformance.Race(t, conformance.Target{URL: endpoint, ScopedToken: token, Dir: victim.sshd.Dir, UID: victim.sshd.UID, GID: victim.sshd.GID,
 				MaxInFlight: maxRequestsPerNamespace})
 		}},
@@ -1070,17 +1014,12 @@ func TestIsolation(t *testing.T) {
 				tn   *tenant
 				sink *testsink.Sink
 			}{{victim, victimAudit}, {attacker, attackerAudit}} {
-				for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+				testkit.EventuallyFound(t, c.tn.ns+"'s sink gets a record of its write", func() (bool, string) {
 					records := c.sink.AuditRecords(t)
-					if slices.ContainsFunc(records, func(r audit.Record) bool {
+					return slices.ContainsFunc(records, func(r audit.Record) bool {
 						return r.Action == "gateway.write" && slices.ContainsFunc(r.Paths, func(p string) bool { return strings.HasSuffix(p, "-audited") })
-					}) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s's sink got no record of its write: %d records", c.tn.ns, len(records))
-					}
-				}
+					}), fmt.Sprintf("%d records", len(records))
+				})
 				records := c.sink.AuditRecords(t)
 				for _, r := range records {
 					if r.Namespace != c.tn.ns {

@@ -3,6 +3,7 @@ package webui_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 )
 
@@ -93,42 +95,30 @@ func TestOpenPGPInbox(t *testing.T) {
 	before := watch.DeepCopy()
 	watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
 	must(t, k8s.Patch(context.Background(), watch, client.MergeFrom(before)))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the watch polls", func() (bool, string) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
-		if watch.Status.LastPollTime != nil && watch.Status.ObservedGeneration == watch.Generation {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch does not poll: %+v", watch.Status)
-		}
-	}
+		return watch.Status.LastPollTime != nil && watch.Status.ObservedGeneration == watch.Generation, fmt.Sprintf("%+v", watch.Status)
+	})
 
 	statement := []byte("account,balance\n1,100.00\n")
 	sealed := partner.EncryptSign(t, statement, []*testgpg.Home{ours})
 	must(t, os.WriteFile(filepath.Join(sshd.Dir, "inbox", "statement.csv.pgp"), sealed, 0o644))
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the file is decrypted and filed", func() (bool, string) {
 		clear, _ := os.ReadFile(filepath.Join(sshd.Dir, "clear", "statement.csv"))
 		_, filed := os.Stat(filepath.Join(sshd.Dir, "done", "statement.csv.pgp"))
 		if bytes.Equal(clear, statement) && filed == nil {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
-			t.Fatalf("the file is not decrypted and filed: %q; the watch: %+v", clear, watch.Status)
-		}
-	}
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(watch), watch))
+		return false, fmt.Sprintf("%q; the watch: %+v", clear, watch.Status)
+	})
 	// The connection's page says where the files go, and how many went.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	testkit.EventuallyFound(t, "the watch's row says where the files go, and that one went", func() (bool, string) {
 		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner"), chromedp.WaitVisible(chromedp.CSS("table.watches"))))
 		row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("table.watches tbody tr")))
 		must(t, err)
-		if strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch's row: %q", row)
-		}
-	}
+		return strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred"), fmt.Sprintf("%q", row)
+	})
 	screenshot(t, ctx, "watch-openpgp")
 	checkA11y(t, ctx, "connection (watching an inbox)")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
@@ -63,13 +63,11 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 	// The API server loads admission policies in the background: wait until
 	// the bindings policy refuses the UI a binding outside account
 	// namespaces (RBAC alone would allow it).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err := c.Create(ctx, bindTo("default", webui.TenantRole), client.DryRunAll); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, nil, errors.New("the bindings admission policy does not take effect")
-		}
+	// (TestMain's: no test to fail, hence Wait.)
+	if err := testkit.Wait(time.Minute, "the bindings admission policy takes effect", func() (bool, string) {
+		return c.Create(ctx, bindTo("default", webui.TenantRole), client.DryRunAll) != nil, ""
+	}); err != nil {
+		return nil, nil, err
 	}
 	return c, cfg, nil
 }
@@ -151,17 +149,13 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 		return owner.Status().Patch(ctx, obj, patch)
 	}
 	// The policy may load after the test starts: probe it without writing.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the status policy takes effect", func() (bool, string) {
 		probe := key.DeepCopy()
 		patch := client.MergeFrom(key)
 		probe.Status.TokenSHA256 = strings.Repeat("b", 64)
-		if err := owner.Status().Patch(ctx, probe, patch, client.DryRunAll); apierrors.IsForbidden(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the status policy does not take effect")
-		}
-	}
+		err := owner.Status().Patch(ctx, probe, patch, client.DryRunAll)
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
 	if err := forge(key, func() { key.Status.TokenSHA256 = strings.Repeat("b", 64) }); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), "only the sftpgate manager writes the status") {
 		t.Errorf("the tenant wrote its key's status: %v", err)

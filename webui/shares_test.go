@@ -3,6 +3,7 @@ package webui_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
@@ -138,14 +140,10 @@ func TestShareLinks(t *testing.T) {
 	must(t, os.WriteFile(invoice, []byte("invoice,amount\n7,99\n"), 0o644))
 	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{invoice})))
 	landed := filepath.Join(owner.sshd.Dir, "dropbox", "invoice.csv")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if b, err := os.ReadFile(landed); err == nil && string(b) == "invoice,amount\n7,99\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the partner's upload did not land in the drop box")
-		}
-	}
+	testkit.EventuallyFound(t, "the partner's upload lands in the drop box", func() (bool, string) {
+		b, err := os.ReadFile(landed)
+		return err == nil && string(b) == "invoice,amount\n7,99\n", fmt.Sprintf("%q %v", b, err)
+	})
 	if n := shareUses(t, owner.ns, "drop"); n != 1 {
 		t.Errorf("the drop box counts %d uses, want 1", n)
 	}
@@ -177,16 +175,11 @@ func TestShareLinks(t *testing.T) {
 		t.Error("the drop box took a name it should not")
 	}
 	// Every use is in the owner's trail, its actor the link.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testkit.EventuallyFound(t, "the owner's trail has the link's uses", func() (bool, string) {
 		_, body := owner.ui.get(t, "/activity?format=jsonl")
-		if strings.Contains(body, `"action":"webui.share.upload"`) && strings.Contains(body, `"kind":"ShareLink","name":"drop"`) &&
-			strings.Contains(body, `"paths":["/reports/q3.csv"]`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the owner's trail lacks the link's uses: %.2000s", body)
-		}
-	}
+		return strings.Contains(body, `"action":"webui.share.upload"`) && strings.Contains(body, `"kind":"ShareLink","name":"drop"`) &&
+			strings.Contains(body, `"paths":["/reports/q3.csv"]`), fmt.Sprintf("%.2000s", body)
+	})
 	// Not a way to read: the drop box's page, never a file.
 	if status, body := fetch(t, drop+"?path=/invoice.csv&download=1", "Authorization", "Basic "+b64(":partner secret")); status == http.StatusOK && strings.Contains(body, "invoice,amount") {
 		t.Error("an upload link downloaded a file")

@@ -306,17 +306,11 @@ func TestFlow(t *testing.T) {
 	// The key works at once through the gateway, as the curl shows.
 	_, rest, _ := strings.Cut(curl, gatewayURL+"/")
 	slug, _, _ := strings.Cut(rest, "/")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// (Once the gateway's cache catches up.)
+	testkit.EventuallyFound(t, "a write with the new key", func() (bool, string) {
 		status, body := testhttp.PostJSON(t, gatewayURL+"/"+slug+"/write", token, `{"path": "hello.txt", "file": {"text": "Hello from sftpgate!"}}`)
-		if status == http.StatusOK && !strings.Contains(body, `"error"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write with the new key: %d %s", status, body)
-		}
-		time.Sleep(200 * time.Millisecond) // the gateway's cache catches up
-	}
+		return status == http.StatusOK && !strings.Contains(body, `"error"`), fmt.Sprintf("%d %s", status, body)
+	})
 	if got, _ := os.ReadFile(filepath.Join(sshd.Dir, "hello.txt")); string(got) != "Hello from sftpgate!" {
 		t.Errorf("the file on the server holds %q", got)
 	}
@@ -383,18 +377,13 @@ func TestFlow(t *testing.T) {
 		watch.Spec.PollInterval, watch.Spec.Stability.MinAge = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{}
 		return k8s.Update(context.Background(), watch)
 	}))
-	for deadline := time.Now().Add(time.Minute); ; {
+	// What the worker has done shows on a reload.
+	testkit.Eventually(t, "the watch is shown as watching", func() bool {
 		must(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("table.watches"))))
 		watching, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector("table.watches tr.ready .badge")`))
 		must(t, err)
-		if watching {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the watch is not shown as watching")
-		}
-		time.Sleep(time.Second) // what the worker has done shows on a reload
-	}
+		return watching
+	})
 	screenshot(t, ctx, "watch")
 	checkA11y(t, ctx, "connection (watching)")
 	// The Role for pods reads as text on the dark block, not as light bars.
@@ -404,11 +393,10 @@ func TestFlow(t *testing.T) {
 		t.Errorf("the Role's code has background %s inside its dark block", background)
 	}
 	must(t, os.WriteFile(filepath.Join(sshd.Dir, "arrived.csv"), []byte("id\n1\n"), 0o644))
-	for deadline := time.Now().Add(time.Minute); !slices.Contains(sink.Subjects(), "dev.sftpgate.file.created /arrived.csv"); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the webhook was not told of the file: %v", sink.Subjects())
-		}
-	}
+	testkit.EventuallyFound(t, "the webhook is told of the file", func() (bool, string) {
+		subjects := sink.Subjects()
+		return slices.Contains(subjects, "dev.sftpgate.file.created /arrived.csv"), fmt.Sprint(subjects)
+	})
 
 	// A transfer: the list with none, the form, the list with one.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/transfers"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
@@ -543,23 +531,15 @@ func TestBrowserBoundaries(t *testing.T) {
 	}))
 	defer evil.Close()
 	must(t, chromedp.Do(first, chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.ID("go")), chromedp.Click(chromedp.ID("go"))))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.EventuallyFound(t, "the cross-origin form submits", func() (bool, string) {
 		location, err := chromedp.Run(first, chromedp.Location())
 		must(t, err)
-		if strings.HasPrefix(location, uiURL) {
-			title, err := chromedp.Run(first, chromedp.Text(chromedp.CSS("main h1")))
-			if err != nil || title != "Refused" {
-				t.Errorf("the cross-origin form led to %q %v", title, err)
-			}
-			checkA11y(t, first, "refused")
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cross-origin form did not submit")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.HasPrefix(location, uiURL), location
+	})
+	if title, err := chromedp.Run(first, chromedp.Text(chromedp.CSS("main h1"))); err != nil || title != "Refused" {
+		t.Errorf("the cross-origin form led to %q %v", title, err)
 	}
+	checkA11y(t, first, "refused")
 	must(t, chromedp.Do(first, chromedp.Navigate(uiURL+"/keys"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 	if html, err := chromedp.Run(first, chromedp.OuterHTML(chromedp.CSS("main"))); err != nil || !strings.Contains(html, "No API keys yet") {
 		t.Errorf("a cross-origin form made a key: %v", err)
