@@ -277,7 +277,13 @@ func TestIsolation(t *testing.T) {
 	must(t, k8s.Create(ctx, attackersAuditSink))
 	victimSink := testsink.Start(t)
 	victim.watchedFolder(t, "arrivals")
-	victim.watch(t, "arrivals", "/arrivals", v1alpha1.Destination{URI: victimSink.URL})
+	arrivalsWatch := victim.watch(t, "arrivals", "/arrivals", v1alpha1.Destination{URI: victimSink.URL})
+	// Its first poll takes the folder as it is (a snapshot), reporting
+	// nothing: a file a row drops before it would never be reported.
+	testkit.Eventually(t, "the victim's watch polls a first time", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(arrivalsWatch), arrivalsWatch))
+		return arrivalsWatch.Status.LastPollTime != nil
+	})
 	arrivals := 0
 	victimEventArrives := func(t *testing.T, while string) {
 		t.Helper()
