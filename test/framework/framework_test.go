@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,7 @@ import (
 
 // TestSystem: every process starts ready, and each comes back after a
 // kill, a stop and the API server's restart, with its kubeconfig still
-// good.
+// good; a replica added later starts ready too.
 func TestSystem(t *testing.T) {
 	s := framework.New(t, framework.Options{WebUI: true})
 	ctx := context.Background()
@@ -33,6 +34,11 @@ func TestSystem(t *testing.T) {
 	testkit.Must(t, s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}}))
 	testkit.Must(t, s.Manager.Kill())
 	testkit.Must(t, s.Manager.Start(ctx))
+	added, err := s.Add(ctx, "gateway", "--upload-expiry=1h")
+	testkit.Must(t, err)
+	if added.Name != "gateway-2" || !slices.Contains(s.Processes(), added) {
+		t.Errorf("the added gateway is %s, in Processes: %v", added.Name, slices.Contains(s.Processes(), added))
+	}
 	writes, err := s.APIServer.Writes(ctx)
 	testkit.Must(t, err)
 	size, err := s.APIServer.EtcdBytes(ctx)

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -66,6 +67,11 @@ type System struct {
 
 	env     *envtest.Environment
 	tempDir bool
+	binary  string
+	opts    Options
+
+	mu    sync.Mutex
+	added []*Process // by Add
 }
 
 // Start builds the binary (once per test binary, see Binary), starts the
@@ -75,7 +81,7 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &System{Dir: opts.Dir}
+	s := &System{Dir: opts.Dir, binary: binary, opts: opts}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "sftpgate-system-"); err != nil {
 			return nil, err
@@ -114,44 +120,18 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	}
 
 	gateways, workers := or(opts.Gateways, 2), or(opts.Workers, 2)
-	common := []string{"--kubeconfig=" + s.Kubeconfig, "--log-level=warn"}
-	newProcess := func(name, component, ready string, args ...string) (*Process, error) {
-		p := &Process{Name: name, binary: binary, ready: ready, logPath: filepath.Join(s.Dir, name+".log")}
-		addr, err := freeAddr()
+	newProcess := func(name, component string, args ...string) (*Process, error) {
+		p, err := s.newProcess(name, component, args)
 		if err != nil {
 			return nil, err
 		}
-		p.URL = "http://" + addr
-		metrics, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		switch component {
-		case "manager", "worker", "gateway":
-			// The servers tests start listen on loopback.
-			args = append(args, "--denied-networks="+testcluster.LoopbackNetworks)
-		}
-		switch component {
-		case "manager":
-			args = append(args, "--health-probe-bind-address="+addr, "--metrics-bind-address="+metrics)
-			p.MetricsURL = "http://" + metrics + "/metrics"
-		case "worker":
-			args = append(args, "--health-probe-bind-address="+addr, "--metrics-address="+metrics)
-			p.MetricsURL = "http://" + metrics + "/metrics"
-		case "gateway":
-			args = append(args, "--listen-address="+addr, "--metrics-address="+metrics)
-			p.MetricsURL = "http://" + metrics + "/metrics"
-		case "webui":
-			args = append(args, "--listen-address="+addr)
-		}
-		p.args = append(append(append([]string{component}, common...), args...), opts.Flags[component]...)
 		return p, p.Start(ctx)
 	}
-	if s.Manager, err = newProcess("manager", "manager", "/readyz", "--namespace="+Namespace, "--leader-elect"); err != nil {
+	if s.Manager, err = newProcess("manager", "manager", "--leader-elect"); err != nil {
 		return nil, err
 	}
 	for i := range gateways {
-		p, err := newProcess("gateway-"+strconv.Itoa(i), "gateway", "/readyz", "--namespace="+Namespace, "--shutdown-grace=10s")
+		p, err := newProcess("gateway-"+strconv.Itoa(i), "gateway", gatewayFlags...)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +139,7 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	}
 	for i := range workers {
 		name := "worker-" + strconv.Itoa(i)
-		p, err := newProcess(name, "worker", "/readyz", "--namespace="+Namespace, "--identity="+name)
+		p, err := newProcess(name, "worker", "--identity="+name)
 		if err != nil {
 			return nil, err
 		}
@@ -170,12 +150,97 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 		if err := os.WriteFile(key, []byte(randomHex(32)), 0o600); err != nil {
 			return nil, err
 		}
-		if s.WebUI, err = newProcess("webui", "webui", "/healthz", "--namespace="+Namespace,
+		if s.WebUI, err = newProcess("webui", "webui",
 			"--gateway-url="+s.Gateways[0].URL, "--session-key-file="+key, "--bcrypt-cost=4"); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// gatewayFlags are a gateway's flags beside the common ones.
+var gatewayFlags = []string{"--shutdown-grace=10s"}
+
+// newProcess makes the process of a replica of component named name, with
+// the flags every process of the system has, then args, then the
+// Options' Flags for the component; it does not start it.
+func (s *System) newProcess(name, component string, args []string) (*Process, error) {
+	ready := "/readyz"
+	if component == "webui" {
+		ready = "/healthz"
+	}
+	p := &Process{Name: name, binary: s.binary, ready: ready, logPath: filepath.Join(s.Dir, name+".log")}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p.URL = "http://" + addr
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	flags := []string{"--kubeconfig=" + s.Kubeconfig, "--log-level=warn", "--namespace=" + Namespace}
+	switch component {
+	case "manager", "worker", "gateway":
+		// The servers tests start listen on loopback.
+		flags = append(flags, "--denied-networks="+testcluster.LoopbackNetworks)
+	}
+	switch component {
+	case "manager":
+		flags = append(flags, "--health-probe-bind-address="+addr, "--metrics-bind-address="+metrics)
+		p.MetricsURL = "http://" + metrics + "/metrics"
+	case "worker":
+		flags = append(flags, "--health-probe-bind-address="+addr, "--metrics-address="+metrics)
+		p.MetricsURL = "http://" + metrics + "/metrics"
+	case "gateway":
+		flags = append(flags, "--listen-address="+addr, "--metrics-address="+metrics)
+		p.MetricsURL = "http://" + metrics + "/metrics"
+	case "webui":
+		flags = append(flags, "--listen-address="+addr)
+	default:
+		return nil, fmt.Errorf("no component %q", component)
+	}
+	p.args = append(append(append([]string{component}, flags...), args...), s.opts.Flags[component]...)
+	return p, nil
+}
+
+// Add starts one more replica of component ("gateway" or "worker") in the
+// running system, with the flags Start gives its replicas and flags
+// besides (before the Options' Flags, which win where both set one), and
+// waits until it is ready: a replica of a test's own, to kill or to run
+// with other flags while the others serve the rest. It is named after
+// the component and its number among them (gateway-2; a worker's
+// identity too). It is not in Gateways or Workers, which Start fills, but
+// is in Processes, and Stop ends it. Safe for concurrent use.
+func (s *System) Add(ctx context.Context, component string, flags ...string) (*Process, error) {
+	s.mu.Lock()
+	n := 0
+	for _, p := range s.added {
+		if strings.HasPrefix(p.Name, component+"-") {
+			n++
+		}
+	}
+	var args []string
+	switch component {
+	case "gateway":
+		n += len(s.Gateways)
+		args = gatewayFlags
+	case "worker":
+		n += len(s.Workers)
+		args = []string{"--identity=" + component + "-" + strconv.Itoa(n)}
+	default:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("Add: a replica of %q; want a gateway or a worker", component)
+	}
+	p, err := s.newProcess(component+"-"+strconv.Itoa(n), component, append(append([]string{}, args...), flags...))
+	if err == nil {
+		s.added = append(s.added, p)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Start(ctx)
 }
 
 // installClusterRoles creates the ClusterRoles config/default installs
@@ -205,6 +270,9 @@ func (s *System) Processes() []*Process {
 	if s.WebUI != nil {
 		all = append(all, s.WebUI)
 	}
+	s.mu.Lock()
+	all = append(all, s.added...)
+	s.mu.Unlock()
 	var out []*Process
 	for _, p := range all {
 		if p != nil {
