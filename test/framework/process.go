@@ -46,7 +46,7 @@ var errNotRunning = errors.New("not running")
 // Start runs the process and waits until it says it is ready.
 func (p *Process) Start(ctx context.Context) error {
 	p.mu.Lock()
-	if p.cmd != nil {
+	if p.running() {
 		p.mu.Unlock()
 		return fmt.Errorf("%s: already running", p.Name)
 	}
@@ -145,18 +145,33 @@ func (p *Process) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// Running reports whether the process runs.
+// Running reports whether the process runs: not once it was killed or
+// stopped, nor once it ended on its own (as a manager does that lost its
+// leadership), when Start may start it again.
 func (p *Process) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil
+	return p.running()
+}
+
+// running is Running, with p.mu held.
+func (p *Process) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Pid is the running process's id, 0 when it does not run.
 func (p *Process) Pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	if !p.running() {
 		return 0
 	}
 	return p.cmd.Process.Pid
