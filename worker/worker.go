@@ -160,6 +160,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Limits.PollsPerNamespace, "max-polls-per-namespace", d.PollsPerNamespace, "Polls of one namespace's watches in flight on this replica.")
 	fs.DurationVar(&o.Limits.PollTimeout, "poll-timeout", d.PollTimeout,
 		"Longest a poll may take (and hold its slot): a folder that takes longer to list fails its poll.")
+	fs.DurationVar(&o.Limits.PollTimeEvery, "poll-time-interval", d.PollTimeEvery,
+		"Most time between two writes of a watch's status in which only lastPollTime changed (each watch's between half of it and it): the writes of watches at rest do not grow with their polls.")
 	t := transfers.DefaultLimits()
 	o.Transfers = t
 	fs.IntVar(&o.Transfers.MaxRunningPerNamespace, "max-transfers-per-namespace", t.MaxRunningPerNamespace,
@@ -174,6 +176,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"A file's copy that makes no progress for this long fails its try (and frees its stream).")
 	fs.IntVar(&o.Transfers.RangesPerFile, "transfer-ranges-per-file", t.RangesPerFile,
 		"Ranges of a large file (64 MiB and up, server to server) copied at once, each on sessions of its own; 1 copies it as one stream.")
+	fs.Func("write-interval", fmt.Sprintf("Least time between two writes of a watch's or a transfer's status, and of its state or plan: each is written when it changed, no more often unless its conditions changed (default %v).", d.WriteEvery),
+		func(v string) error {
+			every, err := time.ParseDuration(v)
+			if err != nil || every <= 0 {
+				return fmt.Errorf("want a duration such as 5s, not %q", v)
+			}
+			o.Limits.WriteEvery, o.Transfers.WriteEvery = every, every
+			return nil
+		})
 	o.UploadMemory, o.UploadMemoryPerNamespace = DefaultUploadMemory, DefaultUploadMemoryPerNamespace
 	quantityFlag(fs, &o.UploadMemory, "max-upload-memory",
 		"Memory the parts of this replica's uploads to object stores may hold together; a part waits for room")
