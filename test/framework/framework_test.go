@@ -14,7 +14,7 @@ import (
 
 // TestSystem: every process starts ready, and each comes back after a
 // kill, a stop and the API server's restart, with its kubeconfig still
-// good; a replica added later starts ready too.
+// good; replicas added later (a gateway, a web UI) start ready too.
 func TestSystem(t *testing.T) {
 	s := framework.New(t, framework.Options{WebUI: true})
 	ctx := context.Background()
@@ -38,6 +38,11 @@ func TestSystem(t *testing.T) {
 	testkit.Must(t, err)
 	if added.Name != "gateway-2" || !slices.Contains(s.Processes(), added) {
 		t.Errorf("the added gateway is %s, in Processes: %v", added.Name, slices.Contains(s.Processes(), added))
+	}
+	ui, err := s.Add(ctx, "webui", "--signup=false")
+	testkit.Must(t, err)
+	if ui.Name != "webui-1" || ui.URL == s.WebUI.URL {
+		t.Errorf("the added web UI is %s at %s", ui.Name, ui.URL)
 	}
 	writes, err := s.APIServer.Writes(ctx)
 	testkit.Must(t, err)

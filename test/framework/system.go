@@ -23,8 +23,14 @@ import (
 	"strings"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -43,6 +49,12 @@ type Options struct {
 	// Dir keeps the system's files (kubeconfig, logs, etcd's data); a
 	// temporary directory when empty.
 	Dir string
+	// ServiceAccounts runs each component as its service account of
+	// config/default, with the roles, bindings and admission policies
+	// config/default gives it, as a deployment runs it: what a test does
+	// through a component, the component may do in production. Without
+	// it every process runs as the administrator.
+	ServiceAccounts bool
 }
 
 // Namespace is the system's own namespace: the manager's reservations,
@@ -70,8 +82,13 @@ type System struct {
 	binary  string
 	opts    Options
 
-	mu    sync.Mutex
-	added []*Process // by Add
+	// kubeconfigs are the components' own, by component, with
+	// Options.ServiceAccounts.
+	kubeconfigs map[string]string
+
+	mu         sync.Mutex
+	added      []*Process // by Add
+	sessionKey string     // the web UIs' --session-key-file, once made
 }
 
 // Start builds the binary (once per test binary, see Binary), starts the
@@ -118,6 +135,11 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if err := s.installClusterRoles(ctx); err != nil {
 		return nil, err
 	}
+	if opts.ServiceAccounts {
+		if err := s.installServiceAccounts(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	gateways, workers := or(opts.Gateways, 2), or(opts.Workers, 2)
 	newProcess := func(name, component string, args ...string) (*Process, error) {
@@ -146,16 +168,29 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 		s.Workers = append(s.Workers, p)
 	}
 	if opts.WebUI {
-		key := filepath.Join(s.Dir, "session.key")
-		if err := os.WriteFile(key, []byte(randomHex(32)), 0o600); err != nil {
+		args, err := s.webUIFlags()
+		if err != nil {
 			return nil, err
 		}
-		if s.WebUI, err = newProcess("webui", "webui",
-			"--gateway-url="+s.Gateways[0].URL, "--session-key-file="+key, "--bcrypt-cost=4"); err != nil {
+		if s.WebUI, err = newProcess("webui", "webui", args...); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// webUIFlags are a web UI's flags beside the common ones: the first
+// gateway's URL, and the session key every web UI of the system shares
+// (made by the first call). Called by Start, or under s.mu.
+func (s *System) webUIFlags() ([]string, error) {
+	if s.sessionKey == "" {
+		key := filepath.Join(s.Dir, "session.key")
+		if err := os.WriteFile(key, []byte(randomHex(32)), 0o600); err != nil {
+			return nil, err
+		}
+		s.sessionKey = key
+	}
+	return []string{"--gateway-url=" + s.Gateways[0].URL, "--session-key-file=" + s.sessionKey, "--bcrypt-cost=4"}, nil
 }
 
 // gatewayFlags are a gateway's flags beside the common ones.
@@ -179,7 +214,11 @@ func (s *System) newProcess(name, component string, args []string) (*Process, er
 	if err != nil {
 		return nil, err
 	}
-	flags := []string{"--kubeconfig=" + s.Kubeconfig, "--log-level=warn", "--namespace=" + Namespace}
+	kubeconfig := s.Kubeconfig
+	if own := s.kubeconfigs[component]; own != "" {
+		kubeconfig = own
+	}
+	flags := []string{"--kubeconfig=" + kubeconfig, "--log-level=warn", "--namespace=" + Namespace}
 	switch component {
 	case "manager", "worker", "gateway":
 		// The servers tests start listen on loopback.
@@ -204,14 +243,16 @@ func (s *System) newProcess(name, component string, args []string) (*Process, er
 	return p, nil
 }
 
-// Add starts one more replica of component ("gateway" or "worker") in the
-// running system, with the flags Start gives its replicas and flags
-// besides (before the Options' Flags, which win where both set one), and
-// waits until it is ready: a replica of a test's own, to kill or to run
-// with other flags while the others serve the rest. It is named after
-// the component and its number among them (gateway-2; a worker's
-// identity too). It is not in Gateways or Workers, which Start fills, but
-// is in Processes, and Stop ends it. Safe for concurrent use.
+// Add starts one more replica of component ("gateway", "worker" or
+// "webui") in the running system, with the flags Start gives its replicas
+// and flags besides (before the Options' Flags, which win where both set
+// one), and waits until it is ready: a replica of a test's own, to kill
+// or to run with other flags (a web UI that signs people in with an
+// OpenID provider) while the others serve the rest. It is named after
+// the component and its number among them (gateway-2, webui-1; a
+// worker's identity too). It is not in Gateways, Workers or WebUI, which
+// Start fills, but is in Processes, and Stop ends it. Safe for concurrent
+// use.
 func (s *System) Add(ctx context.Context, component string, flags ...string) (*Process, error) {
 	s.mu.Lock()
 	n := 0
@@ -228,9 +269,18 @@ func (s *System) Add(ctx context.Context, component string, flags ...string) (*P
 	case "worker":
 		n += len(s.Workers)
 		args = []string{"--identity=" + component + "-" + strconv.Itoa(n)}
+	case "webui":
+		if s.WebUI != nil {
+			n++
+		}
+		var err error
+		if args, err = s.webUIFlags(); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
 	default:
 		s.mu.Unlock()
-		return nil, fmt.Errorf("Add: a replica of %q; want a gateway or a worker", component)
+		return nil, fmt.Errorf("Add: a replica of %q; want a gateway, a worker or a web UI", component)
 	}
 	p, err := s.newProcess(component+"-"+strconv.Itoa(n), component, append(append([]string{}, args...), flags...))
 	if err == nil {
@@ -259,6 +309,46 @@ func (s *System) installClusterRoles(ctx context.Context) error {
 		if err := s.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("the ClusterRole %s: %w", obj.GetName(), err)
 		}
+	}
+	return nil
+}
+
+// installServiceAccounts creates what config/default gives each
+// component to run as (its service account, roles and bindings, and the
+// admission policies that keep it to its own), and a kubeconfig of each
+// service account, for Options.ServiceAccounts.
+func (s *System) installServiceAccounts(ctx context.Context) error {
+	objects, err := kustomize.Render("config/default")
+	if err != nil {
+		return err
+	}
+	for _, obj := range objects {
+		switch obj.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		default:
+			continue // the ClusterRoles are there; CRDs come with the control plane; workloads cannot run here
+		}
+		if err := s.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	s.kubeconfigs = map[string]string{}
+	for _, component := range []string{"manager", "gateway", "worker", "webui"} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "sftpgate-" + component}}
+		token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 60 * 60)}}
+		if err := s.Client.SubResource("token").Create(ctx, sa, token); err != nil {
+			return fmt.Errorf("a token of %s: %w", sa.Name, err)
+		}
+		path := filepath.Join(s.Dir, "kubeconfig-"+component)
+		if err := clientcmd.WriteToFile(clientcmdapi.Config{
+			Clusters:       map[string]*clientcmdapi.Cluster{"system": {Server: s.Config.Host, CertificateAuthorityData: s.Config.CAData}},
+			AuthInfos:      map[string]*clientcmdapi.AuthInfo{sa.Name: {Token: token.Status.Token}},
+			Contexts:       map[string]*clientcmdapi.Context{"system": {Cluster: "system", AuthInfo: sa.Name}},
+			CurrentContext: "system",
+		}, path); err != nil {
+			return err
+		}
+		s.kubeconfigs[component] = path
 	}
 	return nil
 }
