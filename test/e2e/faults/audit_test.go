@@ -1,57 +1,26 @@
-package e2e
+package faults
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/audit"
 )
-
-// startGateway runs "sftpgate gateway" as a process of its own, storing
-// its records in the worker processes' namespace, serving on addr, and
-// waits until it is ready.
-func startGateway(t *testing.T, addr string) *exec.Cmd {
-	t.Helper()
-	binary, err := buildOnce()
-	must(t, err)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	must(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
-	cmd := exec.Command(binary, "gateway", "--kubeconfig="+kubeconfig, "--listen-address="+addr, "--metrics-address=0",
-		"--namespace="+workerNamespace, "--denied-networks="+testcluster.LoopbackNetworks, "--shutdown-grace=10s", "--log-level=warn")
-	cmd.Stderr = os.Stderr
-	must(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	eventually(t, "the gateway is ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd
-}
 
 // TestAuditOfAKilledGateway: a gateway replica killed (SIGKILL) under
 // load loses at most the records of its last moments, and the receiver
@@ -69,17 +38,19 @@ func TestAuditOfAKilledGateway(t *testing.T) {
 	token := "sgk_" + strings.Repeat("k", 40) + ns[len(ns)-5:]
 	must(t, k8s.Create(context.Background(), &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"},
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token)}}}))
-	startWorkerProcess(t, "audit-0")
 	sink := testsink.Start(t)
 	must(t, k8s.Create(context.Background(), &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.AuditSinkName},
 		Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: sink.URL}, MaxBatch: 500}}))
 
-	addr := testhttp.FreeAddr(t)
-	first := startGateway(t, addr)
+	// A replica of the test's own, which alone serves this namespace's
+	// requests: the system's workers deliver its records.
+	gw, err := sys.Add(context.Background(), "gateway")
+	must(t, err)
+	t.Cleanup(func() { _ = gw.Kill() })
 	// A write that fails (the replica killed under it) says so: no
 	// test failure.
 	write := func(name string) bool {
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/"+slug+"/write",
+		req, err := http.NewRequest(http.MethodPost, gw.URL+"/"+slug+"/write",
 			strings.NewReader(fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, name)))
 		must(t, err)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -113,19 +84,30 @@ func TestAuditOfAKilledGateway(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(3 * time.Second)
-	must(t, first.Process.Kill())
+	// The kill comes once many writes were answered more than two stores
+	// before it: those the check below finds stored.
+	eventually(t, "a hundred writes are answered two stores ago", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, at := range answered {
+			if time.Since(at) > 2*audit.StoreEvery {
+				n++
+			}
+		}
+		return n >= 100
+	})
+	must(t, gw.Kill())
 	killed := time.Now()
-	_ = first.Wait()
 	stop.Store(true)
 	wg.Wait()
 
-	second := startGateway(t, addr)
+	// The next replica: the same flags and address, a new chain.
+	must(t, gw.Start(context.Background()))
 	if !write("after") {
 		t.Fatal("the second replica does not write")
 	}
-	must(t, second.Process.Signal(syscall.SIGTERM))
-	must(t, second.Wait())
+	must(t, gw.Stop())
 
 	var killedChain, nextChain audit.Report
 	eventually(t, "the sink gets the second replica's closed chain", func() bool {

@@ -1,10 +1,15 @@
-// Package faults tests what users write through the gateway when things
-// fail under it: a real sshd killed mid-operation or restarted under load,
-// the API server stopped, the manager restarted mid-test and mid-rotation;
-// and the events of a watch when the worker replica delivering them is
-// killed. It runs a control plane, a manager, a gateway and worker
-// processes of its own, since it stops them.
-package e2e
+// Package faults tests the components together, each a process of the
+// built binary on a real control plane (test/framework): what users write
+// through the gateway when things fail under it (a real sshd killed
+// mid-operation or restarted under load, the API server stopped, the
+// manager restarted mid-test and mid-rotation), the events of a watch and
+// a transfer when the worker replica running them is killed, the audit
+// trail of a gateway replica killed under load; and what crosses
+// components when nothing fails: a gateway write reported once by a
+// watch, expired uploads swept by the worker, API keys the manager issues
+// decided by the gateway. It imports no component: it sees them as users
+// and operators do.
+package faults
 
 import (
 	"bytes"
@@ -13,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,20 +26,18 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 // The test kit's, as every test package has them.
@@ -45,78 +47,62 @@ var (
 )
 
 var (
-	env        *envtest.Environment
-	k8s        client.Client
-	baseURL    string
-	metricsURL string
-	// manager is the running manager: restart stops it and starts another.
-	manager struct {
-		sync.Mutex
-		stop    context.CancelFunc
-		stopped <-chan struct{}
-	}
+	// sys is the system under test: the manager, two gateways, two
+	// workers.
+	sys *framework.System
+	k8s client.Client
+	// baseURL is the first gateway's, which the fixtures' requests go to.
+	baseURL string
 )
+
+// flags are what the tests need of the components beside their defaults:
+// a JSON write of tens of MiB; a worker that fails is replaced within a
+// short lease period, writes each poll's time (testkit.Polls) and its
+// states soon, and looks for expired uploads every second.
+var flags = map[string][]string{
+	"gateway": {"--max-body-bytes=67108864", "--request-timeout=1m", "--idle-timeout=1m"},
+	"worker": {"--lease-duration=3s", "--write-interval=200ms", "--poll-time-interval=1ns",
+		"--upload-sweep-interval=1s"},
+}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	testcluster.LogErrors()
 	var err error
-	if env, k8s, err = testcluster.Start(); err != nil {
-		return fail(err)
+	if sys, err = framework.Start(context.Background(), framework.Options{Flags: flags}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	defer func() { _ = env.Stop() }()
-	if err := startManager(); err != nil {
-		return fail(err)
+	defer sys.Stop()
+	k8s, baseURL = sys.Client, sys.Gateways[0].URL
+	code := m.Run()
+	if code != 0 {
+		for _, p := range sys.Processes() {
+			fmt.Fprintf(os.Stderr, "%s's log ends:\n%s\n", p.Name, p.LogTail(30))
+		}
 	}
-	defer stopManager()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	gw, err := gateway.New(env.Config, gateway.Options{
-		BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks, IdleTimeout: time.Minute,
-		Limits: gateway.Limits{MaxBodyBytes: 64 << 20, MaxUploadBytes: 1 << 30, RequestTimeout: time.Minute},
-		Log:    testcluster.Log("gateway"),
-	})
-	if err != nil {
-		return fail(err)
-	}
-	if err := gw.Start(ctx); err != nil {
-		return fail(err)
-	}
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
-	metricsSrv := httptest.NewServer(gw.MetricsHandler(false))
-	defer metricsSrv.Close()
-	baseURL, metricsURL = srv.URL, metricsSrv.URL
-	return m.Run()
+	return code
 }
 
-func startManager() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := testcluster.StartManager(ctx, env.Config, 4)
-	if err != nil {
-		cancel()
-		return err
-	}
-	manager.stop, manager.stopped = cancel, stopped
-	return nil
-}
-
-func stopManager() {
-	manager.stop()
-	<-manager.stopped
-}
-
-// restartManager stops the manager, waits until it has, runs between, and
-// starts a new one.
+// restartManager stops the manager (SIGTERM, as a rollout does), waits
+// until it has, runs between, and starts it again.
 func restartManager(t *testing.T, between func()) {
 	t.Helper()
-	manager.Lock()
-	defer manager.Unlock()
-	stopManager()
+	must(t, sys.Manager.Stop())
 	between()
-	must(t, startManager())
+	must(t, sys.Manager.Start(context.Background()))
+}
+
+// restartEnded starts again every process of the system that ended, as
+// the kubelet would: a manager ends when its leadership lapses.
+func restartEnded(t *testing.T) {
+	t.Helper()
+	for _, p := range sys.Processes() {
+		if !p.Running() {
+			t.Logf("%s ended; starting it again", p.Name)
+			must(t, p.Start(context.Background()))
+		}
+	}
 }
 
 // fixture is a connection to a real sshd and a key for it.
@@ -412,62 +398,59 @@ func TestRestartUnderLoad(t *testing.T) {
 // again, changes made since are honoured.
 func TestAPIServerStopped(t *testing.T) {
 	f := newFixture(t)
-	apiServer := controlPlaneProcess(t, "kube-apiserver")
+	ctx := context.Background()
+	apiServer := sys.APIServer.Pid()
 	must(t, syscall.Kill(apiServer, syscall.SIGSTOP))
 	stopped := true
+	var thawed time.Time
 	thaw := func() {
 		if stopped {
 			_ = syscall.Kill(apiServer, syscall.SIGCONT)
-			stopped = false
+			stopped, thawed = false, time.Now()
 		}
 	}
 	defer thaw()
-	eventually(t, "the gateway says the API server is down", func() bool { return metric(t, "sftpgate_gateway_api_server_up") == "0" })
+	up := func() float64 {
+		v, err := sys.Gateways[0].Metric(ctx, "sftpgate_gateway_api_server_up")
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	eventually(t, "the gateway says the API server is down", func() bool { return up() == 0 })
 	f.ok(t, "write", `{"path": "while-down", "file": {"text": "served from the cache"}}`)
 	if got := f.file(t, "while-down"); got != "served from the cache" {
 		t.Errorf("the file holds %q", got)
 	}
 	thaw()
-	eventually(t, "the gateway says the API server is up", func() bool { return metric(t, "sftpgate_gateway_api_server_up") == "1" })
+	eventually(t, "the gateway says the API server is up", func() bool { return up() == 1 })
 
 	var key v1alpha1.ApiKey
-	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "key"}, &key))
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "key"}, &key))
 	patch := client.MergeFrom(key.DeepCopy())
 	key.Spec.Disabled = true
-	must(t, k8s.Patch(context.Background(), &key, patch))
+	must(t, k8s.Patch(ctx, &key, patch))
 	eventually(t, "the disabled key is refused", func() bool {
 		status, _ := f.call(t, "ping", ``)
 		return status == http.StatusUnauthorized
 	})
+
+	// The manager could not renew its leadership while the API server was
+	// stopped: it renews it now, or it lost it and ended, as a manager
+	// does, to be started again as its pod would be.
+	eventually(t, "the manager renews its leadership or ends", func() bool {
+		if !sys.Manager.Running() {
+			return true
+		}
+		var lease coordinationv1.Lease
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: framework.Namespace, Name: managerLease}, &lease)
+		return err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(thawed)
+	})
+	restartEnded(t)
 }
 
-// controlPlaneProcess finds the control plane's process named name.
-func controlPlaneProcess(t *testing.T, name string) int {
-	t.Helper()
-	for _, pid := range procs.Descendants(os.Getpid()) {
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && filepath.Base(exe) == name {
-			return pid
-		}
-	}
-	t.Fatalf("no %s process", name)
-	return 0
-}
-
-// metric is the value of a metric without labels, as /metrics shows it.
-func metric(t *testing.T, name string) string {
-	t.Helper()
-	resp, err := http.Get(metricsURL + "/metrics")
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if value, ok := strings.CutPrefix(line, name+" "); ok {
-			return value
-		}
-	}
-	return ""
-}
+// managerLease is the manager's leader election Lease.
+const managerLease = "manager.sftpgate.dev"
 
 // TestManagerRestartedMidTest: the manager stops while it tests a
 // connection to a server that does not answer yet. The next manager tests

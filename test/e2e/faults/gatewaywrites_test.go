@@ -1,4 +1,4 @@
-package e2e
+package faults
 
 import (
 	"context"
@@ -14,35 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/internal/tempname"
-	"github.com/sftpgate/sftpgate/worker"
-	"github.com/sftpgate/sftpgate/worker/watches"
 )
-
-// startInProcessWorker runs a worker replica in this process, in a
-// namespace of its own (apart from the worker processes of the fault
-// tests), writing each poll's time, until the test ends.
-func startInProcessWorker(t *testing.T) {
-	t.Helper()
-	const ns = "sftpgate-e2e-worker"
-	must(t, testcluster.EnsureNamespace(context.Background(), env.Config, ns))
-	w, err := worker.New(env.Config, worker.Options{Namespace: ns, Identity: "in-process", DeniedNetworks: testcluster.LoopbackNetworks,
-		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond},
-		MetricsAddr: "0", ProbeAddr: "0", Log: testcluster.Log("worker")})
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Start(ctx); err != nil {
-			t.Errorf("the worker: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
 
 // TestWatchReportsGatewayWritesOnce: a file written through the gateway
 // (to a temporary name, then renamed over the final one) is reported once,
@@ -51,7 +26,6 @@ func startInProcessWorker(t *testing.T) {
 func TestWatchReportsGatewayWritesOnce(t *testing.T) {
 	f := newFixture(t)
 	r := testsink.Start(t)
-	startInProcessWorker(t)
 	in := filepath.Join(f.sshd.Dir, "in")
 	must(t, os.Mkdir(in, 0o755))
 	must(t, os.Chown(in, f.sshd.UID, f.sshd.GID))
@@ -60,6 +34,7 @@ func TestWatchReportsGatewayWritesOnce(t *testing.T) {
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
 		Sink: &v1alpha1.Destination{URI: r.URL}, AfterDelivery: v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryDelete}}}
 	must(t, k8s.Create(context.Background(), w))
+	deleteWhenDone(t, w)
 	next := testkit.Polls(t, k8s, w)
 	next(1)
 	if status, answer := f.call(t, "write", `{"path": "in/small.txt", "file": {"text": "hello"}}`); status != http.StatusOK || answer["error"] != nil {

@@ -1,31 +1,26 @@
-package e2e
+package faults
 
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/gateway"
-	"github.com/sftpgate/sftpgate/gateway/uploads"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
-	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
-	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 // tus sends one request of the tus protocol with token; headers are
@@ -70,20 +65,13 @@ func upload(t *testing.T, base string, f *fixture, path string, size int, part s
 // counted; a finished upload's file stays.
 func TestUploadsExpire(t *testing.T) {
 	f := newFixture(t)
-	short, err := gateway.New(env.Config, gateway.Options{BasePath: "/", DeniedNetworks: testcluster.LoopbackNetworks,
-		IdleTimeout: time.Minute, Uploads: uploads.Limits{Expiry: 2 * time.Second}, Log: testcluster.Log("gateway")})
+	ctx := context.Background()
+	short, err := sys.Add(ctx, "gateway", "--upload-expiry=2s")
 	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	must(t, short.Start(ctx))
-	srv := httptest.NewServer(short.Handler())
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = short.Kill() })
 
-	left := upload(t, srv.URL, f, "left.bin", 10, "half")
-	_, head := tus(t, http.MethodHead, left, f.token, nil)
-	expires, err := http.ParseTime(head.Get("Upload-Expires"))
-	must(t, err)
-	upload(t, srv.URL, f, "done.bin", 2, "ok")
+	left := upload(t, short.URL, f, "left.bin", 10, "half")
+	upload(t, short.URL, f, "done.bin", 2, "ok")
 	temporary := func() (names []string) {
 		entries, err := os.ReadDir(f.sshd.Dir)
 		must(t, err)
@@ -97,38 +85,54 @@ func TestUploadsExpire(t *testing.T) {
 	if names := temporary(); len(names) != 1 {
 		t.Fatalf("partial files: %v, want one", names)
 	}
+	removed, removedBytes := expiredCounts(ctx)
 
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
+	// The gateway refuses the upload from its expiry.
+	eventually(t, "the gateway says the upload expired", func() bool {
+		status, _ := tus(t, http.MethodHead, left, f.token, nil)
+		return status == http.StatusNotFound
+	})
+	// The worker leaves an expired upload for a grace of minutes (a part
+	// sent just before its expiry may still be written): the upload is
+	// left a day, its record made again as the gateway made it a day
+	// earlier.
+	records := &uploadrecord.Store{Client: k8s, Namespace: framework.Namespace}
+	record, err := records.Get(ctx, path.Base(left))
 	must(t, err)
-	removed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"})
-	bytesRemoved := prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"})
-	sweeper := &uploadexpiry.Sweeper{
-		Records: &uploadrecord.Store{Client: k8s, Namespace: gateway.DefaultNamespace}, Connections: k8s,
-		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
-		Removed: removed, RemovedBytes: bytesRemoved,
-	}
-	time.Sleep(time.Until(expires) + 10*time.Millisecond)
-	sweeper.Sweep(context.Background())
-	sweeper.Wait()
-	if names := temporary(); len(names) != 0 {
-		t.Errorf("partial files left after expiry: %v", names)
-	}
+	must(t, records.Delete(ctx, record))
+	record.Created, record.Expires = record.Created.Add(-24*time.Hour), record.Expires.Add(-24*time.Hour)
+	must(t, records.Create(ctx, record))
+
+	eventually(t, "the worker removes the partial file", func() bool { return len(temporary()) == 0 })
 	if got, _ := os.ReadFile(filepath.Join(f.sshd.Dir, "done.bin")); string(got) != "ok" {
 		t.Errorf("the finished upload's file holds %q", got)
 	}
 	if status, _ := tus(t, http.MethodHead, left, f.token, nil); status != http.StatusNotFound {
 		t.Errorf("an expired upload answers %d, want 404", status)
 	}
-	if got := testutil.ToFloat64(removed.WithLabelValues("partial")); got < 1 {
-		t.Errorf("%v expired partial files counted", got)
+	testkit.EventuallyFound(t, "the removal is counted", func() (bool, string) {
+		nowRemoved, nowBytes := expiredCounts(ctx)
+		return nowRemoved >= removed+1 && nowBytes >= removedBytes+4,
+			fmt.Sprintf("%v more partial files, %v more bytes", nowRemoved-removed, nowBytes-removedBytes)
+	})
+	var list corev1.ConfigMapList
+	eventually(t, "no record is left", func() bool {
+		must(t, k8s.List(ctx, &list, client.InNamespace(framework.Namespace),
+			client.MatchingLabels{uploadrecord.LabelNamespace: f.ns}))
+		return len(list.Items) == 0
+	})
+}
+
+// expiredCounts are the system's workers' counts of expired uploads whose
+// partial files they removed, and of the bytes of those.
+func expiredCounts(ctx context.Context) (partial, bytes float64) {
+	for _, p := range sys.Processes() {
+		if strings.HasPrefix(p.Name, "worker-") && p.Running() {
+			// None before a replica's first removal.
+			n, _ := p.Metric(ctx, `sftpgate_worker_uploads_expired_total{removed="partial"}`)
+			b, _ := p.Metric(ctx, "sftpgate_worker_upload_bytes_expired_total")
+			partial, bytes = partial+n, bytes+b
+		}
 	}
-	if got := testutil.ToFloat64(bytesRemoved); got < 4 {
-		t.Errorf("%v bytes of expired partial files counted", got)
-	}
-	var records corev1.ConfigMapList
-	must(t, k8s.List(context.Background(), &records, client.InNamespace(gateway.DefaultNamespace),
-		client.MatchingLabels{uploadrecord.LabelNamespace: f.ns}))
-	if len(records.Items) != 0 {
-		t.Errorf("%d records left", len(records.Items))
-	}
+	return partial, bytes
 }

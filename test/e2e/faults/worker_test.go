@@ -1,4 +1,4 @@
-package e2e
+package faults
 
 import (
 	"bytes"
@@ -6,11 +6,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,77 +18,44 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
-	"github.com/sftpgate/sftpgate/hack/repo"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
-// workerNamespace holds the worker processes' Leases and states.
-const workerNamespace = "sftpgate-faults-worker"
-
-var buildOnce = sync.OnceValues(func() (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
+// workers is every worker replica of the system, running or not, by its
+// name (its identity, which a watch's or a transfer's status names).
+func workers() map[string]*framework.Process {
+	out := map[string]*framework.Process{}
+	for _, p := range sys.Processes() {
+		if strings.HasPrefix(p.Name, "worker-") {
+			out[p.Name] = p
+		}
 	}
-	dir, err := os.MkdirTemp("", "sftpgate-faults-")
-	if err != nil {
-		return "", err
-	}
-	binary := filepath.Join(dir, "sftpgate")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
-	}
-	return binary, nil
-})
-
-// workerProcess is "sftpgate worker" run as a process of its own, so that
-// a test can kill it as a node's failure would: no chance to store or
-// hand over anything.
-type workerProcess struct {
-	identity string
-	cmd      *exec.Cmd
-	log      *bytes.Buffer
-	exited   chan struct{}
+	return out
 }
 
-func startWorkerProcess(t *testing.T, identity string) *workerProcess {
+// restoreWorkers starts again, when the test ends, the system's workers
+// it ended, for the tests after it.
+func restoreWorkers(t *testing.T) {
 	t.Helper()
-	binary, err := buildOnce()
-	must(t, err)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	must(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
-	must(t, testcluster.EnsureNamespace(context.Background(), env.Config, workerNamespace))
-	p := &workerProcess{identity: identity, log: &bytes.Buffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, "worker", "--kubeconfig="+kubeconfig, "--namespace="+workerNamespace, "--identity="+identity,
-		"--lease-duration=3s", "--denied-networks="+testcluster.LoopbackNetworks, "--metrics-address=0", "--health-probe-bind-address=0")
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	must(t, p.cmd.Start())
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("worker %s's log:\n%s", identity, p.log)
+		for _, p := range sys.Workers {
+			if !p.Running() {
+				must(t, p.Start(context.Background()))
+			}
 		}
 	})
-	return p
 }
 
-func (p *workerProcess) signal(t *testing.T, sig syscall.Signal) {
+// deleteWhenDone deletes obj when the test ends, before its servers stop:
+// a watch left behind would poll a server gone.
+func deleteWhenDone(t *testing.T, obj client.Object) {
 	t.Helper()
-	must(t, p.cmd.Process.Signal(sig))
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("worker %s did not end on %v", p.identity, sig)
-	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
 }
 
 // TestWorkerKilledMidDelivery: two worker replicas; the one holding a
@@ -102,7 +67,7 @@ func (p *workerProcess) signal(t *testing.T, sig syscall.Signal) {
 func TestWorkerKilledMidDelivery(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	replicas := map[string]*workerProcess{"a": startWorkerProcess(t, "a"), "b": startWorkerProcess(t, "b")}
+	restoreWorkers(t)
 	sink := testsink.Start(t)
 	must(t, os.Mkdir(filepath.Join(f.sshd.Dir, "in"), 0o755))
 	must(t, os.Chown(filepath.Join(f.sshd.Dir, "in"), f.sshd.UID, f.sshd.GID))
@@ -111,6 +76,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
 		Sink: &v1alpha1.Destination{URI: sink.URL}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
 	must(t, k8s.Create(ctx, w))
+	deleteWhenDone(t, w)
 	status := func() v1alpha1.SftpWatchStatus {
 		var got v1alpha1.SftpWatch
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(w), &got))
@@ -129,13 +95,12 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no event came")
 	}
-	holder := replicas[status().Worker]
-	if holder == nil {
-		t.Fatalf("the watch's status names no replica: %q", status().Worker)
+	holder := workers()[status().Worker]
+	if holder == nil || !holder.Running() {
+		t.Fatalf("the watch's status names no running replica: %q", status().Worker)
 	}
-	holder.signal(t, syscall.SIGKILL)
+	must(t, holder.Kill())
 	held.Release()
-	delete(replicas, holder.identity)
 	eventually(t, "every file's event is delivered", func() bool { return len(ids(sink)) == 5 })
 	got := ids(sink)
 	for subject, seen := range got {
@@ -146,20 +111,22 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	if !slices.ContainsFunc(sink.Events(), func(e cloudevents.Event) bool { return e.ID() == first }) {
 		t.Errorf("the event held when its sender died (%s) was never delivered", first)
 	}
-	var survivor *workerProcess
-	for _, p := range replicas {
-		survivor = p
-	}
-	eventually(t, "the survivor holds the watch", func() bool { return status().Worker == survivor.identity })
+	var survivor *framework.Process
+	eventually(t, "a survivor holds the watch", func() bool {
+		survivor = workers()[status().Worker]
+		return survivor != nil && survivor != holder && survivor.Running()
+	})
 
 	// A replica stopped on purpose stores what it holds and hands over:
 	// a new replica takes the watch, and no event comes twice.
-	next := startWorkerProcess(t, "c")
+	next, err := sys.Add(ctx, "worker")
+	must(t, err)
+	t.Cleanup(func() { _ = next.Kill() })
 	sent := len(sink.Events())
-	survivor.signal(t, syscall.SIGTERM)
+	must(t, survivor.Stop())
 	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "in", "after.csv"), []byte("x"), 0o644))
 	eventually(t, "the new replica delivers the next file", func() bool { return len(sink.Events()) > sent })
-	eventually(t, "the new replica holds the watch", func() bool { return status().Worker == next.identity })
+	eventually(t, "the new replica holds the watch", func() bool { return status().Worker == next.Name })
 	if events := sink.Subjects()[sent:]; !slices.Equal(events, []string{"dev.sftpgate.file.created /in/after.csv"}) {
 		t.Errorf("after the handover: %v", events)
 	}
@@ -193,7 +160,7 @@ func TestWorkerKilledMidTransfer(t *testing.T) {
 	data := make([]byte, size)
 	_, _ = rand.Read(data)
 	must(t, os.WriteFile(filepath.Join(f.sshd.Dir, "big.bin"), data, 0o644))
-	replicas := map[string]*workerProcess{"a": startWorkerProcess(t, "a"), "b": startWorkerProcess(t, "b")}
+	restoreWorkers(t)
 	proxy.Limit(4 << 20)
 	tr := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "big"}, Spec: v1alpha1.TransferSpec{
 		Source: v1alpha1.TransferSource{ConnectionRef: v1alpha1.ConnectionReference{Name: f.conn.Name}, Path: "/big.bin"},
@@ -201,6 +168,7 @@ func TestWorkerKilledMidTransfer(t *testing.T) {
 			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "archive"}, Path: "/in"},
 			Verify:      v1alpha1.VerifySHA256}}}
 	must(t, k8s.Create(ctx, tr))
+	deleteWhenDone(t, tr)
 	status := func() v1alpha1.TransferStatus {
 		var got v1alpha1.Transfer
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(tr), &got))
@@ -216,16 +184,16 @@ func TestWorkerKilledMidTransfer(t *testing.T) {
 		return 0
 	}
 	eventually(t, "the copy is past its middle", func() bool { return partial() > size/2 && status().Worker != "" })
-	holder := replicas[status().Worker]
-	if holder == nil {
-		t.Fatalf("the transfer's status names no replica: %q", status().Worker)
+	holder := workers()[status().Worker]
+	if holder == nil || !holder.Running() {
+		t.Fatalf("the transfer's status names no running replica: %q", status().Worker)
 	}
-	holder.signal(t, syscall.SIGKILL)
+	must(t, holder.Kill())
 	had, sentBefore := partial(), proxy.Sent()
 	proxy.Limit(0)
 	eventually(t, "the other replica finishes the transfer", func() bool { return status().CompletionTime != nil })
 	got := status()
-	if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonSucceeded || got.Worker == holder.identity {
+	if c := meta.FindStatusCondition(got.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonSucceeded || got.Worker == holder.Name {
 		t.Fatalf("status %+v", got)
 	}
 	copied, err := os.ReadFile(filepath.Join(dst.Dir, "in", "big.bin"))
