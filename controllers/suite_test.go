@@ -19,7 +19,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/controllers"
-	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
@@ -33,9 +32,6 @@ var (
 	// managerLogs is everything the manager logged, for tests that check
 	// that no secret shows there.
 	managerLogs testkit.Log
-	// authorizer decides requests from the manager's cache, as the gateway
-	// does from its own.
-	authorizer *keyauth.Authorizer
 	// mgr is the manager the tests run, for reconcilers they run besides it.
 	mgr ctrl.Manager
 	// managerOptions are the options mgr runs with.
@@ -91,12 +87,6 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	keys, err := keyauth.IndexKeys(ctx, mgr.GetCache())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	authorizer = &keyauth.Authorizer{Keys: keys}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
