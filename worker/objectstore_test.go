@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/internal/s3fs"
+	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
 // store is a bucket on a test S3 server, as a test reads it.
@@ -261,5 +264,56 @@ func TestWatchObjectStore(t *testing.T) {
 	})
 	if string(sftp.read(t, "from-bucket/report.csv")) != "figures" {
 		t.Error("the copy differs")
+	}
+}
+
+// TestTransferFromStoreAgain: objects that keep their file's time apart
+// (as sftpgate and rclone write it) copy from a bucket to SFTP on the
+// first try, even with no retries: the time the listing gives is not a
+// change. A second run (IfDifferent, SHA256) finds the copies the same
+// and writes nothing again; neither leaves a temporary file. (make chaos,
+// seed 2: every run left a temporary copy of each file.)
+func TestTransferFromStoreAgain(t *testing.T) {
+	t.Parallel()
+	sftp := sshdServer(testsshd.Start(t))
+	bucket := newStore(t, "exchange", "")
+	ns := transferNamespace(t, map[string]server{"dst": sftp})
+	testkit.ReadyStore(t, k8s, ns, "bucket", bucket.Server, bucket.bucket, bucket.prefix)
+	startWorker(t)
+	when := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	for i := range 5 {
+		data := random(t, 300<<10+i)
+		_, err := bucket.Client(t).PutObject(context.Background(), bucket.bucket, fmt.Sprintf("out/o%d.dat", i), bytes.NewReader(data), int64(len(data)),
+			minio.PutObjectOptions{UserMetadata: map[string]string{s3fs.MetaModTime: fmt.Sprint(when.Unix())}})
+		must(t, err)
+	}
+	inodes := map[string]uint64{}
+	for _, name := range []string{"first", "second"} {
+		tr := transfer(t, ns, name, "/out", fromStore("bucket"), func(s *v1alpha1.TransferSpec) {
+			s.Destination.ConnectionRef = v1alpha1.ConnectionReference{Name: "dst"}
+			s.Destination.Path, s.Overwrite, s.Verify, s.Parallelism = "/back", v1alpha1.OverwriteIfDifferent, v1alpha1.VerifySHA256, 2
+			s.Retry.Limit = new(int32)
+		})
+		if got := finished(t, tr); readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 5 {
+			t.Fatalf("%s: %s %+v", name, readyReason(got), got.Status)
+		}
+		entries, err := os.ReadDir(sftp.dir + "/back")
+		must(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), tempname.Prefix) {
+				t.Errorf("after the %s run: %s left", name, e.Name())
+				continue
+			}
+			fi, err := os.Stat(sftp.dir + "/back/" + e.Name())
+			must(t, err)
+			ino := fi.Sys().(*syscall.Stat_t).Ino
+			if old, ok := inodes[e.Name()]; ok && old != ino {
+				t.Errorf("the second run wrote %s again", e.Name())
+			}
+			inodes[e.Name()] = ino
+			if !fi.ModTime().Equal(when) {
+				t.Errorf("%s: modification time %v, want the object's own %v", e.Name(), fi.ModTime(), when)
+			}
+		}
 	}
 }

@@ -187,9 +187,13 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	if err != nil {
 		return r, fail(err, "reading the destination folder")
 	}
-	replace, done, err := j.decide(src, dst, target, r)
+	replace, done, err := j.decide(src, dst, target, &r)
 	if err != nil || done != Waiting {
 		r.State = done
+		if err == nil && !j.Fresh {
+			// An earlier try's copy, never to be continued now.
+			j.RemoveTemporaries(dst)
+		}
 		if err == nil && done == Done && j.Move {
 			err = removeSource(src, j.Src)
 		}
@@ -281,10 +285,19 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	return r, nil
 }
 
+// RemoveTemporaries removes what an earlier try of j may have left under
+// its temporary names.
+func (j *Job) RemoveTemporaries(dst files.FS) {
+	_ = dst.Remove(tempname.For(path.Dir(j.Dst), j.Seed))
+	if j.ranged() {
+		_ = dst.Remove(j.rangedTemp())
+	}
+}
+
 // decide reads the target: done when it is the source's copy already,
 // Skipped when the overwrite policy keeps it, and otherwise whether it is
 // replaced.
-func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, done FileState, err error) {
+func (j *Job) decide(src, dst files.FS, tfi *entry, r *Result) (replace bool, done FileState, err error) {
 	switch {
 	case tfi == nil:
 		return false, Waiting, nil
@@ -292,9 +305,18 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r Result) (replace bool, don
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
 	if j.Transform != nil {
-		return j.decideTransformed(tfi, r)
+		return j.decideTransformed(tfi, *r)
 	}
 	same := tfi.size == r.Size && tfi.modTime == r.ModTime
+	if !same && tfi.size == r.Size && src != nil {
+		// A listing may not give the source's own time (an object store
+		// lists when an object was written, and keeps the file's time
+		// apart): asked, when it is all that differs.
+		if fi, err := src.Stat(j.Src); err == nil && fi.Size() == r.Size {
+			r.ModTime = fi.ModTime().Unix()
+			same = tfi.modTime == r.ModTime
+		}
+	}
 	if same && (j.Overwrite != v1alpha1.OverwriteAlways || j.Resumed) {
 		if j.Verify != v1alpha1.VerifySHA256 {
 			return false, Done, nil
@@ -468,12 +490,23 @@ func (j *Job) ended(err error, now os.FileInfo, serr error, r *Result, progress 
 		return err
 	case serr != nil:
 		return fail(serr, "reading the source file")
-	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime:
+	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime && !heldVersion(now):
 		// Changed since the plan was made: copied again, as it is then.
 		r.Size, r.ModTime = now.Size(), now.ModTime().Unix()
 		return &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
 	}
+	// The file's own time, which a listing may not have given.
+	r.ModTime = now.ModTime().Unix()
 	return nil
+}
+
+// heldVersion says the source's reads were held to the version it was
+// opened at (an object's tag): a change would have failed them, so
+// another time than the listing's is the file's own (an object store
+// lists when an object was written, and keeps the file's time apart).
+func heldVersion(fi os.FileInfo) bool {
+	tagged, ok := fi.Sys().(files.Tagged)
+	return ok && tagged.Tag() != ""
 }
 
 // copyThrough copies the whole source through j.Transform into tmp: the

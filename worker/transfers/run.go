@@ -453,12 +453,17 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	t.lastErr = f.Path + ": " + typed.Error()
 	if typed.Permanent || file.Tries > limit {
 		file.State, file.Ranges = transfer.Failed, nil
-		if id := file.Upload; id != "" {
-			// Its parts would never be used.
-			file.Upload = ""
+		// Its parts, or its partial copy, would never be used.
+		id := file.Upload
+		file.Upload = ""
+		if id != "" || dst.Conn != nil {
 			go func() {
 				_ = t.r.Ends.Do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.OperationTimeout}, func(f files.FS, _ func()) error {
-					return transfer.AbortUpload(f, job.Dst, id)
+					if id != "" {
+						return transfer.AbortUpload(f, job.Dst, id)
+					}
+					job.RemoveTemporaries(f)
+					return nil
 				})
 			}()
 		}
