@@ -71,9 +71,9 @@ vet: ## Run go vet.
 lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
-# The packages of make test: all but the benchmark and soak runs, which
-# have targets of their own.
-TEST_PACKAGES = $$(go list ./... | grep -v '/hack/bench$$')
+# The packages of make test: all but the benchmark, soak and chaos runs,
+# which have targets of their own.
+TEST_PACKAGES = $$(go list ./... | grep -v -e '/hack/bench$$' -e '/test/chaos$$')
 
 .PHONY: test
 test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
@@ -104,6 +104,16 @@ soak: build envtest ## Drive the gateway with mixed commands at concurrency 64 a
 	hack/test-prereqs.sh
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
 		go test ./hack/bench/ -run TestSoak -count=1 -v -timeout 0 -args -soak=$(SOAK) -soak-restart-every=$(SOAK_RESTART_EVERY)
+
+# How long make chaos runs, and the seed of its faults' schedule and load
+# (0: a new one, printed, to replay with CHAOS_SEED=<it>).
+CHAOS ?= 10m
+CHAOS_SEED ?= 0
+.PHONY: chaos
+chaos: require-root build envtest $(VERSITYGW) ## Run the whole system, a process per replica, under seeded faults with several tenants' load (CHAOS=10m, CHAOS_SEED); checks nothing is lost.
+	hack/test-prereqs.sh
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_VERSITYGW=$(VERSITYGW) \
+		go test ./test/chaos/ -run '^TestChaos$$' -count=1 -v -timeout 0 -args -chaos=$(CHAOS) -chaos-seed=$(CHAOS_SEED)
 
 FUZZTIME ?= 30s
 .PHONY: fuzz

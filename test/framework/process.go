@@ -247,10 +247,17 @@ func scrape(ctx context.Context, c *http.Client, url, name string) (float64, err
 	return sum, nil
 }
 
-// LogTail is the last lines the process (in all its starts) wrote.
+// LogTail is the last lines the process (in all its starts) wrote, but
+// its audit records: they are kept whatever the log's level, and would
+// hide what went wrong.
 func (p *Process) LogTail(lines int) string {
 	b, _ := os.ReadFile(p.logPath)
-	all := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	var all [][]byte
+	for line := range bytes.SplitSeq(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"msg":"audit"`)) {
+			all = append(all, line)
+		}
+	}
 	if len(all) > lines {
 		all = all[len(all)-lines:]
 	}
