@@ -3,15 +3,9 @@ package webui_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"html"
-	"io"
-	"mime/multipart"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -19,9 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,8 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
@@ -39,75 +30,25 @@ func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-// uiClient is a person using the UI without a browser: cookies, no
-// JavaScript.
-type uiClient struct {
-	base  string
-	http  *http.Client
-	email string
-}
-
-func newClient(t *testing.T) *uiClient {
-	jar, err := cookiejar.New(nil)
-	must(t, err)
-	return &uiClient{base: uiURL, http: &http.Client{Jar: jar}, email: newEmail(t)}
-}
-
-func (c *uiClient) do(t *testing.T, req *http.Request) (int, string) {
-	t.Helper()
-	resp, err := c.http.Do(req)
-	must(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, string(raw)
-}
-
-func (c *uiClient) get(t *testing.T, path string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
-	must(t, err)
-	return c.do(t, req)
-}
-
-// form posts values as a same-origin page would, following redirects.
-func (c *uiClient) form(t *testing.T, path string, values url.Values) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(values.Encode()))
-	must(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", c.base)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	return c.do(t, req)
-}
-
-func (c *uiClient) signUp(t *testing.T) {
-	t.Helper()
-	status, body := c.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}})
-	if status != http.StatusOK || !strings.Contains(body, "Add a connection") {
-		t.Fatalf("sign-up: %d %s", status, body)
-	}
-}
-
 // TestAccountsAreApart: one account sees none of another's connections or
 // keys, and gets 404 on their URLs, for reading and changing alike.
 func TestAccountsAreApart(t *testing.T) {
 	t.Parallel()
 	alice, bob := newClient(t), newClient(t)
-	alice.signUp(t)
-	bob.signUp(t)
-	status, _ := alice.form(t, "/connections", url.Values{"name": {"alices"}, "host": {"127.0.0.1"}, "port": {"2"},
+	alice.SignUp(t)
+	bob.SignUp(t)
+	status, _ := alice.Form(t, "/connections", url.Values{"name": {"alices"}, "host": {"127.0.0.1"}, "port": {"2"},
 		"username": {"alice"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}})
 	if status != http.StatusOK {
 		t.Fatalf("alice adds a connection: %d", status)
 	}
-	if _, body := bob.get(t, "/connections"); strings.Contains(body, "alices") {
+	if _, body := bob.Get(t, "/connections"); strings.Contains(body, "alices") {
 		t.Error("bob's list shows alice's connection")
 	}
 	for _, path := range []string{"/connections/alices", "/connections/alices/status", "/connections/alices/edit", "/connections/alices/delete",
 		"/connections/alices/files?path=/", "/connections/alices/files/view?path=/a.txt", "/connections/alices/files/download?path=/a.txt",
 		"/connections/alices/files/download?path=/a.png&inline=1", "/connections/alices/files/delete?path=/a.txt"} {
-		if status, _ := bob.get(t, path); status != http.StatusNotFound {
+		if status, _ := bob.Get(t, path); status != http.StatusNotFound {
 			t.Errorf("bob GET %s: %d, want 404", path, status)
 		}
 	}
@@ -118,21 +59,21 @@ func TestAccountsAreApart(t *testing.T) {
 		req.Header.Set("Tus-Resumable", "1.0.0")
 		req.Header.Set("Origin", uiURL)
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		if status, _ := bob.do(t, req); status != http.StatusNotFound {
+		if status, _ := bob.Do(t, req); status != http.StatusNotFound {
 			t.Errorf("bob %s an upload of alice's connection: %d, want 404", method, status)
 		}
 	}
 	for _, path := range []string{"/connections/alices/delete", "/connections/alices/edit", "/connections/alices/try",
 		"/connections/alices/files/mkdir", "/connections/alices/files/rename", "/connections/alices/files/delete"} {
-		if status, _ := bob.form(t, path, url.Values{"host": {"evil"}}); status != http.StatusNotFound {
+		if status, _ := bob.Form(t, path, url.Values{"host": {"evil"}}); status != http.StatusNotFound {
 			t.Errorf("bob POST %s: %d, want 404", path, status)
 		}
 	}
-	if status, _ := alice.get(t, "/connections/alices"); status != http.StatusOK {
+	if status, _ := alice.Get(t, "/connections/alices"); status != http.StatusOK {
 		t.Errorf("alice lost her connection: %d", status)
 	}
 	// A key for a connection that is not bob's is refused.
-	if status, _ := bob.form(t, "/keys", url.Values{"connection": {"alices"}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
+	if status, _ := bob.Form(t, "/keys", url.Values{"connection": {"alices"}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
 		t.Errorf("bob makes a key for alice's connection: %d", status)
 	}
 }
@@ -142,16 +83,16 @@ func TestAccountsAreApart(t *testing.T) {
 func TestCrossOriginPostRefused(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.signUp(t)
-	req, err := http.NewRequest(http.MethodPost, c.base+"/keys", strings.NewReader("expires=never"))
+	c.SignUp(t)
+	req, err := http.NewRequest(http.MethodPost, c.Base+"/keys", strings.NewReader("expires=never"))
 	must(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "https://evil.example")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	if status, _ := c.do(t, req); status != http.StatusForbidden {
+	if status, _ := c.Do(t, req); status != http.StatusForbidden {
 		t.Errorf("a cross-origin POST: %d, want 403", status)
 	}
-	if _, body := c.get(t, "/keys"); !strings.Contains(body, "No API keys yet") {
+	if _, body := c.Get(t, "/keys"); !strings.Contains(body, "No API keys yet") {
 		t.Error("the cross-origin POST made a key")
 	}
 }
@@ -161,40 +102,40 @@ func TestCrossOriginPostRefused(t *testing.T) {
 func TestLogIn(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.signUp(t)
+	c.SignUp(t)
 	// A copy of the session, as a stolen cookie would be.
 	copied := newClient(t)
-	u, err := url.Parse(c.base)
+	u, err := url.Parse(c.Base)
 	must(t, err)
-	copied.http.Jar.SetCookies(u, c.http.Jar.Cookies(u))
-	if _, body := copied.get(t, "/connections"); !strings.Contains(body, "Connections</h1>") {
+	copied.HTTP.Jar.SetCookies(u, c.HTTP.Jar.Cookies(u))
+	if _, body := copied.Get(t, "/connections"); !strings.Contains(body, "Connections</h1>") {
 		t.Fatal("the copied session does not work before the log-out")
 	}
-	status, _ := c.form(t, "/logout", nil)
+	status, _ := c.Form(t, "/logout", nil)
 	if status != http.StatusOK {
 		t.Fatalf("log out: %d", status)
 	}
-	if _, body := c.get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
+	if _, body := c.Get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
 		t.Error("after logging out, /connections does not ask to log in")
 	}
-	if _, body := copied.get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
+	if _, body := copied.Get(t, "/connections"); !strings.Contains(body, "Log in</h1>") {
 		t.Error("after logging out, a copy of the session still works")
 	}
-	_, wrongPassword := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"not the password"}})
-	_, wrongEmail := c.form(t, "/login", url.Values{"email": {"nobody-" + c.email}, "password": {"not the password"}})
+	_, wrongPassword := c.Form(t, "/login", url.Values{"email": {c.Email}, "password": {"not the password"}})
+	_, wrongEmail := c.Form(t, "/login", url.Values{"email": {"nobody-" + c.Email}, "password": {"not the password"}})
 	if !strings.Contains(wrongPassword, "wrong email or password") || !strings.Contains(wrongEmail, "wrong email or password") {
 		t.Errorf("wrong password and wrong email answer differently")
 	}
-	if status, body := c.form(t, "/login", url.Values{"email": {strings.ToUpper(c.email)}, "password": {"a long enough password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+	if status, body := c.Form(t, "/login", url.Values{"email": {strings.ToUpper(c.Email)}, "password": {testwebui.Password}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
 		t.Errorf("log in: %d", status)
 	}
 	// Sign-up checks: a taken email, a short password.
 	other := newClient(t)
-	other.email = c.email
-	if _, body := other.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}}); !strings.Contains(body, "already exists") {
+	other.Email = c.Email
+	if _, body := other.Form(t, "/signup", url.Values{"email": {c.Email}, "password": {testwebui.Password}}); !strings.Contains(body, "already exists") {
 		t.Error("signing up twice with one email is not refused")
 	}
-	if _, body := other.form(t, "/signup", url.Values{"email": {"new-" + c.email}, "password": {"short"}}); !strings.Contains(body, "at least 10 characters") {
+	if _, body := other.Form(t, "/signup", url.Values{"email": {"new-" + c.Email}, "password": {"short"}}); !strings.Contains(body, "at least 10 characters") {
 		t.Error("a short password is not refused")
 	}
 }
@@ -208,11 +149,11 @@ func TestLogIn(t *testing.T) {
 func TestAuthRateLimited(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.base = newUI(func(o *webui.Options) { o.AuthPerMinute = 3 }).URL
+	c.Base = newUI(func(o *webui.Options) { o.AuthPerMinute = 3 }).URL
 	var statuses []int
 	for i := range 5 {
 		// A new email each time: only the address's limit can refuse.
-		status, _ := c.form(t, "/login", url.Values{"email": {fmt.Sprintf("x%d@example.com", i)}, "password": {"wrong password"}})
+		status, _ := c.Form(t, "/login", url.Values{"email": {fmt.Sprintf("x%d@example.com", i)}, "password": {"wrong password"}})
 		statuses = append(statuses, status)
 	}
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
@@ -220,23 +161,23 @@ func TestAuthRateLimited(t *testing.T) {
 	}
 
 	owner := newClient(t)
-	owner.base = newUI(func(o *webui.Options) { o.AuthPerMinute, o.TrustedProxies = 3, "127.0.0.1" }).URL
-	owner.signUp(t)
-	browser := func() *uiClient {
+	owner.Base = newUI(func(o *webui.Options) { o.AuthPerMinute, o.TrustedProxies = 3, "127.0.0.1" }).URL
+	owner.SignUp(t)
+	browser := func() *testwebui.Client {
 		b := newClient(t)
-		b.base = owner.base
+		b.Base = owner.Base
 		return b
 	}
 	stranger := browser()
 	// logIn posts the owner's email from a browser, at an address the
 	// trusted proxy names.
-	logIn := func(b *uiClient, from, password string) (int, string) {
-		req, err := http.NewRequest(http.MethodPost, owner.base+"/login",
-			strings.NewReader(url.Values{"email": {owner.email}, "password": {password}}.Encode()))
+	logIn := func(b *testwebui.Client, from, password string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, owner.Base+"/login",
+			strings.NewReader(url.Values{"email": {owner.Email}, "password": {password}}.Encode()))
 		must(t, err)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("X-Forwarded-For", from)
-		return b.do(t, req)
+		return b.Do(t, req)
 	}
 	statuses = nil
 	for range 5 {
@@ -246,7 +187,7 @@ func TestAuthRateLimited(t *testing.T) {
 	if statuses[0] != http.StatusUnauthorized || statuses[4] != http.StatusTooManyRequests {
 		t.Errorf("a stranger's five log-ins to one account from one address answered %v", statuses)
 	}
-	if status, _ := logIn(browser(), "203.0.113.9", "a long enough password"); status != http.StatusOK {
+	if status, _ := logIn(browser(), "203.0.113.9", testwebui.Password); status != http.StatusOK {
 		t.Errorf("the owner, from another address and a new browser, after one address's failures: %d", status)
 	}
 	// A botnet: two tries from each of six more addresses.
@@ -260,12 +201,12 @@ func TestAuthRateLimited(t *testing.T) {
 	if !slices.Contains(statuses, http.StatusTooManyRequests) {
 		t.Errorf("twelve log-ins to one account from six addresses answered %v", statuses)
 	}
-	if status, page := logIn(browser(), "203.0.113.10", "a long enough password"); status != http.StatusTooManyRequests ||
+	if status, page := logIn(browser(), "203.0.113.10", testwebui.Password); status != http.StatusTooManyRequests ||
 		!strings.Contains(page, "a browser you have logged in to this account with before is not held up") {
 		t.Errorf("a browser new to the account, while a botnet guesses: %d", status)
 	}
 	// From the stranger's own address, over every limit of its own.
-	if status, _ := logIn(owner, "198.51.100.1", "a long enough password"); status != http.StatusOK {
+	if status, _ := logIn(owner, "198.51.100.1", testwebui.Password); status != http.StatusOK {
 		t.Errorf("the owner, from a browser it signed up with, while a botnet guesses: %d", status)
 	}
 }
@@ -281,109 +222,18 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
-// TestKeyLoginPinnedKeyRevokeDelete: a connection with a private key file
-// and a pinned host key passes its test; a key made for it is listed and
-// revoked; deleting the connection (after a confirmation page) removes it
-// and its credentials.
-func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
-	t.Parallel()
-	sshd := testsshd.Start(t)
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	must(t, err)
-	sshPub, err := ssh.NewPublicKey(pub)
-	must(t, err)
-	sshd.AuthorizeKey(t, sshPub)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	must(t, err)
-
-	c := newClient(t)
-	c.signUp(t)
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	for k, v := range map[string]string{"name": "keyed", "host": sshd.Host, "port": fmt.Sprint(sshd.Port), "username": testsshd.User,
-		"auth": "key", "trust": "pinned", "hostKey": sshd.HostKeyLine, "rootPath": sshd.Dir} {
-		must(t, mw.WriteField(k, v))
-	}
-	part, err := mw.CreateFormFile("privateKeyFile", "id_ed25519")
-	must(t, err)
-	_, _ = part.Write(pem.EncodeToMemory(block))
-	must(t, mw.Close())
-	req, err := http.NewRequest(http.MethodPost, c.base+"/connections", &body)
-	must(t, err)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	if status, page := c.do(t, req); status != http.StatusOK || !strings.Contains(page, "keyed</h1>") {
-		t.Fatalf("adding a connection with a key file: %d %s", status, page)
-	}
-	testkit.EventuallyFound(t, "the connection is ready", func() (bool, string) {
-		_, status := c.get(t, "/connections/keyed/status")
-		return strings.Contains(status, `"state":"ready"`), status
-	})
-
-	if _, page := c.get(t, "/connections/keyed"); !strings.Contains(page, "sftpconnections/commands") || !strings.Contains(page, "resourceNames:") {
-		t.Error("the connection page does not show the Role for a ServiceAccount")
-	}
-
-	status, page := c.form(t, "/keys", url.Values{"connection": {"keyed"}, "expires": {"30d"}})
-	if status != http.StatusOK || !strings.Contains(page, "sgk_") {
-		t.Fatalf("creating a key: %d", status)
-	}
-	var keys v1alpha1.ApiKeyList
-	must(t, k8s.List(context.Background(), &keys, client.MatchingLabels{}))
-	var key *v1alpha1.ApiKey
-	for i := range keys.Items {
-		if slices.Equal(keys.Items[i].Spec.Connections, []string{"keyed"}) {
-			key = &keys.Items[i]
-		}
-	}
-	if key == nil || key.Spec.ExpiresAt == nil || key.Spec.Token.SHA256 == "" || strings.Contains(page, key.Spec.Token.SHA256) {
-		t.Fatalf("the ApiKey made: %+v", key)
-	}
-	if _, list := c.get(t, "/keys"); !strings.Contains(list, key.Spec.Token.KeyID) {
-		t.Error("the keys page does not list the new key")
-	}
-	c.form(t, "/keys/"+key.Name+"/revoke", nil)
-	if _, list := c.get(t, "/keys"); strings.Contains(list, key.Spec.Token.KeyID) {
-		t.Error("a revoked key is still listed")
-	}
-
-	// A key for this connection alone, and one for all: deleting the
-	// connection revokes the first only.
-	c.form(t, "/keys", url.Values{"connection": {"keyed"}, "expires": {"never"}})
-	c.form(t, "/keys", url.Values{"connection": {""}, "expires": {"never"}})
-	var conn v1alpha1.SftpConnection
-	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: key.Namespace, Name: "keyed"}, &conn))
-	if status, page := c.get(t, "/connections/keyed/delete"); status != http.StatusOK || !strings.Contains(page, "Delete keyed?") {
-		t.Errorf("the delete confirmation: %d", status)
-	}
-	if status, page := c.form(t, "/connections/keyed/delete", nil); status != http.StatusOK || strings.Contains(page, "keyed</a>") {
-		t.Errorf("deleting: %d", status)
-	}
-	err = k8s.Get(context.Background(), client.ObjectKeyFromObject(&conn), &conn)
-	secretErr := k8s.Get(context.Background(), client.ObjectKey{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}, &corev1.Secret{})
-	if !apierrors.IsNotFound(err) || !apierrors.IsNotFound(secretErr) {
-		t.Errorf("after deleting: connection %v, credentials %v", err, secretErr)
-	}
-	// The file browser's own key stays, as the key for all does.
-	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace), client.MatchingLabels{webui.LabelFilesKey: "true"}))
-	files := len(keys.Items)
-	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace)))
-	if files != 1 || len(keys.Items) != 2 || slices.ContainsFunc(keys.Items, func(k v1alpha1.ApiKey) bool { return len(k.Spec.Connections) != 0 }) {
-		t.Errorf("after deleting the connection, the keys left are %+v", keys.Items)
-	}
-}
-
 // TestEditAfterAnotherChange: saving a form opened before someone else
 // changed the connection is refused, not silently undoing their change.
 func TestEditAfterAnotherChange(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.signUp(t)
+	c.SignUp(t)
 	form := url.Values{"name": {"shared"}, "host": {"127.0.0.1"}, "port": {"2"}, "username": {"u"},
 		"auth": {"password"}, "password": {"x"}, "trust": {"first-use"}}
-	if status, _ := c.form(t, "/connections", form); status != http.StatusOK {
+	if status, _ := c.Form(t, "/connections", form); status != http.StatusOK {
 		t.Fatalf("adding: %d", status)
 	}
-	_, page := c.get(t, "/connections/shared/edit")
+	_, page := c.Get(t, "/connections/shared/edit")
 	generation := regexp.MustCompile(`name="generation" value="(\d+)"`).FindStringSubmatch(page)
 	if generation == nil {
 		t.Fatal("the edit form carries no generation")
@@ -407,7 +257,7 @@ func TestEditAfterAnotherChange(t *testing.T) {
 	}
 	form.Set("generation", generation[1])
 	form.Set("host", "example.com")
-	status, page := c.form(t, "/connections/shared/edit", form)
+	status, page := c.Form(t, "/connections/shared/edit", form)
 	if status != http.StatusUnprocessableEntity || !strings.Contains(page, "changed while you edited it") {
 		t.Errorf("saving a stale form: %d", status)
 	}
@@ -418,10 +268,10 @@ func TestEditAfterAnotherChange(t *testing.T) {
 func TestAccountLimits(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.base = newUI(func(o *webui.Options) { o.Quota = accounts.Quota{Connections: 1, Keys: 1, Secrets: 5, Watches: 1} }).URL
-	c.signUp(t)
+	c.Base = newUI(func(o *webui.Options) { o.Quota = accounts.Quota{Connections: 1, Keys: 1, Secrets: 5, Watches: 1} }).URL
+	c.SignUp(t)
 	add := func(name string) (int, string) {
-		return c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+		return c.Form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
 			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}})
 	}
 	if status, _ := add("first"); status != http.StatusOK {
@@ -430,17 +280,17 @@ func TestAccountLimits(t *testing.T) {
 	if status, body := add("second"); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 connections") {
 		t.Errorf("a connection over the limit: %d", status)
 	}
-	if status, _ := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusOK {
+	if status, _ := c.Form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusOK {
 		t.Fatalf("the first key: %d", status)
 	}
-	if status, body := c.form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 API keys") {
+	if status, body := c.Form(t, "/keys", url.Values{"connection": {"first"}, "expires": {"30d"}}); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 API keys") {
 		t.Errorf("a key over the limit: %d %s", status, body)
 	}
 	watch := url.Values{"path": {"/in"}, "url": {"https://example.com/hook"}, "created": {"on"}}
-	if status, _ := c.form(t, "/connections/first/watches", watch); status != http.StatusOK {
+	if status, _ := c.Form(t, "/connections/first/watches", watch); status != http.StatusOK {
 		t.Fatalf("the first watch: %d", status)
 	}
-	if status, body := c.form(t, "/connections/first/watches", watch); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 watched folders") {
+	if status, body := c.Form(t, "/connections/first/watches", watch); status != http.StatusUnprocessableEntity || !strings.Contains(body, "limit of 1 watched folders") {
 		t.Errorf("a watch over the limit: %d %s", status, body)
 	}
 }
@@ -451,9 +301,9 @@ func TestAccountLimits(t *testing.T) {
 func TestWatchForm(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.signUp(t)
+	c.SignUp(t)
 	for _, name := range []string{"first", "second"} {
-		if status, _ := c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+		if status, _ := c.Form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
 			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}}); status != http.StatusOK {
 			t.Fatalf("adding %s: %d", name, status)
 		}
@@ -468,26 +318,26 @@ func TestWatchForm(t *testing.T) {
 		{url.Values{"path": {"/in"}, "url": {"https://user:pw@example.com/h"}, "created": {"on"}}, "the webhook&#39;s address"},
 		{url.Values{"path": {"/in"}, "url": {"https://example.com/h"}}, "at least one change"},
 	} {
-		status, body := c.form(t, "/connections/first/watches", tc.values)
+		status, body := c.Form(t, "/connections/first/watches", tc.values)
 		if status != http.StatusUnprocessableEntity || !strings.Contains(body, tc.says) || !strings.Contains(body, html.EscapeString(tc.values.Get("url"))) {
 			t.Errorf("%v: %d, want 422 saying %q with the form filled", tc.values, status, tc.says)
 		}
 	}
-	if status, _ := c.form(t, "/connections/first/watches", url.Values{"path": {"/in"}, "url": {"https://example.com/h"}, "deleted": {"on"}}); status != http.StatusOK {
+	if status, _ := c.Form(t, "/connections/first/watches", url.Values{"path": {"/in"}, "url": {"https://example.com/h"}, "deleted": {"on"}}); status != http.StatusOK {
 		t.Fatalf("a valid watch: %d", status)
 	}
-	_, page := c.get(t, "/connections/first")
+	_, page := c.Get(t, "/connections/first")
 	name := regexp.MustCompile(`/connections/first/watches/([a-z0-9-]+)/delete`).FindStringSubmatch(page)
 	if name == nil || !strings.Contains(page, "https://example.com/h") {
 		t.Fatalf("the connection's page does not list the watch")
 	}
-	if status, _ := c.form(t, "/connections/second/watches/"+name[1]+"/delete", nil); status != http.StatusNotFound {
+	if status, _ := c.Form(t, "/connections/second/watches/"+name[1]+"/delete", nil); status != http.StatusNotFound {
 		t.Errorf("stopping first's watch from second's page: %d, want 404", status)
 	}
-	if status, _ := c.form(t, "/connections/first/watches/"+name[1]+"/delete", nil); status != http.StatusOK {
+	if status, _ := c.Form(t, "/connections/first/watches/"+name[1]+"/delete", nil); status != http.StatusOK {
 		t.Errorf("stopping the watch: %d", status)
 	}
-	if _, page := c.get(t, "/connections/first"); strings.Contains(page, name[1]) {
+	if _, page := c.Get(t, "/connections/first"); strings.Contains(page, name[1]) {
 		t.Error("the stopped watch is still listed")
 	}
 }
@@ -498,10 +348,10 @@ func TestWatchForm(t *testing.T) {
 func TestTransferForm(t *testing.T) {
 	t.Parallel()
 	c, other := newClient(t), newClient(t)
-	c.signUp(t)
-	other.signUp(t)
+	c.SignUp(t)
+	other.SignUp(t)
 	for _, name := range []string{"partner", "archive"} {
-		if status, _ := c.form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
+		if status, _ := c.Form(t, "/connections", url.Values{"name": {name}, "host": {"127.0.0.1"}, "port": {"2"},
 			"username": {"u"}, "auth": {"password"}, "password": {"secret"}, "trust": {"first-use"}}); status != http.StatusOK {
 			t.Fatalf("adding %s: %d", name, status)
 		}
@@ -525,15 +375,15 @@ func TestTransferForm(t *testing.T) {
 		{with("to", "someone-elses"), "no connection"},
 		{with("mode", "Teleport"), "copy or to move"},
 	} {
-		status, body := c.form(t, "/transfers", tc.values)
+		status, body := c.Form(t, "/transfers", tc.values)
 		if status != http.StatusUnprocessableEntity || !strings.Contains(body, tc.says) || !strings.Contains(body, html.EscapeString(tc.values.Get("path"))) {
 			t.Errorf("%v: %d, want 422 saying %q with the form filled", tc.values, status, tc.says)
 		}
 	}
-	if status, _ := c.form(t, "/transfers", with("folder", "/outgoing")); status != http.StatusOK {
+	if status, _ := c.Form(t, "/transfers", with("folder", "/outgoing")); status != http.StatusOK {
 		t.Fatalf("a valid transfer: %d", status)
 	}
-	status, page := c.get(t, "/transfers")
+	status, page := c.Get(t, "/transfers")
 	name := regexp.MustCompile(`/transfers/([a-z0-9-]+)/delete`).FindStringSubmatch(page)
 	if status != http.StatusOK || name == nil || !strings.Contains(page, "partner:/outgoing") || !strings.Contains(page, "archive:/outgoing") {
 		t.Fatalf("the transfers page does not list the transfer: %d", status)
@@ -546,16 +396,16 @@ func TestTransferForm(t *testing.T) {
 			t.Errorf("the transfer's spec: %+v", tr.Spec)
 		}
 	}
-	if _, page := other.get(t, "/transfers"); strings.Contains(page, name[1]) {
+	if _, page := other.Get(t, "/transfers"); strings.Contains(page, name[1]) {
 		t.Error("another account sees the transfer")
 	}
-	if status, _ := other.form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusNotFound {
+	if status, _ := other.Form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusNotFound {
 		t.Errorf("another account removing it: %d, want 404", status)
 	}
-	if status, _ := c.form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusOK {
+	if status, _ := c.Form(t, "/transfers/"+name[1]+"/delete", nil); status != http.StatusOK {
 		t.Errorf("removing it: %d", status)
 	}
-	if _, page := c.get(t, "/transfers"); strings.Contains(page, name[1]) {
+	if _, page := c.Get(t, "/transfers"); strings.Contains(page, name[1]) {
 		t.Error("the removed transfer is still listed")
 	}
 }
@@ -565,14 +415,14 @@ func TestTransferForm(t *testing.T) {
 func TestClosedSignUp(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.base = newUI(func(o *webui.Options) { o.SignUp = false }).URL
-	if status, _ := c.get(t, "/signup"); status != http.StatusForbidden {
+	c.Base = newUI(func(o *webui.Options) { o.SignUp = false }).URL
+	if status, _ := c.Get(t, "/signup"); status != http.StatusForbidden {
 		t.Errorf("GET /signup: %d, want 403", status)
 	}
-	if status, _ := c.form(t, "/signup", url.Values{"email": {c.email}, "password": {"a long enough password"}}); status != http.StatusForbidden {
+	if status, _ := c.Form(t, "/signup", url.Values{"email": {c.Email}, "password": {testwebui.Password}}); status != http.StatusForbidden {
 		t.Errorf("POST /signup: %d, want 403", status)
 	}
-	if _, body := c.get(t, "/login"); strings.Contains(body, "/signup") {
+	if _, body := c.Get(t, "/login"); strings.Contains(body, "/signup") {
 		t.Error("the log-in page offers to sign up")
 	}
 	// As the operator runs it: kubectl exec in the UI's pod, with its
@@ -585,13 +435,68 @@ func TestClosedSignUp(t *testing.T) {
 		CurrentContext: "c",
 	}, path))
 	var out bytes.Buffer
-	must(t, webui.AddAccount(context.Background(), []string{"--kubeconfig=" + path, "--email=" + c.email,
-		"--accounts-namespace=" + accountsNamespace, "--service-account=" + uiNamespace + "/" + uiServiceAccount, "--bcrypt-cost=4"},
+	must(t, webui.AddAccount(context.Background(), []string{"--kubeconfig=" + path, "--email=" + c.Email,
+		"--accounts-namespace=" + testwebui.AccountsNamespace, "--service-account=" + uiNamespace + "/" + uiServiceAccount, "--bcrypt-cost=4"},
 		strings.NewReader("an operator's password\n"), &out))
-	if !strings.Contains(out.String(), "added account "+c.email) || strings.Contains(out.String(), "password") {
+	if !strings.Contains(out.String(), "added account "+c.Email) || strings.Contains(out.String(), "password") {
 		t.Errorf("add-account said %q", out.String())
 	}
-	if status, body := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"an operator's password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+	if status, body := c.Form(t, "/login", url.Values{"email": {c.Email}, "password": {"an operator's password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
 		t.Errorf("the added account logs in: %d", status)
+	}
+}
+
+// TestSignUpsStopAtTheAccountsTotal: a stranger signing up account after
+// account (as from many addresses: the per-address limit is raised here)
+// gets none once the accounts there
+// are, each with its quota of watches, could run all the watches the
+// cluster lets web UI accounts run (--max-account-watches-total): the
+// page says so, and no account or namespace is made; the accounts made
+// before log in as ever. The worker's side, the operator's watches
+// running while strangers' past the total are OverQuota, is
+// worker/totals_test.go's. Not a row of TestIsolation (test/e2e/tenancy:
+// this needs the web UI alone), nor parallel: it counts every account of
+// the cluster, which no other test may add to meanwhile.
+func TestSignUpsStopAtTheAccountsTotal(t *testing.T) {
+	ctx := context.Background()
+	accountNamespaces := func() int {
+		t.Helper()
+		var list metav1.PartialObjectMetadataList
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+		must(t, k8s.List(ctx, &list, client.HasLabels{v1alpha1.LabelAccount}))
+		return len(list.Items)
+	}
+	before := accountNamespaces()
+	// Room for two more accounts of 10 watches: the 9 watches left over
+	// could not hold a third's quota.
+	srv := newUI(func(o *webui.Options) {
+		o.AuthPerMinute, o.Quota.Watches, o.AccountTotals.Watches = 1000, 10, (before+2)*10+9
+	})
+	person := func() *testwebui.Client {
+		c := newClient(t)
+		c.Base = srv.URL
+		return c
+	}
+	var made []*testwebui.Client
+	for range 2 {
+		c := person()
+		c.SignUp(t)
+		made = append(made, c)
+	}
+	late := person()
+	status, body := late.Form(t, "/signup", url.Values{"email": {late.Email}, "password": {testwebui.Password}})
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "This server has as many accounts as it can run") {
+		t.Errorf("a sign-up past the total: %d %s", status, body)
+	}
+	if n := accountNamespaces(); n != before+2 {
+		t.Errorf("%d account namespaces, want %d", n, before+2)
+	}
+	if _, body := late.Form(t, "/login", url.Values{"email": {late.Email}, "password": {testwebui.Password}}); !strings.Contains(body, "wrong email or password") {
+		t.Error("the refused sign-up made an account")
+	}
+	for _, c := range made {
+		if status, body := c.Form(t, "/login", url.Values{"email": {c.Email}, "password": {testwebui.Password}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
+			t.Errorf("an account made before the total cannot log in: %d", status)
+		}
 	}
 }

@@ -11,41 +11,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testoidc"
-	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 )
-
-// oidcClientID is the web UI's client at the test providers.
-const oidcClientID = "sftpgate-webui"
-
-// startProvider starts an OpenID provider on loopback that knows the web
-// UI as its client, with users.
-func startProvider(t *testing.T, users ...testoidc.User) *testoidc.Provider {
-	t.Helper()
-	// A native client's loopback addresses match on any port (RFC 8252).
-	p, err := testoidc.Start(testoidc.Options{ClientID: oidcClientID, RedirectURI: "http://127.0.0.1/login/oidc/callback",
-		PostLogoutURI: "http://127.0.0.1/logged-out", Users: users})
-	must(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
 
 // ssoUI is a web UI that signs people in with p only, checking sessions
 // with it again after recheck.
 func ssoUI(p *testoidc.Provider, recheck time.Duration) string {
-	return newUI(func(o *webui.Options) {
-		o.OIDC.Issuer, o.OIDC.ClientID, o.OIDC.Recheck = p.Issuer, oidcClientID, recheck
-		o.OIDC.Scopes = append(o.OIDC.Scopes, "groups")
-		o.PasswordLogin, o.AuthPerMinute = false, 1000
-	}).URL
-}
-
-// signInAtProvider fills the provider's sign-in form, which the browser
-// is on or going to, and waits to be back in the web UI, signed in.
-func signInAtProvider(t *testing.T, ctx context.Context, email, password string) {
-	t.Helper()
-	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("username")),
-		chromedp.SendKeys(chromedp.ID("username"), email), chromedp.SendKeys(chromedp.ID("password"), password),
-		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS(".who"))))
+	return newUI(nil, testwebui.OIDCFlags(p, recheck)...).URL
 }
 
 // atProviderLogin says whether the browser shows p's sign-in form.
@@ -65,17 +37,17 @@ func atProviderLogin(t *testing.T, ctx context.Context, p *testoidc.Provider) bo
 // person, their session ends at the first request after the recheck.
 func TestSignInWithProvider(t *testing.T) {
 	t.Parallel()
-	email, password := newEmail(t), "the provider's password"
-	p := startProvider(t, testoidc.User{Email: email, Password: password, Groups: []string{"payroll"}})
+	email, password := testwebui.NewEmail(t), "the provider's password"
+	p := testwebui.StartProvider(t, testoidc.User{Email: email, Password: password, Groups: []string{"payroll"}})
 	const recheck = time.Second
 	ui := ssoUI(p, recheck)
-	ctx := browser(t)
+	ctx := testwebui.Browser(t)
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/login")))
 	if !atProviderLogin(t, ctx, p) {
 		t.Fatal("the log-in page did not go to the provider")
 	}
-	signInAtProvider(t, ctx, email, password)
+	testwebui.SignInAtProvider(t, ctx, email, password)
 	signedIn := func(want bool) {
 		t.Helper()
 		must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/connections"), chromedp.WaitVisible(chromedp.CSS("h1"))))
@@ -92,7 +64,7 @@ func TestSignInWithProvider(t *testing.T) {
 		}
 	}
 	signedIn(true)
-	checkA11y(t, ctx, "connections")
+	testwebui.CheckA11y(t, ctx, "connections")
 
 	// Past the recheck, the provider is asked again, and still says yes.
 	time.Sleep(recheck + 100*time.Millisecond)
@@ -107,10 +79,10 @@ func TestSignInWithProvider(t *testing.T) {
 	if heading != "Logged out" {
 		t.Fatalf("after logging out the browser shows %q", heading)
 	}
-	checkA11y(t, ctx, "logged out")
+	testwebui.CheckA11y(t, ctx, "logged out")
 	signedIn(false)
 
-	signInAtProvider(t, ctx, email, password)
+	testwebui.SignInAtProvider(t, ctx, email, password)
 	signedIn(true)
 	p.Disable(email)
 	time.Sleep(recheck + 100*time.Millisecond)
@@ -122,7 +94,7 @@ func TestSignInWithProvider(t *testing.T) {
 // refused.
 func TestSignInRefusals(t *testing.T) {
 	t.Parallel()
-	ui := ssoUI(startProvider(t), time.Minute)
+	ui := ssoUI(testwebui.StartProvider(t), time.Minute)
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tc := range []struct {
 		method, path string

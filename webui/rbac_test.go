@@ -21,17 +21,17 @@ import (
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/webui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
+// uiNamespace is where the UI runs (it keeps the accounts in
+// testwebui.AccountsNamespace), as its service account.
 const (
-	// uiNamespace is where the UI runs, accountsNamespace where it keeps
-	// the accounts.
-	uiNamespace       = "sftpgate-system"
-	accountsNamespace = "sftpgate-accounts"
-	uiServiceAccount  = "sftpgate-webui"
+	uiNamespace      = "sftpgate-system"
+	uiServiceAccount = "sftpgate-webui"
 )
 
 // serviceAccountClient applies config/default's namespace, service
@@ -50,8 +50,8 @@ func serviceAccountClient(ctx context.Context, admin *rest.Config) (client.Clien
 		default:
 			continue // CRDs come with envtest; workloads and their network cannot run here
 		}
-		// The manager's namespace exists already: the manager keeps its
-		// slug reservations there.
+		// A namespace may exist already (sftpgate's, where the manager
+		// keeps its slug reservations, where one runs).
 		if err := k8s.Create(ctx, obj); err != nil && (obj.GetKind() != "Namespace" || !apierrors.IsAlreadyExists(err)) {
 			return nil, nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
@@ -100,7 +100,7 @@ func TestUIRightsAreNarrow(t *testing.T) {
 		"get a Secret in default":             uiKube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "not-the-uis"}, &corev1.Secret{}),
 		"get a Secret in sftpgate-system":     uiKube.Get(ctx, client.ObjectKey{Namespace: uiNamespace, Name: "session-key"}, &corev1.Secret{}),
 		"list Secrets in sftpgate-system":     uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(uiNamespace)),
-		"list the account Secrets":            uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(accountsNamespace)),
+		"list the account Secrets":            uiKube.List(ctx, &corev1.SecretList{}, client.InNamespace(testwebui.AccountsNamespace)),
 		"list SftpConnections everywhere":     uiKube.List(ctx, &v1alpha1.SftpConnectionList{}),
 		"delete a namespace":                  uiKube.Delete(ctx, namespace("default")),
 		"bind cluster-admin":                  uiKube.Create(ctx, bindTo("default", "cluster-admin")),
@@ -112,7 +112,7 @@ func TestUIRightsAreNarrow(t *testing.T) {
 			Subjects:   everyone}),
 		// RBAC lets it bind a role whose rights it holds: its own here.
 		"grant everyone its rights on the account Secrets": uiKube.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: accountsNamespace, Name: "escalate"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: testwebui.AccountsNamespace, Name: "escalate"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sftpgate-webui-accounts"},
 			Subjects:   everyone}),
 	} {
@@ -201,10 +201,10 @@ func TestOnlyTheManagerWritesStatus(t *testing.T) {
 func accountNamespace(t *testing.T) string {
 	t.Helper()
 	c := newClient(t)
-	c.signUp(t)
+	c.SignUp(t)
 	// The namespace of this account: another test's may have its quota
 	// spent.
-	sum := sha256.Sum256([]byte(c.email))
+	sum := sha256.Sum256([]byte(c.Email))
 	var list corev1.NamespaceList
 	must(t, k8s.List(context.Background(), &list, client.MatchingLabels{accounts.LabelAccount: "account-" + hex.EncodeToString(sum[:12])}))
 	if len(list.Items) != 1 {

@@ -1,4 +1,4 @@
-package webui_test
+package tenancy
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 )
 
@@ -28,7 +29,7 @@ import (
 // form's values, and returns the link the one page shows.
 func shareLinkURL(t *testing.T, tn *tenant, values url.Values) string {
 	t.Helper()
-	status, body := tn.ui.form(t, "/connections/"+tn.uiConn+"/shares", values)
+	status, body := tn.ui.Form(t, "/connections/"+tn.uiConn+"/shares", values)
 	m := regexp.MustCompile(`id="share-url">([^<]+)<`).FindStringSubmatch(body)
 	if status != http.StatusOK || m == nil {
 		t.Fatalf("making a share link of %v: %d %s", values, status, body)
@@ -78,9 +79,9 @@ func TestShareLinks(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(owner.sshd.Dir, "reports", "q3.csv"), []byte("id,total\n1,42\n"), 0o644))
 
 	download := shareLinkURL(t, owner, url.Values{"name": {"q3"}, "path": {"/reports"}, "mode": {"Download"}, "expires": {"7d"}, "maxUses": {"2"}})
-	ctx := browser(t)
+	ctx := testwebui.Browser(t)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(download), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="q3.csv"]`))))
-	checkA11y(t, ctx, "share link: a folder")
+	testwebui.CheckA11y(t, ctx, "share link: a folder")
 	if shareUses(t, owner.ns, "q3") != 0 {
 		t.Error("listing the folder counted as a use")
 	}
@@ -102,7 +103,7 @@ func TestShareLinks(t *testing.T) {
 	if status, body := fetch(t, file); status != http.StatusOK || body != "id,total\n1,42\n" {
 		t.Fatalf("curl on a file's link: %d %q", status, body)
 	}
-	if status, _ := owner.ui.form(t, "/shares/q3-file/delete", nil); status != http.StatusOK {
+	if status, _ := owner.ui.Form(t, "/shares/q3-file/delete", nil); status != http.StatusOK {
 		t.Fatalf("deleting the link: %d", status)
 	}
 	if status, _ := fetch(t, file); status != http.StatusNotFound {
@@ -132,10 +133,10 @@ func TestShareLinks(t *testing.T) {
 		t.Errorf("a link with a password, without it: %d, want 401", status)
 	}
 	must(t, chromedp.Do(ctx, chromedp.Navigate(drop), chromedp.WaitVisible(chromedp.ID("password"))))
-	checkA11y(t, ctx, "share link: its password")
+	testwebui.CheckA11y(t, ctx, "share link: its password")
 	must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("password"), "partner secret"), chromedp.Submit(chromedp.ID("password")),
 		chromedp.WaitVisible(chromedp.CSS(`label[for="upload-files"]`))))
-	checkA11y(t, ctx, "share link: a drop box")
+	testwebui.CheckA11y(t, ctx, "share link: a drop box")
 	invoice := filepath.Join(t.TempDir(), "invoice.csv")
 	must(t, os.WriteFile(invoice, []byte("invoice,amount\n7,99\n"), 0o644))
 	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{invoice})))
@@ -176,7 +177,7 @@ func TestShareLinks(t *testing.T) {
 	}
 	// Every use is in the owner's trail, its actor the link.
 	testkit.EventuallyFound(t, "the owner's trail has the link's uses", func() (bool, string) {
-		_, body := owner.ui.get(t, "/activity?format=jsonl")
+		_, body := owner.ui.Get(t, "/activity?format=jsonl")
 		return strings.Contains(body, `"action":"webui.share.upload"`) && strings.Contains(body, `"kind":"ShareLink","name":"drop"`) &&
 			strings.Contains(body, `"paths":["/reports/q3.csv"]`), fmt.Sprintf("%.2000s", body)
 	})

@@ -1,4 +1,4 @@
-package webui_test
+package tenancy
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 )
 
 // onePixelPNG is a 1×1 PNG.
@@ -33,9 +34,9 @@ func TestFileBrowser(t *testing.T) {
 	sshd := testsshd.Start(t)
 	// A slow link to the server, so that the upload is seen under way.
 	proxy := testproxy.Start(t, fmt.Sprintf("%s:%d", sshd.Host, sshd.Port))
-	ctx := browser(t)
-	signUp(t, ctx)
-	addConnectionAt(t, ctx, "shelf", proxy.Host, proxy.Port, sshd, sshd.Password)
+	ctx := testwebui.Browser(t)
+	testwebui.SignUp(t, ctx, uiURL)
+	testwebui.AddConnectionAt(t, ctx, uiURL, "shelf", proxy.Host, proxy.Port, sshd, sshd.Password)
 	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("section.status.ready .when-ready"))))
 	owned := func(p string) {
 		must(t, os.Chown(p, sshd.UID, sshd.GID))
@@ -53,7 +54,7 @@ func TestFileBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-name="docs"] a.dir`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"]`)),
 	))
-	checkA11y(t, ctx, "files")
+	testwebui.CheckA11y(t, ctx, "files")
 	// The file input is hidden: its label, the button, shows the focus.
 	must(t, chromedp.Do(ctx, chromedp.Focus(chromedp.ID("upload-files"))))
 	if outline, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('label[for="upload-files"]')).outlineStyle`)); err != nil || outline != "solid" {
@@ -64,7 +65,7 @@ func TestFileBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-name="dot.png"] a`)),
 		chromedp.WaitVisible(chromedp.CSS("img.preview")),
 	))
-	checkA11y(t, ctx, "image")
+	testwebui.CheckA11y(t, ctx, "image")
 	loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
 		`new Promise(r => { const i = document.querySelector("img.preview"); i.complete ? r(i.naturalWidth === 1) : i.onload = () => r(i.naturalWidth === 1) })`,
 		chromedp.EvalAwaitPromise))
@@ -79,7 +80,7 @@ func TestFileBrowser(t *testing.T) {
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("file-text"))); err != nil || text != "hello <b>files</b>" {
 		t.Errorf("the text shown is %q (%v)", text, err)
 	}
-	checkA11y(t, ctx, "text file")
+	testwebui.CheckA11y(t, ctx, "text file")
 
 	// Upload 50 MiB through a link of 6 MB/s to the server.
 	data := make([]byte, 50<<20)
@@ -90,16 +91,16 @@ func TestFileBrowser(t *testing.T) {
 	folder := uiURL + "/connections/shelf/files?path=/docs"
 	must(t, chromedp.Do(ctx, chromedp.Navigate(folder), chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{local})))
 	waitFor(t, ctx, `Number(document.querySelector("#uploads progress")?.value || 0) >= 25`, "the upload's progress to pass 25%")
-	screenshot(t, ctx, "file-browser-upload")
+	testwebui.Screenshot(t, ctx, "file-browser-upload")
 	// Reload halfway: the page says the upload is unfinished; the same file
 	// chosen again goes on, and only the rest is sent.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(folder)))
 	waitFor(t, ctx, `[...document.querySelectorAll("#uploads li")].some(l => (l.dataset.note || "").startsWith("unfinished"))`, "the unfinished upload to be listed")
-	checkA11y(t, ctx, "files (an upload unfinished)")
+	testwebui.CheckA11y(t, ctx, "files (an upload unfinished)")
 	before := proxy.Sent()
 	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{local})))
 	waitFor(t, ctx, `!!document.querySelector("#uploads li[data-from]")`, "the upload to go on")
-	checkA11y(t, ctx, "files (uploading)")
+	testwebui.CheckA11y(t, ctx, "files (uploading)")
 	waitFor(t, ctx, `!!document.querySelector("#uploads li.done") || !!document.querySelector("#uploads li.failed")`, "the upload to end")
 	if failed, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#uploads li.failed .state")?.textContent || ""`)); failed != "" {
 		t.Fatalf("the upload failed: %s", failed)
@@ -134,7 +135,7 @@ func TestFileBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-name="readme.txt"] details.rename summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`)),
 	))
-	checkA11y(t, ctx, "files (renaming)")
+	testwebui.CheckA11y(t, ctx, "files (renaming)")
 	must(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`), "notes.txt"),
 		chromedp.Submit(chromedp.CSS(`tr[data-name="readme.txt"] input[name="name"]`)),
@@ -149,17 +150,17 @@ func TestFileBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`button.danger`)),
 		))
 		if name == "deep" {
-			screenshot(t, ctx, "file-browser-delete")
-			checkA11y(t, ctx, "delete a folder")
+			testwebui.Screenshot(t, ctx, "file-browser-delete")
+			testwebui.CheckA11y(t, ctx, "delete a folder")
 		} else {
-			checkA11y(t, ctx, "delete a file")
+			testwebui.CheckA11y(t, ctx, "delete a file")
 		}
 		must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button.danger`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="big.bin"]`))))
 		if _, err := os.Stat(filepath.Join(sshd.Dir, "docs", name)); !os.IsNotExist(err) {
 			t.Errorf("%s is still there (%v)", name, err)
 		}
 	}
-	screenshot(t, ctx, "file-browser")
+	testwebui.Screenshot(t, ctx, "file-browser")
 
 	// A new folder, and a phone's width: nothing scrolls sideways.
 	must(t, chromedp.Do(ctx,
@@ -172,7 +173,7 @@ func TestFileBrowser(t *testing.T) {
 	if fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.documentElement.scrollWidth <= window.innerWidth")); err != nil || !fits {
 		t.Errorf("the file browser is wider than a phone (%v)", err)
 	}
-	screenshot(t, ctx, "file-browser-phone")
+	testwebui.Screenshot(t, ctx, "file-browser-phone")
 
 	// A file dropped on the folder uploads too.
 	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`{
@@ -191,7 +192,7 @@ func TestFileBrowser(t *testing.T) {
 	download, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-name="big.bin"] a[download]').href`))
 	must(t, err)
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.ID("password"))))
-	checkA11y(t, ctx, "log in")
+	testwebui.CheckA11y(t, ctx, "log in")
 	for _, probe := range []string{
 		`fetch(` + strconv.Quote(download) + `).then(r => r.url)`,
 		`fetch("/connections/shelf/uploads/", { method: "POST", headers: { "Tus-Resumable": "1.0.0", "Upload-Length": "1" } }).then(r => r.url)`,

@@ -1,4 +1,4 @@
-package webui_test
+package tenancy
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 )
 
 // TestOpenPGPInbox: in the browser, an account adds its private key and a
@@ -33,10 +34,10 @@ func TestOpenPGPInbox(t *testing.T) {
 	}
 	ours, partner := testgpg.Start(t, "ours", testgpg.Curve25519), testgpg.Start(t, "partner", testgpg.RSA)
 	partner.Trust(t, ours)
-	ctx := browser(t)
-	signUp(t, ctx)
-	addConnection(t, ctx, "partner", sshd, sshd.Password)
-	addConnection(t, ctx, "archive", sshd, sshd.Password)
+	ctx := testwebui.Browser(t)
+	testwebui.SignUp(t, ctx, uiURL)
+	testwebui.AddConnection(t, ctx, uiURL, "partner", sshd, sshd.Password)
+	testwebui.AddConnection(t, ctx, uiURL, "archive", sshd, sshd.Password)
 
 	addKey := func(name string, key []byte, passphrase string) {
 		t.Helper()
@@ -60,11 +61,11 @@ func TestOpenPGPInbox(t *testing.T) {
 		strings.Contains(html, privateLine) || strings.Contains(html, publicLine) || strings.Contains(html, testgpg.Passphrase) {
 		t.Errorf("the keys page does not show the fingerprints alone: %s", html)
 	}
-	screenshot(t, ctx, "openpgp-keys")
-	checkA11y(t, ctx, "OpenPGP keys")
+	testwebui.Screenshot(t, ctx, "openpgp-keys")
+	testwebui.CheckA11y(t, ctx, "OpenPGP keys")
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner/watches/new"), chromedp.WaitVisible(chromedp.ID("to"))))
-	checkA11y(t, ctx, "new watch")
+	testwebui.CheckA11y(t, ctx, "new watch")
 	must(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("path"), "/inbox"),
 		chromedp.SetValue(chromedp.ID("to"), "archive"),
@@ -119,6 +120,6 @@ func TestOpenPGPInbox(t *testing.T) {
 		must(t, err)
 		return strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred"), fmt.Sprintf("%q", row)
 	})
-	screenshot(t, ctx, "watch-openpgp")
-	checkA11y(t, ctx, "connection (watching an inbox)")
+	testwebui.Screenshot(t, ctx, "watch-openpgp")
+	testwebui.CheckA11y(t, ctx, "connection (watching an inbox)")
 }

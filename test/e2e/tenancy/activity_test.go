@@ -1,4 +1,4 @@
-package webui_test
+package tenancy
 
 import (
 	"encoding/csv"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/internal/audit"
 )
 
@@ -24,15 +25,15 @@ import (
 func TestActivity(t *testing.T) {
 	t.Parallel()
 	sshd := testsshd.Start(t)
-	ctx := browser(t)
-	signUp(t, ctx)
+	ctx := testwebui.Browser(t)
+	testwebui.SignUp(t, ctx, uiURL)
 	email, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".who")))
 	must(t, err)
 	stranger := newClient(t)
-	stranger.form(t, "/login", url.Values{"email": {email}, "password": {"not the password"}})
+	stranger.Form(t, "/login", url.Values{"email": {email}, "password": {"not the password"}})
 	other := newClient(t)
-	other.signUp(t)
-	addConnection(t, ctx, "shelf", sshd, sshd.Password)
+	other.SignUp(t)
+	testwebui.AddConnection(t, ctx, uiURL, "shelf", sshd, sshd.Password)
 	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("section.status.ready .when-ready")),
 		chromedp.Navigate(uiURL+"/connections/shelf/files?path=/")))
 
@@ -54,8 +55,8 @@ func TestActivity(t *testing.T) {
 	if len(rows) == 0 || !strings.Contains(rows[len(rows)-1], "webui.signup") || !strings.Contains(rows[len(rows)-1], "127.0.0.1") {
 		t.Errorf("the oldest row is not the sign-up, from the browser's address: %q", rows)
 	}
-	checkA11y(t, ctx, "activity")
-	screenshot(t, ctx, "activity")
+	testwebui.CheckA11y(t, ctx, "activity")
+	testwebui.Screenshot(t, ctx, "activity")
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/activity?result=failed")))
 	failed, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
@@ -76,7 +77,7 @@ func TestActivity(t *testing.T) {
 		t.Errorf("the JSON Lines export has %d records, the page %d", len(records), len(rows))
 	}
 	for _, r := range records {
-		if r.Actor.Kind == audit.ActorAccount && r.Actor.Name == other.email || r.Namespace != records[0].Namespace {
+		if r.Actor.Kind == audit.ActorAccount && r.Actor.Name == other.Email || r.Namespace != records[0].Namespace {
 			t.Fatalf("another account's record: %s", r)
 		}
 	}

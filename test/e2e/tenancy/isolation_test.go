@@ -1,4 +1,4 @@
-package webui_test
+package tenancy
 
 import (
 	"bytes"
@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,12 +37,13 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
-	"github.com/sftpgate/sftpgate/webui"
+	"github.com/sftpgate/sftpgate/test/framework"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
@@ -54,7 +53,7 @@ import (
 // connection "reports" to the tenant's own sshd, served under slug, and a
 // key given by hash, as in Git).
 type tenant struct {
-	ui     *uiClient
+	ui     *testwebui.Client
 	ns     string
 	sshd   *testsshd.Server
 	uiConn string // the connection made in the web UI
@@ -67,11 +66,11 @@ func newTenant(t *testing.T, name string) *tenant {
 	t.Helper()
 	ctx := context.Background()
 	tn := &tenant{ui: newClient(t), sshd: testsshd.Start(t), token: mustToken()}
-	tn.ui.signUp(t)
-	suffix := strings.ToLower(strings.TrimSuffix(strings.SplitN(tn.ui.email, "@", 2)[0], "-"))
+	tn.ui.SignUp(t)
+	suffix := strings.ToLower(strings.TrimSuffix(strings.SplitN(tn.ui.Email, "@", 2)[0], "-"))
 	suffix = suffix[len(suffix)-6:]
 	tn.uiConn, tn.slug = name+"-home-"+suffix, name+"-reports-"+suffix
-	status, _ := tn.ui.form(t, "/connections", url.Values{"name": {tn.uiConn}, "host": {tn.sshd.Host}, "port": {fmt.Sprint(tn.sshd.Port)},
+	status, _ := tn.ui.Form(t, "/connections", url.Values{"name": {tn.uiConn}, "host": {tn.sshd.Host}, "port": {fmt.Sprint(tn.sshd.Port)},
 		"username": {testsshd.User}, "auth": {"password"}, "password": {tn.sshd.Password}, "trust": {"pinned"}, "hostKey": {tn.sshd.HostKeyLine},
 		"rootPath": {tn.sshd.Dir}})
 	if status != http.StatusOK {
@@ -87,7 +86,7 @@ func newTenant(t *testing.T, name string) *tenant {
 	if tn.ns == "" {
 		t.Fatalf("no namespace holds %s's connection", name)
 	}
-	if status, _ := tn.ui.form(t, "/keys", url.Values{"connection": {tn.uiConn}, "expires": {"30d"}}); status != http.StatusOK {
+	if status, _ := tn.ui.Form(t, "/keys", url.Values{"connection": {tn.uiConn}, "expires": {"30d"}}); status != http.StatusOK {
 		t.Fatalf("%s makes a key: %d", name, status)
 	}
 	var keys v1alpha1.ApiKeyList
@@ -153,9 +152,15 @@ func (tn *tenant) createReports(t *testing.T, name string) {
 // token, as its CI does, and checks it landed on the tenant's own server.
 func (tn *tenant) writes(t *testing.T, what string) {
 	t.Helper()
+	tn.writesThrough(t, gatewayURL, what)
+}
+
+// writesThrough is writes through the gateway at base.
+func (tn *tenant) writesThrough(t *testing.T, base, what string) {
+	t.Helper()
 	name := "from-" + tn.ns + "-" + what
 	testkit.EventuallyFound(t, tn.ns+"'s write through its own slug", func() (bool, string) {
-		status, body := testhttp.PostJSON(t, gatewayURL+"/"+tn.slug+"/write", tn.token, fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, name))
+		status, body := testhttp.PostJSON(t, base+"/"+tn.slug+"/write", tn.token, fmt.Sprintf(`{"path": %q, "file": {"text": "x"}}`, name))
 		return status == http.StatusOK && !strings.Contains(body, `"error"`), fmt.Sprintf("%d %s", status, body)
 	})
 	if _, err := os.Stat(filepath.Join(tn.sshd.Dir, name)); err != nil {
@@ -263,6 +268,13 @@ func TestIsolation(t *testing.T) {
 	// An attacker's second account, whose state budget it fills.
 	hoarder := newTenant(t, "hoarder")
 	ctx := context.Background()
+	// The rows that take a whole gateway replica's memory or CPU take a
+	// replica of their own (with the same flags), which the victim's
+	// writes go through too: not the one the web UI calls, which the
+	// package's other tests use meanwhile.
+	ownGateway, err := sys.Add(ctx, "gateway")
+	must(t, err)
+	t.Cleanup(func() { _ = ownGateway.Stop() })
 	// The victim watches its /arrivals; each row that could hold the
 	// worker back checks that a file the victim drops is still reported.
 	// Each tenant's audit records go to an AuditSink made before any row
@@ -464,15 +476,15 @@ func TestIsolation(t *testing.T) {
 			}
 		}},
 		{"the victim's OpenPGP key, through the attacker's web UI", func(t *testing.T) {
-			if status, _ := attacker.ui.form(t, "/openpgp/our-key/delete", url.Values{}); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/openpgp/our-key/delete", url.Values{}); status != http.StatusNotFound {
 				t.Errorf("deleting the victim's key: %d", status)
 			}
-			status, page := attacker.ui.form(t, "/connections/"+attacker.uiConn+"/watches", url.Values{"path": {"/"}, "created": {"on"},
+			status, page := attacker.ui.Form(t, "/connections/"+attacker.uiConn+"/watches", url.Values{"path": {"/"}, "created": {"on"},
 				"to": {attacker.uiConn}, "folder": {"/opened"}, "openpgp": {"decrypt"}, "key": {"our-key"}})
 			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "no OpenPGP key our-key") {
 				t.Errorf("a watch decrypting with the victim's key: %d", status)
 			}
-			if _, page := attacker.ui.get(t, "/openpgp"); strings.Contains(page, "our-key") {
+			if _, page := attacker.ui.Get(t, "/openpgp"); strings.Contains(page, "our-key") {
 				t.Error("the attacker's keys page lists the victim's key")
 			}
 			var s corev1.Secret
@@ -621,12 +633,12 @@ func TestIsolation(t *testing.T) {
 		{"the victim's connection pages", func(t *testing.T) {
 			for _, path := range []string{"", "/status", "/edit", "/delete", "/files?path=/", "/files/view?path=/arrivals",
 				"/files/download?path=/arrivals/file-1.csv", "/files/delete?path=/arrivals"} {
-				if status, _ := attacker.ui.get(t, "/connections/"+victim.uiConn+path); status != http.StatusNotFound {
+				if status, _ := attacker.ui.Get(t, "/connections/"+victim.uiConn+path); status != http.StatusNotFound {
 					t.Errorf("GET %s: %d, want 404", path, status)
 				}
 			}
 			for _, path := range []string{"/edit", "/delete", "/try", "/files/mkdir", "/files/rename", "/files/delete"} {
-				if status, _ := attacker.ui.form(t, "/connections/"+victim.uiConn+path, url.Values{"host": {attacker.sshd.Host},
+				if status, _ := attacker.ui.Form(t, "/connections/"+victim.uiConn+path, url.Values{"host": {attacker.sshd.Host},
 					"dir": {"/"}, "name": {"planted"}, "path": {"/arrivals"}}); status != http.StatusNotFound {
 					t.Errorf("POST %s: %d, want 404", path, status)
 				}
@@ -661,7 +673,7 @@ func TestIsolation(t *testing.T) {
 				req.Header.Set("Content-Type", "application/offset+octet-stream")
 				req.Header.Set("Origin", uiURL)
 				req.Header.Set("Sec-Fetch-Site", "same-origin")
-				if status, _ := attacker.ui.do(t, req); status != http.StatusNotFound {
+				if status, _ := attacker.ui.Do(t, req); status != http.StatusNotFound {
 					t.Errorf("the attacker's web UI, %s: %d, want 404", method, status)
 				}
 			}
@@ -685,7 +697,7 @@ func TestIsolation(t *testing.T) {
 			flooded := gatewayURL + up.header.Get("Location")
 			record := func() string {
 				var list corev1.ConfigMapList
-				must(t, k8s.List(ctx, &list, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
+				must(t, k8s.List(ctx, &list, client.InNamespace(framework.Namespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
 				if len(list.Items) != 1 {
 					t.Fatalf("%d records of the attacker's uploads, want 1", len(list.Items))
 				}
@@ -772,7 +784,7 @@ func TestIsolation(t *testing.T) {
 		{"the removal of expired uploads, held by the attacker's server that never answers", func(t *testing.T) {
 			stalling := testsftp.Stalling(t)
 			conn := attacker.tarpitConnection(t, stalling, "stalling")
-			records := &uploadrecord.Store{Client: k8s, Namespace: uiNamespace}
+			records := &uploadrecord.Store{Client: k8s, Namespace: framework.Namespace}
 			past := time.Now().Add(-time.Hour)
 			for i := range 20 {
 				must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: attacker.ns, Connection: conn.Name,
@@ -780,7 +792,7 @@ func TestIsolation(t *testing.T) {
 					Size: 1, Created: past, Expires: past}))
 			}
 			t.Cleanup(func() {
-				_ = k8s.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns})
+				_ = k8s.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(framework.Namespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns})
 			})
 			var reports v1alpha1.SftpConnection
 			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "reports"}, &reports))
@@ -795,7 +807,7 @@ func TestIsolation(t *testing.T) {
 			})
 			t.Logf("the victim's expired upload went %v after it was due, the attacker's 20 held by its server", time.Since(start).Round(time.Millisecond))
 			var left corev1.ConfigMapList
-			must(t, k8s.List(ctx, &left, client.InNamespace(uiNamespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
+			must(t, k8s.List(ctx, &left, client.InNamespace(framework.Namespace), client.MatchingLabels{uploadrecord.LabelNamespace: attacker.ns}))
 			if len(left.Items) != 20 {
 				t.Errorf("%d of the attacker's 20 expired uploads left: its server answers no stat, so none could go", len(left.Items))
 			}
@@ -819,33 +831,33 @@ func TestIsolation(t *testing.T) {
 		}},
 		{"the victim's connections and transfers, through the attacker's web UI", func(t *testing.T) {
 			for _, conns := range [][2]string{{victim.uiConn, attacker.uiConn}, {attacker.uiConn, victim.uiConn}} {
-				status, _ := attacker.ui.form(t, "/transfers", url.Values{"from": {conns[0]}, "path": {"/"}, "to": {conns[1]},
+				status, _ := attacker.ui.Form(t, "/transfers", url.Values{"from": {conns[0]}, "path": {"/"}, "to": {conns[1]},
 					"folder": {"/stolen"}, "mode": {"Copy"}, "overwrite": {"Never"}})
 				if status != http.StatusUnprocessableEntity {
 					t.Errorf("a transfer %s → %s: %d, want 422", conns[0], conns[1], status)
 				}
 			}
 			theirs := victim.transfer(t, "theirs", "reports", "/nowhere", "reports", "/copies")
-			if _, page := attacker.ui.get(t, "/transfers"); strings.Contains(page, theirs.Name) {
+			if _, page := attacker.ui.Get(t, "/transfers"); strings.Contains(page, theirs.Name) {
 				t.Error("the attacker's transfers page lists the victim's transfer")
 			}
-			if status, _ := attacker.ui.form(t, "/transfers/"+theirs.Name+"/delete", nil); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/transfers/"+theirs.Name+"/delete", nil); status != http.StatusNotFound {
 				t.Errorf("removing the victim's transfer: %d, want 404", status)
 			}
 			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), theirs))
 		}},
 		{"a key for the victim's connection", func(t *testing.T) {
-			if status, _ := attacker.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
+			if status, _ := attacker.ui.Form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"never"}}); status != http.StatusUnprocessableEntity {
 				t.Errorf("%d, want 422", status)
 			}
 		}},
 		{"the victim's stored password, sent to the attacker's server with a stolen session", func(t *testing.T) {
 			stolen := newClient(t)
-			u, err := url.Parse(victim.ui.base)
+			u, err := url.Parse(victim.ui.Base)
 			must(t, err)
-			stolen.http.Jar.SetCookies(u, victim.ui.http.Jar.Cookies(u))
+			stolen.HTTP.Jar.SetCookies(u, victim.ui.HTTP.Jar.Cookies(u))
 			logins := attacker.sshd.Logins(t)
-			status, page := stolen.form(t, "/connections/"+victim.uiConn+"/edit", url.Values{"host": {attacker.sshd.Host},
+			status, page := stolen.Form(t, "/connections/"+victim.uiConn+"/edit", url.Values{"host": {attacker.sshd.Host},
 				"port": {fmt.Sprint(attacker.sshd.Port)}, "username": {testsshd.User}, "auth": {"password"}, "trust": {"first-use"}})
 			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "enter the password again") {
 				t.Errorf("editing the host without the password: %d", status)
@@ -860,7 +872,7 @@ func TestIsolation(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "large.bin"), make([]byte, 64<<20), 0o644))
 			refused := 0
 			for range 8 {
-				req, err := http.NewRequest(http.MethodPost, gatewayURL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "large.bin"}`))
+				req, err := http.NewRequest(http.MethodPost, ownGateway.URL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "large.bin"}`))
 				must(t, err)
 				req.Header.Set("Authorization", "Bearer "+attacker.token)
 				req.Header.Set("Content-Type", "application/json")
@@ -876,17 +888,17 @@ func TestIsolation(t *testing.T) {
 			if refused == 0 {
 				t.Fatal("eight downloads never read were all let in")
 			}
-			victim.writes(t, "while the attacker holds the gateway's memory")
+			victim.writesThrough(t, ownGateway.URL, "while the attacker holds the gateway's memory")
 		}},
 		{"the gateway's CPU, taken by the attacker's large reads", func(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(attacker.sshd.Dir, "text.txt"), bytes.Repeat([]byte("<"), 4<<20), 0o644))
-			paced := gatewayMetric(t, "sftpgate_gateway_paced_seconds_total")
+			paced := gatewayMetric(t, ownGateway, "sftpgate_gateway_paced_seconds_total")
 			var reads sync.WaitGroup
 			for range 3 {
 				reads.Go(func() {
 					for range 2 {
 						// 200, or 503 when the others hold the budget.
-						req, err := http.NewRequest(http.MethodPost, gatewayURL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "text.txt"}`))
+						req, err := http.NewRequest(http.MethodPost, ownGateway.URL+"/"+attacker.slug+"/read", strings.NewReader(`{"path": "text.txt"}`))
 						if err != nil {
 							t.Error(err)
 							return
@@ -916,9 +928,9 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 			for i := 0; !over(); i++ {
-				victim.writes(t, fmt.Sprintf("while the attacker reads (%d)", i))
+				victim.writesThrough(t, ownGateway.URL, fmt.Sprintf("while the attacker reads (%d)", i))
 			}
-			if gatewayMetric(t, "sftpgate_gateway_paced_seconds_total") <= paced {
+			if gatewayMetric(t, ownGateway, "sftpgate_gateway_paced_seconds_total") <= paced {
 				t.Error("the attacker's large reads never yielded to the victim's writes")
 			}
 		}},
@@ -953,7 +965,7 @@ func TestIsolation(t *testing.T) {
 			for _, p := range []string{"incoming", "private.txt"} {
 				must(t, os.Chown(filepath.Join(victim.sshd.Dir, p), victim.sshd.UID, victim.sshd.GID))
 			}
-			status, page := victim.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {"/incoming/"}})
+			status, page := victim.ui.Form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {"/incoming/"}})
 			token := regexp.MustCompile(`sgk_[A-Za-z0-9_]+`).FindString(page)
 			if status != http.StatusOK || token == "" {
 				t.Fatalf("the victim makes a key limited to /incoming/: %d", status)
@@ -984,7 +996,7 @@ func TestIsolation(t *testing.T) {
 			}
 			// The victim sees when the key it gave out was last used.
 			testkit.Eventually(t, "the keys page shows the key's last use", func() bool {
-				_, list := victim.ui.get(t, "/keys")
+				_, list := victim.ui.Get(t, "/keys")
 				return regexp.MustCompile(`<td>(just now|\d+ seconds ago)</td>`).MatchString(list)
 			})
 		}},
@@ -992,7 +1004,7 @@ func TestIsolation(t *testing.T) {
 			scoped := filepath.Join(victim.sshd.Dir, conformance.ScopedPath)
 			must(t, os.Mkdir(scoped, 0o755))
 			must(t, os.Chown(scoped, victim.sshd.UID, victim.sshd.GID))
-			status, page := victim.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {conformance.ScopedPath}})
+			status, page := victim.ui.Form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}, "paths": {conformance.ScopedPath}})
 			token := regexp.MustCompile(`sgk_[A-Za-z0-9_]+`).FindString(page)
 			if status != http.StatusOK || token == "" {
 				t.Fatalf("the victim makes a key limited to %s: %d", conformance.ScopedPath, status)
@@ -1038,7 +1050,7 @@ func TestIsolation(t *testing.T) {
 					}
 				}
 			}
-			status, body := attacker.ui.get(t, "/activity?format=jsonl")
+			status, body := attacker.ui.Get(t, "/activity?format=jsonl")
 			exported, _, err := audit.Read(strings.NewReader(body))
 			must(t, err)
 			if status != http.StatusOK || len(exported) == 0 {
@@ -1061,23 +1073,23 @@ func TestIsolation(t *testing.T) {
 			})
 		}},
 		{"a huge and a binary X-Request-Id as a failed log-in to the victim's email", func(t *testing.T) {
-			form := url.Values{"email": {victim.ui.email}, "password": {"not the password"}}.Encode()
+			form := url.Values{"email": {victim.ui.Email}, "password": {"not the password"}}.Encode()
 			sendHostileIDs(t, http.StatusUnauthorized, func(id string) int {
 				status, _ := testhttp.Raw(t, http.MethodPost, uiURL+"/login", form, "Content-Type", "application/x-www-form-urlencoded", "X-Request-Id", id)
 				return status
 			})
 			trailHolds(t, victim, victimAudit, "after-hostile-login-ids", func(r audit.Record) bool {
-				return r.Action == "webui.login" && r.Actor.Name == victim.ui.email && r.Result != audit.ResultOK
+				return r.Action == "webui.login" && r.Actor.Name == victim.ui.Email && r.Result != audit.ResultOK
 			})
 		}},
 		{"the victim's key", func(t *testing.T) {
 			if victim.uiKey == "" {
 				t.Fatal("the victim's web UI key was not found")
 			}
-			if status, _ := attacker.ui.get(t, "/keys/"+victim.uiKey+"/created"); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Get(t, "/keys/"+victim.uiKey+"/created"); status != http.StatusNotFound {
 				t.Errorf("GET: %d, want 404", status)
 			}
-			if status, _ := attacker.ui.form(t, "/keys/"+victim.uiKey+"/revoke", nil); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/keys/"+victim.uiKey+"/revoke", nil); status != http.StatusNotFound {
 				t.Errorf("revoke: %d, want 404", status)
 			}
 		}},
@@ -1110,7 +1122,7 @@ func TestIsolation(t *testing.T) {
 			for what, forged := range map[string]string{
 				"the attacker's secret on the victim's link": "sgs_" + locator + "_" + secret,
 				"a made-up secret on the victim's link":      "sgs_" + locator + "_" + strings.Repeat("A", 52),
-				"a link in sftpgate's own namespace":         "sgs_" + base64.RawURLEncoding.EncodeToString([]byte(uiNamespace+"/x")) + "_" + secret,
+				"a link in sftpgate's own namespace":         "sgs_" + base64.RawURLEncoding.EncodeToString([]byte(framework.Namespace+"/x")) + "_" + secret,
 			} {
 				if status, _ := fetch(t, base+"/s/"+forged); status != http.StatusNotFound {
 					t.Errorf("%s: %d, want 404", what, status)
@@ -1127,51 +1139,51 @@ func TestIsolation(t *testing.T) {
 		{"the victim's team, as the holder of an unverified account of the email the victim added", func(t *testing.T) {
 			// The attacker signed up with a password: no one vouched for
 			// its email, so the victim's grant to that email is not its.
-			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
-			if _, body := attacker.ui.get(t, "/teams"); strings.Contains(body, victim.ui.email) {
+			addMember(t, victim.ui, "person", attacker.ui.Email, "viewer")
+			if _, body := attacker.ui.Get(t, "/teams"); strings.Contains(body, victim.ui.Email) {
 				t.Error("an unverified account lists the team its email was added to")
 			}
-			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
 				t.Errorf("an unverified account switches to the team its email was added to: %d, want 404", status)
 			}
-			if status, _ := attacker.ui.get(t, "/connections/"+victim.uiConn+"/files?path=%2F"); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Get(t, "/connections/"+victim.uiConn+"/files?path=%2F"); status != http.StatusNotFound {
 				t.Errorf("an unverified account browses the team's files: %d, want 404", status)
 			}
 		}},
 		{"the victim's team, as its viewer trying an editor's and an admin's actions", func(t *testing.T) {
 			// As if the operator vouched for the attacker's email (sftpgate
 			// webui add-account does): the victim's grant is now its.
-			verifyEmail(t, attacker.ui.email)
-			addMember(t, victim.ui, "person", attacker.ui.email, "viewer")
-			if _, body := attacker.ui.get(t, "/teams"); !strings.Contains(body, victim.ui.email) {
+			verifyEmail(t, attacker.ui.Email)
+			addMember(t, victim.ui, "person", attacker.ui.Email, "viewer")
+			if _, body := attacker.ui.Get(t, "/teams"); !strings.Contains(body, victim.ui.Email) {
 				t.Fatal("the victim's team is not among the attacker's")
 			}
-			if status, body := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK || !strings.Contains(body, victim.uiConn) {
+			if status, body := attacker.ui.Form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK || !strings.Contains(body, victim.uiConn) {
 				t.Fatalf("switching to the victim's team: %d", status)
 			}
 			conn := "/connections/" + victim.uiConn
-			if status, _ := attacker.ui.get(t, conn+"/files?path=%2F"); status != http.StatusOK {
+			if status, _ := attacker.ui.Get(t, conn+"/files?path=%2F"); status != http.StatusOK {
 				t.Fatalf("a viewer browses the team's files: %d", status)
 			}
-			upload, err := http.NewRequest(http.MethodPost, attacker.ui.base+conn+"/uploads/", nil)
+			upload, err := http.NewRequest(http.MethodPost, attacker.ui.Base+conn+"/uploads/", nil)
 			must(t, err)
 			upload.Header.Set("Sec-Fetch-Site", "same-origin")
 			upload.Header.Set("Tus-Resumable", "1.0.0")
 			upload.Header.Set("Upload-Length", "1")
 			upload.Header.Set("Upload-Metadata", "filename "+base64.StdEncoding.EncodeToString([]byte("/planted")))
 			for what, status := range map[string]int{
-				"create a folder":       first(attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}})),
-				"delete a file":         first(attacker.ui.form(t, conn+"/files/delete", url.Values{"path": {"/from-" + victim.ns + "-setup"}})),
-				"rename a file":         first(attacker.ui.form(t, conn+"/files/rename", url.Values{"path": {"/from-" + victim.ns + "-setup"}, "name": {"planted"}})),
-				"upload":                first(attacker.ui.do(t, upload)),
-				"watch a folder":        first(attacker.ui.form(t, conn+"/watches", url.Values{"path": {"/"}, "sink": {"http://127.0.0.1:9"}, "events": {"created"}})),
-				"copy files":            first(attacker.ui.form(t, "/transfers", url.Values{"from": {victim.uiConn}, "path": {"/"}, "to": {victim.uiConn}, "folder": {"/planted"}})),
-				"delete the connection": first(attacker.ui.form(t, conn+"/delete", nil)),
-				"edit the connection":   first(attacker.ui.form(t, conn+"/edit", url.Values{"host": {"127.0.0.1"}})),
-				"make a key":            first(attacker.ui.form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}})),
-				"list the keys":         first(attacker.ui.get(t, "/keys")),
-				"make itself an admin":  first(attacker.ui.form(t, "/members", url.Values{"kind": {"person"}, "name": {attacker.ui.email}, "role": {"admin"}})),
-				"read the activity":     first(attacker.ui.get(t, "/activity")),
+				"create a folder":       first(attacker.ui.Form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}})),
+				"delete a file":         first(attacker.ui.Form(t, conn+"/files/delete", url.Values{"path": {"/from-" + victim.ns + "-setup"}})),
+				"rename a file":         first(attacker.ui.Form(t, conn+"/files/rename", url.Values{"path": {"/from-" + victim.ns + "-setup"}, "name": {"planted"}})),
+				"upload":                first(attacker.ui.Do(t, upload)),
+				"watch a folder":        first(attacker.ui.Form(t, conn+"/watches", url.Values{"path": {"/"}, "sink": {"http://127.0.0.1:9"}, "events": {"created"}})),
+				"copy files":            first(attacker.ui.Form(t, "/transfers", url.Values{"from": {victim.uiConn}, "path": {"/"}, "to": {victim.uiConn}, "folder": {"/planted"}})),
+				"delete the connection": first(attacker.ui.Form(t, conn+"/delete", nil)),
+				"edit the connection":   first(attacker.ui.Form(t, conn+"/edit", url.Values{"host": {"127.0.0.1"}})),
+				"make a key":            first(attacker.ui.Form(t, "/keys", url.Values{"connection": {victim.uiConn}, "expires": {"30d"}})),
+				"list the keys":         first(attacker.ui.Get(t, "/keys")),
+				"make itself an admin":  first(attacker.ui.Form(t, "/members", url.Values{"kind": {"person"}, "name": {attacker.ui.Email}, "role": {"admin"}})),
+				"read the activity":     first(attacker.ui.Get(t, "/activity")),
 			} {
 				if status != http.StatusForbidden {
 					t.Errorf("a viewer may %s: %d, want 403", what, status)
@@ -1181,38 +1193,38 @@ func TestIsolation(t *testing.T) {
 				t.Error("a viewer planted a file in the team's server")
 			}
 			var b rbacv1.RoleBinding
-			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: memberBinding(t, victim.ns, accounts.UserName(attacker.ui.email))}, &b))
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: memberBinding(t, victim.ns, accounts.UserName(attacker.ui.Email))}, &b))
 			if b.RoleRef.Name != "sftpgate-team-viewer" {
 				t.Errorf("the viewer's role became %s", b.RoleRef.Name)
 			}
-			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusNotFound {
 				t.Errorf("switching to a team it is no member of: %d, want 404", status)
 			}
 		}},
 		{"the victim's team, as a member the victim removed", func(t *testing.T) {
-			addMember(t, victim.ui, "person", attacker.ui.email, "editor")
-			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK {
+			addMember(t, victim.ui, "person", attacker.ui.Email, "editor")
+			if status, _ := attacker.ui.Form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusOK {
 				t.Fatalf("switching to the victim's team: %d", status)
 			}
 			conn := "/connections/" + victim.uiConn
-			if status, _ := attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"by-the-editor"}}); status != http.StatusOK {
+			if status, _ := attacker.ui.Form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"by-the-editor"}}); status != http.StatusOK {
 				t.Fatalf("an editor makes a folder: %d", status)
 			}
-			binding := memberBinding(t, victim.ns, accounts.UserName(attacker.ui.email))
-			if status, _ := victim.ui.form(t, "/members/"+binding+"/remove", nil); status != http.StatusOK {
+			binding := memberBinding(t, victim.ns, accounts.UserName(attacker.ui.Email))
+			if status, _ := victim.ui.Form(t, "/members/"+binding+"/remove", nil); status != http.StatusOK {
 				t.Fatalf("the owner removes the member: %d", status)
 			}
 			// The next request, at once: no cache holds the old answer.
-			if status, _ := attacker.ui.form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}}); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"planted"}}); status != http.StatusNotFound {
 				t.Errorf("a removed member makes a folder: %d, want 404 (back in its own team)", status)
 			}
 			if _, err := os.Stat(filepath.Join(victim.sshd.Dir, "planted")); err == nil {
 				t.Error("a removed member planted a folder")
 			}
-			if _, body := attacker.ui.get(t, "/connections"); strings.Contains(body, victim.uiConn) {
+			if _, body := attacker.ui.Get(t, "/connections"); strings.Contains(body, victim.uiConn) {
 				t.Error("a removed member still sees the team's connection")
 			}
-			if status, _ := attacker.ui.form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
+			if status, _ := attacker.ui.Form(t, "/teams", url.Values{"namespace": {victim.ns}}); status != http.StatusNotFound {
 				t.Errorf("a removed member switches back to the team: %d, want 404", status)
 			}
 		}},
@@ -1222,58 +1234,58 @@ func TestIsolation(t *testing.T) {
 			// member of their team: as many as one person's index once
 			// held in all.
 			person := newClient(t)
-			person.signUp(t)
-			verifyEmail(t, person.email)
+			person.SignUp(t)
+			verifyEmail(t, person.Email)
 			var strangers []string
 			for range 100 {
 				stranger := newClient(t)
-				stranger.signUp(t)
-				addMember(t, stranger, "person", person.email, "viewer")
-				strangers = append(strangers, stranger.email)
+				stranger.SignUp(t)
+				addMember(t, stranger, "person", person.Email, "viewer")
+				strangers = append(strangers, stranger.Email)
 			}
 			// The victim's team, and the attacker's (its email verified
 			// in a row above), still reach the person's switcher, and a
 			// switch to them holds.
-			addMember(t, victim.ui, "person", person.email, "viewer")
-			addMember(t, attacker.ui, "person", person.email, "viewer")
-			_, body := person.get(t, "/teams")
+			addMember(t, victim.ui, "person", person.Email, "viewer")
+			addMember(t, attacker.ui, "person", person.Email, "viewer")
+			_, body := person.Get(t, "/teams")
 			switcher := map[string]string{} // each team's entry, by its owner's email
 			for _, entry := range strings.Split(body, "<li ")[1:] {
-				for _, email := range append([]string{victim.ui.email, attacker.ui.email}, strangers...) {
+				for _, email := range append([]string{victim.ui.Email, attacker.ui.Email}, strangers...) {
 					if strings.Contains(entry, ">"+email+"<") {
 						switcher[email] = entry
 					}
 				}
 			}
 			for _, tn := range []*tenant{victim, attacker} {
-				if _, ok := switcher[tn.ui.email]; !ok {
-					t.Errorf("%s's team is not in the person's switcher", tn.ui.email)
+				if _, ok := switcher[tn.ui.Email]; !ok {
+					t.Errorf("%s's team is not in the person's switcher", tn.ui.Email)
 				}
-				if status, body := person.form(t, "/teams", url.Values{"namespace": {tn.ns}}); status != http.StatusOK || !strings.Contains(body, tn.uiConn) {
-					t.Errorf("switching to %s's team: %d", tn.ui.email, status)
+				if status, body := person.Form(t, "/teams", url.Values{"namespace": {tn.ns}}); status != http.StatusOK || !strings.Contains(body, tn.uiConn) {
+					t.Errorf("switching to %s's team: %d", tn.ui.Email, status)
 				}
 			}
 			// Teams named by emails no one vouched for are marked so.
-			unmarked := slices.DeleteFunc(append([]string{victim.ui.email}, strangers...), func(email string) bool {
+			unmarked := slices.DeleteFunc(append([]string{victim.ui.Email}, strangers...), func(email string) bool {
 				return strings.Contains(switcher[email], "email not verified")
 			})
 			if len(unmarked) > 0 {
 				t.Errorf("%d of %d teams whose owners' emails are not verified are not marked so, %s's first", len(unmarked), len(strangers)+1, unmarked[0])
 			}
-			if strings.Contains(switcher[attacker.ui.email], "email not verified") {
+			if strings.Contains(switcher[attacker.ui.Email], "email not verified") {
 				t.Error("the team of a verified email is marked as not verified")
 			}
 			// A membership made some other way (GitOps), which no index
 			// names: RBAC alone decides, and the switch holds.
 			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: hoarder.ns, Name: "by-gitops"},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "sftpgate-team-viewer"},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: accounts.UserName(person.email)}}}))
-			if status, body := person.form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusOK || !strings.Contains(body, hoarder.uiConn) {
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: accounts.UserName(person.Email)}}}))
+			if status, body := person.Form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusOK || !strings.Contains(body, hoarder.uiConn) {
 				t.Errorf("switching to a team that made the person a member with kubectl: %d", status)
 			}
 			// Not a team, or not the person's: not found, either way.
 			for _, namespace := range []string{"kube-system", strings.Repeat("x", 70), "../" + victim.ns} {
-				if status, _ := person.form(t, "/teams", url.Values{"namespace": {namespace}}); status != http.StatusNotFound {
+				if status, _ := person.Form(t, "/teams", url.Values{"namespace": {namespace}}); status != http.StatusNotFound {
 					t.Errorf("switching to %q: %d, want 404", namespace, status)
 				}
 			}
@@ -1303,21 +1315,15 @@ func TestIsolation(t *testing.T) {
 // counts them.
 func storedFor(t *testing.T, namespace string) int64 {
 	t.Helper()
-	n, err := (&storedbytes.Budget{Client: k8s, Namespace: uiNamespace}).Used(context.Background(), namespace)
+	n, err := (&storedbytes.Budget{Client: k8s, Namespace: framework.Namespace}).Used(context.Background(), namespace)
 	must(t, err)
 	return n
 }
 
-// gatewayMetric reads a metric of the test gateway's without labels.
-func gatewayMetric(t *testing.T, name string) float64 {
+// gatewayMetric reads a metric of gateway's.
+func gatewayMetric(t *testing.T, gateway *framework.Process, name string) float64 {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	gatewayMetrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(rec.Body.String())
-	if m == nil {
-		t.Fatalf("the gateway has no metric %s: %d %.300q", name, rec.Code, rec.Body)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
+	v, err := gateway.Metric(context.Background(), name)
 	must(t, err)
 	return v
 }
@@ -1330,7 +1336,7 @@ func first(status int, _ string) int { return status }
 func verifyEmail(t *testing.T, email string) {
 	t.Helper()
 	var list corev1.SecretList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(accountsNamespace)))
+	must(t, k8s.List(context.Background(), &list, client.InNamespace(testwebui.AccountsNamespace)))
 	for i := range list.Items {
 		if s := &list.Items[i]; string(s.Data["email"]) == email {
 			s.Data["emailVerified"] = []byte("true")
@@ -1339,59 +1345,4 @@ func verifyEmail(t *testing.T, email string) {
 		}
 	}
 	t.Fatalf("no account of %s", email)
-}
-
-// TestSignUpsStopAtTheAccountsTotal: a stranger signing up account after
-// account (as from many addresses: the per-address limit is raised here)
-// gets none once the accounts there
-// are, each with its quota of watches, could run all the watches the
-// cluster lets web UI accounts run (--max-account-watches-total): the
-// page says so, and no account or namespace is made; the accounts made
-// before log in as ever. The worker's side, the operator's watches
-// running while strangers' past the total are OverQuota, is
-// worker/totals_test.go's. Not a row of TestIsolation, nor parallel: it
-// counts every account of the cluster, which no other test may add to
-// meanwhile.
-func TestSignUpsStopAtTheAccountsTotal(t *testing.T) {
-	ctx := context.Background()
-	accountNamespaces := func() int {
-		t.Helper()
-		var list metav1.PartialObjectMetadataList
-		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-		must(t, k8s.List(ctx, &list, client.HasLabels{v1alpha1.LabelAccount}))
-		return len(list.Items)
-	}
-	before := accountNamespaces()
-	// Room for two more accounts of 10 watches: the 9 watches left over
-	// could not hold a third's quota.
-	srv := newUI(func(o *webui.Options) {
-		o.AuthPerMinute, o.Quota.Watches, o.AccountTotals.Watches = 1000, 10, (before+2)*10+9
-	})
-	person := func() *uiClient {
-		c := newClient(t)
-		c.base = srv.URL
-		return c
-	}
-	var made []*uiClient
-	for range 2 {
-		c := person()
-		c.signUp(t)
-		made = append(made, c)
-	}
-	late := person()
-	status, body := late.form(t, "/signup", url.Values{"email": {late.email}, "password": {"a long enough password"}})
-	if status != http.StatusServiceUnavailable || !strings.Contains(body, "This server has as many accounts as it can run") {
-		t.Errorf("a sign-up past the total: %d %s", status, body)
-	}
-	if n := accountNamespaces(); n != before+2 {
-		t.Errorf("%d account namespaces, want %d", n, before+2)
-	}
-	if _, body := late.form(t, "/login", url.Values{"email": {late.email}, "password": {"a long enough password"}}); !strings.Contains(body, "wrong email or password") {
-		t.Error("the refused sign-up made an account")
-	}
-	for _, c := range made {
-		if status, body := c.form(t, "/login", url.Values{"email": {c.email}, "password": {"a long enough password"}}); status != http.StatusOK || !strings.Contains(body, "Connections</h1>") {
-			t.Errorf("an account made before the total cannot log in: %d", status)
-		}
-	}
 }
