@@ -111,6 +111,20 @@ type Tagged interface {
 	Tag() string
 }
 
+// Versioned is a File of a backend that tags versions: it knows, without
+// asking the server again, the version it was opened at (its reads are
+// held to it).
+type Versioned interface {
+	OpenedInfo() fs.FileInfo
+}
+
+// ListsWriteTimes is an FS whose listings give when a file was written,
+// not the time it keeps as its own (an object store keeps that apart, and
+// only a stat gives it).
+type ListsWriteTimes interface {
+	ListsWriteTimes()
+}
+
 // Space is a file system's room, as statvfs reports it.
 type Space struct {
 	// BlockSize is the unit of the block counts (statvfs's f_frsize).

@@ -178,6 +178,10 @@ func (o *object) Name() string { return o.name }
 // with it that its source did not change.
 func (o *object) Stat() (fs.FileInfo, error) { return o.f.Stat(o.name) }
 
+// OpenedInfo is the object as it was opened: the version its reads are
+// held to (files.Versioned).
+func (o *object) OpenedInfo() fs.FileInfo { return o.info }
+
 func (o *object) Write([]byte) (int, error) {
 	return 0, unsupported("the object is open for reading")
 }

@@ -228,6 +228,10 @@ func stopped(err error) error {
 	return err
 }
 
+// ListsWriteTimes: a listing gives when an object was written; the file's
+// own time is in its metadata, which a stat reads (files.ListsWriteTimes).
+func (f *fsys) ListsWriteTimes() {}
+
 // ListsWhole is false: listings are read a page at a time.
 func (f *fsys) ListsWhole() bool { return false }
 

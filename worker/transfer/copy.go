@@ -190,8 +190,10 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 	replace, done, err := j.decide(src, dst, target, &r)
 	if err != nil || done != Waiting {
 		r.State = done
-		if err == nil && !j.Fresh {
-			// An earlier try's copy, never to be continued now.
+		if err == nil && !j.Fresh && (j.Held == nil || j.Held()) {
+			// An earlier try's copy, never to be continued now (by this
+			// replica: one that no longer holds the transfer leaves the
+			// names to the one that does).
 			j.RemoveTemporaries(dst)
 		}
 		if err == nil && done == Done && j.Move {
@@ -304,19 +306,17 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r *Result) (replace bool, do
 	case tfi.dir:
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
+	if _, writeTimes := src.(files.ListsWriteTimes); writeTimes && tfi.modTime != r.ModTime {
+		// The listing gave when the source was written; the target has
+		// its own time, which a stat of the source gives.
+		if fi, err := src.Stat(j.Src); err == nil && fi.Size() == r.Size {
+			r.ModTime = fi.ModTime().Unix()
+		}
+	}
 	if j.Transform != nil {
 		return j.decideTransformed(tfi, *r)
 	}
 	same := tfi.size == r.Size && tfi.modTime == r.ModTime
-	if !same && tfi.size == r.Size && src != nil {
-		// A listing may not give the source's own time (an object store
-		// lists when an object was written, and keeps the file's time
-		// apart): asked, when it is all that differs.
-		if fi, err := src.Stat(j.Src); err == nil && fi.Size() == r.Size {
-			r.ModTime = fi.ModTime().Unix()
-			same = tfi.modTime == r.ModTime
-		}
-	}
 	if same && (j.Overwrite != v1alpha1.OverwriteAlways || j.Resumed) {
 		if j.Verify != v1alpha1.VerifySHA256 {
 			return false, Done, nil
@@ -462,11 +462,17 @@ func (j *Job) open(src, dst files.FS, tmp string, trunc bool, progress *counter)
 	opened.Go(func() { out, outErr = dst.OpenFile(tmp, flags) })
 	in, err = src.Open(j.Src)
 	opened.Wait()
+	if err == nil && !progress.version.see(in) {
+		// Another range of the copy read another version.
+		err = errChanged
+	}
 	switch {
 	case progress.stalled.Load():
 		return in, out, &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%w for %s", ErrStalled, j.Stall)}
 	case errors.Is(err, fs.ErrNotExist):
 		return in, out, j.sourceGone()
+	case errors.Is(err, errChanged):
+		return in, out, err
 	case err != nil:
 		return in, out, fail(err, "opening the source file")
 	case outErr != nil:
@@ -490,23 +496,74 @@ func (j *Job) ended(err error, now os.FileInfo, serr error, r *Result, progress 
 		return err
 	case serr != nil:
 		return fail(serr, "reading the source file")
-	case err != nil || now.Size() != r.Size || now.ModTime().Unix() != r.ModTime && !heldVersion(now):
+	case err != nil || now.Size() != r.Size || progress.version.changed(now, r.ModTime):
 		// Changed since the plan was made: copied again, as it is then.
 		r.Size, r.ModTime = now.Size(), now.ModTime().Unix()
-		return &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s changed while it was copied", j.Src)}
+		return &Error{Reason: v1alpha1.ReasonFilesFailed, Err: fmt.Errorf("%s %w", j.Src, ErrSourceChanged)}
 	}
-	// The file's own time, which a listing may not have given.
-	r.ModTime = now.ModTime().Unix()
+	if own, ok := progress.version.ownTime(); ok {
+		r.ModTime = own
+	}
 	return nil
 }
 
-// heldVersion says the source's reads were held to the version it was
-// opened at (an object's tag): a change would have failed them, so
-// another time than the listing's is the file's own (an object store
-// lists when an object was written, and keeps the file's time apart).
-func heldVersion(fi os.FileInfo) bool {
-	tagged, ok := fi.Sys().(files.Tagged)
-	return ok && tagged.Tag() != ""
+// ErrSourceChanged is a source that changed while it was copied.
+var ErrSourceChanged = errors.New("changed while it was copied")
+
+// version is the version of the source a copy read, where its store tags
+// versions (an object's ETag): every open of one copy must find the same
+// one, and the source after the copy must still be it. Such a store's
+// listing gives when an object was written, not the file's own time it
+// keeps apart; the version's own time is the copy's.
+type version struct {
+	mu      sync.Mutex
+	seen    bool
+	tag     string
+	modTime int64
+}
+
+// see takes the version an open of the source found (in, when its store
+// says); false when another open of the same copy found another.
+func (v *version) see(in files.File) bool {
+	o, ok := in.(files.Versioned)
+	if !ok {
+		return true
+	}
+	fi := o.OpenedInfo()
+	tag := tagOf(fi)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.seen {
+		v.seen, v.tag, v.modTime = true, tag, fi.ModTime().Unix()
+		return true
+	}
+	return tag == v.tag
+}
+
+// changed says whether now is no longer the source the copy read: another
+// tag than the one read, or for an untagged source another time than
+// planned.
+func (v *version) changed(now os.FileInfo, planned int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.tag != "" {
+		return tagOf(now) != v.tag
+	}
+	return now.ModTime().Unix() != planned
+}
+
+// ownTime is the read version's own time, for a tagged source.
+func (v *version) ownTime() (int64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.modTime, v.tag != ""
+}
+
+func tagOf(fi os.FileInfo) string {
+	if tagged, ok := fi.Sys().(files.Tagged); ok {
+		return tagged.Tag()
+	}
+	return ""
 }
 
 // copyThrough copies the whole source through j.Transform into tmp: the
@@ -561,7 +618,7 @@ func (j *Job) through(in files.File, out sink, closeOut func() error, r *Result,
 	switch {
 	case rerr != nil && !errors.Is(rerr, io.ErrClosedPipe):
 		err = fail(rerr, "reading the source file")
-	case errors.As(terr, &refused) && j.sourceChanged(in, r):
+	case errors.As(terr, &refused) && j.sourceChanged(in, r, progress):
 		// Cut short or altered because it is being written: copied
 		// again, as it is then, not failed for good.
 		err = errChanged
@@ -628,9 +685,9 @@ func (j *Job) copyStream(in files.File, out sink, closeOut func() error, r *Resu
 
 // sourceChanged reports whether the source is no longer as the plan has
 // it (a stat that fails says nothing).
-func (j *Job) sourceChanged(in files.File, r *Result) bool {
+func (j *Job) sourceChanged(in files.File, r *Result, progress *counter) bool {
 	now, err := in.Stat()
-	return err == nil && (now.Size() != r.Size || now.ModTime().Unix() != r.ModTime)
+	return err == nil && (now.Size() != r.Size || progress.version.changed(now, r.ModTime))
 }
 
 // errChanged is a source that did not hold the size the plan says.
@@ -705,6 +762,8 @@ type counter struct {
 	stalled atomic.Bool
 	report  func(int64)
 	sum     hash.Hash
+	// version is the source's version the copy's opens found.
+	version version
 }
 
 func (c *counter) Write(p []byte) (int, error) {

@@ -180,7 +180,7 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 		now, serr = src.Stat(j.Src)
 	}
 	err = j.ended(err, now, serr, r, progress)
-	if r.Size != j.Size || r.ModTime != j.ModTime {
+	if errors.Is(err, ErrSourceChanged) {
 		// The source changed: its next copy, of the new content, is
 		// made under another name.
 		_ = dst.Remove(tmp)

@@ -34,6 +34,10 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 		return r, fail(err, "opening the source file")
 	}
 	defer func() { _ = in.Close() }()
+	progress.version.see(in)
+	if own, ok := progress.version.ownTime(); ok {
+		r.ModTime = own // the version read, not the time a listing gave
+	}
 	opts := files.UploadOptions{ModTime: time.Unix(r.ModTime, 0), Source: in, Exclusive: !replace}
 	if j.Transform == nil {
 		// A transformed copy starts over: its parts are not the source's,

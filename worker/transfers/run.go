@@ -424,8 +424,10 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	defer t.audit(ctx, tr, src, dst, f.Path, job.Dst, res, err)
 	file := &t.plan.Files[i]
 	t.dirty = true
-	if res.ModTime != 0 {
-		// As copied, or as found when it changed since the listing.
+	if res.ModTime != 0 && (err == nil || errors.Is(err, transfer.ErrSourceChanged)) {
+		// As copied, or as found when it changed since the listing (a
+		// try cut otherwise keeps the plan's, which names its partial
+		// copy).
 		if file.Size != res.Size || file.ModTime != res.ModTime {
 			file.Ranges = nil // of another content
 		}
@@ -459,10 +461,14 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 		if id != "" || dst.Conn != nil {
 			go func() {
 				_ = t.r.Ends.Do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.OperationTimeout}, func(f files.FS, _ func()) error {
-					if id != "" {
+					switch {
+					case id != "":
 						return transfer.AbortUpload(f, job.Dst, id)
+					case t.r.Shard.Holds(string(t.uid)):
+						// Not a replica's that lost the transfer: the one
+						// holding it may be writing under the same names.
+						job.RemoveTemporaries(f)
 					}
-					job.RemoveTemporaries(f)
 					return nil
 				})
 			}()
