@@ -31,7 +31,6 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
-	"github.com/sftpgate/sftpgate/webui"
 )
 
 // TestFlow is the whole flow: sign up, add a connection and watch its test
@@ -321,7 +320,7 @@ func TestKeyLoginPinnedKeyRevokeDelete(t *testing.T) {
 		t.Errorf("after deleting: connection %v, credentials %v", err, secretErr)
 	}
 	// The file browser's own key stays, as the key for all does.
-	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace), client.MatchingLabels{webui.LabelFilesKey: "true"}))
+	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace), client.MatchingLabels{labelFilesKey: "true"}))
 	files := len(keys.Items)
 	must(t, k8s.List(context.Background(), &keys, client.InNamespace(conn.Namespace)))
 	if files != 1 || len(keys.Items) != 2 || slices.ContainsFunc(keys.Items, func(k v1alpha1.ApiKey) bool { return len(k.Spec.Connections) != 0 }) {

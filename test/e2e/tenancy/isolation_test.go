@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
@@ -44,8 +43,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/test/framework"
-	"github.com/sftpgate/sftpgate/webui/accounts"
-	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
 // tenant is one of two who do not trust each other: a web UI account,
@@ -526,7 +523,7 @@ func TestIsolation(t *testing.T) {
 			// Large enough to be copied in ranges, whose sessions come
 			// out of the namespace's share of streams too.
 			must(t, os.WriteFile(filepath.Join(tarpit.Dir, "held.bin"), []byte("never read"), 0o644))
-			must(t, os.Truncate(filepath.Join(tarpit.Dir, "held.bin"), transfer.RangedFile+1))
+			must(t, os.Truncate(filepath.Join(tarpit.Dir, "held.bin"), rangedFile+1))
 			conn := attacker.tarpitConnection(t, tarpit, "tarpit-transfers")
 			var held []*v1alpha1.Transfer
 			for i := range maxTransfersPerNamespace + 1 {
@@ -945,7 +942,7 @@ func TestIsolation(t *testing.T) {
 			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "everything"},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "everything"},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: attacker.ns, Name: sa.Name}}}))
-			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{kubeauth.DefaultAudience}}}
+			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}}}
 			must(t, k8s.SubResource("token").Create(ctx, sa, tr))
 			// Its own connection answers it, so the token works.
 			testkit.EventuallyFound(t, "the attacker's ServiceAccount on its own connection is answered", func() (bool, string) {
@@ -1193,7 +1190,7 @@ func TestIsolation(t *testing.T) {
 				t.Error("a viewer planted a file in the team's server")
 			}
 			var b rbacv1.RoleBinding
-			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: memberBinding(t, victim.ns, accounts.UserName(attacker.ui.Email))}, &b))
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: memberBinding(t, victim.ns, accountUser(attacker.ui.Email))}, &b))
 			if b.RoleRef.Name != "sftpgate-team-viewer" {
 				t.Errorf("the viewer's role became %s", b.RoleRef.Name)
 			}
@@ -1210,7 +1207,7 @@ func TestIsolation(t *testing.T) {
 			if status, _ := attacker.ui.Form(t, conn+"/files/mkdir", url.Values{"dir": {"/"}, "name": {"by-the-editor"}}); status != http.StatusOK {
 				t.Fatalf("an editor makes a folder: %d", status)
 			}
-			binding := memberBinding(t, victim.ns, accounts.UserName(attacker.ui.Email))
+			binding := memberBinding(t, victim.ns, accountUser(attacker.ui.Email))
 			if status, _ := victim.ui.Form(t, "/members/"+binding+"/remove", nil); status != http.StatusOK {
 				t.Fatalf("the owner removes the member: %d", status)
 			}
@@ -1279,7 +1276,7 @@ func TestIsolation(t *testing.T) {
 			// names: RBAC alone decides, and the switch holds.
 			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: hoarder.ns, Name: "by-gitops"},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "sftpgate-team-viewer"},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: accounts.UserName(person.Email)}}}))
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: accountUser(person.Email)}}}))
 			if status, body := person.Form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusOK || !strings.Contains(body, hoarder.uiConn) {
 				t.Errorf("switching to a team that made the person a member with kubectl: %d", status)
 			}

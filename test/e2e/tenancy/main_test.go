@@ -95,5 +95,21 @@ func run(m *testing.M) int {
 	return code
 }
 
+// What the tests know of sftpgate as its users do, from its docs: they
+// import none of its components.
+const (
+	// audience is the gateway's --audience by default (docs/gateway.md).
+	audience = "sftpgate.dev"
+	// rangedFile is the size from which the worker copies a file in
+	// ranges, each on sessions of its own (docs/transfer.md).
+	rangedFile = 64 << 20
+	// labelFilesKey marks the file browser's own key (docs/webui.md).
+	labelFilesKey = "sftpgate.dev/webui-files"
+)
+
+// accountUser is the user a web UI account's person is to RBAC, whom a
+// team's RoleBindings name (docs/webui.md).
+func accountUser(email string) string { return "sftpgate:account:" + email }
+
 // newClient is a person at the web UI, not yet signed up.
 func newClient(t *testing.T) *testwebui.Client { return testwebui.New(t, uiURL) }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testoidc"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
-	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
 // addMember makes who ("person" or "group", by email or group name) a
@@ -101,7 +100,7 @@ func TestTeamMemberView(t *testing.T) {
 	if n := count(t, ctx, `tr[data-member="`+owner.ui.Email+`"] button`); n != 0 {
 		t.Error("the owner can be removed")
 	}
-	_ = memberBinding(t, owner.ns, accounts.UserName(email))
+	_ = memberBinding(t, owner.ns, accountUser(email))
 }
 
 // count is how many elements sel matches on the page.
