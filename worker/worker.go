@@ -87,6 +87,8 @@ type Options struct {
 	// UploadSweepInterval is how often expired resumable uploads are
 	// looked for (their expiry is the gateway's --upload-expiry).
 	UploadSweepInterval time.Duration
+	// UploadGrace is how long past its expiry an upload is left.
+	UploadGrace time.Duration
 	// UploadMemory bounds the parts the replica's uploads to object stores
 	// hold, and UploadMemoryPerNamespace one namespace's: 0 takes the
 	// defaults (DefaultUploadMemory).
@@ -192,6 +194,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Of it, what one namespace's uploads may hold; a store whose part would not fit is refused")
 	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", uploadexpiry.DefaultInterval,
 		"How often expired resumable uploads are looked for and removed (they expire after the gateway's --upload-expiry).")
+	fs.DurationVar(&o.UploadGrace, "upload-expiry-grace", uploadexpiry.DefaultGrace,
+		"How long past its expiry an upload is left before it is removed: at least the gateway's --request-timeout and a minute, since a part sent just before the expiry may take that long.")
 	e := uploadexpiry.DefaultLimits()
 	o.Expiry = e
 	fs.IntVar(&o.Expiry.Connections, "expiry-connections", e.Connections,
@@ -327,7 +331,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 		&uploadexpiry.Sweeper{
 			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
-			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: uploadexpiry.DefaultGrace,
+			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: cmp.Or(opts.UploadGrace, uploadexpiry.DefaultGrace),
 			Limits: opts.Expiry.WithDefaults(), Log: opts.Log, Audit: trail,
 		},
 	} {

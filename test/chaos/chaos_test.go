@@ -36,14 +36,17 @@ const (
 	clientsPerTenant = 3
 	filesPerClient   = 6
 	// Bounds the report holds the system to.
-	growthBound     = 1.20            // RSS and goroutines at the end against the first minute
-	writesAtRestMax = 5.0             // API server writes a second, the load stopped
-	etcdBytesMax    = 512 << 20       // etcd's database after the run
-	uploadExpiry    = 2 * time.Minute // of abandoned resumable uploads, short to be seen
+	growthBound     = 1.20      // RSS and goroutines at the end against the first minute
+	writesAtRestMax = 5.0       // API server writes a second, the load stopped
+	etcdBytesMax    = 512 << 20 // etcd's database after the run
+	// An abandoned resumable upload's partial file is removed its grace
+	// after its expiry (short here, to be seen; the grace at least the
+	// gateway's request timeout and a minute).
+	uploadExpiry, uploadGrace, requestTimeout = 2 * time.Minute, 2 * time.Minute, time.Minute
 	// settleTimeout is how long after the faults stop the system has to
-	// finish what the load began: the upload expiry and a sweep, events
-	// held back by a minute's refusal, a scheduled run each way.
-	settleTimeout    = uploadExpiry + 3*time.Minute
+	// finish what the load began: an upload's expiry, grace and a sweep;
+	// events held back by a minute's refusal; a scheduled run each way.
+	settleTimeout    = uploadExpiry + uploadGrace + 90*time.Second
 	auditStoreWindow = 5 * time.Second // a killed gateway's records not yet stored
 )
 
@@ -113,8 +116,8 @@ func (r *rig) start() {
 		}
 	})
 	r.sys = framework.New(t, framework.Options{Dir: dir, Flags: map[string][]string{
-		"gateway": {"--upload-expiry=" + uploadExpiry.String()},
-		"worker":  {"--upload-sweep-interval=30s", "--lease-duration=10s"},
+		"gateway": {"--upload-expiry=" + uploadExpiry.String(), "--request-timeout=" + requestTimeout.String()},
+		"worker":  {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s"},
 	}})
 	r.near, r.far = testsshd.Start(t), testsshd.Start(t)
 	if r.link, err = delayproxy.Start(delayproxy.Options{Target: fmt.Sprintf("%s:%d", r.far.Host, r.far.Port), Delay: 10 * time.Millisecond}); err != nil {
