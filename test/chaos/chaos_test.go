@@ -116,8 +116,9 @@ func (r *rig) start() {
 		}
 	})
 	r.sys = framework.New(t, framework.Options{Dir: dir, Flags: map[string][]string{
-		"gateway": {"--upload-expiry=" + uploadExpiry.String(), "--request-timeout=" + requestTimeout.String()},
-		"worker":  {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s"},
+		// Profiles, to name what grew when the goroutines did.
+		"gateway": {"--upload-expiry=" + uploadExpiry.String(), "--request-timeout=" + requestTimeout.String(), "--profiling"},
+		"worker":  {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s", "--profiling"},
 	}})
 	r.near, r.far = testsshd.Start(t), testsshd.Start(t)
 	if r.link, err = delayproxy.Start(delayproxy.Options{Target: fmt.Sprintf("%s:%d", r.far.Host, r.far.Port), Delay: 10 * time.Millisecond}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 // settle waits for what the system still owes once the load and the
@@ -406,8 +409,12 @@ func (r *rig) checkAudit() check {
 	return c
 }
 
-// samples is each process's RSS and goroutines, by name.
-type samples map[string][2]float64
+// samples is each process's RSS and goroutines, by name, and where it
+// has them its goroutines' stacks, counted.
+type samples struct {
+	use    map[string][2]float64
+	stacks map[string]map[string]int
+}
 
 func (r *rig) sampleAfter(d time.Duration) samples {
 	time.Sleep(d)
@@ -415,14 +422,69 @@ func (r *rig) sampleAfter(d time.Duration) samples {
 }
 
 func (r *rig) sample() samples {
-	out := samples{}
+	out := samples{use: map[string][2]float64{}, stacks: map[string]map[string]int{}}
 	for _, p := range r.sys.Processes() {
 		rss, err := p.RSS()
 		if err != nil {
 			continue // down at the moment
 		}
 		g, _ := p.Metric(context.Background(), "go_goroutines")
-		out[p.Name] = [2]float64{float64(rss), g}
+		out.use[p.Name] = [2]float64{float64(rss), g}
+		out.stacks[p.Name] = goroutines(p)
+	}
+	return out
+}
+
+// goroutines is p's goroutines counted by stack, from its pprof profile
+// (--profiling), or nil.
+func goroutines(p *framework.Process) map[string]int {
+	if p.MetricsURL == "" {
+		return nil
+	}
+	resp, err := http.Get(strings.TrimSuffix(p.MetricsURL, "/metrics") + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]int{}
+	for block := range strings.SplitSeq(string(b), "\n\n") {
+		head, frames, ok := strings.Cut(block, "\n")
+		n, err := strconv.Atoi(strings.Fields(head + " x")[0])
+		if !ok || err != nil {
+			continue
+		}
+		var funcs []string
+		for line := range strings.SplitSeq(frames, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" {
+				funcs = append(funcs, f[2])
+			}
+		}
+		out[strings.Join(funcs, " < ")] += n
+	}
+	return out
+}
+
+// grown is the stacks with more goroutines in last than in first, the
+// most grown first.
+func grown(first, last map[string]int) []string {
+	type g struct {
+		stack string
+		by    int
+	}
+	var all []g
+	for stack, n := range last {
+		if d := n - first[stack]; d > 0 {
+			all = append(all, g{stack, d})
+		}
+	}
+	slices.SortFunc(all, func(a, b g) int { return b.by - a.by })
+	var out []string
+	for _, x := range all[:min(len(all), 5)] {
+		out = append(out, fmt.Sprintf("+%d %.300s", x.by, x.stack))
 	}
 	return out
 }
@@ -433,13 +495,14 @@ func (r *rig) checkGrowth(first, last samples) check {
 	c := check{name: fmt.Sprintf("RSS and goroutines at the end within %d%% of the first minute", int(growthBound*100-100))}
 	var parts []string
 	for _, p := range r.sys.Processes() {
-		f, l := first[p.Name], last[p.Name]
+		f, l := first.use[p.Name], last.use[p.Name]
 		parts = append(parts, fmt.Sprintf("%s %d→%d MB %d→%d", p.Name, int(f[0])>>20, int(l[0])>>20, int(f[1]), int(l[1])))
 		if f[0] > 0 && l[0] > f[0]*growthBound {
 			c.breach("%s: RSS %d MB → %d MB", p.Name, int(f[0])>>20, int(l[0])>>20)
 		}
 		if f[1] > 0 && l[1] > f[1]*growthBound {
-			c.breach("%s: goroutines %d → %d", p.Name, int(f[1]), int(l[1]))
+			c.breach("%s: goroutines %d → %d; grown: %s", p.Name, int(f[1]), int(l[1]),
+				strings.Join(grown(first.stacks[p.Name], last.stacks[p.Name]), "; "))
 		}
 	}
 	c.counts = strings.Join(parts, ", ")
