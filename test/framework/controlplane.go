@@ -3,6 +3,7 @@ package framework
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -35,14 +36,15 @@ type APIServer struct {
 	dir     string
 	again   *exec.Cmd // the process Restart started, which envtest does not know
 	againCh chan struct{}
+	logPath string // what the processes Restart started wrote
 }
 
-func findAPIServer(env *envtest.Environment) (*APIServer, error) {
+func findAPIServer(env *envtest.Environment, logPath string) (*APIServer, error) {
 	c, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		return nil, err
 	}
-	a := &APIServer{cfg: env.Config, client: c}
+	a := &APIServer{cfg: env.Config, client: c, logPath: logPath}
 	if e := env.ControlPlane.Etcd; e != nil && e.URL != nil {
 		a.etcd = e.URL.JoinPath("metrics").String()
 	}
@@ -63,37 +65,63 @@ func findAPIServer(env *envtest.Environment) (*APIServer, error) {
 }
 
 // Restart kills the API server (SIGKILL: nothing answered after) and
-// starts it again, waiting until it is ready. Watches of every client
-// break; etcd keeps what was written.
+// starts it again, waiting until it is ready; one that ends while
+// starting is started again, within startupTimeout. Watches of every
+// client break; etcd keeps what was written.
 func (a *APIServer) Restart(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = syscall.Kill(a.pid, syscall.SIGKILL)
-	if a.again != nil {
-		<-a.againCh
-	}
-	for procs.Alive(a.pid) {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	for backoff := time.Second; ; backoff = min(2*backoff, 10*time.Second) {
+		_ = syscall.Kill(a.pid, syscall.SIGKILL)
+		if a.again != nil {
+			<-a.againCh
+		}
+		// Its port is free once it is gone.
+		for procs.Alive(a.pid) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		done, err := a.start()
+		if err != nil {
+			return err
+		}
+		if err := a.waitReady(ctx, done); !errors.Is(err, errEnded) {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+			return fmt.Errorf("kube-apiserver not ready again within %v, ending at each start (its log: %s)", startupTimeout, a.logPath)
+		case <-time.After(backoff):
 		}
 	}
+}
+
+// start runs the API server's command once more, its output in its log.
+func (a *APIServer) start() (exited <-chan struct{}, err error) {
+	log, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "--- start at %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(a.args[0], a.args[1:]...)
-	cmd.Dir = a.dir
+	cmd.Dir, cmd.Stdout, cmd.Stderr = a.dir, log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting kube-apiserver again: %w", err)
+		_ = log.Close()
+		return nil, fmt.Errorf("starting kube-apiserver again: %w", err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); _ = log.Close(); close(done) }()
 	a.again, a.againCh, a.pid = cmd, done, cmd.Process.Pid
-	return a.waitReady(ctx, done)
+	return done, nil
 }
 
 func (a *APIServer) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
 	readyz, err := url.JoinPath(a.cfg.Host, "readyz")
 	if err != nil {
 		return err
@@ -104,9 +132,9 @@ func (a *APIServer) waitReady(ctx context.Context, exited <-chan struct{}) error
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("kube-apiserver ended while starting again")
+			return fmt.Errorf("kube-apiserver %w", errEnded)
 		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver not ready again: %w", ctx.Err())
+			return fmt.Errorf("kube-apiserver not ready again (its log: %s): %w", a.logPath, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -43,17 +43,39 @@ type Process struct {
 // errNotRunning is Kill's and Stop's answer for a process already ended.
 var errNotRunning = errors.New("not running")
 
-// Start runs the process and waits until it says it is ready.
+// Start runs the process and waits until it says it is ready. A process
+// that ends while starting (its API server not answering yet, say) is
+// started again after a backoff, as the kubelet restarts a container,
+// within startupTimeout.
 func (p *Process) Start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	for backoff := time.Second; ; backoff = min(2*backoff, 10*time.Second) {
+		exited, err := p.launch()
+		if err != nil {
+			return err
+		}
+		if err := p.waitReady(ctx, exited); !errors.Is(err, errEnded) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %v, ending at each start:\n%s", p.Name, startupTimeout, p.LogTail(40))
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// launch starts the process once.
+func (p *Process) launch() (exited <-chan struct{}, err error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.running() {
-		p.mu.Unlock()
-		return fmt.Errorf("%s: already running", p.Name)
+		return nil, fmt.Errorf("%s: already running", p.Name)
 	}
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		p.mu.Unlock()
-		return err
+		return nil, err
 	}
 	p.starts++
 	fmt.Fprintf(logFile, "--- start %d at %s\n", p.starts, time.Now().Format(time.RFC3339Nano))
@@ -63,24 +85,24 @@ func (p *Process) Start(ctx context.Context) error {
 	// the test, which stops the system in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		p.mu.Unlock()
 		_ = logFile.Close()
-		return fmt.Errorf("%s: %w", p.Name, err)
+		return nil, fmt.Errorf("%s: %w", p.Name, err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
-	return p.waitReady(ctx, exited)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(done) }()
+	p.cmd, p.exited = cmd, done
+	return done, nil
 }
 
 // startupTimeout bounds a replica's start: the time to load its caches
-// from a control plane under load, on two cores.
+// from a control plane under load, on two cores, or for its API server
+// to come back.
 const startupTimeout = 2 * time.Minute
 
+// errEnded is a process that ended while starting.
+var errEnded = errors.New("ended while starting")
+
 func (p *Process) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -89,7 +111,7 @@ func (p *Process) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s ended while starting:\n%s", p.Name, p.LogTail(40))
+			return fmt.Errorf("%s %w", p.Name, errEnded)
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready within %v:\n%s", p.Name, startupTimeout, p.LogTail(40))
 		case <-tick.C:

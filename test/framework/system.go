@@ -116,7 +116,7 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if _, err := s.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	if s.APIServer, err = findAPIServer(s.env); err != nil {
+	if s.APIServer, err = findAPIServer(s.env, filepath.Join(s.Dir, "kube-apiserver.log")); err != nil {
 		return nil, err
 	}
 	s.Config = s.env.Config
