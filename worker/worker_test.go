@@ -262,6 +262,40 @@ func TestWatchWaitsForTheSink(t *testing.T) {
 	}
 }
 
+// TestWatchRetriesAfterDelivery: a file whose move after delivery failed
+// (here, moveTo not writable) is moved at a later poll once it can be,
+// and its event is not sent again. (make chaos, seed 1: a move cut by an
+// sshd restart left the original in the inbox for good.)
+func TestWatchRetriesAfterDelivery(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	sink := testsink.Start(t)
+	startWorker(t)
+	done := filepath.Join(tn.sshd.Dir, "done")
+	must(t, os.Mkdir(done, 0o555))
+	must(t, os.Chown(done, tn.sshd.UID, tn.sshd.GID))
+	w := tn.watch(t, "incoming", sink.URL, func(w *v1alpha1.SftpWatch) {
+		w.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: "/done"}
+	})
+	next := testkit.Polls(t, k8s, w)
+	next(1)
+	tn.put(t, "in/a.csv", "x")
+	eventually(t, "the event is delivered", func() bool { return len(sink.Subjects()) == 1 })
+	next(2)
+	if _, err := os.Stat(filepath.Join(tn.sshd.Dir, "in", "a.csv")); err != nil {
+		t.Fatalf("the file left the inbox though moveTo is not writable: %v", err)
+	}
+	must(t, os.Chmod(done, 0o755))
+	eventually(t, "the file moves once it can", func() bool {
+		_, err := os.Stat(filepath.Join(done, "a.csv"))
+		return err == nil
+	})
+	next(1)
+	if n := len(sink.Subjects()); n != 1 {
+		t.Errorf("%d events, want the one", n)
+	}
+}
+
 // TestWatchDeadLetters: an event the sink fails every try for goes to the
 // dead-letter sink, and its file to afterDelivery.failedTo.
 func TestWatchDeadLetters(t *testing.T) {

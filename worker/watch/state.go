@@ -33,6 +33,17 @@ type State struct {
 	// LastTransfer names the last made.
 	Started, Succeeded, TransfersFailed int64
 	LastTransfer                        string
+	// Unsettled is the files whose afterDelivery move or removal failed
+	// (the server's session broke, say): tried again at each poll.
+	Unsettled []Unsettled
+}
+
+// Unsettled is a file whose afterDelivery action is still to be done.
+type Unsettled struct {
+	Event
+	// OK says its event was delivered (and its Transfer succeeded): it
+	// goes where afterDelivery says; else to failedTo.
+	OK bool
 }
 
 // Running is a change whose Transfer runs.
@@ -61,11 +72,12 @@ type Pending struct {
 
 // stateVersion starts every encoded State; a State of another version is
 // not read (the watch starts over from a snapshot). Version 1 is version 2
-// without its transfers, and version 2 is version 3 without the files'
-// tags (an object store's): each is read, and written while a state has
-// nothing of the next, so that a replica of the release before reads it
-// during a rolling upgrade.
-const stateVersion = 3
+// without its transfers, version 2 is version 3 without the files' tags
+// (an object store's), and version 3 is version 4 without its unsettled
+// files: each is read, and written while a state has nothing of the next,
+// so that a replica of the release before reads it during a rolling
+// upgrade.
+const stateVersion = 4
 
 // ErrUnknownState is an encoded State this worker cannot read.
 var ErrUnknownState = errors.New("the watch's stored state is of an unknown version")
@@ -88,9 +100,12 @@ func (s *State) encode(w *encoder) {
 	}
 	for _, st := range s.Seen {
 		if st.Tag != 0 {
-			version = stateVersion
+			version = 3
 			break
 		}
+	}
+	if len(s.Unsettled) > 0 {
+		version = 4
 	}
 	w.uvarint(version)
 	w.string(s.SpecKey)
@@ -140,6 +155,13 @@ func (s *State) encode(w *encoder) {
 		w.varint(s.Succeeded)
 		w.varint(s.TransfersFailed)
 		w.string(s.LastTransfer)
+	}
+	if version >= 4 {
+		w.uvarint(uint64(len(s.Unsettled)))
+		for _, u := range s.Unsettled {
+			w.event(u.Event)
+			w.flag(u.OK)
+		}
 	}
 }
 
@@ -203,6 +225,11 @@ func decode(raw []byte) (*State, error) {
 		}
 		s.Started, s.Succeeded, s.TransfersFailed = r.varint(), r.varint(), r.varint()
 		s.LastTransfer = r.string()
+	}
+	if version >= 4 {
+		for range r.count() {
+			s.Unsettled = append(s.Unsettled, Unsettled{Event: r.event(), OK: r.uvarint() == 1})
+		}
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("the watch's stored state is corrupt: %w", r.err)

@@ -59,6 +59,14 @@ func TestStateRoundTrip(t *testing.T) {
 	if got, err := DecodeState(b); decodedVersion(t, b) != 3 || err != nil || !reflect.DeepEqual(got.Seen, tagged.Seen) {
 		t.Errorf("a state with tags: version %d, %v, %v", decodedVersion(t, b), got, err)
 	}
+	// With files whose afterDelivery is still to be done, version 4, and
+	// they come back.
+	unsettled := &State{SpecKey: "k", Unsettled: []Unsettled{{Event: Event{Type: v1alpha1.WatchCreated, File: File{Path: "a.csv", Size: 1, ModTime: 2}}, OK: true},
+		{Event: Event{Type: v1alpha1.WatchModified, File: File{Path: "b.csv", Size: 3, ModTime: 4}}}}}
+	b, _ = unsettled.Encode()
+	if got, err := DecodeState(b); decodedVersion(t, b) != 4 || err != nil || !reflect.DeepEqual(got.Unsettled, unsettled.Unsettled) {
+		t.Errorf("a state with unsettled files: version %d, %v, %v", decodedVersion(t, b), got, err)
+	}
 	if _, err := DecodeState([]byte("not gzip")); err == nil {
 		t.Error("garbage decodes")
 	}

@@ -198,6 +198,7 @@ func (w *watcher) step(ctx context.Context) (wait time.Duration) {
 		w.nextPoll = now.Add(set.interval)
 		w.lastPolled(&f, wt.Generation) // for a status written while it lists
 		w.poll(ctx, &wt, conn, set, f)
+		w.retryAfter(ctx, &wt, conn)
 	}
 	w.lastPolled(&f, wt.Generation)
 	w.settle(ctx, &wt, conn)
@@ -554,10 +555,43 @@ func (w *watcher) finish(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends
 }
 
 // after does what afterDelivery says with e's file: ok, its event was
-// delivered (and its transfer succeeded).
+// delivered (and its transfer succeeded). One that fails is kept, to be
+// tried again at each poll (retryAfter), within MaxPending.
 func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, p watch.Event, ok bool) {
-	if p.Type == v1alpha1.WatchDeleted {
+	if w.afterAction(ctx, wt, conn, p, ok) == nil {
 		return
+	}
+	if len(w.state.Unsettled) >= w.r.Limits.MaxPending {
+		w.lastErr = fmt.Sprintf("after delivering the event of %s: not tried again, %d files' afterDelivery wait already", p.Path, len(w.state.Unsettled))
+		return
+	}
+	w.state.Unsettled = append(w.state.Unsettled, watch.Unsettled{Event: p, OK: ok})
+	w.dirty = true
+}
+
+// retryAfter tries again the afterDelivery actions that failed.
+func (w *watcher) retryAfter(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End) {
+	if w.state == nil {
+		return
+	}
+	kept := w.state.Unsettled[:0]
+	for _, u := range w.state.Unsettled {
+		if w.afterAction(ctx, wt, conn, u.Event, u.OK) != nil {
+			kept = append(kept, u)
+		}
+	}
+	if len(kept) != len(w.state.Unsettled) {
+		clear(w.state.Unsettled[len(kept):])
+		w.state.Unsettled = kept
+		w.dirty = true
+	}
+}
+
+// afterAction does what afterDelivery says with p's file, and says
+// whether it failed.
+func (w *watcher) afterAction(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, p watch.Event, ok bool) error {
+	if p.Type == v1alpha1.WatchDeleted {
+		return nil
 	}
 	a := wt.Spec.AfterDelivery
 	to := ""
@@ -567,10 +601,10 @@ func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.
 	case a.Action == v1alpha1.AfterDeliveryMove:
 		to = a.MoveTo
 	case a.Action != v1alpha1.AfterDeliveryDelete:
-		return
+		return nil
 	}
 	if !ok && to == "" {
-		return
+		return nil
 	}
 	root := conn.Root
 	from := path.Join(root, wt.Spec.Path, p.Path)
@@ -597,13 +631,17 @@ func (w *watcher) after(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && wt.Spec.Transfer != nil:
 		// Moved by its Transfer (mode Move), or by someone else.
+	case errors.Is(err, fs.ErrNotExist):
+		// Gone meanwhile: nothing left to do with it.
+		return nil
 	case err != nil:
 		w.lastErr = fmt.Sprintf("after delivering the event of %s: %v", p.Path, err)
-		return
+		return err
 	}
 	// Its going is no event: the watch moved it.
 	w.tracker.Forget(p.Path)
 	w.state.Seen = w.tracker.Seen()
+	return nil
 }
 
 // save writes the state when it changed, at most once per WriteEvery
