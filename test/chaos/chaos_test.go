@@ -68,6 +68,9 @@ type rig struct {
 	// refusing waits for the sinks' refusals to end.
 	refusing     sync.WaitGroup
 	gatewayKills kills
+	// gate holds the load back while the first sample is taken: each
+	// client's step holds it for reading.
+	gate sync.RWMutex
 	// healed is when the faults ended; settleBy the end of settling.
 	healed, settleBy time.Time
 	rng              *rand.Rand
@@ -92,13 +95,12 @@ func TestChaos(t *testing.T) {
 	for _, tn := range r.tenants {
 		tn.run(ctx, &load)
 	}
-	first := r.sampleAfter(time.Minute)
+	first := r.sampleAtRest(time.Minute)
 	r.runFaults(*length - time.Minute)
-	last := r.sample()
 	stopLoad()
 	load.Wait()
 	r.healAll()
-	r.report(first, last)
+	r.report(first)
 }
 
 // start builds the system and the servers, and makes the tenants.
@@ -152,7 +154,7 @@ type message struct {
 
 // report checks every invariant, prints each with its counts, and fails
 // the test on any breach.
-func (r *rig) report(first, last samples) {
+func (r *rig) report(first samples) {
 	t := r.t
 	checks := []check{
 		r.checkWrites(),
@@ -161,7 +163,8 @@ func (r *rig) report(first, last samples) {
 		r.checkTransfers(),
 		r.checkTemporaries(),
 		r.checkAudit(),
-		r.checkGrowth(first, last),
+		// At rest, as the first: the load stopped, what it began finished.
+		r.checkGrowth(first, r.sample()),
 		r.checkControlPlane(),
 	}
 	fmt.Printf("\nchaos: %s, seed %d, %d tenants; faults injected:\n%s\n", length.String(), r.seed, tenants, r.faults)

@@ -58,6 +58,7 @@ func (d *dropper) run(ctx context.Context) {
 			}
 		}
 		var err error
+		d.tn.r.gate.RLock()
 		switch {
 		case tick%4 == 1:
 			err = d.dropPGP(c, rng)
@@ -66,6 +67,7 @@ func (d *dropper) run(ctx context.Context) {
 		default:
 			err = d.drop(c, rng)
 		}
+		d.tn.r.gate.RUnlock()
 		if err != nil {
 			_ = c.Close()
 			c = nil

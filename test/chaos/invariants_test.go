@@ -416,8 +416,13 @@ type samples struct {
 	stacks map[string]map[string]int
 }
 
-func (r *rig) sampleAfter(d time.Duration) samples {
+// sampleAtRest samples the processes after d of load, the load held back
+// meanwhile: a comparison with the end, at rest too, then shows what
+// stayed, not what was in flight.
+func (r *rig) sampleAtRest(d time.Duration) samples {
 	time.Sleep(d)
+	r.gate.Lock()
+	defer r.gate.Unlock()
 	return r.sample()
 }
 
@@ -489,8 +494,8 @@ func grown(first, last map[string]int) []string {
 	return out
 }
 
-// checkGrowth: each process's RSS and goroutines at the end of the load
-// within growthBound of the first minute's.
+// checkGrowth: each process's RSS and goroutines at rest at the end
+// within growthBound of theirs at rest after the first minute.
 func (r *rig) checkGrowth(first, last samples) check {
 	c := check{name: fmt.Sprintf("RSS and goroutines at the end within %d%% of the first minute", int(growthBound*100-100))}
 	var parts []string

@@ -188,11 +188,13 @@ func (tn *tenant) run(ctx context.Context, wg *sync.WaitGroup) {
 	for _, gc := range tn.clients {
 		wg.Go(func() {
 			for ctx.Err() == nil {
+				tn.r.gate.RLock()
 				sent := gc.model.Step(gc.client, &gc.stats, func(format string, args ...any) {
 					gc.mu.Lock()
 					gc.wrong = append(gc.wrong, fmt.Sprintf(format, args...))
 					gc.mu.Unlock()
 				})
+				tn.r.gate.RUnlock()
 				gc.mu.Lock()
 				gc.sent = append(gc.sent, sent...)
 				gc.mu.Unlock()
