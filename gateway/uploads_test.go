@@ -23,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testproxy"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
@@ -40,23 +41,11 @@ type tusAnswer struct {
 // error.
 func tusRequest(t testing.TB, method, url, token string, body io.Reader, headers ...string) (*tusAnswer, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Tus-Resumable", "1.0.0")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/offset+octet-stream")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := testClient.Do(req)
-	if err != nil {
+	status, header, raw, err := testhttp.Tus(testClient, method, url, token, body, headers...)
+	if status == 0 {
 		return nil, []byte(err.Error())
 	}
-	raw, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	return &tusAnswer{status: resp.StatusCode, header: resp.Header}, raw
+	return &tusAnswer{status: status, header: header}, raw
 }
 
 // createUpload begins an upload of size bytes to path at base (a

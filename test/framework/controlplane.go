@@ -3,7 +3,6 @@ package framework
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -71,38 +70,26 @@ func findAPIServer(env *envtest.Environment, logPath string) (*APIServer, error)
 func (a *APIServer) Restart(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	for backoff := time.Second; ; backoff = min(2*backoff, 10*time.Second) {
-		_ = syscall.Kill(a.pid, syscall.SIGKILL)
-		if a.again != nil {
-			<-a.againCh
-		}
-		// Its port is free once it is gone.
-		for procs.Alive(a.pid) {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		done, err := a.start()
-		if err != nil {
-			return err
-		}
-		if err := a.waitReady(ctx, done); !errors.Is(err, errEnded) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver not ready again within %v, ending at each start (its log: %s)", startupTimeout, a.logPath)
-		case <-time.After(backoff):
-		}
-	}
+	return startUntilReady(ctx, func() (<-chan struct{}, error) { return a.start(ctx) }, a.waitReady, func() string {
+		return fmt.Sprintf("kube-apiserver not ready again within %v, ending at each start (its log: %s)", startupTimeout, a.logPath)
+	})
 }
 
-// start runs the API server's command once more, its output in its log.
-func (a *APIServer) start() (exited <-chan struct{}, err error) {
+// start ends the running API server, and runs its command once more, its
+// output in its log.
+func (a *APIServer) start(ctx context.Context) (exited <-chan struct{}, err error) {
+	_ = syscall.Kill(a.pid, syscall.SIGKILL)
+	if a.again != nil {
+		<-a.againCh
+	}
+	// Its port is free once it is gone.
+	for procs.Alive(a.pid) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	log, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err

@@ -48,19 +48,30 @@ var errNotRunning = errors.New("not running")
 // started again after a backoff, as the kubelet restarts a container,
 // within startupTimeout.
 func (p *Process) Start(ctx context.Context) error {
+	return startUntilReady(ctx, p.launch, p.waitReady, func() string {
+		return fmt.Sprintf("%s not ready within %v, ending at each start:\n%s", p.Name, startupTimeout, p.LogTail(40))
+	})
+}
+
+// startUntilReady launches a process and waits with ready until it says
+// it is ready; one that ends while starting is launched again after a
+// backoff, as the kubelet restarts a container, within startupTimeout,
+// past which the error is what gaveUp says.
+func startUntilReady(ctx context.Context, launch func() (<-chan struct{}, error), ready func(context.Context, <-chan struct{}) error,
+	gaveUp func() string) error {
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	for backoff := time.Second; ; backoff = min(2*backoff, 10*time.Second) {
-		exited, err := p.launch()
+		exited, err := launch()
 		if err != nil {
 			return err
 		}
-		if err := p.waitReady(ctx, exited); !errors.Is(err, errEnded) {
+		if err := ready(ctx, exited); !errors.Is(err, errEnded) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready within %v, ending at each start:\n%s", p.Name, startupTimeout, p.LogTail(40))
+			return errors.New(gaveUp())
 		case <-time.After(backoff):
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
@@ -27,21 +28,9 @@ import (
 // name, value pairs. It returns the status and headers of the answer.
 func tus(t *testing.T, method, url, token string, body io.Reader, headers ...string) (int, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, body)
+	status, header, _, err := testhttp.Tus(http.DefaultClient, method, url, token, body, headers...)
 	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Tus-Resumable", "1.0.0")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/offset+octet-stream")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode, resp.Header
+	return status, header
 }
 
 // upload begins an upload of size bytes to path at base and sends it

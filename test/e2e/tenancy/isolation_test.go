@@ -113,21 +113,13 @@ type tusAnswer struct {
 // headers are name, value pairs.
 func tusAs(t *testing.T, method, url, token, body string, headers ...string) tusAnswer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Tus-Resumable", "1.0.0")
+	var r io.Reader
 	if body != "" {
-		req.Header.Set("Content-Type", "application/offset+octet-stream")
+		r = strings.NewReader(body)
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	status, header, _, err := testhttp.Tus(http.DefaultClient, method, url, token, r, headers...)
 	must(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return tusAnswer{status: resp.StatusCode, header: resp.Header}
+	return tusAnswer{status: status, header: header}
 }
 
 func mustToken() string {
