@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 )
 
@@ -205,12 +205,12 @@ func (s *System) newProcess(name, component string, args []string) (*Process, er
 		ready = "/healthz"
 	}
 	p := &Process{Name: name, binary: s.binary, ready: ready, logPath: filepath.Join(s.Dir, name+".log")}
-	addr, err := freeAddr()
+	addr, err := testhttp.FreeAddress()
 	if err != nil {
 		return nil, err
 	}
 	p.URL = "http://" + addr
-	metrics, err := freeAddr()
+	metrics, err := testhttp.FreeAddress()
 	if err != nil {
 		return nil, err
 	}
@@ -394,16 +394,6 @@ func or(n, otherwise int) int {
 		return otherwise
 	}
 	return n
-}
-
-// freeAddr is a loopback address free at the time of the call.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 func randomHex(n int) string {
