@@ -54,8 +54,16 @@ type lock struct {
 	renewed sync.WaitGroup
 }
 
+// errBusy is a request that waited for another's hold as long as it
+// may. It goes through the request's answer: tusd answers a HEAD's
+// errors without a body, and so without their code.
+var errBusy = errors.New("another request holds the upload")
+
 func (k *lock) Lock(ctx context.Context, requestRelease func()) error {
 	if err := k.memory.Lock(ctx, requestRelease); err != nil {
+		if errors.Is(err, handler.ErrLockTimeout) {
+			return requestOf(ctx).fail(errBusy)
+		}
 		return err
 	}
 	if req := requestOf(ctx); req.readOnly {
@@ -79,12 +87,16 @@ func (k *lock) hold(ctx context.Context) error {
 		if err == nil || errors.Is(err, uploadrecord.ErrNotFound) {
 			break // none: GetUpload says so
 		}
+		if ctx.Err() != nil {
+			// The wait ended during a try (chaos seed 2).
+			return requestOf(ctx).fail(errBusy)
+		}
 		if !errors.Is(err, uploadrecord.ErrHeld) {
 			return requestOf(ctx).fail(err)
 		}
 		select {
 		case <-ctx.Done():
-			return handler.ErrLockTimeout
+			return requestOf(ctx).fail(errBusy)
 		case <-time.After(holdRetry):
 		}
 	}

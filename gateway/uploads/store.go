@@ -193,6 +193,10 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	}
 	info.Offset = offset
 	switch {
+	case done && !u.req.mayEnd:
+		// This answer (a 409) would not say so; the HEAD after it will.
+		info.Offset = u.rec.Size
+		return info, nil
 	case done:
 		// Put in place by a request whose answer, or record's removal,
 		// was lost: this answer says so, once.
@@ -205,7 +209,7 @@ func (u *upload) GetInfo(ctx context.Context) (handler.FileInfo, error) {
 	if err != nil {
 		return info, u.req.fail(err)
 	}
-	if info.Offset == u.rec.Size && !u.finished {
+	if info.Offset == u.rec.Size && !u.finished && u.req.mayEnd {
 		if err := u.FinishUpload(ctx); err != nil {
 			return info, err
 		}

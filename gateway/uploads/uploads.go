@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +98,12 @@ type Request struct {
 	// upload's hold only through holdNow, once it must write.
 	readOnly bool
 	holdNow  func(context.Context) error
+	// mayEnd says the answer to this request tells the client an upload
+	// whose bytes are all there is done: a HEAD, or a PATCH at the
+	// upload's end. Any other (a PATCH at an offset the client kept from
+	// before a lost answer, which tusd answers 409) leaves the upload for
+	// the HEAD that follows, so that its record is not removed unseen.
+	mayEnd bool
 }
 
 // hold takes the upload's hold for a request that began without it; a
@@ -188,6 +195,8 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 			return
 		}
 		req.record = rec
+		req.mayEnd = r.Method == http.MethodHead ||
+			r.Method == http.MethodPatch && r.Header.Get("Upload-Offset") == strconv.FormatInt(rec.Size, 10)
 	}
 	// Requests that write records, of uploads that are the caller's (or a
 	// new one), take of the namespace's rate.
@@ -306,8 +315,6 @@ func tusError(status int, body string) error {
 	switch code {
 	case "":
 		code = strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
-	case "lock_timeout":
-		return answer.UploadBusy()
 	case "read_timeout", "connection_reset", "unexpected_eof", "upload_interrupted", "upload_stopped":
 		// The client's body: what reached the server is kept.
 		return answer.Protocol(http.StatusBadRequest, code, message)
@@ -343,6 +350,8 @@ func Answer(err error) *answer.Error {
 		return answer.StateBudgetExceeded(err.Error())
 	case errors.As(err, new(commands.ChecksumMismatch)):
 		return answer.ChecksumMismatch(err.Error())
+	case errors.Is(err, errBusy):
+		return answer.UploadBusy()
 	case errors.Is(err, commands.ErrOffsetMoved):
 		return answer.MismatchedOffset(err.Error())
 	}

@@ -103,9 +103,15 @@ func answerError(err error) error {
 // it let the request in.
 func (f *fixture) send(t *testing.T, owner types.UID, method, id string, header map[string]string, body []byte) *httptest.ResponseRecorder {
 	t.Helper()
-	p, err := f.pools.Get(context.Background(), f.conn)
+	return f.sendWithin(t, context.Background(), owner, method, id, header, body)
+}
+
+// sendWithin is send with the request's context ctx.
+func (f *fixture) sendWithin(t *testing.T, ctx context.Context, owner types.UID, method, id string, header map[string]string, body []byte) *httptest.ResponseRecorder {
+	t.Helper()
+	p, err := f.pools.Get(ctx, f.conn)
 	must(t, err)
-	r := httptest.NewRequest(method, "/box/uploads/"+id, bytes.NewReader(body))
+	r := httptest.NewRequestWithContext(ctx, method, "/box/uploads/"+id, bytes.NewReader(body))
 	r.Header.Set("Tus-Resumable", "1.0.0")
 	for k, v := range header {
 		r.Header.Set(k, v)
@@ -248,4 +254,63 @@ func TestUploadsPerNamespaceAreBounded(t *testing.T) {
 		t.Fatalf("DELETE: %d %s", w.Code, w.Body)
 	}
 	f.create(t, "owner", "c.bin", 10)
+}
+
+// TestAnUploadWhoseLastAnswerWasLostEndsForItsClient: the last part
+// reached the server but its answer was lost (chaos seed 2, a link cut).
+// The client, still at its old offset, sends the part again and is told
+// the offset moved (409); the HEAD it then sends says the upload is
+// whole. Whether the file was put in place already or not, the 409 must
+// not end the upload where the client cannot see it.
+func TestAnUploadWhoseLastAnswerWasLostEndsForItsClient(t *testing.T) {
+	for _, placed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "bytes there", true: "file in place"}[placed], func(t *testing.T) {
+			f := newFixture(t, uploads.Limits{MaxPerNamespace: 10})
+			const owner = types.UID("owner")
+			content := []byte("0123456789")
+			id := f.create(t, owner, "file.bin", len(content))
+			if w := f.send(t, owner, http.MethodPatch, id, map[string]string{"Upload-Offset": "0"}, content[:5]); w.Code != http.StatusNoContent {
+				t.Fatalf("first part: %d %s", w.Code, w.Body)
+			}
+			// The last part's bytes arrive; its answer does not.
+			partial := f.partials(t)[0]
+			must(t, os.WriteFile(partial, content, 0o600))
+			if placed {
+				must(t, os.Rename(partial, filepath.Join(f.dir, "file.bin")))
+			}
+			if w := f.send(t, owner, http.MethodPatch, id, map[string]string{"Upload-Offset": "5"}, content[5:]); w.Code != http.StatusConflict {
+				t.Errorf("the last part again: %d %s, want 409", w.Code, w.Body)
+			}
+			if got := f.offset(t, owner, id); got != "10" {
+				t.Errorf("HEAD after the 409 says offset %s, want 10", got)
+			}
+			got, err := os.ReadFile(filepath.Join(f.dir, "file.bin"))
+			if err != nil || !bytes.Equal(got, content) {
+				t.Errorf("the target holds %q (%v)", got, err)
+			}
+			if recs, err := f.records.Expired(context.Background(), time.Now().AddDate(100, 0, 0)); err != nil || len(recs) != 0 {
+				t.Errorf("records left: %d (%v)", len(recs), err)
+			}
+		})
+	}
+}
+
+// TestAHoldThatOutlastsTheRequestIsBusy: a HEAD that finds an upload
+// whole must hold it to put its file in place; while another replica's
+// hold (here, a dead one's) outlasts the request, the answer is 423,
+// which a client retries, and never a 500 (chaos seed 2).
+func TestAHoldThatOutlastsTheRequestIsBusy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, uploads.Limits{MaxPerNamespace: 10})
+	const owner = types.UID("owner")
+	id := f.create(t, owner, "file.bin", 4)
+	must(t, os.WriteFile(f.partials(t)[0], []byte("0123"), 0o600))
+	must(t, f.records.Hold(context.Background(), id, "a-dead-replica", time.Now().Add(time.Hour)))
+	// tusd lets a request's work run on for a while after its client
+	// left; the hold's wait ends with that.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if w := f.sendWithin(t, ctx, owner, http.MethodHead, id, nil, nil); w.Code != http.StatusLocked {
+		t.Fatalf("HEAD while held: %d %s, want 423", w.Code, w.Body)
+	}
 }
