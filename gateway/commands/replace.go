@@ -111,7 +111,7 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 		}
 		check = nil
 	}
-	removeTmp := func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }
+	removeTmp := removeTemporary(tmp)
 	var (
 		f                 files.File
 		existing          os.FileInfo
@@ -256,6 +256,10 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 	tmp := tempname.In(path.Dir(dest))
 	f, err := fs.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
+		if files.SessionFailed(err) {
+			// Maybe made, its answer lost (chaos seed 2, a link cut).
+			fs.undo(removeTemporary(tmp), err)
+		}
 		return 0, serverFailure(err, fs.Rel(target))
 	}
 	n, err := fillFile(f, mode, fill)
@@ -263,10 +267,16 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		err = fs.settle(tmp, dest, target, overwrite)
 	}
 	if err != nil {
-		fs.undo(func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }, err)
+		fs.undo(removeTemporary(tmp), err)
 		return 0, err
 	}
 	return n, nil
+}
+
+// removeTemporary undoes the making of tmp, a temporary file of a name
+// no other has.
+func removeTemporary(tmp string) Undo {
+	return func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(tmp)) }
 }
 
 // settle renames tmp, complete, over dest, the destination of a write of

@@ -29,11 +29,29 @@ func init() {
 
 // breakingCmds passes commands to the jail's handlers, and breaks the
 // session (closes its pipe) instead of running the rename numbered
-// breakAt (from 1; 0 never).
+// breakAt (from 1; 0 never); with breakOpens, it breaks it once a file
+// opened for writing is made, before its answer.
 type breakingCmds struct {
 	sftp.FileCmder
 	breakAt, renames atomic.Int32
+	breakOpens       atomic.Bool
 	cut              func()
+}
+
+// breakingPut is the jail's writes, made and then cut off as breakingCmds
+// says.
+type breakingPut struct {
+	sftp.FileWriter
+	cmds *breakingCmds
+}
+
+func (b breakingPut) Filewrite(r *sftp.Request) (io.WriterAt, error) {
+	w, err := b.FileWriter.Filewrite(r)
+	if err == nil && b.cmds.breakOpens.Load() {
+		b.cmds.cut()
+		return nil, sftp.ErrSSHFxConnectionLost
+	}
+	return w, err
 }
 
 func (b *breakingCmds) Filecmd(r *sftp.Request) error {
@@ -72,6 +90,7 @@ func session(t *testing.T, dir string, cmds *breakingCmds, later *kept) *FS {
 	handlers := sftpserver.Handlers(root)
 	cmds.FileCmder = handlers.FileCmd
 	handlers.FileCmd = cmds
+	handlers.FilePut = breakingPut{handlers.FilePut, cmds}
 	toServer, fromClient := io.Pipe()
 	fromServer, toClient := io.Pipe()
 	cmds.cut = func() {
@@ -179,5 +198,24 @@ func TestUploadCutOffByTheClientIsUndoneAtOnce(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if b, _ := os.ReadFile(filepath.Join(dir, "precious")); len(entries) != 1 || string(b) != "keep me" || len(later) != 0 {
 		t.Errorf("after the cut: %v in the directory, the file holds %q, %d leftovers", entries, b, len(later))
+	}
+}
+
+// TestUploadWhoseOpenWasCutOffLeavesNoTemporaryFile: the server made the
+// temporary file, then the session broke before its answer (chaos seed 2,
+// a link cut): the next session removes it.
+func TestUploadWhoseOpenWasCutOffLeavesNoTemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	var later kept
+	cmds := &breakingCmds{}
+	cmds.breakOpens.Store(true)
+	fs := session(t, dir, cmds, &later)
+	_, err := writeStream(fs, false, url.Values{"path": {"file"}}, strings.NewReader("content"), 7)
+	if !files.SessionFailed(err) {
+		t.Fatalf("writeStream = %v, want the session's failure", err)
+	}
+	later.runOn(t, session(t, dir, &breakingCmds{}, &kept{}))
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left in the directory: %v", entries)
 	}
 }

@@ -106,7 +106,7 @@ func (fs *FS) StartResumable(spec ResumableSpec, seed string, record func(Resuma
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
 	if _, err := fillFile(f, mode, func(files.File) (int64, error) { return 0, nil }); err != nil {
-		fs.undo(func(fs *FS) error { return files.IgnoreMissing(fs.Files.Remove(u.Partial)) }, err)
+		fs.undo(removeTemporary(u.Partial), err)
 		return Resumable{}, serverFailure(err, fs.Rel(target))
 	}
 	return u, nil
