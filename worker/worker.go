@@ -20,7 +20,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -393,6 +395,16 @@ func (w *Worker) Start(ctx context.Context) error {
 		},
 	}); err != nil {
 		return err
+	}
+	// What the work reads of the cache besides, started with the rest: a
+	// replica that takes over another's work then waits for no cache to
+	// sync, and holds at rest what it holds at work.
+	namespaces := &metav1.PartialObjectMetadata{}
+	namespaces.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	for _, obj := range []client.Object{&v1alpha1.SftpConnection{}, &v1alpha1.ObjectStore{}, namespaces} {
+		if _, err := w.mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return err
+		}
 	}
 	// Stores records until Close, once every task has stopped.
 	go w.audit.Run(context.WithoutCancel(ctx))

@@ -494,20 +494,44 @@ func grown(first, last map[string]int) []string {
 	return out
 }
 
-// checkGrowth: each process's RSS and goroutines at rest at the end
-// within growthBound of theirs at rest after the first minute.
+// checkGrowth: each component's RSS and goroutines at rest at the end,
+// its replicas' summed, within growthBound of theirs at rest after the
+// first minute. Summed, since work moves between a component's replicas
+// (a worker that took over a killed one's watches holds their sessions
+// too): a leak in any replica still grows the sum by what it leaked.
 func (r *rig) checkGrowth(first, last samples) check {
 	c := check{name: fmt.Sprintf("RSS and goroutines at the end within %d%% of the first minute", int(growthBound*100-100))}
-	var parts []string
+	var (
+		parts      []string
+		components []string
+		use        = map[string][2][2]float64{} // component: first, last
+	)
 	for _, p := range r.sys.Processes() {
-		f, l := first.use[p.Name], last.use[p.Name]
-		parts = append(parts, fmt.Sprintf("%s %d→%d MB %d→%d", p.Name, int(f[0])>>20, int(l[0])>>20, int(f[1]), int(l[1])))
+		component, _, _ := strings.Cut(p.Name, "-")
+		if _, ok := use[component]; !ok {
+			components = append(components, component)
+		}
+		u := use[component]
+		for i, s := range []samples{first, last} {
+			u[i][0] += s.use[p.Name][0]
+			u[i][1] += s.use[p.Name][1]
+		}
+		use[component] = u
+	}
+	for _, component := range components {
+		f, l := use[component][0], use[component][1]
+		parts = append(parts, fmt.Sprintf("%s %d→%d MB %d→%d", component, int(f[0])>>20, int(l[0])>>20, int(f[1]), int(l[1])))
 		if f[0] > 0 && l[0] > f[0]*growthBound {
-			c.breach("%s: RSS %d MB → %d MB", p.Name, int(f[0])>>20, int(l[0])>>20)
+			c.breach("%s: RSS %d MB → %d MB", component, int(f[0])>>20, int(l[0])>>20)
 		}
 		if f[1] > 0 && l[1] > f[1]*growthBound {
-			c.breach("%s: goroutines %d → %d; grown: %s", p.Name, int(f[1]), int(l[1]),
-				strings.Join(grown(first.stacks[p.Name], last.stacks[p.Name]), "; "))
+			var stacks []string
+			for _, p := range r.sys.Processes() {
+				if strings.HasPrefix(p.Name, component) {
+					stacks = append(stacks, p.Name+": "+strings.Join(grown(first.stacks[p.Name], last.stacks[p.Name]), "; "))
+				}
+			}
+			c.breach("%s: goroutines %d → %d; grown: %s", component, int(f[1]), int(l[1]), strings.Join(stacks, " | "))
 		}
 	}
 	c.counts = strings.Join(parts, ", ")
