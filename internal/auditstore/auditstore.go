@@ -49,8 +49,9 @@ const (
 // NamePrefix starts every segment's name.
 const NamePrefix = "sftpgate-audit-"
 
-// maxSegment is the most a segment's data may take; more is split.
-const maxSegment = 900 << 10
+// maxSegment is the most a segment's data may take; more is split. (A
+// variable for the tests, which split with less.)
+var maxSegment = 900 << 10
 
 // Store keeps segments in Namespace.
 type Store struct {

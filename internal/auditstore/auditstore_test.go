@@ -49,6 +49,7 @@ func (f *failingCreate) Create(ctx context.Context, obj client.Object, opts ...c
 // made, or after, its answer lost), then tried again with newer records
 // added (as the trail does), stores every record once.
 func TestKeepFailsAnywhere(t *testing.T) {
+	auditstore.SetMaxSegment(t, 8<<10)
 	ns := testkit.Namespace(t, k8s, "audit-keep-")
 	ctx := context.Background()
 	for at := 1; at <= 4; at++ {
@@ -60,7 +61,7 @@ func TestKeepFailsAnywhere(t *testing.T) {
 				link := func(n int) {
 					for range n {
 						records = append(records, chains.Link(audit.Record{Action: "gateway.write", Namespace: tenant,
-							Paths: noise(16), Result: audit.ResultOK}))
+							Paths: noise(2), Result: audit.ResultOK}))
 					}
 				}
 				link(120)
@@ -100,7 +101,7 @@ func TestKeepFailsAnywhere(t *testing.T) {
 func noise(n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		b := make([]byte, 2000)
+		b := make([]byte, 200)
 		_, _ = rand.Read(b)
 		out[i] = "/in/" + hex.EncodeToString(b)
 	}

@@ -11,9 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +59,7 @@ const (
 type rig struct {
 	t       *testing.T
 	sys     *framework.System
+	webuis  []*framework.Process
 	near    *testsshd.Server // reached directly
 	far     *testsshd.Server // reached through the delayed link
 	link    *delayproxy.Proxy
@@ -71,10 +76,11 @@ type rig struct {
 	// gate holds the load back while the first sample is taken: each
 	// client's step holds it for reading.
 	gate sync.RWMutex
-	// healed is when the faults ended; settleBy the end of settling.
-	healed, settleBy time.Time
-	rng              *rand.Rand
-	seed             uint64
+	// began is when the load began, the faults' times are since;
+	// healed when the faults ended; settleBy the end of settling.
+	began, healed, settleBy time.Time
+	rng                     *rand.Rand
+	seed                    uint64
 }
 
 func TestChaos(t *testing.T) {
@@ -91,6 +97,7 @@ func TestChaos(t *testing.T) {
 	r.start()
 
 	ctx, stopLoad := context.WithCancel(context.Background())
+	r.began = time.Now()
 	var load sync.WaitGroup
 	for _, tn := range r.tenants {
 		tn.run(ctx, &load)
@@ -117,11 +124,26 @@ func (r *rig) start() {
 			_ = os.RemoveAll(dir)
 		}
 	})
-	r.sys = framework.New(t, framework.Options{Dir: dir, Flags: map[string][]string{
+	// The web UIs reach the gateways as through a Service: each request
+	// goes to the next replica.
+	var next atomic.Int64
+	service := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		gateways := r.sys.Gateways
+		u, _ := url.Parse(gateways[int(next.Add(1))%len(gateways)].URL)
+		pr.SetURL(u)
+	}})
+	t.Cleanup(service.Close)
+	r.sys = framework.New(t, framework.Options{Dir: dir, WebUI: true, Flags: map[string][]string{
 		// Profiles, to name what grew when the goroutines did.
 		"gateway": {"--upload-expiry=" + uploadExpiry.String(), "--request-timeout=" + requestTimeout.String(), "--profiling"},
 		"worker":  {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s", "--profiling"},
+		"webui":   {"--gateway-url=" + service.URL},
 	}})
+	second, err := r.sys.Add(context.Background(), "webui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.webuis = []*framework.Process{r.sys.WebUI, second}
 	r.near, r.far = testsshd.Start(t), testsshd.Start(t)
 	if r.link, err = delayproxy.Start(delayproxy.Options{Target: fmt.Sprintf("%s:%d", r.far.Host, r.far.Port), Delay: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -162,6 +184,7 @@ func (r *rig) report(first samples) {
 		r.checkDecryption(),
 		r.checkTransfers(),
 		r.checkTemporaries(),
+		r.checkShares(),
 		r.checkAudit(),
 		// At rest, as the first: the load stopped, what it began finished.
 		r.checkGrowth(first, r.sample()),

@@ -28,6 +28,8 @@ func (r *rig) faultKinds() []fault {
 		{"stop gateway", func(ctx context.Context, i int) string { return r.bounce(ctx, replica(r.sys.Gateways, i), false) }},
 		{"kill worker", func(ctx context.Context, i int) string { return r.bounce(ctx, replica(r.sys.Workers, i), true) }},
 		{"stop worker", func(ctx context.Context, i int) string { return r.bounce(ctx, replica(r.sys.Workers, i), false) }},
+		{"kill webui", func(ctx context.Context, i int) string { return r.bounce(ctx, replica(r.webuis, i), true) }},
+		{"stop webui", func(ctx context.Context, i int) string { return r.bounce(ctx, replica(r.webuis, i), false) }},
 		{"kill manager", func(ctx context.Context, _ int) string { return r.bounce(ctx, r.sys.Manager, true) }},
 		{"restart sshd", func(context.Context, int) string { r.near.Restart(r.t); return "restart sshd (near)" }},
 		{"restart s3", func(context.Context, int) string { r.s3.Restart(r.t); return "restart s3 (versitygw)" }},
@@ -140,6 +142,22 @@ func (k *kills) excused(url string, answered time.Time) bool {
 		}
 		for _, at := range kills {
 			if !answered.After(at) && at.Sub(answered) <= auditStoreWindow {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// inFlight says whether a file last written at mtime may be a write in
+// flight in a gateway replica when it was killed: no later than the
+// kill, and no earlier than a request may last.
+func (k *kills) inFlight(mtime time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, kills := range k.at {
+		for _, at := range kills {
+			if !mtime.After(at.Add(time.Second)) && at.Sub(mtime) <= requestTimeout {
 				return true
 			}
 		}

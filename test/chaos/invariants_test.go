@@ -330,13 +330,20 @@ func (r *rig) suspendSchedules(ctx context.Context, tn *tenant) {
 // transfer's) outlives the upload expiry once the faults stopped.
 func (r *rig) checkTemporaries() check {
 	c := check{name: "no temporary file outlives its expiry"}
-	var found []string
+	var found, killed []string
 	err := r.settle("every temporary file removed", func() (bool, string) {
-		found = nil
+		found, killed = nil, nil
 		for _, dir := range []string{r.near.Dir, r.far.Dir, r.s3.Dir} {
 			_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-				if err == nil && strings.HasPrefix(e.Name(), tempname.Prefix) {
-					found = append(found, p)
+				if err != nil || !strings.HasPrefix(e.Name(), tempname.Prefix) {
+					return nil
+				}
+				info, err := e.Info()
+				switch {
+				case err == nil && r.gatewayKills.inFlight(info.ModTime()):
+					killed = append(killed, p)
+				case err == nil:
+					found = append(found, fmt.Sprintf("%s (written %s)", p, info.ModTime().Sub(r.began).Round(time.Second)))
 				}
 				return nil
 			})
@@ -348,7 +355,8 @@ func (r *rig) checkTemporaries() check {
 			c.breach("%s", p)
 		}
 	}
-	c.counts = fmt.Sprintf("%d left %s after the faults stopped", len(found), time.Since(r.healed).Round(time.Second))
+	c.counts = fmt.Sprintf("%d left %s after the faults stopped; %d excused, written in the last request time before a gateway was killed: %v",
+		len(found), time.Since(r.healed).Round(time.Second), len(killed), killed)
 	return c
 }
 

@@ -24,7 +24,8 @@ import (
 // tenant is one namespace and what it does: gateway clients on both
 // servers, files dropped into watched folders (some encrypted, decrypted
 // by the transfers the watch triggers), scheduled transfers from SFTP to
-// the bucket and back, and its audit records at its own sink.
+// the bucket and back, share links used through the web UI, and its
+// audit records at its own sink.
 type tenant struct {
 	r      *rig
 	i      int
@@ -36,6 +37,7 @@ type tenant struct {
 
 	clients []*gatewayClient
 	drops   *dropper
+	shares  *sharer
 }
 
 // gatewayClient is one model of files and the client that changes them.
@@ -130,6 +132,7 @@ func (r *rig) newTenant(i int) *tenant {
 		tn.clients = append(tn.clients, gc)
 	}
 	tn.drops = &dropper{tn: tn}
+	tn.shares = tn.newSharer(ctx)
 	return tn
 }
 
@@ -203,6 +206,7 @@ func (tn *tenant) run(ctx context.Context, wg *sync.WaitGroup) {
 		})
 	}
 	wg.Go(func() { tn.drops.run(ctx) })
+	wg.Go(func() { tn.shares.run(ctx) })
 }
 
 // pause waits d, or less if ctx ends.

@@ -1,4 +1,7 @@
-package dev_test
+// Package quickstart does what the README tells a newcomer, against make
+// run's environment (hack/sftpgate-dev, package hack/dev) run as its own
+// process.
+package quickstart
 
 import (
 	"bufio"
@@ -41,7 +44,7 @@ var must = testkit.Must
 // sftpgate-dev run as its own process on free ports.
 func TestQuickstart(t *testing.T) {
 	binary := filepath.Join(t.TempDir(), "sftpgate-dev")
-	build := exec.Command("go", "build", "-o", binary, "../sftpgate-dev")
+	build := exec.Command("go", "build", "-o", binary, "../../../hack/sftpgate-dev")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -151,8 +154,8 @@ func TestQuickstart(t *testing.T) {
 	// demo-bucket.yaml have them (their sink this run's event printer):
 	// incoming/ copied into the archive connection, then into the demo
 	// bucket, each end printed.
-	dev.tourTransfer(t, k8s, "demo-transfer.yaml", env["EVENTS_URL"])
-	dev.tourTransfer(t, k8s, "demo-bucket.yaml", env["EVENTS_URL"])
+	dev.tourTransfer(t, k8s, "../../../hack/dev/demo-transfer.yaml", env["EVENTS_URL"])
+	dev.tourTransfer(t, k8s, "../../../hack/dev/demo-bucket.yaml", env["EVENTS_URL"])
 	if object, err := os.ReadFile(filepath.Join(env["DEMO_BUCKET_DIR"], "incoming", "report.csv")); err != nil || string(object) != "id,total\n1,42\n" {
 		t.Errorf("the object in the demo bucket: %q, %v", object, err)
 	}
