@@ -82,6 +82,11 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 		u.render(w, r, http.StatusUnprocessableEntity, "message", page{Title: "Check what you sent", Message: mistake.msg})
 	case errors.Is(err, errNotFound):
 		u.notFound(w, r)
+	case errors.As(err, new(*unavailableError)):
+		u.log.Warn("serving a page", "error", err, "requestID", middleware.GetReqID(r.Context()), "path", loggedPath(r.URL.Path))
+		w.Header().Set("Retry-After", "5")
+		u.render(w, r, http.StatusServiceUnavailable, "message", page{Title: "Not available right now",
+			Message: "The files could not be reached just now. Try again in a moment."})
 	case errors.As(err, new(*providerAwayError)):
 		_ = u.providerAway(w, r, err)
 	default:

@@ -39,6 +39,24 @@ type gatewayFailure struct {
 
 func (f *gatewayFailure) Error() string { return f.Message }
 
+// unavailableError is the gateway, or the server behind it, not
+// answering now (a 5xx, or no answer at all): a moment later may, so it
+// is never shown as the person's mistake, nor as a file not found.
+type unavailableError struct{ cause string }
+
+func (e *unavailableError) Error() string {
+	return "the gateway or the file server did not answer: " + e.cause
+}
+
+// gatewayError is the error of the gateway's answer status with its
+// error envelope's failure f: unavailable for a 5xx, else f.
+func gatewayError(status int, f *gatewayFailure) error {
+	if status >= http.StatusInternalServerError {
+		return &unavailableError{cause: fmt.Sprintf("%d %s", status, cmp.Or(f.Message, http.StatusText(status)))}
+	}
+	return f
+}
+
 // call runs command on connection c as the account, with a JSON body,
 // and decodes its result into out.
 func (u *ui) call(ctx context.Context, c *v1alpha1.SftpConnection, command string, body, out any) error {
@@ -62,12 +80,13 @@ func (u *ui) callAs(ctx context.Context, token string, c *v1alpha1.SftpConnectio
 	defer func() { _ = resp.Body.Close() }()
 	var envelope map[string]json.RawMessage
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&envelope); err != nil {
-		return fmt.Errorf("the gateway's answer to %s: %w", command, err)
+		// Cut off, or not the gateway's (a proxy's page).
+		return &unavailableError{cause: fmt.Sprintf("its answer to %s: %d, %v", command, resp.StatusCode, err)}
 	}
 	if raw, ok := envelope["error"]; ok {
 		f := &gatewayFailure{Status: resp.StatusCode}
 		_ = json.Unmarshal(raw, f)
-		return f
+		return gatewayError(resp.StatusCode, f)
 	}
 	if out == nil {
 		return nil
@@ -97,6 +116,9 @@ func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpC
 			req.Header.Set("Accept", accept)
 		}
 		resp, err = u.filesClient.Do(req) //nolint:bodyclose // the caller closes it, or the next try
+		if err != nil && ctx.Err() == nil {
+			err = &unavailableError{cause: err.Error()}
+		}
 		return err == nil && resp.StatusCode != http.StatusUnauthorized, err
 	})
 	if err != nil {
@@ -275,6 +297,9 @@ func (u *ui) sendFile(w http.ResponseWriter, r *http.Request, token string, c *v
 			Error gatewayFailure `json:"error"`
 		}
 		_ = json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&envelope)
+		if resp.StatusCode >= http.StatusInternalServerError {
+			return gatewayError(resp.StatusCode, &envelope.Error)
+		}
 		return &personError{cmp.Or(envelope.Error.Message, "the file cannot be read")}
 	}
 	h := w.Header()

@@ -10,6 +10,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -131,13 +133,15 @@ func (r *rig) start() {
 		gateways := r.sys.Gateways
 		u, _ := url.Parse(gateways[int(next.Add(1))%len(gateways)].URL)
 		pr.SetURL(u)
-	}})
+	}, ErrorLog: log.New(io.Discard, "", 0)}) // a replica down answers 502, as behind a Service
 	t.Cleanup(service.Close)
 	r.sys = framework.New(t, framework.Options{Dir: dir, WebUI: true, Flags: map[string][]string{
 		// Profiles, to name what grew when the goroutines did.
 		"gateway": {"--upload-expiry=" + uploadExpiry.String(), "--request-timeout=" + requestTimeout.String(), "--profiling"},
-		"worker":  {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s", "--profiling"},
-		"webui":   {"--gateway-url=" + service.URL},
+		// Sessions idle past 30 s close: the end, at rest, then shows
+		// what stays, not the sessions of the last transfers.
+		"worker": {"--upload-sweep-interval=30s", "--upload-expiry-grace=" + uploadGrace.String(), "--lease-duration=10s", "--idle-timeout=30s", "--profiling"},
+		"webui":  {"--gateway-url=" + service.URL},
 	}})
 	second, err := r.sys.Add(context.Background(), "webui")
 	if err != nil {
