@@ -86,11 +86,13 @@ func (r *rig) bounce(ctx context.Context, p *framework.Process, kill bool) strin
 	if kill {
 		verb, end = "kill", p.Kill
 	}
-	if kill && slices.Contains(r.sys.Gateways, p) {
-		r.gatewayKills.add(p, time.Now())
-	}
 	if err := end(); err != nil {
 		r.t.Errorf("%s %s: %v", verb, p.Name, err)
+	}
+	if kill && slices.Contains(r.sys.Gateways, p) {
+		// Once it is dead: an answer its client read just before counts
+		// as before the kill (chaos seed 1).
+		r.gatewayKills.add(p, time.Now())
 	}
 	down := time.Duration(5+r.rng.IntN(10)) * time.Second
 	pause(ctx, down)
