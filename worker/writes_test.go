@@ -36,12 +36,13 @@ type apiRequests struct {
 
 // apiRequest is one request: its method and path, and the name of the
 // object it writes or is about (a create's, an event's regarding object's),
-// read from its body where its path does not name it.
+// read from its body where its path does not name it; an event's reason
+// and note, to say why it was sent.
 type apiRequest struct {
-	method, path, name string
+	method, path, name, why string
 }
 
-func (r apiRequest) String() string { return r.method + " " + r.path + " " + r.name }
+func (r apiRequest) String() string { return r.method + " " + r.path + " " + r.name + r.why }
 
 func (r apiRequest) event() bool { return strings.HasSuffix(r.path, "/events") }
 
@@ -81,7 +82,7 @@ func (r *apiRequests) record(req *http.Request) error {
 		obj, _, _ := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
 		switch o := obj.(type) {
 		case *eventsv1.Event:
-			sent.name = o.Regarding.Name
+			sent.name, sent.why = o.Regarding.Name, " ("+o.Reason+": "+o.Note+")"
 		case metav1.Object:
 			sent.name = o.GetName()
 		}
@@ -207,6 +208,13 @@ func TestWatchWrites(t *testing.T) {
 		s, err := watch.DecodeState(blob)
 		must(t, err)
 		return s.Delivered == 1 && len(s.Outbox) == 0
+	})
+	// And its status says so: the 503 may have turned Ready for a while,
+	// and under load its return be written after the state. A replica
+	// stopping does not write what it has not yet (the next one does).
+	eventually(t, "replica a's status says the watch is Ready again", func() bool {
+		c := ready(w)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonWatching && get(w).Status.Delivered == 1
 	})
 
 	before := len(aSent.writesOf(w))
