@@ -191,7 +191,7 @@ func (r *rig) report(first samples) {
 		r.checkShares(),
 		r.checkAudit(),
 		// At rest, as the first: the load stopped, what it began finished.
-		r.checkGrowth(first, r.sample()),
+		r.checkGrowth(first, r.sample("last")),
 		r.checkControlPlane(),
 	}
 	fmt.Printf("\nchaos: %s, seed %d, %d tenants; faults injected:\n%s\n", length.String(), r.seed, tenants, r.faults)

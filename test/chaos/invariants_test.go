@@ -431,10 +431,13 @@ func (r *rig) sampleAtRest(d time.Duration) samples {
 	time.Sleep(d)
 	r.gate.Lock()
 	defer r.gate.Unlock()
-	return r.sample()
+	return r.sample("first")
 }
 
-func (r *rig) sample() samples {
+// sample reads every process's RSS and goroutines; their profiles are
+// kept beside its log as <process>-goroutines-<label>.txt, to be read
+// when the run fails.
+func (r *rig) sample(label string) samples {
 	out := samples{use: map[string][2]float64{}, stacks: map[string]map[string]int{}}
 	for _, p := range r.sys.Processes() {
 		rss, err := p.RSS()
@@ -443,14 +446,14 @@ func (r *rig) sample() samples {
 		}
 		g, _ := p.Metric(context.Background(), "go_goroutines")
 		out.use[p.Name] = [2]float64{float64(rss), g}
-		out.stacks[p.Name] = goroutines(p)
+		out.stacks[p.Name] = goroutines(p, filepath.Join(r.sys.Dir, p.Name+"-goroutines-"+label+".txt"))
 	}
 	return out
 }
 
 // goroutines is p's goroutines counted by stack, from its pprof profile
-// (--profiling), or nil.
-func goroutines(p *framework.Process) map[string]int {
+// (--profiling), which it keeps at keep; or nil.
+func goroutines(p *framework.Process, keep string) map[string]int {
 	if p.MetricsURL == "" {
 		return nil
 	}
@@ -463,6 +466,7 @@ func goroutines(p *framework.Process) map[string]int {
 		return nil
 	}
 	b, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(keep, b, 0o600)
 	out := map[string]int{}
 	for block := range strings.SplitSeq(string(b), "\n\n") {
 		head, frames, ok := strings.Cut(block, "\n")
