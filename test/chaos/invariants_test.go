@@ -466,7 +466,13 @@ func goroutines(p *framework.Process, keep string) map[string]int {
 		return nil
 	}
 	b, _ := io.ReadAll(resp.Body)
-	_ = os.WriteFile(keep, b, 0o600)
+	// Kept as debug=2 has them: each goroutine with where it was made.
+	if full, err := http.Get(strings.TrimSuffix(p.MetricsURL, "/metrics") + "/debug/pprof/goroutine?debug=2"); err == nil {
+		if raw, err := io.ReadAll(full.Body); err == nil {
+			_ = os.WriteFile(keep, raw, 0o600)
+		}
+		_ = full.Body.Close()
+	}
 	out := map[string]int{}
 	for block := range strings.SplitSeq(string(b), "\n\n") {
 		head, frames, ok := strings.Cut(block, "\n")
