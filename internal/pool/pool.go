@@ -374,10 +374,18 @@ func (p *Pool) notify() {
 // as well, before a request that cannot be retried lands on one; busy ones
 // show for themselves, and ones dialled since are fine.
 func (p *Pool) release(s *session, w int, brokenSince time.Time) {
+	p.releaseAfter(s, w, brokenSince, true)
+}
+
+// releaseAfter is release; used says the session served a request (a
+// keepalive is none: it must not keep an idle session open for ever).
+func (p *Pool) releaseAfter(s *session, w int, brokenSince time.Time, used bool) {
 	broken := !brokenSince.IsZero()
 	p.mu.Lock()
 	s.load -= w
-	s.lastUsed = time.Now()
+	if used {
+		s.lastUsed = time.Now()
+	}
 	if p.waiting > 0 {
 		p.notify()
 	}
@@ -498,9 +506,9 @@ func (p *Pool) tend(idle time.Duration) {
 			defer recovery.Log(p.logger, "a keepalive")
 			sent := time.Now()
 			if keepalive(s) {
-				p.release(s, 1, time.Time{})
+				p.releaseAfter(s, 1, time.Time{}, false)
 			} else {
-				p.release(s, 1, sent)
+				p.releaseAfter(s, 1, sent, false)
 			}
 		}()
 	}

@@ -209,6 +209,31 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	}
 }
 
+// TestKeepalivesDoNotKeepASessionOpen: a session only kept alive is
+// idle, and closes once idle for long enough; a keepalive every half of
+// it had kept every session a burst opened for the pool's life (chaos
+// seed 2: a worker's SSH connections grew at rest).
+func TestKeepalivesDoNotKeepASessionOpen(t *testing.T) {
+	p, _ := newPool(t, 2)
+	if err := p.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	used := p.sessions[0].lastUsed
+	p.mu.Unlock()
+	p.tend(time.Hour)
+	testkit.Eventually(t, "the keepalive is answered", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.sessions) != 1 || p.sessions[0].load == 0
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sessions) != 1 || !p.sessions[0].lastUsed.Equal(used) {
+		t.Fatalf("a keepalive counted as a use of the session")
+	}
+}
+
 // TestPanicFailsOnlyItsOperation: an operation that panics returns
 // recovery.ErrPanic, and its session is released for the next.
 func TestPanicFailsOnlyItsOperation(t *testing.T) {
