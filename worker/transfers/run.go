@@ -137,8 +137,10 @@ func (t *run) step(ctx context.Context) (wait time.Duration, ended bool) {
 			t.dirty = true
 		}
 		t.mu.Unlock()
-		t.save(ctx, true)
 	}
+	// Each step stores what the last could not (the API server was away):
+	// an end that is never stored would never be reported.
+	t.save(ctx, true)
 	if t.plan.Outcome == "" || t.dirty {
 		// Not finished, or its end not stored yet: the end is sent only
 		// once another replica would come to the same one.
