@@ -76,8 +76,10 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 TEST_PACKAGES = $$(go list ./... | grep -v -e '/hack/bench$$' -e '/test/chaos$$')
 
 .PHONY: test
-test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) go test -race $(TEST_PACKAGES) -count=1
+# The tests that run components as processes (test/e2e, and the manager
+# beside a component's tests) share one build of the binary.
+test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) build ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate go test -race $(TEST_PACKAGES) -count=1
 
 # The tests start their own sshd, which logs in as a dedicated user: only
 # root can do that. Without it they would not run, and a test that did not
@@ -93,7 +95,7 @@ require-root:
 bench: build envtest $(RCLONE) $(VERSITYGW) ## Compare the gateway with a direct SFTP client, and transfers with rclone, on real sshd and S3 (prints tables).
 	hack/test-prereqs.sh bench
 	TMPDIR=$$( [ -d /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp} ) \
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) SFTPGATE_VERSITYGW=$(VERSITYGW) \
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BENCH_RCLONE=$(RCLONE) SFTPGATE_VERSITYGW=$(VERSITYGW) \
 		go test ./hack/bench/ -run '^TestBenchmark' -count=1 -v -timeout 120m
 
 # How long make soak runs, and how often it restarts sshd.
@@ -102,7 +104,7 @@ SOAK_RESTART_EVERY ?= 1m
 .PHONY: soak
 soak: build envtest ## Drive the gateway with mixed commands at concurrency 64 against an sshd restarted every minute (SOAK=10m); checks every answer.
 	hack/test-prereqs.sh
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate \
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BENCH_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_BINARY=$(LOCALBIN)/sftpgate \
 		go test ./hack/bench/ -run TestSoak -count=1 -v -timeout 0 -args -soak=$(SOAK) -soak-restart-every=$(SOAK_RESTART_EVERY)
 
 # How long make chaos runs, and the seed of its faults' schedule and load

@@ -44,6 +44,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/apitoken"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 // The test kit's, as every test package has them.
@@ -83,9 +84,16 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	managerDir, err := os.MkdirTemp("", "sftpgate-manager-")
+	if err != nil {
 		return fail(err)
 	}
+	defer func() { _ = os.RemoveAll(managerDir) }()
+	manager, err := framework.StartManager(ctx, env, managerDir, "--max-concurrent-tests=4")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = manager.Kill() }()
 
 	gw, err := gateway.New(env.Config, gateway.Options{
 		BasePath:       "/",

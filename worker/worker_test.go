@@ -30,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/test/framework"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/auditsinks"
 	"github.com/sftpgate/sftpgate/worker/shard"
@@ -57,13 +58,21 @@ func TestMain(m *testing.M) {
 	}
 	k8s, restConfig = c, env.Config
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	managerDir, err := os.MkdirTemp("", "sftpgate-manager-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	manager, err := framework.StartManager(ctx, env, managerDir, "--max-concurrent-tests=4")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	stopSharedWorker()
 	cancel()
+	_ = manager.Kill()
+	_ = os.RemoveAll(managerDir)
 	_ = env.Stop()
 	os.Exit(code)
 }

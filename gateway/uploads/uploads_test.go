@@ -31,6 +31,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 // The test kit's, as every test package has them.
@@ -39,7 +40,7 @@ var must = testkit.Must
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 2, func(c client.Client) { k8s = c }))
+	os.Exit(framework.MainWithManager(m, 2, func(c client.Client) { k8s = c }))
 }
 
 // fixture is an endpoint whose records live in a namespace of their own,

@@ -49,6 +49,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/test/framework"
 )
 
 const (
@@ -94,9 +95,11 @@ func startRig(t *testing.T, binary, ns string, roots map[string]string, stderr i
 	}
 	r.k8s = k8s
 	t.Cleanup(func() { _ = env.Stop() })
-	if _, err := testcluster.StartManager(ctx, env.Config, 2); err != nil {
+	manager, err := framework.StartManager(ctx, env, t.TempDir(), "--max-concurrent-tests=2")
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = manager.Kill() })
 	r.token = r.addTenant(t, ns, r.sshd, roots)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {

@@ -136,7 +136,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	step("starting the manager, the gateway, the web UI, the worker and the demo SFTP and S3 servers")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := testcluster.StartManager(ctx, env.Config, 4); err != nil {
+	if err := startManager(ctx, env.Config, 4); err != nil {
 		return err
 	}
 	gatewayURL := "http://" + listeners["gateway-address"].Addr().String()

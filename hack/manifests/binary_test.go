@@ -52,12 +52,14 @@ func TestPartsDependOnlyOnWhatTheyNeed(t *testing.T) {
 	}
 }
 
-// TestTestsStayInTheirComponent: a component's tests import no other
-// component either: a test that needs several runs in test/e2e (the web
-// UI's with the rest of the system, the isolation matrix among them, in
-// test/e2e/tenancy; the manager's keys judged by the gateway in
-// test/e2e/faults), where the tests import none, seeing the components as
-// the processes a deployment runs.
+// TestTestsStayInTheirComponent: a component's tests depend on no other
+// component either, not even through a fixture: a test that needs several
+// runs in test/e2e (the web UI's with the rest of the system, the
+// isolation matrix among them, in test/e2e/tenancy; the manager's keys
+// judged by the gateway in test/e2e/faults), where the tests depend on
+// none, seeing the components as the processes a deployment runs. A
+// component's tests that need the manager run it so too
+// (framework.StartManager).
 func TestTestsStayInTheirComponent(t *testing.T) {
 	root, err := repo.Root()
 	if err != nil {
@@ -66,12 +68,13 @@ func TestTestsStayInTheirComponent(t *testing.T) {
 	const module = "github.com/sftpgate/sftpgate/"
 	components := []string{"controllers", "gateway", "webui", "worker"}
 	for _, part := range append(components, "internal", "test/e2e") {
-		for pkg, imports := range importsOf(t, root, `{{join .TestImports " "}} {{join .XTestImports " "}}`, "./"+part+"/...") {
-			for _, imp := range imports {
-				for _, other := range components {
-					if other != part && (imp == module+other || strings.HasPrefix(imp, module+other+"/")) {
-						t.Errorf("the tests of %s import %s", pkg, imp)
-					}
+		for _, dep := range deps(t, root, "-test", "./"+part+"/...") {
+			// A test's own packages: "p [p.test]", "p.test", "p_test".
+			pkg, _, _ := strings.Cut(dep, " ")
+			pkg = strings.TrimSuffix(strings.TrimSuffix(pkg, ".test"), "_test")
+			for _, other := range components {
+				if other != part && (pkg == module+other || strings.HasPrefix(pkg, module+other+"/")) {
+					t.Errorf("the tests of %s depend on %s", part, dep)
 				}
 			}
 		}
@@ -96,10 +99,11 @@ func importsOf(t *testing.T, root, field, pattern string) map[string][]string {
 	return imports
 }
 
-// deps lists the packages pkg depends on, itself included.
-func deps(t *testing.T, root, pkg string) []string {
+// deps lists the packages args (go list's flags, then its patterns)
+// depend on, themselves included.
+func deps(t *testing.T, root string, args ...string) []string {
 	t.Helper()
-	list := exec.Command("go", "list", "-deps", pkg)
+	list := exec.Command("go", append([]string{"list", "-deps"}, args...)...)
 	list.Dir = root
 	out, err := list.Output()
 	if err != nil {

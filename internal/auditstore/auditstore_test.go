@@ -21,7 +21,7 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+	os.Exit(testcluster.Main(m, testcluster.Client(&k8s)))
 }
 
 // failingCreate fails the at-th Create: before it is made, or (made)

@@ -22,7 +22,7 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+	os.Exit(testcluster.Main(m, testcluster.Client(&k8s)))
 }
 
 // TestCutKeepsCharactersWhole: a message cut to fit ends in a whole

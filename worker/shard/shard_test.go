@@ -29,7 +29,7 @@ var must = testkit.Must
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+	os.Exit(testcluster.Main(m, testcluster.Client(&k8s)))
 }
 
 // settle is the replicas' SettleTime here: less than a third of their

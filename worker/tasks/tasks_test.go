@@ -29,7 +29,7 @@ var (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 0, func(c client.Client) { k8s = c }))
+	os.Exit(testcluster.Main(m, testcluster.Client(&k8s)))
 }
 
 // board records what the tasks of every replica do.

@@ -30,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/test/framework"
 	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 )
 
@@ -42,7 +43,7 @@ var (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, 2, func(c client.Client) { k8s = c }))
+	os.Exit(framework.MainWithManager(m, 2, func(c client.Client) { k8s = c }))
 }
 
 // TestSweepIsNotHeldByAnotherTenant: a tenant whose server logs in and
