@@ -75,11 +75,16 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 # which have targets of their own.
 TEST_PACKAGES = $$(go list ./... | grep -v -e '/hack/bench$$' -e '/test/chaos$$')
 
+# How many of a package's parallel tests run at once. Most wait for a
+# server, a poll (a watch's is 5s at least) or a process, not for a core:
+# the default, one per core, would leave two cores idle for minutes.
+TEST_PARALLEL ?= 6
+
 .PHONY: test
 # The tests that run components as processes (test/e2e, and the manager
 # beside a component's tests) share one build of the binary.
 test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) build ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate go test -race $(TEST_PACKAGES) -count=1
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate go test -race -parallel=$(TEST_PARALLEL) $(TEST_PACKAGES) -count=1
 
 # The tests start their own sshd, which logs in as a dedicated user: only
 # root can do that. Without it they would not run, and a test that did not
