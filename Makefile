@@ -72,8 +72,12 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 # The packages of make test: all but the benchmark, soak and chaos runs,
-# which have targets of their own.
-TEST_PACKAGES = $$(go list ./... | grep -v -e '/hack/bench$$' -e '/test/chaos$$')
+# which have targets of their own. The longest start first: go test runs
+# two at a time in the order given, and one that started last would run
+# on alone at the end.
+TEST_FIRST = worker test/e2e/tenancy test/e2e/faults gateway test/e2e/quickstart
+TEST_PACKAGES = $$( (printf './%s\n' $(TEST_FIRST); go list -f '{{.Dir}}' ./... | sed "s|^$(CURDIR)|.|") | \
+	grep -v -e '/hack/bench$$' -e '/test/chaos$$' | awk '!seen[$$0]++')
 
 # How many of a package's parallel tests run at once. Most wait for a
 # server, a poll (a watch's is 5s at least) or a process, not for a core:
