@@ -115,7 +115,7 @@ func (d *dropper) write(c *sftp.Client, p string, content []byte) error {
 	}
 	if err != nil {
 		d.mu.Lock()
-		d.aborted[p] = true
+		d.aborted["/"+p] = true // as events name it
 		d.mu.Unlock()
 		_ = c.Remove(d.abs(p))
 	}
