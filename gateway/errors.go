@@ -57,11 +57,13 @@ func reviewError(err error) error {
 func ready(conn *v1alpha1.SftpConnection) error {
 	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
 	root := conn.Status.RootPath
+	tested := c != nil && c.ObservedGeneration == conn.Generation
 	switch {
-	case c == nil || c.ObservedGeneration != conn.Generation || !path.IsAbs(root) || path.Clean(root) != root:
-		return answer.ConnectionNotReady("the connection is being tested; retry shortly", nil)
-	case c.Status != metav1.ConditionTrue:
+	case tested && c.Status != metav1.ConditionTrue:
+		// Before the root: a connection whose test never passed has none.
 		return answer.ConnectionNotReady(fmt.Sprintf("the connection is not ready (%s): %s", c.Reason, c.Message), nil)
+	case !tested || !path.IsAbs(root) || path.Clean(root) != root:
+		return answer.ConnectionNotReady("the connection is being tested; retry shortly", nil)
 	}
 	return nil
 }
