@@ -8,6 +8,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
+	"github.com/sftpgate/sftpgate/internal/words"
 	"github.com/sftpgate/sftpgate/worker/transfer"
 )
 
@@ -120,11 +121,7 @@ func copied(t *v1alpha1.Transfer) bool {
 
 // progress is files ended of the total, and the share of bytes done.
 func progress(c transfer.Counts) string {
-	pct := int64(100)
-	if c.Bytes > 0 {
-		pct = c.BytesDone * 100 / c.Bytes
-	}
-	return fmt.Sprintf("%d/%d files, %d%%", c.Done+c.Skipped+c.Failed, c.Total, pct)
+	return fmt.Sprintf("%d of %s, %s", c.Done+c.Skipped+c.Failed, words.Count(int64(c.Total), "file", "files"), words.Percent(c.BytesDone, c.Bytes))
 }
 
 // outcome is how a plan whose files all ended ends: Succeeded, or the
@@ -132,7 +129,7 @@ func progress(c transfer.Counts) string {
 func outcome(p *transfer.Plan) (reason, message string) {
 	c := p.Count()
 	if c.Failed == 0 {
-		return v1alpha1.ReasonSucceeded, fmt.Sprintf("%d files done, %d skipped", c.Done, c.Skipped)
+		return v1alpha1.ReasonSucceeded, fmt.Sprintf("%s done, %d skipped", words.Count(int64(c.Done), "file", "files"), c.Skipped)
 	}
 	reason = ""
 	for i := range p.Files {
@@ -150,5 +147,5 @@ func outcome(p *transfer.Plan) (reason, message string) {
 	if reason == "" {
 		reason = v1alpha1.ReasonFilesFailed
 	}
-	return reason, fmt.Sprintf("%d of %d files failed every try (%d done, %d skipped)", c.Failed, c.Total, c.Done, c.Skipped)
+	return reason, fmt.Sprintf("%d of %s failed every try (%d done, %d skipped)", c.Failed, words.Count(int64(c.Total), "file", "files"), c.Done, c.Skipped)
 }

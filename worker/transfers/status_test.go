@@ -53,7 +53,7 @@ func TestTransferStatus(t *testing.T) {
 			if got := teststatus.KStatus(t, tr); got != tc.kstatus {
 				t.Errorf("kstatus: %s, want %s", got, tc.kstatus)
 			}
-			if tc.facts.plan != nil && (tr.Status.Progress != "2/3 files, 70%" || tr.Status.Files.Done != 1 || tr.Status.Bytes.Total != 100) {
+			if tc.facts.plan != nil && (tr.Status.Progress != "2 of 3 files, 70%" || tr.Status.Files.Done != 1 || tr.Status.Bytes.Total != 100) {
 				t.Errorf("counts: %q %+v %+v", tr.Status.Progress, tr.Status.Files, tr.Status.Bytes)
 			}
 		})
