@@ -530,8 +530,9 @@ func (u *ui) forgetConnection(ctx context.Context, c *v1alpha1.SftpConnection) e
 }
 
 func (u *ui) confirmDeleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
-	u.render(w, r, http.StatusOK, "delete", page{Title: "Delete " + c.Name, Data: u.view(c)})
-	return nil
+	return u.confirm(w, r, confirmation{Question: "Delete " + c.Name + "?",
+		Consequence: "Calls to " + u.view(c).Endpoint + " will stop working, its stored credentials are deleted, and API keys made for this connection alone are revoked. Files on the server are not touched.",
+		Action:      r.URL.Path, Button: "Delete the connection", Back: "/connections/" + c.Name})
 }
 
 func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
@@ -551,6 +552,7 @@ func (u *ui) deleteConnection(w http.ResponseWriter, r *http.Request, c *v1alpha
 	if err != nil {
 		return err
 	}
+	u.notify(w, r, "The connection "+c.Name+" is deleted. Its files on the server are untouched.")
 	http.Redirect(w, r, "/connections", http.StatusSeeOther)
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -356,13 +357,6 @@ func (u *ui) rename(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConn
 	return nil
 }
 
-// deletePage is the data of the page that confirms a deletion.
-type deletePage struct {
-	Conn        connView
-	Path, Dir   string
-	IsDirectory bool
-}
-
 // confirmDelete asks before a file or a folder, with all it holds, is
 // deleted.
 func (u *ui) confirmDelete(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
@@ -374,9 +368,13 @@ func (u *ui) confirmDelete(w http.ResponseWriter, r *http.Request, c *v1alpha1.S
 	if err := u.change(r, c, "stat", map[string]any{"path": p, "followSymlinks": false}, &st); err != nil {
 		return err
 	}
-	u.render(w, r, http.StatusOK, "file_delete", page{Title: "Delete " + path.Base(p),
-		Data: deletePage{Conn: u.view(c), Path: p, Dir: path.Dir(p), IsDirectory: st.Type == "directory"}})
-	return nil
+	consequence, directory := "The file is deleted from "+c.Name+". This cannot be undone.", st.Type == "directory"
+	if directory {
+		consequence = "The folder and everything in it are deleted from " + c.Name + ". This cannot be undone."
+	}
+	return u.confirm(w, r, confirmation{Question: "Delete " + p + "?", Consequence: consequence,
+		Action: "/connections/" + c.Name + "/files/delete", Button: "Delete",
+		Hidden: map[string]string{"path": p, "directory": strconv.FormatBool(directory)}, Back: filesAt(c, path.Dir(p))})
 }
 
 // deleteEntry deletes a file, or a folder and all it holds.
@@ -394,6 +392,7 @@ func (u *ui) deleteEntry(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	if err != nil {
 		return err
 	}
+	u.notify(w, r, p+" is deleted.")
 	http.Redirect(w, r, filesAt(c, path.Dir(p)), http.StatusSeeOther)
 	return nil
 }

@@ -334,11 +334,48 @@ func TestWatchForm(t *testing.T) {
 	if status, _ := c.Form(t, "/connections/second/watches/"+name[1]+"/delete", nil); status != http.StatusNotFound {
 		t.Errorf("stopping first's watch from second's page: %d, want 404", status)
 	}
-	if status, _ := c.Form(t, "/connections/first/watches/"+name[1]+"/delete", nil); status != http.StatusOK {
-		t.Errorf("stopping the watch: %d", status)
+	if status, page := c.Get(t, "/connections/first/watches/"+name[1]+"/delete"); status != http.StatusOK ||
+		!strings.Contains(page, "Stop watching /in on first?") || !strings.Contains(page, `action="/connections/first/watches/`+name[1]+`/delete"`) {
+		t.Errorf("asking before the watch stops: %d", status)
 	}
-	if _, page := c.Get(t, "/connections/first"); strings.Contains(page, name[1]) {
-		t.Error("the stopped watch is still listed")
+	if _, page := c.Get(t, "/connections/first"); !strings.Contains(page, name[1]) {
+		t.Error("asking stopped the watch")
+	}
+	if status, page := c.Form(t, "/connections/first/watches/"+name[1]+"/delete", nil); status != http.StatusOK ||
+		!strings.Contains(page, `role="status">No longer watching /in.`) {
+		t.Errorf("stopping the watch: %d, or not said", status)
+	}
+	if _, page := c.Get(t, "/connections/first"); strings.Contains(page, name[1]) || strings.Contains(page, "No longer watching") {
+		t.Error("the stopped watch is still listed, or its notice shown again")
+	}
+}
+
+// TestRevokeAsksFirst: a key is revoked only from the page that says what
+// that does, and the page after says it was.
+func TestRevokeAsksFirst(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.SignUp(t)
+	if status, _ := c.Form(t, "/keys", url.Values{"expires": {"never"}}); status != http.StatusOK {
+		t.Fatalf("making a key: %d", status)
+	}
+	_, page := c.Get(t, "/keys")
+	revoke := regexp.MustCompile(`/keys/[a-z0-9-]+/revoke`).FindString(page)
+	if revoke == "" || strings.Contains(page, `method="post" action="`+revoke) {
+		t.Fatalf("the keys page has no link to revoke the key, or revokes it in one click")
+	}
+	if status, page := c.Get(t, revoke); status != http.StatusOK || !strings.Contains(page, "Programs that send it are refused") ||
+		!strings.Contains(page, `action="`+revoke+`"`) {
+		t.Errorf("asking before the key is revoked: %d", status)
+	}
+	if _, page := c.Get(t, "/keys"); !strings.Contains(page, revoke) {
+		t.Error("asking revoked the key")
+	}
+	if status, page := c.Form(t, revoke, nil); status != http.StatusOK || !strings.Contains(page, "is revoked.") || strings.Contains(page, revoke) {
+		t.Errorf("revoking: %d; the page does not say so, or still lists the key", status)
+	}
+	if _, page := c.Get(t, "/keys"); strings.Contains(page, "is revoked.") {
+		t.Error("the notice shows again")
 	}
 }
 

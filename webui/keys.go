@@ -255,18 +255,47 @@ func (u *ui) curl(ctx context.Context, namespace string, connections []string, t
 		"  -d '" + body + "'"
 }
 
+// keyOf is the team's API key the path names.
+func (u *ui) keyOf(r *http.Request) (*v1alpha1.ApiKey, error) {
+	var key v1alpha1.ApiKey
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &key)
+	if apierrors.IsNotFound(err) {
+		return nil, errNotFound
+	}
+	return &key, err
+}
+
+// keysPageOf is the page a key is revoked from: its connection's, when
+// the form came from there, or the keys page.
+func keysPageOf(connection string) string {
+	if validation.IsDNS1123Label(connection) == nil {
+		return "/connections/" + connection
+	}
+	return "/keys"
+}
+
+func (u *ui) confirmRevokeKey(w http.ResponseWriter, r *http.Request) error {
+	key, err := u.keyOf(r)
+	if err != nil {
+		return err
+	}
+	connection := r.URL.Query().Get("connection")
+	return u.confirm(w, r, confirmation{Question: "Revoke the API key " + cmp.Or(key.Status.KeyID, key.Spec.Token.KeyID) + "?",
+		Consequence: "Programs that send it are refused from their next request on. A revoked key cannot be restored: they need a new one.",
+		Action:      r.URL.Path, Button: "Revoke the key", Hidden: map[string]string{"connection": connection}, Back: keysPageOf(connection)})
+}
+
 func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) error {
-	acct := accountFrom(r.Context())
-	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: chi.URLParam(r, "name")}}
-	if err := u.client.Delete(r.Context(), key); apierrors.IsNotFound(err) {
+	key, err := u.keyOf(r)
+	if err != nil {
+		return err
+	}
+	if err := u.client.Delete(r.Context(), key, client.Preconditions{UID: &key.UID}); apierrors.IsNotFound(err) {
 		return errNotFound
 	} else if err != nil {
 		return err
 	}
-	back := "/keys"
-	if c := r.PostFormValue("connection"); validation.IsDNS1123Label(c) == nil {
-		back = "/connections/" + c // the page the key was revoked on
-	}
-	http.Redirect(w, r, back, http.StatusSeeOther)
+	u.notify(w, r, "The API key "+cmp.Or(key.Status.KeyID, key.Spec.Token.KeyID)+" is revoked.")
+	http.Redirect(w, r, keysPageOf(r.PostFormValue("connection")), http.StatusSeeOther)
 	return nil
 }

@@ -153,21 +153,54 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// memberOf is the member's role binding the path names: a member's, not
+// the owner's.
+func (u *ui) memberOf(r *http.Request) (*rbacv1.RoleBinding, error) {
+	var b rbacv1.RoleBinding
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &b)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errNotFound
+	case err != nil:
+		return nil, err
+	case b.Name == accounts.OwnerBinding || roleOfClusterRole(b.RoleRef.Name) == "":
+		return nil, &personError{"this is not a member's role, or it is the owner's, which stays"}
+	}
+	return &b, nil
+}
+
+// memberName says who a binding names: a person's email, or a group.
+func memberName(b *rbacv1.RoleBinding) string {
+	names := make([]string, 0, len(b.Subjects))
+	for _, s := range b.Subjects {
+		if s.Kind == rbacv1.GroupKind {
+			names = append(names, "the group "+strings.TrimPrefix(s.Name, accounts.GroupName("")))
+		} else {
+			names = append(names, strings.TrimPrefix(s.Name, accounts.UserName("")))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func (u *ui) confirmRemoveMember(w http.ResponseWriter, r *http.Request) error {
+	b, err := u.memberOf(r)
+	if err != nil {
+		return err
+	}
+	return u.confirm(w, r, confirmation{Question: "Remove " + memberName(b) + " from the team?",
+		Consequence: "Their next request in this team is refused: they no longer see its connections, files or transfers. You can add them again.",
+		Action:      r.URL.Path, Button: "Remove", Back: "/members"})
+}
+
 // removeMember takes a person's or group's role in the team away: their
 // next request there is refused.
 func (u *ui) removeMember(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
-	var b rbacv1.RoleBinding
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: acct.Namespace, Name: chi.URLParam(r, "name")}, &b)
-	switch {
-	case apierrors.IsNotFound(err):
-		return errNotFound
-	case err != nil:
+	b, err := u.memberOf(r)
+	if err != nil {
 		return err
-	case b.Name == accounts.OwnerBinding || roleOfClusterRole(b.RoleRef.Name) == "":
-		return &personError{"this is not a member's role, or it is the owner's, which stays"}
 	}
-	if err := u.client.Delete(r.Context(), &b); err != nil && !apierrors.IsNotFound(err) {
+	if err := u.client.Delete(r.Context(), b); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	for _, s := range b.Subjects {
@@ -175,6 +208,7 @@ func (u *ui) removeMember(w http.ResponseWriter, r *http.Request) error {
 			u.log.Warn("removing a team from a member's index", "namespace", acct.Namespace, "error", err)
 		}
 	}
+	u.notify(w, r, memberName(b)+" is no longer a member of the team.")
 	http.Redirect(w, r, "/members", http.StatusSeeOther)
 	return nil
 }

@@ -64,7 +64,7 @@ func TestSignInWithProvider(t *testing.T) {
 		}
 	}
 	signedIn(true)
-	testwebui.CheckA11y(t, ctx, "connections")
+	testwebui.CheckPage(t, ctx, "connections")
 
 	// Past the recheck, the provider is asked again, and still says yes.
 	time.Sleep(recheck + 100*time.Millisecond)
@@ -72,14 +72,14 @@ func TestSignInWithProvider(t *testing.T) {
 
 	// Through the provider's end-session endpoint, which the form's
 	// Content-Security-Policy must allow the log-out to go on to.
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("form.logout button")),
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("details.account summary")), chromedp.Click(chromedp.CSS("form.logout button")),
 		chromedp.WaitNotPresent(chromedp.CSS(".who")), chromedp.WaitVisible(chromedp.CSS("h1"))))
 	heading, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1")))
 	must(t, err)
 	if heading != "Logged out" {
 		t.Fatalf("after logging out the browser shows %q", heading)
 	}
-	testwebui.CheckA11y(t, ctx, "logged out")
+	testwebui.CheckPage(t, ctx, "logged out")
 	signedIn(false)
 
 	testwebui.SignInAtProvider(t, ctx, email, password)

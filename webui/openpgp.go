@@ -71,7 +71,7 @@ func (u *ui) openPGPForm(values map[string]string) func(w http.ResponseWriter, r
 func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
 	values := map[string]string{"name": strings.TrimSpace(r.PostFormValue("name"))}
 	key, passphrase := []byte(r.PostFormValue("key")), []byte(r.PostFormValue("passphrase"))
-	secret, err := readOpenPGPForm(accountFrom(r.Context()).Namespace, values["name"], key, passphrase)
+	secret, err := OpenPGPKeySecret(accountFrom(r.Context()).Namespace, values["name"], key, passphrase)
 	if err == nil {
 		err = u.client.Create(r.Context(), secret)
 		if apierrors.IsAlreadyExists(err) {
@@ -86,8 +86,11 @@ func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readOpenPGPForm checks an uploaded key and makes its Secret.
-func readOpenPGPForm(ns, name string, key, passphrase []byte) (*corev1.Secret, error) {
+// OpenPGPKeySecret checks an OpenPGP key (armored; a private one unlocked
+// by passphrase) and makes the Secret that keeps it, named name in ns, as
+// the OpenPGP keys page makes and lists it: labelled with its kind and
+// annotated with its fingerprints.
+func OpenPGPKeySecret(ns, name string, key, passphrase []byte) (*corev1.Secret, error) {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		return nil, &personError{"name the key with lower-case letters, digits and dashes, such as partner-bank"}
 	}
@@ -112,19 +115,41 @@ func readOpenPGPForm(ns, name string, key, passphrase []byte) (*corev1.Secret, e
 		Data: data}, nil
 }
 
-// deleteOpenPGPKey deletes an uploaded key: only a Secret labelled as one.
-func (u *ui) deleteOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
-	var s corev1.Secret
+// openPGPKeyOf is the uploaded key the path names: only a Secret
+// labelled as one, its metadata alone.
+func (u *ui) openPGPKeyOf(r *http.Request) (*metav1.PartialObjectMetadata, error) {
+	var s metav1.PartialObjectMetadata
+	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &s)
 	switch {
 	case apierrors.IsNotFound(err) || err == nil && s.Labels[labelOpenPGPKey] == "":
-		return errNotFound
+		return nil, errNotFound
 	case err != nil:
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (u *ui) confirmDeleteOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
+	s, err := u.openPGPKeyOf(r)
+	if err != nil {
 		return err
 	}
-	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), &s)); err != nil {
+	return u.confirm(w, r, confirmation{Question: "Delete the OpenPGP key " + s.Name + "?",
+		Consequence: "Watches and transfers that use it fail until they are given another key. Files already decrypted or encrypted stay as they are.",
+		Action:      r.URL.Path, Button: "Delete the key", Back: "/openpgp"})
+}
+
+// deleteOpenPGPKey deletes an uploaded key: only a Secret labelled as one.
+func (u *ui) deleteOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
+	s, err := u.openPGPKeyOf(r)
+	if err != nil {
 		return err
 	}
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), s, client.Preconditions{UID: &s.UID})); err != nil {
+		return err
+	}
+	u.notify(w, r, "The OpenPGP key "+s.Name+" is deleted.")
 	http.Redirect(w, r, "/openpgp", http.StatusSeeOther)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/sftpgate/sftpgate/internal/words"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
 
@@ -19,9 +20,9 @@ import (
 type page struct {
 	Title   string
 	Account *accounts.Account
-	// Message is a notice, Error a problem, for the person.
-	Message string
-	Error   string
+	// Message is a notice, Error a problem, for the person; Notice what
+	// the form they sent last did (notify).
+	Message, Error, Notice string
 	// Form holds submitted values, so that a form comes back filled.
 	Form map[string]string
 	// Data is the page's own content.
@@ -36,7 +37,7 @@ type page struct {
 // Can says whether the page's role is role or above it.
 func (p page) Can(role string) bool { return roleRank(p.Role) >= roleRank(role) }
 
-var funcs = template.FuncMap{"ago": ago, "size": size, "pageSize": func() int { return pageSize }}
+var funcs = template.FuncMap{"ago": ago, "when": when, "count": count, "size": size, "pageSize": func() int { return pageSize }}
 
 // size says a file's size in bytes, in words.
 func size(n int64) string {
@@ -52,24 +53,18 @@ func size(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// ago says when t was, in words.
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := time.Since(t).Round(time.Second)
-	switch {
-	case d < 5*time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%d seconds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d hours ago", int(d.Hours()))
-	}
-	return t.UTC().Format("2 Jan 2006")
+// ago says when t was, in words ("3 minutes ago"); a time that never
+// was is a page's to say.
+func ago(t time.Time) string { return words.Ago(t, time.Now()) }
+
+// when is t as a date, a time and its zone (UTC), marked for app.js to
+// say in the reader's own zone.
+func when(t time.Time) template.HTML {
+	return template.HTML(fmt.Sprintf(`<time datetime="%s" data-local>%s</time>`, t.UTC().Format(time.RFC3339), template.HTMLEscapeString(words.Time(t)))) //nolint:gosec // a formatted time, escaped
 }
+
+// count is n with its noun, singular or plural.
+func count(n int, one, many string) string { return words.Count(int64(n), one, many) }
 
 // parsePages parses each page with the layout it fills in.
 func parsePages() (map[string]*template.Template, error) {
@@ -100,6 +95,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 	if m := memberFrom(r.Context()); m != nil {
 		p.Team, p.Role = m.team.Name, m.role
 	}
+	p.Notice = u.takeNotice(w, r)
 	var buf bytes.Buffer
 	if err := u.pages[name].Execute(&buf, p); err != nil {
 		u.log.Error("rendering a page", "page", name, "error", err, "requestID", middleware.GetReqID(r.Context()))

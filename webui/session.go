@@ -28,14 +28,16 @@ const (
 	teamCookie = "sftpgate_team"
 	// shareCookie lists the share links whose password the browser gave.
 	shareCookie = "sftpgate_shares"
+	// noticeCookie carries what a POST did to the page it redirects to.
+	noticeCookie = "sftpgate_notice"
 )
 
 // cookieTTL is how long each cookie lasts: a log-in 12 hours, a new key
 // 5 minutes waiting for its page, a known browser 90 days from its last
-// log-in, a sign-in 10 minutes at the provider.
+// log-in, a sign-in 10 minutes at the provider, a notice a minute.
 var cookieTTL = map[string]time.Duration{sessionCookie: 12 * time.Hour, flashCookie: 5 * time.Minute, deviceCookie: 90 * 24 * time.Hour,
 	oidcCookie: 10 * time.Minute, teamCookie: 12 * time.Hour,
-	shareCookie: 12 * time.Hour}
+	shareCookie: 12 * time.Hour, noticeCookie: time.Minute}
 
 // cookies signs and encrypts the UI's cookies. HttpOnly and SameSite=Lax
 // always; Secure when the request came over TLS (directly or as an ingress

@@ -1,10 +1,14 @@
 package webui
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -76,7 +80,9 @@ type shared struct {
 // shareRefusal is a link that does not let this request in, in words for
 // its holder.
 type shareRefusal struct {
-	status         int
+	status int
+	// code names it to a script (files.js), as the gateway's codes do.
+	code           string
 	title, message string
 	// password: the link wants its password (a form, or HTTP Basic).
 	password bool
@@ -103,6 +109,12 @@ func (u *ui) shareRoute(h func(w http.ResponseWriter, r *http.Request, s *shared
 		var refusal *shareRefusal
 		if !errors.As(err, &refusal) {
 			return err
+		}
+		if chi.URLParam(r, "*") != "" || r.Header.Get("Tus-Resumable") != "" {
+			// A drop box's upload: files.js reads the gateway's JSON.
+			writeJSON(w, refusal.status, map[string]any{"error": map[string]string{"code": cmp.Or(refusal.code, "refused"),
+				"message": refusal.message}})
+			return nil
 		}
 		// curl is asked for HTTP Basic; a browser gets the form, not its
 		// own prompt.
@@ -245,9 +257,16 @@ func (u *ui) countUse(ctx context.Context, share *v1alpha1.ShareLink) error {
 	})
 }
 
+// annotationSharedBy names who made a link in the web UI (their email),
+// for its partner to read.
+const annotationSharedBy = "sftpgate.dev/shared-by"
+
 // sharePage is the data of a link's page.
 type sharePage struct {
 	Share shareView
+	// SharedBy is who made the link, or whose team it is; Title what is
+	// shared, in words.
+	SharedBy, Title string
 	// Base is the link's own path, /s/<token>.
 	Base string
 	// File is the shared file (a file link); Entries a folder's, at Dir
@@ -274,16 +293,17 @@ func (u *ui) serveShare(w http.ResponseWriter, r *http.Request, s *shared) error
 		http.Redirect(w, r, "/s/"+url.PathEscape(chi.URLParam(r, "token"))+"?"+r.URL.Query().Encode(), http.StatusSeeOther) //nolint:gosec // a path of this UI's, never another site
 		return nil
 	}
-	data := sharePage{Share: viewShare(s.share), Base: "/s/" + chi.URLParam(r, "token")}
+	data := sharePage{Share: viewShare(s.share), Base: "/s/" + chi.URLParam(r, "token"), SharedBy: u.sharedBy(r.Context(), s.share),
+		Title: sharedTitle(s.share.Spec.Path)}
 	if s.share.Spec.Mode == v1alpha1.ShareUpload {
 		data.Upload = true
 		if up := s.share.Spec.Upload; up != nil {
 			if up.MaxFileBytes != nil {
-				data.MaxFile = size(*up.MaxFileBytes)
+				data.MaxFile = megabytes(*up.MaxFileBytes)
 			}
-			data.AllowedNames = strings.Join(up.AllowedNames, ", ")
+			data.AllowedNames = allowedNames(up.AllowedNames)
 		}
-		u.render(w, r, http.StatusOK, "share", page{Title: "Upload files", Data: data})
+		u.render(w, r, http.StatusOK, "share", page{Title: "Send files to " + data.SharedBy, Data: data})
 		return nil
 	}
 	var st entry
@@ -321,8 +341,58 @@ func (u *ui) serveShare(w http.ResponseWriter, r *http.Request, s *shared) error
 		e.Path = path.Join(rel, e.Name) // shown below the shared folder
 		data.Entries = append(data.Entries, e)
 	}
-	u.render(w, r, http.StatusOK, "share", page{Title: path.Base(s.share.Spec.Path), Data: data})
+	u.render(w, r, http.StatusOK, "share", page{Title: data.Title, Data: data})
 	return nil
+}
+
+// sharedBy says who shared a link: whoever made it in the web UI, else
+// the team it belongs to (a link made with kubectl).
+func (u *ui) sharedBy(ctx context.Context, share *v1alpha1.ShareLink) string {
+	if by := share.Annotations[annotationSharedBy]; by != "" {
+		return by
+	}
+	if team, err := u.accounts.TeamOf(ctx, share.Namespace); err == nil {
+		return "the team of " + team.Name
+	}
+	return "its owner"
+}
+
+// sharedTitle names what a link shares: its file or folder, or the whole
+// of a connection.
+func sharedTitle(p string) string {
+	if p == "/" {
+		return "Shared files"
+	}
+	return path.Base(p)
+}
+
+// megabytes says a size limit in the owner's form's unit, MB (of 2^20
+// bytes), when it is a whole number of them.
+func megabytes(n int64) string {
+	if n > 0 && n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MB"
+	}
+	return size(n)
+}
+
+// allowedNames says a drop box's name patterns in words: "*.csv" as
+// "ending in .csv"; others as they are.
+func allowedNames(globs []string) string {
+	words := make([]string, 0, len(globs))
+	for _, g := range globs {
+		if ext, ok := strings.CutPrefix(g, "*."); ok && !strings.ContainsAny(ext, "*?[\\") {
+			words = append(words, "ending in ."+ext)
+		} else {
+			words = append(words, "named like "+g)
+		}
+	}
+	switch len(words) {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // shareDownload counts a use and streams file p.
@@ -340,9 +410,9 @@ func (u *ui) shareUploads(w http.ResponseWriter, r *http.Request, s *shared) err
 	if s.share.Spec.Mode != v1alpha1.ShareUpload {
 		return errShareMode
 	}
-	metadata := func(h http.Header) error {
-		name, err := shareUploadName(s.share, h)
-		if err != nil {
+	name := ""
+	metadata := func(h http.Header) (err error) {
+		if name, err = shareUploadName(s.share, h); err != nil {
 			return err
 		}
 		if err := u.countUse(r.Context(), s.share); err != nil {
@@ -351,7 +421,43 @@ func (u *ui) shareUploads(w http.ResponseWriter, r *http.Request, s *shared) err
 		h.Set("Upload-Metadata", shareUploadMetadata(s.share, name))
 		return nil
 	}
-	return u.proxyUpload(w, r, s.token, s.conn, "/s/"+chi.URLParam(r, "token")+"/uploads/", metadata)
+	return u.proxyUpload(w, r, s.token, s.conn, "/s/"+chi.URLParam(r, "token")+"/uploads/",
+		uploadRules{metadata: metadata, answer: func(resp *http.Response) error { return partnerAnswer(resp, name) }})
+}
+
+// partnerAnswer puts the gateway's refusal of a drop box's upload (of
+// name, when a creation) in words for the partner, keeping its status and
+// code: the gateway's own words name the owner's folder.
+func partnerAnswer(resp *http.Response, name string) error {
+	if resp.StatusCode < http.StatusBadRequest {
+		return nil
+	}
+	var got struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&got)
+	_ = resp.Body.Close()
+	message := "The file was not taken. Send it again, or ask whoever sent you this link."
+	switch {
+	case got.Error.Code == "already_exists" && name != "":
+		message = "A file named " + name + " was sent here already. Rename yours and send it again."
+	case got.Error.Code == "already_exists":
+		message = "A file of that name was sent here already. Rename yours and send it again."
+	case resp.StatusCode == http.StatusRequestEntityTooLarge:
+		message = "The file is larger than this link takes."
+	case resp.StatusCode >= http.StatusInternalServerError || resp.StatusCode == http.StatusLocked || resp.StatusCode == http.StatusTooManyRequests:
+		message = "The server cannot take the file just now."
+	}
+	body, err := json.Marshal(map[string]any{"error": map[string]string{"code": cmp.Or(got.Error.Code, "refused"), "message": message}})
+	if err != nil {
+		return err
+	}
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	resp.Header.Set("Content-Type", "application/json")
+	return nil
 }
 
 // shareUploadName is the name of the file a drop box's new upload makes,
@@ -360,14 +466,14 @@ func (u *ui) shareUploads(w http.ResponseWriter, r *http.Request, s *shared) err
 func shareUploadName(share *v1alpha1.ShareLink, h http.Header) (string, error) {
 	name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
 	if err != nil {
-		return "", &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: err.Error()}
+		return "", &shareRefusal{status: http.StatusBadRequest, code: "name_not_allowed", title: "Not this name", message: "A file's name cannot be " + strconv.Quote(name) + ": rename it and send it again."}
 	}
 	if up := share.Spec.Upload; up != nil {
 		if len(up.AllowedNames) > 0 && !slices.ContainsFunc(up.AllowedNames, func(g string) bool { ok, _ := path.Match(g, name); return ok }) {
-			return "", &shareRefusal{status: http.StatusBadRequest, title: "Not this name", message: "This link takes files named " + strings.Join(up.AllowedNames, ", ") + "."}
+			return "", &shareRefusal{status: http.StatusBadRequest, code: "name_not_allowed", title: "Not this name", message: "This link takes only files " + allowedNames(up.AllowedNames) + "."}
 		}
 		if n, err := strconv.ParseInt(h.Get("Upload-Length"), 10, 64); up.MaxFileBytes != nil && (err != nil || n > *up.MaxFileBytes) {
-			return "", &shareRefusal{status: http.StatusRequestEntityTooLarge, title: "Too large", message: "This link takes files of at most " + size(*up.MaxFileBytes) + "."}
+			return "", &shareRefusal{status: http.StatusRequestEntityTooLarge, code: "too_large", title: "Too large", message: "This link takes files of at most " + megabytes(*up.MaxFileBytes) + "."}
 		}
 	}
 	return name, nil

@@ -3,6 +3,7 @@ package webui
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/netip"
 	"path"
@@ -181,6 +182,19 @@ func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 		}
 		share.Spec.Upload = limits
 	}
+	// A link to nothing is refused when made, not when its partner opens
+	// it.
+	var st entry
+	if err := u.call(r.Context(), c, "stat", map[string]any{"path": share.Spec.Path}, &st); err != nil {
+		if f, ok := errors.AsType[*gatewayFailure](err); ok && f.Code == "not_found" {
+			return mistake("there is no file or folder " + share.Spec.Path + " on " + c.Name)
+		}
+		return err
+	}
+	if share.Spec.Mode == v1alpha1.ShareUpload && st.Type != "directory" {
+		return mistake("an upload link needs a folder, and " + share.Spec.Path + " is a file")
+	}
+	share.Annotations = map[string]string{annotationSharedBy: accountFrom(r.Context()).Email}
 	token := newShareToken(share.Namespace, share.Name)
 	share.Spec.TokenSHA256 = apitoken.Hash(token)
 	noteObject(r, "ShareLink", share.Name)
@@ -236,11 +250,34 @@ func requestBase(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// shareOf is the team's link the path names.
+func (u *ui) shareOf(r *http.Request) (*v1alpha1.ShareLink, error) {
+	var share v1alpha1.ShareLink
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &share)
+	if apierrors.IsNotFound(err) {
+		return nil, errNotFound
+	}
+	return &share, err
+}
+
+func (u *ui) confirmDeleteShare(w http.ResponseWriter, r *http.Request) error {
+	share, err := u.shareOf(r)
+	if err != nil {
+		return err
+	}
+	return u.confirm(w, r, confirmation{Question: "Delete the link " + share.Name + "?",
+		Consequence: "Whoever has it is refused from their next visit on, and a download under way stops. The files stay on " + share.Spec.Connection + ".",
+		Action:      r.URL.Path, Button: "Delete the link", Back: "/shares"})
+}
+
 // deleteShare revokes a link: refused from the next request on.
 func (u *ui) deleteShare(w http.ResponseWriter, r *http.Request) error {
 	ns := accountFrom(r.Context()).Namespace
-	share := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: chi.URLParam(r, "name")}}
-	if err := u.client.Delete(r.Context(), share); err != nil {
+	share, err := u.shareOf(r)
+	if err != nil {
+		return err
+	}
+	if err := u.client.Delete(r.Context(), share, client.Preconditions{UID: &share.UID}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return errNotFound
 		}
@@ -252,6 +289,7 @@ func (u *ui) deleteShare(w http.ResponseWriter, r *http.Request) error {
 	if err := u.client.Delete(r.Context(), key); err != nil && !apierrors.IsNotFound(err) {
 		u.log.Warn("deleting a share link's key", "namespace", ns, "key", key.Name, "error", err)
 	}
+	u.notify(w, r, "The link "+share.Name+" is deleted: it opens nothing any more.")
 	http.Redirect(w, r, "/shares", http.StatusSeeOther)
 	return nil
 }

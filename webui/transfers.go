@@ -201,19 +201,46 @@ func readTransferForm(ns string, values map[string]string) (*v1alpha1.Transfer, 
 
 func ptrTo[T any](v T) *T { return &v }
 
+// transferOf is the team's transfer the path names.
+func (u *ui) transferOf(r *http.Request) (*v1alpha1.Transfer, error) {
+	var t v1alpha1.Transfer
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &t)
+	if apierrors.IsNotFound(err) {
+		return nil, errNotFound
+	}
+	return &t, err
+}
+
+func (u *ui) confirmDeleteTransfer(w http.ResponseWriter, r *http.Request) error {
+	t, err := u.transferOf(r)
+	if err != nil {
+		return err
+	}
+	what := "the transfer of " + t.Spec.Source.What()
+	if t.Finished() {
+		return u.confirm(w, r, confirmation{Question: "Remove " + what + " from the list?",
+			Consequence: "Only the record goes: the files it copied stay where they are.",
+			Action:      r.URL.Path, Button: "Remove", Back: "/transfers"})
+	}
+	return u.confirm(w, r, confirmation{Question: "Stop " + what + "?",
+		Consequence: "It stops now and is removed from the list. The files already copied stay.",
+		Action:      r.URL.Path, Button: "Stop the transfer", Keep: "Let it run", Back: "/transfers"})
+}
+
 // deleteTransfer deletes one of the account's transfers: one under way
 // stops, leaving the files already copied.
 func (u *ui) deleteTransfer(w http.ResponseWriter, r *http.Request) error {
-	var t v1alpha1.Transfer
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &t)
-	switch {
-	case apierrors.IsNotFound(err):
-		return errNotFound
-	case err != nil:
+	t, err := u.transferOf(r)
+	if err != nil {
 		return err
 	}
-	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), &t, client.Preconditions{UID: &t.UID})); err != nil {
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), t, client.Preconditions{UID: &t.UID})); err != nil {
 		return err
+	}
+	if t.Finished() {
+		u.notify(w, r, "The transfer of "+t.Spec.Source.What()+" is removed from the list.")
+	} else {
+		u.notify(w, r, "The transfer of "+t.Spec.Source.What()+" is stopped.")
 	}
 	http.Redirect(w, r, "/transfers", http.StatusSeeOther)
 	return nil

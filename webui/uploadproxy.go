@@ -35,14 +35,21 @@ func (u *ui) uploadProxy(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	if err != nil {
 		return err
 	}
-	return u.proxyUpload(w, r, token, c, "/connections/"+c.Name+"/uploads/", nil)
+	return u.proxyUpload(w, r, token, c, "/connections/"+c.Name+"/uploads/", uploadRules{})
+}
+
+// uploadRules change what goes through: metadata, when set, checks and
+// rewrites a creation's Upload-Metadata; answer, when set, rewrites the
+// gateway's answer.
+type uploadRules struct {
+	metadata func(http.Header) error
+	answer   func(*http.Response) error
 }
 
 // proxyUpload forwards a tus request for connection c as the key of
-// token; uiUploads is the UI's path of these uploads, and metadata, when
-// set, checks and rewrites a creation's Upload-Metadata.
+// token, by rules; uiUploads is the UI's path of these uploads.
 func (u *ui) proxyUpload(w http.ResponseWriter, r *http.Request, token string, c *v1alpha1.SftpConnection, uiUploads string,
-	metadata func(http.Header) error) error {
+	rules uploadRules) error {
 	target, err := url.Parse(u.tryURL)
 	if err != nil {
 		return err
@@ -53,8 +60,8 @@ func (u *ui) proxyUpload(w http.ResponseWriter, r *http.Request, token string, c
 	if strings.Contains(id, "/") {
 		return errNotFound
 	}
-	if metadata != nil && r.Method == http.MethodPost {
-		if err := metadata(r.Header); err != nil {
+	if rules.metadata != nil && r.Method == http.MethodPost {
+		if err := rules.metadata(r.Header); err != nil {
 			return err
 		}
 	}
@@ -73,6 +80,9 @@ func (u *ui) proxyUpload(w http.ResponseWriter, r *http.Request, token string, c
 		ModifyResponse: func(resp *http.Response) error {
 			if loc := resp.Header.Get("Location"); loc != "" {
 				resp.Header.Set("Location", uiUploads+strings.TrimPrefix(loc, gatewayUploads))
+			}
+			if rules.answer != nil {
+				return rules.answer(resp)
 			}
 			return nil
 		},

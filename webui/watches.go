@@ -285,20 +285,40 @@ func (u *ui) ownTransferRefs(r *http.Request, ns string, t *v1alpha1.TransferOpt
 	return nil
 }
 
-// deleteWatch stops watching: the watch named in the path, if it is one
-// of connection c's.
-func (u *ui) deleteWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+// watchOf is the watch the path names, if it is one of connection c's.
+func (u *ui) watchOf(r *http.Request, c *v1alpha1.SftpConnection) (*v1alpha1.SftpWatch, error) {
 	var watch v1alpha1.SftpWatch
 	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: chi.URLParam(r, "watch")}, &watch)
 	switch {
 	case apierrors.IsNotFound(err) || err == nil && watch.Spec.ConnectionRef.Name != c.Name:
-		return errNotFound
+		return nil, errNotFound
 	case err != nil:
+		return nil, err
+	}
+	return &watch, nil
+}
+
+func (u *ui) confirmDeleteWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	watch, err := u.watchOf(r, c)
+	if err != nil {
 		return err
 	}
-	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), &watch)); err != nil {
+	return u.confirm(w, r, confirmation{Question: "Stop watching " + watch.Spec.Path + " on " + c.Name + "?",
+		Consequence: "Files that arrive from now on are not reported, nor transferred. Events already sent, and transfers under way, are not undone.",
+		Action:      r.URL.Path, Button: "Stop watching", Keep: "Keep watching", Back: "/connections/" + c.Name + "#watches"})
+}
+
+// deleteWatch stops watching: the watch named in the path, if it is one
+// of connection c's.
+func (u *ui) deleteWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	watch, err := u.watchOf(r, c)
+	if err != nil {
 		return err
 	}
+	if err := client.IgnoreNotFound(u.client.Delete(r.Context(), watch, client.Preconditions{UID: &watch.UID})); err != nil {
+		return err
+	}
+	u.notify(w, r, "No longer watching "+watch.Spec.Path+".")
 	http.Redirect(w, r, "/connections/"+c.Name+"#watches", http.StatusSeeOther)
 	return nil
 }

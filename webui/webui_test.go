@@ -164,14 +164,14 @@ func TestBrowserBoundaries(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`input[name="trust"][value="pinned"]`)),
 		chromedp.WaitVisible(chromedp.ID("hostKey")),
 	))
-	testwebui.CheckA11y(t, second, "new connection (private key, pinned host key)")
+	testwebui.CheckPage(t, second, "new connection (private key, pinned host key)")
 	must(t, chromedp.Do(second, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".empty"))))
-	testwebui.CheckA11y(t, second, "connections (none)")
+	testwebui.CheckPage(t, second, "connections (none)")
 	must(t, chromedp.Do(second, chromedp.Navigate(uiURL+"/connections/private"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 	if title, err := chromedp.Run(second, chromedp.Text(chromedp.CSS("main h1"))); err != nil || title != "Not found" {
 		t.Errorf("the second account opens the first's connection: %q %v", title, err)
 	}
-	testwebui.CheckA11y(t, second, "not found")
+	testwebui.CheckPage(t, second, "not found")
 
 	// Another origin (another port: the same site, not the same origin).
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -187,10 +187,10 @@ func TestBrowserBoundaries(t *testing.T) {
 	if title, err := chromedp.Run(first, chromedp.Text(chromedp.CSS("main h1"))); err != nil || title != "Refused" {
 		t.Errorf("the cross-origin form led to %q %v", title, err)
 	}
-	testwebui.CheckA11y(t, first, "refused")
+	testwebui.CheckPage(t, first, "refused")
 	must(t, chromedp.Do(first, chromedp.Navigate(uiURL+"/keys"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
 	if html, err := chromedp.Run(first, chromedp.OuterHTML(chromedp.CSS("main"))); err != nil || !strings.Contains(html, "No API keys yet") {
 		t.Errorf("a cross-origin form made a key: %v", err)
 	}
-	testwebui.CheckA11y(t, first, "keys (none)")
+	testwebui.CheckPage(t, first, "keys (none)")
 }

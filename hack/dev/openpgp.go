@@ -3,6 +3,7 @@ package dev
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/pgp"
+	"github.com/sftpgate/sftpgate/webui"
 )
 
 // The demo's OpenPGP names: its own key (which decrypts), the partner's
@@ -87,13 +89,20 @@ func armored(out *bytes.Buffer, blockType string, write func(io.Writer) error) e
 // original in partner/done/ or partner/failed/, and has the Transfer's
 // end printed.
 func (st *state) createInbox(ctx context.Context, k8s client.Client, eventsURL string) error {
-	for name, data := range map[string]map[string][]byte{
-		demoKeySecret: {v1alpha1.OpenPGPSecretKey: []byte(st.OpenPGP.DemoPrivate),
-			v1alpha1.OpenPGPSecretPassphrase: []byte(st.OpenPGP.Passphrase)},
-		partnerKeySecret: {v1alpha1.OpenPGPSecretKey: []byte(st.OpenPGP.PartnerPublic)},
+	// As the web UI's OpenPGP keys page keeps them, so that it lists them.
+	for name, key := range map[string][2]string{
+		demoKeySecret:    {st.OpenPGP.DemoPrivate, st.OpenPGP.Passphrase},
+		partnerKeySecret: {st.OpenPGP.PartnerPublic, ""},
 	} {
+		want, err := webui.OpenPGPKeySecret(demoNamespace, name, []byte(key[0]), []byte(key[1]))
+		if err != nil {
+			return fmt.Errorf("the demo's key %s: %w", name, err)
+		}
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: name}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, k8s, s, func() error { s.Data = data; return nil }); err != nil {
+		if _, err := controllerutil.CreateOrUpdate(ctx, k8s, s, func() error {
+			s.Labels, s.Annotations, s.Data = want.Labels, want.Annotations, want.Data
+			return nil
+		}); err != nil {
 			return err
 		}
 	}

@@ -56,3 +56,23 @@ function toggle(name, values) {
 }
 toggle("auth", { password: ".when-password", key: ".when-key" });
 toggle("trust", { pinned: ".when-pinned" });
+toggle("mode", { Upload: ".when-upload" });
+
+// The navigation folds into a menu on a phone's width (app.css).
+document.documentElement.classList.add("js");
+const menu = document.querySelector(".menu");
+if (menu) {
+  menu.addEventListener("click", () => {
+    const open = document.documentElement.classList.toggle("nav-open");
+    menu.setAttribute("aria-expanded", String(open));
+  });
+}
+
+// Times are written in UTC; each is said again in the reader's own zone.
+const local = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short",
+});
+document.querySelectorAll("time[data-local]").forEach((el) => {
+  const t = new Date(el.getAttribute("datetime"));
+  if (!Number.isNaN(t.getTime())) el.textContent = local.format(t);
+});

@@ -13,6 +13,11 @@
   const list = document.getElementById("uploads");
   const input = document.getElementById("upload-files");
   const replace = document.getElementById("upload-replace");
+  // A share link's drop box: no listing to reload into, so each upload
+  // says it arrived, and the page says how many did.
+  const dropbox = "dropbox" in root.dataset;
+  const summary = document.getElementById("upload-summary");
+  let sent = 0;
   // A part's bytes: each is one request, and what a break can cost.
   const PART = 8 * 1024 * 1024;
   const tus = { "Tus-Resumable": "1.0.0" };
@@ -60,7 +65,7 @@
       },
       note(text) { li.dataset.note = text; state.textContent = text; },
       from(offset) { li.dataset.from = String(offset); },
-      done() { bar.value = 100; li.classList.add("done"); state.textContent = "done"; },
+      done() { bar.value = 100; li.classList.add("done"); state.textContent = dropbox ? "sent" : "done"; },
       fail(text) { li.classList.add("failed"); state.textContent = text; },
     };
   }
@@ -166,7 +171,18 @@
 
   async function uploadAll(files) {
     let all = true;
-    for (const file of files) all = (await upload(file)) && all;
+    for (const file of files) {
+      const ok = await upload(file);
+      all = ok && all;
+      if (ok) sent++;
+    }
+    if (dropbox) {
+      if (sent > 0) {
+        summary.textContent = `${sent} ${sent === 1 ? "file" : "files"} sent. They are there for whoever shared this link; you can send more.`;
+        summary.hidden = false;
+      }
+      return;
+    }
     if (all) setTimeout(() => location.reload(), 400);
   }
 

@@ -90,6 +90,17 @@ func TestQuickstart(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `data-name="hello.txt"`) {
 		t.Errorf("the demo's file browser: %d, without hello.txt", resp.StatusCode)
 	}
+	// Its OpenPGP keys page lists the keys the demo inbox decrypts with.
+	resp, err = browser.Get(env["WEBUI_URL"] + "/openpgp")
+	must(t, err)
+	page, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	must(t, err)
+	for _, key := range []string{`data-key="demo-openpgp"`, `data-key="partner-openpgp"`} {
+		if !strings.Contains(string(page), key) {
+			t.Errorf("the demo's OpenPGP keys page does not list %s: %d", key, resp.StatusCode)
+		}
+	}
 
 	// The demo provider signs the demo team's viewer in; the team's files
 	// are theirs to see.
@@ -270,7 +281,7 @@ func (d *devProcess) tourTransfer(t *testing.T, k8s client.Client, file, eventsU
 	must(t, yaml.Unmarshal(raw, &tr))
 	tr.Spec.Sink.URI = eventsURL
 	must(t, k8s.Create(context.Background(), &tr))
-	d.prints(t, fmt.Sprintf("event dev.sftpgate.transfer.succeeded %s (1 files done, 0 skipped)", tr.Name), func() string {
+	d.prints(t, fmt.Sprintf("event dev.sftpgate.transfer.succeeded %s (1 file done, 0 skipped)", tr.Name), func() string {
 		var got v1alpha1.Transfer
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&tr), &got)
 		return fmt.Sprintf("the transfer's status: %v %+v", err, got.Status)

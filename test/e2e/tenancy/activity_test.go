@@ -55,8 +55,7 @@ func TestActivity(t *testing.T) {
 	if len(rows) == 0 || !strings.Contains(rows[len(rows)-1], "webui.signup") || !strings.Contains(rows[len(rows)-1], "127.0.0.1") {
 		t.Errorf("the oldest row is not the sign-up, from the browser's address: %q", rows)
 	}
-	testwebui.CheckA11y(t, ctx, "activity")
-	testwebui.Screenshot(t, ctx, "activity")
+	testwebui.CheckPage(t, ctx, "activity")
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/activity?result=failed")))
 	failed, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](

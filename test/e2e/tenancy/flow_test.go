@@ -48,18 +48,18 @@ func TestFlow(t *testing.T) {
 	if !strings.HasPrefix(fingerprint, "SHA256:") {
 		t.Errorf("the fingerprint shown is %q", fingerprint)
 	}
-	testwebui.Screenshot(t, ctx, "connection-ready")
-	testwebui.CheckA11y(t, ctx, "connection (ready)")
+	testwebui.CheckPage(t, ctx, "connection (ready)")
+	testwebui.CheckPage(t, ctx, "connection (ready)")
 
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(".next a.button")), chromedp.WaitVisible(chromedp.ID("expires"))))
-	testwebui.CheckA11y(t, ctx, "new key")
+	testwebui.CheckPage(t, ctx, "new key")
 	must(t, chromedp.Do(ctx, chromedp.Submit(chromedp.ID("expires")), chromedp.WaitVisible(chromedp.ID("token"))))
-	testwebui.CheckA11y(t, ctx, "key created")
+	testwebui.CheckPage(t, ctx, "key created")
 	token, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("token")))
 	must(t, err)
 	curl, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("curl")))
 	must(t, err)
-	testwebui.Screenshot(t, ctx, "key-created")
+	testwebui.CheckPage(t, ctx, "key created")
 	if !strings.HasPrefix(token, "sgk_") || !strings.Contains(curl, token) || !strings.Contains(curl, gatewayURL+"/reports-") {
 		t.Fatalf("the key page shows %q and %q", token, curl)
 	}
@@ -83,14 +83,14 @@ func TestFlow(t *testing.T) {
 	if strings.Contains(html, token) || !strings.Contains(html, "cannot be shown again") {
 		t.Errorf("after a reload the key page shows: %s", html)
 	}
-	testwebui.CheckA11y(t, ctx, "key created (reloaded)")
+	testwebui.CheckPage(t, ctx, "key created (reloaded)")
 
 	// The connections list, and "try it" with the key.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"), chromedp.WaitVisible(chromedp.CSS(".conn.ready .badge"))))
-	testwebui.Screenshot(t, ctx, "connections")
-	testwebui.CheckA11y(t, ctx, "connections")
+	testwebui.CheckPage(t, ctx, "connections")
+	testwebui.CheckPage(t, ctx, "connections")
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/keys"), chromedp.WaitVisible(chromedp.CSS("table.list"))))
-	testwebui.CheckA11y(t, ctx, "keys")
+	testwebui.CheckPage(t, ctx, "keys")
 	must(t, chromedp.Do(ctx,
 		chromedp.Navigate(uiURL+"/connections/reports"),
 		chromedp.SendKeys(chromedp.ID("key"), token),
@@ -103,7 +103,7 @@ func TestFlow(t *testing.T) {
 	if !strings.Contains(answer, `"hello.txt"`) {
 		t.Errorf("try it answered %s", answer)
 	}
-	testwebui.CheckA11y(t, ctx, "connection (tried)")
+	testwebui.CheckPage(t, ctx, "connection (tried)")
 
 	// Watch the folder: a file that arrives is told to the webhook.
 	sink := testsink.Start(t)
@@ -112,7 +112,7 @@ func TestFlow(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#watches a.button`)),
 		chromedp.WaitVisible(chromedp.ID("url")),
 	))
-	testwebui.CheckA11y(t, ctx, "new watch")
+	testwebui.CheckPage(t, ctx, "new watch")
 	must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("url"), sink.URL+"/hooks"),
 		chromedp.Submit(chromedp.ID("url")),
@@ -145,8 +145,8 @@ func TestFlow(t *testing.T) {
 		must(t, err)
 		return watching
 	})
-	testwebui.Screenshot(t, ctx, "watch")
-	testwebui.CheckA11y(t, ctx, "connection (watching)")
+	testwebui.CheckPage(t, ctx, "connection (watching)")
+	testwebui.CheckPage(t, ctx, "connection (watching)")
 	// The Role for pods reads as text on the dark block, not as light bars.
 	background, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("pre.answer code")).backgroundColor`))
 	must(t, err)
@@ -161,30 +161,17 @@ func TestFlow(t *testing.T) {
 
 	// A transfer: the list with none, the form, the list with one.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/transfers"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
-	testwebui.CheckA11y(t, ctx, "transfers (none)")
+	testwebui.CheckPage(t, ctx, "transfers (none)")
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/transfers/new"), chromedp.WaitVisible(chromedp.ID("path"))))
-	testwebui.CheckA11y(t, ctx, "new transfer")
+	testwebui.CheckPage(t, ctx, "new transfer")
 	must(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("path"), "/hello.txt"),
 		chromedp.SetValue(chromedp.ID("folder"), "/copies"),
 		chromedp.Submit(chromedp.ID("path")),
 		chromedp.WaitVisible(chromedp.CSS("table.transfers")),
 	))
-	testwebui.CheckA11y(t, ctx, "transfers")
+	testwebui.CheckPage(t, ctx, "transfers")
 
-	// On a phone's width, nothing needs scrolling sideways.
-	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)))
-	for _, path := range []string{"/connections", "/connections/reports", "/connections/new", "/connections/reports/watches/new", "/keys", "/keys/new", "/openpgp"} {
-		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+path), chromedp.WaitVisible(chromedp.CSS("main h1"))))
-		fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.documentElement.scrollWidth <= window.innerWidth"))
-		must(t, err)
-		if !fits {
-			t.Errorf("%s is wider than a phone", path)
-		}
-		if path == "/connections/reports" {
-			testwebui.Screenshot(t, ctx, "connection-phone")
-		}
-	}
 }
 
 // TestWrongPassword: a failed test shows its reason in words, and the form
@@ -201,10 +188,10 @@ func TestWrongPassword(t *testing.T) {
 	if headline != "The server refused the username, password or key" {
 		t.Errorf("the failure shows %q", headline)
 	}
-	testwebui.Screenshot(t, ctx, "connection-failed")
-	testwebui.CheckA11y(t, ctx, "connection (failed)")
+	testwebui.CheckPage(t, ctx, "connection (failed)")
+	testwebui.CheckPage(t, ctx, "connection (failed)")
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(".when-failed a.button")), chromedp.WaitVisible(chromedp.ID("host"))))
-	testwebui.CheckA11y(t, ctx, "connection settings")
+	testwebui.CheckPage(t, ctx, "connection settings")
 	host, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("host")))
 	must(t, err)
 	if host != sshd.Host {
@@ -230,11 +217,11 @@ func TestWrongPassword(t *testing.T) {
 	if !strings.Contains(alert, "enter the password again") {
 		t.Errorf("changing the host without the password shows %q", alert)
 	}
-	testwebui.CheckA11y(t, ctx, "connection settings (refused)")
+	testwebui.CheckPage(t, ctx, "connection settings (refused)")
 
 	// The page that asks before deleting it.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/typo/delete"), chromedp.WaitVisible(chromedp.CSS("button.danger"))))
-	testwebui.CheckA11y(t, ctx, "delete connection")
+	testwebui.CheckPage(t, ctx, "delete connection")
 }
 
 // TestKeyLoginPinnedKeyRevokeDelete: a connection with a private key file

@@ -468,6 +468,9 @@ func TestIsolation(t *testing.T) {
 			if status, _ := attacker.ui.Form(t, "/openpgp/our-key/delete", url.Values{}); status != http.StatusNotFound {
 				t.Errorf("deleting the victim's key: %d", status)
 			}
+			if status, page := attacker.ui.Get(t, "/openpgp/our-key/delete"); status != http.StatusNotFound || strings.Contains(page, "our-key") {
+				t.Errorf("asking to delete the victim's key: %d", status)
+			}
 			status, page := attacker.ui.Form(t, "/connections/"+attacker.uiConn+"/watches", url.Values{"path": {"/"}, "created": {"on"},
 				"to": {attacker.uiConn}, "folder": {"/opened"}, "openpgp": {"decrypt"}, "key": {"our-key"}})
 			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "no OpenPGP key our-key") {
@@ -833,6 +836,9 @@ func TestIsolation(t *testing.T) {
 			if status, _ := attacker.ui.Form(t, "/transfers/"+theirs.Name+"/delete", nil); status != http.StatusNotFound {
 				t.Errorf("removing the victim's transfer: %d, want 404", status)
 			}
+			if status, page := attacker.ui.Get(t, "/transfers/"+theirs.Name+"/delete"); status != http.StatusNotFound || strings.Contains(page, "/nowhere") {
+				t.Errorf("asking to remove the victim's transfer: %d, want 404", status)
+			}
 			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), theirs))
 		}},
 		{"a key for the victim's connection", func(t *testing.T) {
@@ -986,7 +992,7 @@ func TestIsolation(t *testing.T) {
 			// The victim sees when the key it gave out was last used.
 			testkit.Eventually(t, "the keys page shows the key's last use", func() bool {
 				_, list := victim.ui.Get(t, "/keys")
-				return regexp.MustCompile(`<td>(just now|\d+ seconds ago)</td>`).MatchString(list)
+				return regexp.MustCompile(`<td data-label="Last used">(just now|\d+ seconds ago)</td>`).MatchString(list)
 			})
 		}},
 		{"the victim's files outside a key it limited to /scoped/ and gave the attacker, racing renames against reads and writes", func(t *testing.T) {
@@ -1081,6 +1087,25 @@ func TestIsolation(t *testing.T) {
 			if status, _ := attacker.ui.Form(t, "/keys/"+victim.uiKey+"/revoke", nil); status != http.StatusNotFound {
 				t.Errorf("revoke: %d, want 404", status)
 			}
+			if status, _ := attacker.ui.Get(t, "/keys/"+victim.uiKey+"/revoke"); status != http.StatusNotFound {
+				t.Errorf("asking to revoke: %d, want 404", status)
+			}
+		}},
+		{"the victim's share link and member, through the attacker's web UI", func(t *testing.T) {
+			shareLinkURL(t, victim, url.Values{"name": {"not-yours"}, "path": {"/"}, "mode": {"Download"}, "expires": {"1d"}})
+			member := testwebui.NewEmail(t)
+			addMember(t, victim.ui, "person", member, "viewer")
+			binding := memberBinding(t, victim.ns, accountUser(member))
+			for _, path := range []string{"/shares/not-yours/delete", "/members/" + binding + "/remove"} {
+				if status, page := attacker.ui.Get(t, path); status != http.StatusNotFound || strings.Contains(page, member) {
+					t.Errorf("asking %s: %d, want 404", path, status)
+				}
+				if status, _ := attacker.ui.Form(t, path, nil); status != http.StatusNotFound {
+					t.Errorf("posting %s: %d, want 404", path, status)
+				}
+			}
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "not-yours"}, &v1alpha1.ShareLink{}))
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: binding}, &rbacv1.RoleBinding{}))
 		}},
 		{"the victim's files outside a share link it gave the attacker, through .. and a symlink", func(t *testing.T) {
 			shared := filepath.Join(victim.sshd.Dir, "shared")

@@ -61,11 +61,11 @@ func TestOpenPGPInbox(t *testing.T) {
 		strings.Contains(html, privateLine) || strings.Contains(html, publicLine) || strings.Contains(html, testgpg.Passphrase) {
 		t.Errorf("the keys page does not show the fingerprints alone: %s", html)
 	}
-	testwebui.Screenshot(t, ctx, "openpgp-keys")
-	testwebui.CheckA11y(t, ctx, "OpenPGP keys")
+	testwebui.CheckPage(t, ctx, "OpenPGP keys")
+	testwebui.CheckPage(t, ctx, "OpenPGP keys")
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner/watches/new"), chromedp.WaitVisible(chromedp.ID("to"))))
-	testwebui.CheckA11y(t, ctx, "new watch")
+	testwebui.CheckPage(t, ctx, "new watch")
 	must(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("path"), "/inbox"),
 		chromedp.SetValue(chromedp.ID("to"), "archive"),
@@ -120,6 +120,6 @@ func TestOpenPGPInbox(t *testing.T) {
 		must(t, err)
 		return strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred"), fmt.Sprintf("%q", row)
 	})
-	testwebui.Screenshot(t, ctx, "watch-openpgp")
-	testwebui.CheckA11y(t, ctx, "connection (watching an inbox)")
+	testwebui.CheckPage(t, ctx, "connection (watching an inbox)")
+	testwebui.CheckPage(t, ctx, "connection (watching an inbox)")
 }

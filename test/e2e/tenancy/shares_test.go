@@ -81,7 +81,7 @@ func TestShareLinks(t *testing.T) {
 	download := shareLinkURL(t, owner, url.Values{"name": {"q3"}, "path": {"/reports"}, "mode": {"Download"}, "expires": {"7d"}, "maxUses": {"2"}})
 	ctx := testwebui.Browser(t)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(download), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="q3.csv"]`))))
-	testwebui.CheckA11y(t, ctx, "share link: a folder")
+	testwebui.CheckPage(t, ctx, "share link: a folder")
 	if shareUses(t, owner.ns, "q3") != 0 {
 		t.Error("listing the folder counted as a use")
 	}
@@ -133,20 +133,44 @@ func TestShareLinks(t *testing.T) {
 		t.Errorf("a link with a password, without it: %d, want 401", status)
 	}
 	must(t, chromedp.Do(ctx, chromedp.Navigate(drop), chromedp.WaitVisible(chromedp.ID("password"))))
-	testwebui.CheckA11y(t, ctx, "share link: its password")
+	testwebui.CheckPage(t, ctx, "share link: its password")
 	must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("password"), "partner secret"), chromedp.Submit(chromedp.ID("password")),
 		chromedp.WaitVisible(chromedp.CSS(`label[for="upload-files"]`))))
-	testwebui.CheckA11y(t, ctx, "share link: a drop box")
-	invoice := filepath.Join(t.TempDir(), "invoice.csv")
+	testwebui.CheckPage(t, ctx, "share link: a drop box")
+	intro, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#files")))
+	must(t, err)
+	for _, says := range []string{"Send files to " + owner.ui.Email, "Shared by " + owner.ui.Email + ", until", "up to 1 MB", "Only files ending in .csv"} {
+		if !strings.Contains(intro, says) {
+			t.Errorf("the drop box does not say %q: %q", says, intro)
+		}
+	}
+	// The page stays as it is while the partner sends files: it says
+	// which arrived, and how many.
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.stayed = true`)))
+	dir := t.TempDir()
+	invoice, again := filepath.Join(dir, "invoice.csv"), filepath.Join(t.TempDir(), "invoice.csv")
 	must(t, os.WriteFile(invoice, []byte("invoice,amount\n7,99\n"), 0o644))
-	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{invoice})))
+	must(t, os.WriteFile(again, []byte("a second one"), 0o644))
+	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{invoice}),
+		chromedp.WaitVisible(chromedp.ID("upload-summary"))))
 	landed := filepath.Join(owner.sshd.Dir, "dropbox", "invoice.csv")
-	testkit.EventuallyFound(t, "the partner's upload lands in the drop box", func() (bool, string) {
-		b, err := os.ReadFile(landed)
-		return err == nil && string(b) == "invoice,amount\n7,99\n", fmt.Sprintf("%q %v", b, err)
-	})
-	if n := shareUses(t, owner.ns, "drop"); n != 1 {
-		t.Errorf("the drop box counts %d uses, want 1", n)
+	if b, err := os.ReadFile(landed); err != nil || string(b) != "invoice,amount\n7,99\n" {
+		t.Errorf("the partner's upload is not in the drop box: %q %v", b, err)
+	}
+	// The same name again: refused in words that name no folder of the
+	// owner's.
+	must(t, chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("upload-files"), []string{again}),
+		chromedp.WaitVisible(chromedp.CSS("#uploads li.failed"))))
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.stayed + " " + document.getElementById("upload-summary").textContent + " " + document.getElementById("uploads").textContent`))
+	must(t, err)
+	if !strings.HasPrefix(shown, "true 1 file sent.") || !strings.Contains(shown, "sent") || !strings.Contains(shown, "A file named invoice.csv was sent here already") ||
+		strings.Contains(shown, "dropbox") {
+		t.Errorf("after a file sent and one refused the page shows %q", shown)
+	}
+	testwebui.CheckPage(t, ctx, "share link: a drop box (one sent, one refused)")
+	// Each upload begun is a use, the one the server refused too.
+	if n := shareUses(t, owner.ns, "drop"); n != 2 {
+		t.Errorf("the drop box counts %d uses, want 2", n)
 	}
 	// What a drop box refuses, with its password given as curl would.
 	for what, tc := range map[string]struct {

@@ -69,16 +69,16 @@ func TestTeamMemberView(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/login")))
 	testwebui.SignInAtProvider(t, ctx, email, password)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/teams"), chromedp.WaitVisible(chromedp.CSS("ul.teams"))))
-	testwebui.CheckA11y(t, ctx, "teams")
+	testwebui.CheckPage(t, ctx, "teams")
 	must(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`button[aria-label="Switch to `+owner.ui.Email+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/connections/`+owner.uiConn+`"]`))))
-	team, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".team")))
+	team, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(".team")))
 	must(t, err)
 	if !strings.Contains(team, owner.ui.Email) || !strings.Contains(team, "(viewer)") {
 		t.Errorf("the header says %q, not the owner's team and the viewer's role", team)
 	}
-	testwebui.CheckA11y(t, ctx, "connections as a viewer")
+	testwebui.CheckPage(t, ctx, "connections as a viewer")
 	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/connections/`+owner.uiConn+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a.button[href*="/files?path="]`))))
 	for _, sel := range []string{`a[href$="/edit"]`, `a[href$="/delete"]`, `a[href^="/keys/new"]`, `#serviceaccounts`, `a[href="/keys"]`, `a[href="/members"]`} {
@@ -91,12 +91,12 @@ func TestTeamMemberView(t *testing.T) {
 	if n := count(t, ctx, "#upload-files, form[action$='/mkdir'], details.rename"); n != 0 {
 		t.Errorf("a viewer's file browser offers %d ways to change files", n)
 	}
-	testwebui.CheckA11y(t, ctx, "files as a viewer")
+	testwebui.CheckPage(t, ctx, "files as a viewer")
 
 	// Made an admin by email, the same person sees the members.
 	addMember(t, owner.ui, "person", email, "admin")
 	must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/members"), chromedp.WaitVisible(chromedp.CSS(`tr[data-member="group:auditors"]`))))
-	testwebui.CheckA11y(t, ctx, "members")
+	testwebui.CheckPage(t, ctx, "members")
 	if n := count(t, ctx, `tr[data-member="`+owner.ui.Email+`"] button`); n != 0 {
 		t.Error("the owner can be removed")
 	}
