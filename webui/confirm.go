@@ -1,6 +1,22 @@
 package webui
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// teamObject reads into obj the team's object the path names ({name}):
+// errNotFound when the team has none of that name.
+func (u *ui) teamObject(r *http.Request, obj client.Object) error {
+	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, obj)
+	if apierrors.IsNotFound(err) {
+		return errNotFound
+	}
+	return err
+}
 
 // confirmation is the question asked before anything is destroyed or
 // revoked (confirm.html): what will happen, the form that does it, and the

@@ -258,11 +258,7 @@ func (u *ui) curl(ctx context.Context, namespace string, connections []string, t
 // keyOf is the team's API key the path names.
 func (u *ui) keyOf(r *http.Request) (*v1alpha1.ApiKey, error) {
 	var key v1alpha1.ApiKey
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &key)
-	if apierrors.IsNotFound(err) {
-		return nil, errNotFound
-	}
-	return &key, err
+	return &key, u.teamObject(r, &key)
 }
 
 // keysPageOf is the page a key is revoked from: its connection's, when

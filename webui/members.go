@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,10 +156,8 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 // the owner's.
 func (u *ui) memberOf(r *http.Request) (*rbacv1.RoleBinding, error) {
 	var b rbacv1.RoleBinding
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &b)
+	err := u.teamObject(r, &b)
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, errNotFound
 	case err != nil:
 		return nil, err
 	case b.Name == accounts.OwnerBinding || roleOfClusterRole(b.RoleRef.Name) == "":

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,12 +119,11 @@ func OpenPGPKeySecret(ns, name string, key, passphrase []byte) (*corev1.Secret, 
 func (u *ui) openPGPKeyOf(r *http.Request) (*metav1.PartialObjectMetadata, error) {
 	var s metav1.PartialObjectMetadata
 	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &s)
-	switch {
-	case apierrors.IsNotFound(err) || err == nil && s.Labels[labelOpenPGPKey] == "":
-		return nil, errNotFound
-	case err != nil:
+	if err := u.teamObject(r, &s); err != nil {
 		return nil, err
+	}
+	if s.Labels[labelOpenPGPKey] == "" {
+		return nil, errNotFound
 	}
 	return &s, nil
 }

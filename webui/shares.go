@@ -253,11 +253,7 @@ func requestBase(r *http.Request) string {
 // shareOf is the team's link the path names.
 func (u *ui) shareOf(r *http.Request) (*v1alpha1.ShareLink, error) {
 	var share v1alpha1.ShareLink
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &share)
-	if apierrors.IsNotFound(err) {
-		return nil, errNotFound
-	}
-	return &share, err
+	return &share, u.teamObject(r, &share)
 }
 
 func (u *ui) confirmDeleteShare(w http.ResponseWriter, r *http.Request) error {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,11 +203,7 @@ func ptrTo[T any](v T) *T { return &v }
 // transferOf is the team's transfer the path names.
 func (u *ui) transferOf(r *http.Request) (*v1alpha1.Transfer, error) {
 	var t v1alpha1.Transfer
-	err := u.client.Get(r.Context(), client.ObjectKey{Namespace: accountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, &t)
-	if apierrors.IsNotFound(err) {
-		return nil, errNotFound
-	}
-	return &t, err
+	return &t, u.teamObject(r, &t)
 }
 
 func (u *ui) confirmDeleteTransfer(w http.ResponseWriter, r *http.Request) error {
