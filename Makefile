@@ -126,6 +126,13 @@ chaos: require-root build envtest $(VERSITYGW) ## Run the whole system, a proces
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_VERSITYGW=$(VERSITYGW) \
 		go test ./test/chaos/ -run '^TestChaos$$' -count=1 -v -timeout 0 -args -chaos=$(CHAOS) -chaos-seed=$(CHAOS_SEED)
 
+.PHONY: screenshots
+screenshots: require-root build envtest $(VERSITYGW) ## Retake docs/screenshots: every page the browser tests check, at a laptop's and a phone's size.
+	hack/test-prereqs.sh
+	rm -f docs/screenshots/*.png docs/screenshots/*.jpg
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate SFTPGATE_SCREENSHOTS=$(CURDIR)/docs/screenshots \
+		go test ./webui/ ./test/e2e/tenancy/ -count=1
+
 FUZZTIME ?= 30s
 .PHONY: fuzz
 fuzz: ## Run every fuzz test of the repository, one after another, each for FUZZTIME (default 30s).

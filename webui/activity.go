@@ -1,7 +1,9 @@
 package webui
 
 import (
+	"cmp"
 	"encoding/csv"
+	"html/template"
 	"net/http"
 	"slices"
 	"strconv"
@@ -9,7 +11,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/audit"
 )
 
@@ -20,7 +24,7 @@ import (
 // the page shows.
 const (
 	activityScanned = 10000
-	activityShown   = 200
+	activityShown   = 50
 )
 
 // activityFilter is what the Activity page's form asks for: records of
@@ -39,12 +43,14 @@ func (f activityFilter) matches(r audit.Record) bool {
 
 // activity is the Activity page's data.
 type activity struct {
-	Filter  activityFilter
-	Records []audit.Record
-	// More: more records matched than the page shows (the export has
-	// them); Scanned: the page read as many records as it may.
-	More, Scanned bool
-	Query         string
+	Filter activityFilter
+	Rows   []trailRow
+	// Older is the next page's number, when there are older rows;
+	// Scanned: the page read as many records as it may.
+	Older   int
+	Scanned bool
+	// Query is the filters, as a URL's query (already escaped).
+	Query template.URL
 }
 
 // showActivity shows the account's recent records, newest first, as the
@@ -66,10 +72,39 @@ func (u *ui) showActivity(w http.ResponseWriter, r *http.Request) error {
 		return &personError{"the format is csv or jsonl"}
 	}
 	q.Del("format")
-	data := activity{Filter: f, Records: records[:min(len(records), activityShown)], More: len(records) > activityShown,
-		Scanned: scanned, Query: q.Encode()}
+	uiKeys, err := u.uiKeys(r)
+	if err != nil {
+		return err
+	}
+	rows := trailRows(records, uiKeys)
+	n, _ := strconv.Atoi(q.Get("page"))
+	n = min(max(n, 0), len(rows)/activityShown)
+	from := min(n*activityShown, len(rows))
+	to := min(from+activityShown, len(rows))
+	data := activity{Filter: f, Rows: rows[from:to], Scanned: scanned}
+	if to < len(rows) {
+		data.Older = n + 1
+	}
+	q.Del("page")
+	data.Query = template.URL(q.Encode()) //nolint:gosec // url.Values.Encode escapes each value
 	u.render(w, r, http.StatusOK, "activity", page{Title: "Activity", Data: data})
 	return nil
+}
+
+// uiKeys are the ids of the team's keys the web UI itself calls the
+// gateway with: the file browser's and the share links'.
+func (u *ui) uiKeys(r *http.Request) (map[string]bool, error) {
+	var list v1alpha1.ApiKeyList
+	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, k := range list.Items {
+		if k.Labels[LabelFilesKey] != "" || k.Labels[LabelShareKey] != "" {
+			ids[cmp.Or(k.Status.KeyID, k.Spec.Token.KeyID)] = true
+		}
+	}
+	return ids, nil
 }
 
 // recentRecords are the account's stored records that match f, newest

@@ -108,13 +108,13 @@ func (u *ui) signUpForm(w http.ResponseWriter, r *http.Request) error {
 	if u.loggedIn(w, r) || u.signUpClosed(w, r) {
 		return nil
 	}
-	return u.signUpPage("")(w, r, http.StatusOK, "")
+	return u.signUpPage("")(w, r, http.StatusOK, problems{})
 }
 
 // signUpPage draws the sign-up form, filled with email.
-func (u *ui) signUpPage(email string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-		u.render(w, r, status, "signup", page{Title: "Create your account", Error: problem,
+func (u *ui) signUpPage(email string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
+		u.render(w, r, status, "signup", page{Title: "Create your account", Error: problem.form, Errors: problem.fields,
 			Form: map[string]string{"email": email}, Data: accounts.MinPassword})
 		return nil
 	}
@@ -170,17 +170,17 @@ func (u *ui) logInForm(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/login/oidc", http.StatusSeeOther)
 		return nil
 	}
-	return u.logInPage("")(w, r, http.StatusOK, "")
+	return u.logInPage("")(w, r, http.StatusOK, problems{})
 }
 
 // logInPage draws the log-in form, filled with email.
-func (u *ui) logInPage(email string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) logInPage(email string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		var sso string
 		if u.oidc != nil {
 			sso = u.oidc.opts.Name
 		}
-		u.render(w, r, status, "login", page{Title: "Log in", Error: problem, Form: map[string]string{"email": email},
+		u.render(w, r, status, "login", page{Title: "Log in", Error: problem.form, Errors: problem.fields, Form: map[string]string{"email": email},
 			Data: logInChoices{SignUp: u.signUpOpen, SSO: sso}})
 		return nil
 	}
@@ -208,7 +208,7 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 	noteAccount(r, acct)
 	switch {
 	case errors.Is(err, accounts.ErrWrongCredentials):
-		return &formError{msg: err.Error(), status: http.StatusUnauthorized, form: u.logInPage(email)}
+		return &formError{problem: problems{form: err.Error()}, status: http.StatusUnauthorized, form: u.logInPage(email)}
 	case errors.Is(err, accounts.ErrBusy):
 		u.busy(w, r)
 		return nil

@@ -210,19 +210,20 @@ func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, curre
 		f.values["name"] = chi.URLParam(r, "name")
 	}
 	v := f.values
+	mistakes := fieldErrors{}
 	if errs := validation.IsDNS1123Label(v["name"]); creating && (len(errs) > 0 || len(v["name"]) > 40) {
-		return f, &personError{"the name must be at most 40 lower-case letters, digits and dashes, starting and ending with a letter or digit"}
+		mistakes.add("name", "The name must be at most 40 lower-case letters, digits and dashes, starting and ending with a letter or digit.")
 	}
 	if v["host"] == "" || strings.ContainsAny(v["host"], " /@") {
-		return f, &personError{"enter the server's host name or IP address, like sftp.example.com"}
+		mistakes.add("host", "Enter the server's host name or IP address, like sftp.example.com.")
 	}
 	port, err := strconv.ParseUint(cmp.Or(v["port"], "22"), 10, 16)
 	if err != nil || port < 1 {
-		return f, &personError{"the port is a number from 1 to 65535 (SFTP is usually on 22)"}
+		mistakes.add("port", "The port is a number from 1 to 65535 (SFTP is usually on 22).")
 	}
 	f.port = int32(port)
 	if v["username"] == "" {
-		return f, &personError{"enter the username to log in as"}
+		mistakes.add("username", "Enter the username to log in as.")
 	}
 	switch v["auth"] {
 	case authPassword:
@@ -235,9 +236,9 @@ func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, curre
 			b, _ := io.ReadAll(io.LimitReader(file, maxKeyFile+1))
 			_ = file.Close()
 			if len(b) > maxKeyFile {
-				return f, &personError{header.Filename + " is not a private key: it is over 64 KiB"}
+				mistakes.add("privateKey", header.Filename+" is not a private key: it is over 64 KiB.")
 			}
-			if len(b) > 0 {
+			if len(b) > 0 && len(b) <= maxKeyFile {
 				key = strings.TrimSpace(string(b))
 			}
 		}
@@ -248,7 +249,7 @@ func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, curre
 			}
 		}
 	default:
-		return f, &personError{"choose how to log in: a password or a private key"}
+		mistakes.add("auth", "Choose how to log in: a password or a private key.")
 	}
 	// New credentials are needed for a new connection, when the way to log
 	// in changes, and when the server or user does: stored credentials
@@ -260,10 +261,12 @@ func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, curre
 		if moved {
 			again = " again: the server or the user changed, and stored credentials are never sent to another"
 		}
-		if v["auth"] == authKey {
-			return f, &personError{"paste the private key, or choose its file" + again}
+		switch v["auth"] {
+		case authKey:
+			mistakes.add("privateKey", "Paste the private key, or choose its file"+again+".")
+		case authPassword:
+			mistakes.add("password", "Enter the password"+again+".")
 		}
-		return f, &personError{"enter the password" + again}
 	}
 	switch v["trust"] {
 	case trustFirst:
@@ -274,12 +277,12 @@ func readConnectionForm(r *http.Request, current *v1alpha1.SftpConnection, curre
 			}
 		}
 		if len(f.pinned) == 0 {
-			return f, &personError{`paste the server's host key ("ssh-ed25519 AAAA…") or its fingerprint ("SHA256:…"), or choose to trust it on first use`}
+			mistakes.add("hostKey", `Paste the server's host key ("ssh-ed25519 AAAA…") or its fingerprint ("SHA256:…"), or choose to trust it on first use.`)
 		}
 	default:
-		return f, &personError{"choose how to trust the server's host key"}
+		mistakes.add("trust", "Choose how to trust the server's host key.")
 	}
-	return f, nil
+	return f, mistakes.err()
 }
 
 // quotaReached says in words which of the account's limits a create ran
@@ -384,13 +387,13 @@ func invalidCauses(err error) string {
 }
 
 // connectionForm draws the connection form again, filled as f was sent.
-func (u *ui) connectionForm(title string, f *connectionForm) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) connectionForm(title string, f *connectionForm) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		var values map[string]string
 		if f != nil {
 			values = f.values
 		}
-		u.render(w, r, status, "connection_form", page{Title: title, Error: problem, Form: values})
+		u.render(w, r, status, "connection_form", page{Title: title, Error: problem.form, Errors: problem.fields, Form: values})
 		return nil
 	}
 }

@@ -3,7 +3,9 @@ package webui
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -38,22 +40,64 @@ type providerAwayError struct{ err error }
 func (e *providerAwayError) Error() string { return "asking the OpenID provider: " + e.err.Error() }
 func (e *providerAwayError) Unwrap() error { return e.err }
 
-// formError is a person's mistake to show on the form it came from: form
-// draws the form again, with status and the words of what to fix.
-type formError struct {
-	msg    string
-	status int
-	form   func(w http.ResponseWriter, r *http.Request, status int, problem string) error
+// fieldErrors are a form's mistakes, all at once, each in words for the
+// person, by the field it is about ("" for the form as a whole).
+type fieldErrors map[string]string
+
+// add notes msg for field, unless the field has a problem already: the
+// first is the one to fix first.
+func (f fieldErrors) add(field, msg string) {
+	if _, ok := f[field]; !ok {
+		f[field] = msg
+	}
 }
 
-func (e *formError) Error() string { return e.msg }
+func (f fieldErrors) Error() string {
+	msgs := slices.Sorted(maps.Values(f))
+	return strings.Join(msgs, "; ")
+}
 
-// onForm says that err, if a person's mistake, is shown on the form that
+// err is f, or nil when there is nothing to fix.
+func (f fieldErrors) err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return f
+}
+
+// problems are what a form drawn again shows: words for the form as a
+// whole, and beside each field that needs a change.
+type problems struct {
+	form   string
+	fields map[string]string
+}
+
+// drawForm draws a form again, with status and what to fix.
+type drawForm func(w http.ResponseWriter, r *http.Request, status int, problem problems) error
+
+// formError is a person's mistake to show on the form it came from.
+type formError struct {
+	problem problems
+	status  int
+	form    drawForm
+}
+
+func (e *formError) Error() string { return e.problem.form }
+
+// onForm says that err, if a person's mistakes, is shown on the form that
 // form draws, with status 422; other errors pass as they are.
-func onForm(err error, form func(w http.ResponseWriter, r *http.Request, status int, problem string) error) error {
-	var pe *personError
-	if errors.As(err, &pe) {
-		return &formError{msg: pe.msg, status: http.StatusUnprocessableEntity, form: form}
+func onForm(err error, form drawForm) error {
+	var (
+		pe     *personError
+		fields fieldErrors
+	)
+	switch {
+	case errors.As(err, &fields):
+		p := problems{form: fields[""], fields: maps.Clone(fields)}
+		delete(p.fields, "")
+		return &formError{problem: p, status: http.StatusUnprocessableEntity, form: form}
+	case errors.As(err, &pe):
+		return &formError{problem: problems{form: pe.msg}, status: http.StatusUnprocessableEntity, form: form}
 	}
 	return err
 }
@@ -75,7 +119,7 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &onForm):
-		if err := onForm.form(w, r, onForm.status, onForm.msg); err != nil {
+		if err := onForm.form(w, r, onForm.status, onForm.problem); err != nil {
 			u.serverError(w, r, err)
 		}
 	case errors.As(err, &mistake):

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
@@ -113,6 +115,10 @@ func (u *ui) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpC
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
+		// The gateway's record of the call then names this request.
+		if id := gatewayID(middleware.GetReqID(ctx)); id != "" {
+			req.Header.Set(middleware.RequestIDHeader, id)
+		}
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
@@ -155,10 +161,36 @@ type filesPage struct {
 	// Next is the name the next page starts after; "" on the last.
 	Next, Parent string
 	Failure      string
+	// Missing: there is no such folder.
+	Missing bool
+}
+
+// untilReady sends a file page of a connection whose test failed to the
+// connection's page, which says why and how to fix it: its files cannot
+// be reached meanwhile. It says whether it did. (One being tested again
+// serves as it did.)
+func (u *ui) untilReady(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) bool {
+	v := u.view(c)
+	if v.State != "failed" {
+		return false
+	}
+	u.notify(w, r, "The files of "+c.Name+" cannot be reached until its test passes: "+v.Headline+".")
+	http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
+	return true
+}
+
+// missing says whether the gateway finds nothing at p.
+func (u *ui) missing(r *http.Request, token string, c *v1alpha1.SftpConnection, p string) bool {
+	err := u.callAs(r.Context(), token, c, "stat", map[string]any{"path": p}, nil)
+	f, ok := errors.AsType[*gatewayFailure](err)
+	return ok && f.Code == "not_found"
 }
 
 // folder lists a folder: a page of it, after a name.
 func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	if u.untilReady(w, r, c) {
+		return nil
+	}
 	dir := browsePath(r.URL.Query().Get("path"))
 	token, err := u.filesKey(r.Context(), c.Namespace)
 	if err != nil {
@@ -172,7 +204,11 @@ func (u *ui) folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConn
 	if err != nil {
 		return err
 	}
-	u.render(w, r, http.StatusOK, "files", page{Title: c.Name + ": " + dir, Data: data})
+	status := http.StatusOK
+	if data.Failure != "" && u.missing(r, token, c, dir) {
+		status, data.Missing = http.StatusNotFound, true
+	}
+	u.render(w, r, status, "files", page{Title: c.Name + ": " + dir, Data: data})
 	return nil
 }
 
@@ -240,10 +276,15 @@ type viewPage struct {
 	Truncated    bool
 	Failure      string
 	DownloadPath string
+	// Missing: there is no such file.
+	Missing bool
 }
 
 // showFile shows a text file's start, or an image, in place.
 func (u *ui) showFile(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+	if u.untilReady(w, r, c) {
+		return nil
+	}
 	p := browsePath(r.URL.Query().Get("path"))
 	data := viewPage{Conn: u.view(c), Path: p, Dir: path.Dir(p), Crumbs: crumbs(p), Image: imageType(p) != ""}
 	if !data.Image {
@@ -255,6 +296,10 @@ func (u *ui) showFile(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpCo
 		switch failure, ok := errors.AsType[*gatewayFailure](err); {
 		case ok && failure.Code == "not_text":
 			data.Failure = "This file is not text: download it instead."
+		case ok && failure.Code == "not_found":
+			data.Missing = true
+			u.render(w, r, http.StatusNotFound, "file_view", page{Title: path.Base(p), Data: data})
+			return nil
 		case ok:
 			data.Failure = failure.Message
 		case err != nil:

@@ -350,21 +350,53 @@ func TestWatchForm(t *testing.T) {
 	}
 }
 
+// TestFormSaysEveryMistake: a form sent with several mistakes comes back
+// with each beside its field, all at once, and what was typed kept.
+func TestFormSaysEveryMistake(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.SignUp(t)
+	status, page := c.Form(t, "/connections", url.Values{"name": {"Not A Name"}, "host": {"sftp.example.com"}, "port": {"99999"},
+		"username": {""}, "auth": {"password"}, "trust": {"first-use"}})
+	if status != http.StatusUnprocessableEntity {
+		t.Fatalf("%d, want 422", status)
+	}
+	for _, want := range []string{"Change the 4 fields marked below.", `id="name-error"`, `id="port-error"`, `id="username-error"`, `id="password-error"`,
+		`aria-invalid="true" aria-describedby="name-error name-help"`, `value="Not A Name"`, `value="sftp.example.com"`, `value="99999"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the form does not show %s", want)
+		}
+	}
+	if strings.Contains(page, `id="host-error"`) {
+		t.Error("a good host is marked wrong")
+	}
+}
+
 // TestRevokeAsksFirst: a key is revoked only from the page that says what
 // that does, and the page after says it was.
 func TestRevokeAsksFirst(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	c.SignUp(t)
-	if status, _ := c.Form(t, "/keys", url.Values{"expires": {"never"}}); status != http.StatusOK {
+	long := strings.Repeat("n", 64)
+	if status, page := c.Form(t, "/keys", url.Values{"name": {long}, "expires": {"soon"}, "paths": {"incoming"}}); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(page, `id="name-error"`) || !strings.Contains(page, `id="expires-error"`) || !strings.Contains(page, `id="paths-error"`) ||
+		!strings.Contains(page, `value="`+long+`"`) {
+		t.Errorf("a key form with three mistakes: %d, not each beside its field with the name kept", status)
+	}
+	if status, _ := c.Form(t, "/keys", url.Values{"name": {"nightly export"}, "expires": {"never"}}); status != http.StatusOK {
 		t.Fatalf("making a key: %d", status)
 	}
 	_, page := c.Get(t, "/keys")
+	if !strings.Contains(page, `<td data-label="Name">nightly export</td>`) {
+		t.Error("the keys page does not show the key's name")
+	}
 	revoke := regexp.MustCompile(`/keys/[a-z0-9-]+/revoke`).FindString(page)
 	if revoke == "" || strings.Contains(page, `method="post" action="`+revoke) {
 		t.Fatalf("the keys page has no link to revoke the key, or revokes it in one click")
 	}
-	if status, page := c.Get(t, revoke); status != http.StatusOK || !strings.Contains(page, "Programs that send it are refused") ||
+	if status, page := c.Get(t, revoke); status != http.StatusOK || !strings.Contains(page, "Revoke the API key nightly export (") ||
+		!strings.Contains(page, "Programs that send it are refused") ||
 		!strings.Contains(page, `action="`+revoke+`"`) {
 		t.Errorf("asking before the key is revoked: %d", status)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +24,8 @@ import (
 
 // keyView is an API key as the pages show it: never its token.
 type keyView struct {
-	Name, KeyID string
+	// Name is the ApiKey's; Title what the person named it (may be empty).
+	Name, KeyID, Title string
 	// Scope is the connection the key is for; empty: all of the account's.
 	Scope string
 	// Paths are the folders the key is limited to; empty: all.
@@ -51,7 +54,7 @@ func (u *ui) keys(ctx context.Context, connection string) ([]keyView, error) {
 		if connection != "" && len(k.Spec.Connections) > 0 && !slices.Contains(k.Spec.Connections, connection) {
 			continue
 		}
-		v := keyView{Name: k.Name, KeyID: cmp.Or(k.Status.KeyID, k.Spec.Token.KeyID), Scope: strings.Join(k.Spec.Connections, ", "),
+		v := keyView{Name: k.Name, KeyID: cmp.Or(k.Status.KeyID, k.Spec.Token.KeyID), Title: k.Annotations[annotationKeyName], Scope: strings.Join(k.Spec.Connections, ", "),
 			Paths: strings.Join(k.Spec.Paths, ", "), Created: k.CreationTimestamp.Time, Status: "Being issued…"}
 		if k.Spec.ExpiresAt != nil {
 			t := k.Spec.ExpiresAt.Time
@@ -87,12 +90,12 @@ type keyFormData struct {
 }
 
 func (u *ui) newKeyForm(w http.ResponseWriter, r *http.Request) error {
-	return u.keyForm(map[string]string{"connection": r.URL.Query().Get("connection"), "expires": "never"})(w, r, http.StatusOK, "")
+	return u.keyForm(map[string]string{"connection": r.URL.Query().Get("connection"), "expires": "never"})(w, r, http.StatusOK, problems{})
 }
 
 // keyForm draws the new-key form, filled with values.
-func (u *ui) keyForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) keyForm(values map[string]string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		var list v1alpha1.SftpConnectionList
 		if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
 			return err
@@ -102,7 +105,7 @@ func (u *ui) keyForm(values map[string]string) func(w http.ResponseWriter, r *ht
 			names = append(names, c.Name)
 		}
 		slices.Sort(names)
-		u.render(w, r, status, "key_form", page{Title: "Create an API key", Form: values, Error: problem, Data: keyFormData{Connections: names}})
+		u.render(w, r, status, "key_form", page{Title: "Create an API key", Form: values, Error: problem.form, Errors: problem.fields, Data: keyFormData{Connections: names}})
 		return nil
 	}
 }
@@ -114,7 +117,8 @@ var expiries = map[string]time.Duration{"30d": 30 * 24 * time.Hour, "90d": 90 * 
 // hands the token to the one page that shows it.
 func (u *ui) createKey(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
-	values := map[string]string{"connection": r.PostFormValue("connection"), "expires": r.PostFormValue("expires"), "paths": r.PostFormValue("paths")}
+	values := map[string]string{"name": strings.TrimSpace(r.PostFormValue("name")), "connection": r.PostFormValue("connection"),
+		"expires": r.PostFormValue("expires"), "paths": r.PostFormValue("paths")}
 	key, err := u.readKeyForm(r, acct.Namespace, values)
 	if err == nil {
 		err = u.quotaReached(u.client.Create(r.Context(), key.ApiKey))
@@ -140,11 +144,18 @@ type madeKey struct {
 // readKeyForm checks the new-key form's values and makes the key they
 // describe in namespace.
 func (u *ui) readKeyForm(r *http.Request, namespace string, values map[string]string) (madeKey, error) {
+	mistakes := fieldErrors{}
 	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}
+	if name := values["name"]; name != "" {
+		if utf8.RuneCountInString(name) > maxKeyName || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			mistakes.add("name", fmt.Sprintf("A key's name is at most %d letters, digits, spaces or signs.", maxKeyName))
+		}
+		key.Annotations = map[string]string{annotationKeyName: name}
+	}
 	if c := values["connection"]; c != "" {
 		var conn v1alpha1.SftpConnection
 		if err := u.client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: c}, &conn); apierrors.IsNotFound(err) {
-			return madeKey{}, &personError{"that connection does not exist any more"}
+			mistakes.add("connection", "That connection does not exist any more.")
 		} else if err != nil {
 			return madeKey{}, err
 		}
@@ -155,11 +166,14 @@ func (u *ui) readKeyForm(r *http.Request, namespace string, values map[string]st
 	case expiries[e] > 0:
 		key.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(expiries[e]).Truncate(time.Second)}
 	default:
-		return madeKey{}, &personError{"choose when the key expires"}
+		mistakes.add("expires", "Choose when the key expires.")
 	}
 	paths, problem := parsePaths(values["paths"])
 	if problem != "" {
-		return madeKey{}, &personError{problem}
+		mistakes.add("paths", problem)
+	}
+	if err := mistakes.err(); err != nil {
+		return madeKey{}, err
 	}
 	key.Spec.Paths = paths
 	token, keyID := apitoken.NewToken()
@@ -171,6 +185,12 @@ func (u *ui) readKeyForm(r *http.Request, namespace string, values map[string]st
 // maxKeyPaths is the most folders a key may be limited to (the CRD's
 // bound on spec.paths).
 const maxKeyPaths = 32
+
+// A key's name, for people: an annotation, at most maxKeyName characters.
+const (
+	annotationKeyName = "sftpgate.dev/name"
+	maxKeyName        = 63
+)
 
 // parsePaths reads the form's folders, one per line or separated by
 // commas, as ApiKey.spec.paths; problem says what is wrong, in words for
@@ -184,16 +204,16 @@ func parsePaths(field string) (paths []string, problem string) {
 		parts := strings.Split(p, "/")
 		switch {
 		case !strings.HasPrefix(p, "/") || len(p) > 1024 || strings.ContainsRune(p, 0):
-			return nil, fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming/)", p)
+			return nil, fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming/).", p)
 		case slices.Contains(parts, ".") || slices.Contains(parts, ".."):
-			return nil, fmt.Sprintf("%q has a . or .. part: name the folder itself", p)
+			return nil, fmt.Sprintf("%q has a . or .. part: name the folder itself.", p)
 		case slices.Contains(paths, p):
 			continue
 		}
 		paths = append(paths, p)
 	}
 	if len(paths) > maxKeyPaths {
-		return nil, fmt.Sprintf("a key may be limited to at most %d folders", maxKeyPaths)
+		return nil, fmt.Sprintf("A key may be limited to at most %d folders.", maxKeyPaths)
 	}
 	return paths, ""
 }
@@ -261,6 +281,15 @@ func (u *ui) keyOf(r *http.Request) (*v1alpha1.ApiKey, error) {
 	return &key, u.teamObject(r, &key)
 }
 
+// keyCalled names a key for people: its name and id, or its id.
+func keyCalled(key *v1alpha1.ApiKey) string {
+	id := cmp.Or(key.Status.KeyID, key.Spec.Token.KeyID)
+	if name := key.Annotations[annotationKeyName]; name != "" {
+		return name + " (" + id + ")"
+	}
+	return id
+}
+
 // keysPageOf is the page a key is revoked from: its connection's, when
 // the form came from there, or the keys page.
 func keysPageOf(connection string) string {
@@ -276,7 +305,7 @@ func (u *ui) confirmRevokeKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	connection := r.URL.Query().Get("connection")
-	return u.confirm(w, r, confirmation{Question: "Revoke the API key " + cmp.Or(key.Status.KeyID, key.Spec.Token.KeyID) + "?",
+	return u.confirm(w, r, confirmation{Question: "Revoke the API key " + keyCalled(key) + "?",
 		Consequence: "Programs that send it are refused from their next request on. A revoked key cannot be restored: they need a new one.",
 		Action:      r.URL.Path, Button: "Revoke the key", Hidden: map[string]string{"connection": connection}, Back: keysPageOf(connection)})
 }
@@ -291,7 +320,7 @@ func (u *ui) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	} else if err != nil {
 		return err
 	}
-	u.notify(w, r, "The API key "+cmp.Or(key.Status.KeyID, key.Spec.Token.KeyID)+" is revoked.")
+	u.notify(w, r, "The API key "+keyCalled(key)+" is revoked.")
 	http.Redirect(w, r, keysPageOf(r.PostFormValue("connection")), http.StatusSeeOther)
 	return nil
 }

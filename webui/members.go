@@ -38,11 +38,11 @@ type membersPage struct {
 }
 
 func (u *ui) listMembers(w http.ResponseWriter, r *http.Request) error {
-	return u.membersPage(w, r, http.StatusOK, "")
+	return u.membersPage(w, r, http.StatusOK, problems{})
 }
 
 // membersPage draws the members of the team, with problem on the form.
-func (u *ui) membersPage(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) membersPage(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 	var list rbacv1.RoleBindingList
 	if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
 		return err
@@ -73,7 +73,7 @@ func (u *ui) membersPage(w http.ResponseWriter, r *http.Request, status int, pro
 	for i, tr := range teamRoles {
 		roles[i] = tr.name
 	}
-	u.render(w, r, status, "members", page{Title: "Members", Error: problem, Form: formValues(r, "kind", "name", "role"),
+	u.render(w, r, status, "members", page{Title: "Members", Error: problem.form, Errors: problem.fields, Form: formValues(r, "kind", "name", "role"),
 		Data: membersPage{Members: views, Roles: roles}})
 	return nil
 }
@@ -103,12 +103,12 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 	case "person":
 		email, err := accounts.NormalizeEmail(name)
 		if err != nil {
-			return &formError{msg: err.Error(), status: http.StatusUnprocessableEntity, form: u.membersPage}
+			return &formError{problem: problems{form: err.Error()}, status: http.StatusUnprocessableEntity, form: u.membersPage}
 		}
 		subject.Kind, subject.Name = rbacv1.UserKind, accounts.UserName(email)
 	case "group":
 		if name == "" || len(name) > maxGroupName {
-			return &formError{msg: "enter the group's name as the identity provider sends it (at most 64 characters)",
+			return &formError{problem: problems{form: "enter the group's name as the identity provider sends it (at most 64 characters)"},
 				status: http.StatusUnprocessableEntity, form: u.membersPage}
 		}
 		subject.Kind, subject.Name = rbacv1.GroupKind, accounts.GroupName(name)
@@ -125,7 +125,7 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 		Subjects:   []rbacv1.Subject{subject},
 	}
 	if subject.Name == accounts.UserName(memberFrom(r.Context()).team.Name) {
-		return &formError{msg: "the owner is always an admin of their team", status: http.StatusUnprocessableEntity, form: u.membersPage}
+		return &formError{problem: problems{form: "the owner is always an admin of their team"}, status: http.StatusUnprocessableEntity, form: u.membersPage}
 	}
 	noteObject(r, "RoleBinding", binding.Name)
 	// A role changes by a new binding: a binding's role cannot change.
@@ -134,7 +134,7 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := u.client.Create(r.Context(), binding); err != nil {
 		if apierrors.IsForbidden(err) {
-			return &formError{msg: "the team has as many members as it may have", status: http.StatusForbidden, form: u.membersPage}
+			return &formError{problem: problems{form: "the team has as many members as it may have"}, status: http.StatusForbidden, form: u.membersPage}
 		}
 		return err
 	}

@@ -50,17 +50,17 @@ func (u *ui) openPGPKeys(r *http.Request) ([]openPGPKey, error) {
 }
 
 func (u *ui) listOpenPGPKeys(w http.ResponseWriter, r *http.Request) error {
-	return u.openPGPForm(map[string]string{})(w, r, http.StatusOK, "")
+	return u.openPGPForm(map[string]string{})(w, r, http.StatusOK, problems{})
 }
 
 // openPGPForm draws the keys page with its upload form, filled with values.
-func (u *ui) openPGPForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) openPGPForm(values map[string]string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		keys, err := u.openPGPKeys(r)
 		if err != nil {
 			return err
 		}
-		u.render(w, r, status, "openpgp", page{Title: "OpenPGP keys", Form: values, Error: problem, Data: keys})
+		u.render(w, r, status, "openpgp", page{Title: "OpenPGP keys", Form: values, Error: problem.form, Errors: problem.fields, Data: keys})
 		return nil
 	}
 }
@@ -68,13 +68,18 @@ func (u *ui) openPGPForm(values map[string]string) func(w http.ResponseWriter, r
 // uploadOpenPGPKey keeps an uploaded key as a Secret, once it is read
 // (and, private, unlocked by its passphrase).
 func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
-	values := map[string]string{"name": strings.TrimSpace(r.PostFormValue("name"))}
-	key, passphrase := []byte(r.PostFormValue("key")), []byte(r.PostFormValue("passphrase"))
+	// A public key pasted comes back with a mistake; a private key, or a
+	// passphrase, never does.
+	values := map[string]string{"name": strings.TrimSpace(r.PostFormValue("name")), "key": r.PostFormValue("key")}
+	key, passphrase := []byte(values["key"]), []byte(r.PostFormValue("passphrase"))
+	if strings.Contains(values["key"], "PRIVATE KEY") {
+		values["key"] = ""
+	}
 	secret, err := OpenPGPKeySecret(accountFrom(r.Context()).Namespace, values["name"], key, passphrase)
 	if err == nil {
 		err = u.client.Create(r.Context(), secret)
 		if apierrors.IsAlreadyExists(err) {
-			err = &personError{"a Secret named " + values["name"] + " exists already: choose another name"}
+			err = fieldErrors{"name": "A Secret named " + values["name"] + " exists already: choose another name."}
 		}
 		err = u.quotaReached(err)
 	}
@@ -85,20 +90,43 @@ func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// keyProblem says which field a key that does not read is about, and
+// what to do, in words for the person: pgp's own name the Secret and the
+// library's errors.
+func keyProblem(err error) (field, msg string) {
+	switch s := err.Error(); {
+	case strings.Contains(s, "is locked by a passphrase"):
+		return "passphrase", "This private key is locked: enter its passphrase."
+	case strings.Contains(s, "passphrase does not unlock"):
+		return "passphrase", "This passphrase does not unlock the key."
+	case strings.Contains(s, "is not an OpenPGP key"), strings.Contains(s, "holds no OpenPGP key"):
+		return "key", "This is not an OpenPGP key. Paste the whole block, from its -----BEGIN PGP line to its -----END PGP line, as gpg --export --armor writes it."
+	case strings.Contains(s, "keys, more than"):
+		return "key", "Give one key at a time: this holds more than may be kept together."
+	}
+	return "key", "This key cannot be used: " + err.Error() + "."
+}
+
 // OpenPGPKeySecret checks an OpenPGP key (armored; a private one unlocked
 // by passphrase) and makes the Secret that keeps it, named name in ns, as
 // the OpenPGP keys page makes and lists it: labelled with its kind and
 // annotated with its fingerprints.
 func OpenPGPKeySecret(ns, name string, key, passphrase []byte) (*corev1.Secret, error) {
+	mistakes := fieldErrors{}
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return nil, &personError{"name the key with lower-case letters, digits and dashes, such as partner-bank"}
+		mistakes.add("name", "Name the key with lower-case letters, digits and dashes, such as partner-bank.")
 	}
 	if len(key) > maxOpenPGPKey {
-		return nil, &personError{"the key is larger than 64 KiB: give one key, armored (gpg --export --armor)"}
+		mistakes.add("key", "The key is larger than 64 KiB: give one key, armored (gpg --export --armor).")
+		return nil, mistakes
 	}
 	keys, err := pgp.ReadKeys(key, passphrase, "the key")
 	if err != nil {
-		return nil, &personError{err.Error()}
+		field, msg := keyProblem(err)
+		mistakes.add(field, msg)
+	}
+	if err := mistakes.err(); err != nil {
+		return nil, err
 	}
 	kind := keyPublic
 	data := map[string][]byte{v1alpha1.OpenPGPSecretKey: key}

@@ -23,8 +23,9 @@ type page struct {
 	// Message is a notice, Error a problem, for the person; Notice what
 	// the form they sent last did (notify).
 	Message, Error, Notice string
-	// Form holds submitted values, so that a form comes back filled.
-	Form map[string]string
+	// Form holds submitted values, so that a form comes back filled;
+	// Errors what to fix, beside each field, by the field's name.
+	Form, Errors map[string]string
 	// Data is the page's own content.
 	Data any
 	// Refresh reloads the page without JavaScript while a test runs.
@@ -37,7 +38,8 @@ type page struct {
 // Can says whether the page's role is role or above it.
 func (p page) Can(role string) bool { return roleRank(p.Role) >= roleRank(role) }
 
-var funcs = template.FuncMap{"ago": ago, "when": when, "count": count, "size": size, "pageSize": func() int { return pageSize }}
+var funcs = template.FuncMap{"ago": ago, "when": when, "count": count, "size": size, "pageSize": func() int { return pageSize },
+	"fieldError": fieldError, "invalid": invalid}
 
 // size says a file's size in bytes, in words.
 func size(n int64) string {
@@ -61,6 +63,30 @@ func ago(t time.Time) string { return words.Ago(t, time.Now()) }
 // say in the reader's own zone.
 func when(t time.Time) template.HTML {
 	return template.HTML(fmt.Sprintf(`<time datetime="%s" data-local>%s</time>`, t.UTC().Format(time.RFC3339), template.HTMLEscapeString(words.Time(t)))) //nolint:gosec // a formatted time, escaped
+}
+
+// fieldError is the words of what to fix in field, to put beside it
+// (nothing when it is fine).
+func fieldError(errs map[string]string, field string) template.HTML {
+	msg, ok := errs[field]
+	if !ok {
+		return ""
+	}
+	return template.HTML(`<p class="field-error" id="` + template.HTMLEscapeString(field) + `-error">` + template.HTMLEscapeString(msg) + `</p>`) //nolint:gosec // escaped
+}
+
+// invalid is a field's attributes that tie it to its words: its error's,
+// when it has one, and those of described (its hints' ids).
+func invalid(errs map[string]string, field string, described ...string) template.HTMLAttr {
+	attrs := ""
+	if _, ok := errs[field]; ok {
+		attrs = `aria-invalid="true" `
+		described = append([]string{field + "-error"}, described...)
+	}
+	if len(described) == 0 {
+		return template.HTMLAttr(attrs) //nolint:gosec // fixed words
+	}
+	return template.HTMLAttr(attrs + `aria-describedby="` + template.HTMLEscapeString(strings.Join(described, " ")) + `"`) //nolint:gosec // escaped
 }
 
 // count is n with its noun, singular or plural.

@@ -466,7 +466,8 @@ func partnerAnswer(resp *http.Response, name string) error {
 func shareUploadName(share *v1alpha1.ShareLink, h http.Header) (string, error) {
 	name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
 	if err != nil {
-		return "", &shareRefusal{status: http.StatusBadRequest, code: "name_not_allowed", title: "Not this name", message: "A file's name cannot be " + strconv.Quote(name) + ": rename it and send it again."}
+		raw := path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path"))
+		return "", &shareRefusal{status: http.StatusBadRequest, code: "name_not_allowed", title: "Not this name", message: "A file's name cannot be " + strconv.Quote(raw) + ": rename it and send it again."}
 	}
 	if up := share.Spec.Upload; up != nil {
 		if len(up.AllowedNames) > 0 && !slices.ContainsFunc(up.AllowedNames, func(g string) bool { ok, _ := path.Match(g, name); return ok }) {

@@ -103,12 +103,12 @@ type shareForm struct {
 
 func (u *ui) newShareForm(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	form := map[string]string{"path": browsePath(r.URL.Query().Get("path")), "mode": "Download", "expires": "7d"}
-	return u.sharePage(c, form)(w, r, http.StatusOK, "")
+	return u.sharePage(c, form)(w, r, http.StatusOK, problems{})
 }
 
-func (u *ui) sharePage(c *v1alpha1.SftpConnection, form map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-		u.render(w, r, status, "share_form", page{Title: "Share " + form["path"], Error: problem, Form: form, Data: shareForm{Conn: c.Name}})
+func (u *ui) sharePage(c *v1alpha1.SftpConnection, form map[string]string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
+		u.render(w, r, status, "share_form", page{Title: "Share " + form["path"], Error: problem.form, Errors: problem.fields, Form: form, Data: shareForm{Conn: c.Name}})
 		return nil
 	}
 }
@@ -120,47 +120,46 @@ var shareExpiries = map[string]time.Duration{"1d": 24 * time.Hour, "7d": 7 * 24 
 func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
 	form := formValues(r, "name", "path", "mode", "expires", "maxUses", "password", "cidrs", "maxFileMB", "names")
 	again := u.sharePage(c, form)
-	mistake := func(msg string) error {
-		return &formError{msg: msg, status: http.StatusUnprocessableEntity, form: again}
-	}
+	mistakes := fieldErrors{}
 	share := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: strings.TrimSpace(form["name"])},
 		Spec: v1alpha1.ShareLinkSpec{Connection: c.Name, Path: browsePath(form["path"]), Mode: v1alpha1.ShareMode(form["mode"])}}
 	if share.Name == "" {
 		share.Name = "share-" + strings.ToLower(rand.Text()[:8])
 	}
 	if errs := validation.IsDNS1123Label(share.Name); len(errs) > 0 || len(share.Name) > 48 {
-		return mistake("the name must be at most 48 lower-case letters, digits and dashes")
+		mistakes.add("name", "The name must be at most 48 lower-case letters, digits and dashes.")
 	}
 	switch share.Spec.Mode {
 	case v1alpha1.ShareDownload, v1alpha1.ShareUpload:
 	default:
-		return mistake("choose download or upload")
+		mistakes.add("mode", "Choose download or upload.")
 	}
 	if d, ok := shareExpiries[form["expires"]]; ok {
 		share.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(d).Truncate(time.Second)}
 	} else if form["expires"] != "never" {
-		return mistake("choose when the link expires")
+		mistakes.add("expires", "Choose when the link expires.")
 	}
 	if v := strings.TrimSpace(form["maxUses"]); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1000000 {
-			return mistake("most uses is a number from 1 to 1000000, or empty for no limit")
+			mistakes.add("maxUses", "Most uses is a number from 1 to 1,000,000, or empty for no limit.")
 		}
 		share.Spec.MaxUses = &n
 	}
 	if p := form["password"]; p != "" {
 		if len(p) < 8 || len(p) > 72 {
-			return mistake("a link's password is 8 to 72 characters")
+			mistakes.add("password", "A link's password is 8 to 72 characters.")
+		} else {
+			hash, err := bcrypt.GenerateFromPassword([]byte(p), u.accounts.Cost)
+			if err != nil {
+				return err
+			}
+			share.Spec.PasswordHash = string(hash)
 		}
-		hash, err := bcrypt.GenerateFromPassword([]byte(p), u.accounts.Cost)
-		if err != nil {
-			return err
-		}
-		share.Spec.PasswordHash = string(hash)
 	}
 	for c := range strings.FieldsFuncSeq(form["cidrs"], func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' }) {
 		if _, err := netip.ParsePrefix(c); err != nil {
-			return mistake("allowed addresses are CIDRs such as 203.0.113.0/24, separated by commas")
+			mistakes.add("cidrs", "Allowed addresses are CIDRs such as 203.0.113.0/24, separated by commas.")
 		}
 		share.Spec.AllowedCIDRs = append(share.Spec.AllowedCIDRs, c)
 	}
@@ -169,14 +168,14 @@ func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 		if v := strings.TrimSpace(form["maxFileMB"]); v != "" {
 			mb, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || mb < 1 || mb > 1<<20 {
-				return mistake("the largest file is a number of MB, from 1")
+				mistakes.add("maxFileMB", "The largest file is a whole number of MB, from 1.")
 			}
 			b := mb << 20
 			limits.MaxFileBytes = &b
 		}
 		for g := range strings.FieldsFuncSeq(form["names"], func(r rune) bool { return r == ',' || r == ' ' }) {
 			if _, err := path.Match(g, ""); err != nil || strings.Contains(g, "/") {
-				return mistake("allowed names are patterns such as *.csv, separated by commas")
+				mistakes.add("names", "Allowed names are patterns such as *.csv, separated by commas.")
 			}
 			limits.AllowedNames = append(limits.AllowedNames, g)
 		}
@@ -186,13 +185,20 @@ func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	// it.
 	var st entry
 	if err := u.call(r.Context(), c, "stat", map[string]any{"path": share.Spec.Path}, &st); err != nil {
-		if f, ok := errors.AsType[*gatewayFailure](err); ok && f.Code == "not_found" {
-			return mistake("there is no file or folder " + share.Spec.Path + " on " + c.Name)
+		f, ok := errors.AsType[*gatewayFailure](err)
+		switch {
+		case !ok || f.Status == http.StatusTooManyRequests || f.Status >= http.StatusInternalServerError:
+			return err
+		case f.Code == "not_found":
+			mistakes.add("path", "There is no file or folder "+share.Spec.Path+" on "+c.Name+".")
+		default:
+			mistakes.add("path", "The server would not show "+share.Spec.Path+": "+f.Message)
 		}
-		return err
+	} else if share.Spec.Mode == v1alpha1.ShareUpload && st.Type != "directory" {
+		mistakes.add("path", "An upload link needs a folder, and "+share.Spec.Path+" is a file.")
 	}
-	if share.Spec.Mode == v1alpha1.ShareUpload && st.Type != "directory" {
-		return mistake("an upload link needs a folder, and " + share.Spec.Path + " is a file")
+	if err := mistakes.err(); err != nil {
+		return onForm(err, again)
 	}
 	share.Annotations = map[string]string{annotationSharedBy: accountFrom(r.Context()).Email}
 	token := newShareToken(share.Namespace, share.Name)
@@ -201,13 +207,15 @@ func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	if err := u.client.Create(r.Context(), share); err != nil {
 		switch {
 		case apierrors.IsAlreadyExists(err):
-			return mistake("a link of this name exists; choose another")
+			mistakes.add("name", "A link of this name exists: choose another.")
 		case apierrors.IsForbidden(err):
-			return mistake("the team has as many share links as it may have; delete one first")
+			mistakes.add("", "The team has as many share links as it may have: delete one first.")
 		case apierrors.IsInvalid(err):
-			return mistake(err.Error())
+			mistakes.add("", err.Error())
+		default:
+			return err
 		}
-		return err
+		return onForm(mistakes, again)
 	}
 	if err := u.cookies.set(w, r, flashCookie, newKey{Name: share.Name, Token: token}); err != nil {
 		return err

@@ -93,12 +93,12 @@ type transferFormData struct {
 }
 
 func (u *ui) newTransferForm(w http.ResponseWriter, r *http.Request) error {
-	return u.transferForm(map[string]string{"from": r.URL.Query().Get("from"), "path": "/", "folder": "/", "mode": "Copy", "overwrite": "Never"})(w, r, http.StatusOK, "")
+	return u.transferForm(map[string]string{"from": r.URL.Query().Get("from"), "path": "/", "folder": "/", "mode": "Copy", "overwrite": "Never"})(w, r, http.StatusOK, problems{})
 }
 
 // transferForm draws the new-transfer form, filled with values.
-func (u *ui) transferForm(values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) transferForm(values map[string]string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		var list v1alpha1.SftpConnectionList
 		if err := u.client.List(r.Context(), &list, client.InNamespace(accountFrom(r.Context()).Namespace)); err != nil {
 			return err
@@ -108,7 +108,7 @@ func (u *ui) transferForm(values map[string]string) func(w http.ResponseWriter, 
 			names = append(names, c.Name)
 		}
 		slices.Sort(names)
-		u.render(w, r, status, "transfer_form", page{Title: "Copy files between connections", Form: values, Error: problem, Data: transferFormData{Connections: names}})
+		u.render(w, r, status, "transfer_form", page{Title: "Copy files between connections", Form: values, Error: problem.form, Errors: problem.fields, Data: transferFormData{Connections: names}})
 		return nil
 	}
 }
@@ -129,7 +129,7 @@ func (u *ui) createTransfer(w http.ResponseWriter, r *http.Request) error {
 		err = u.client.Create(r.Context(), t)
 		noteObject(r, "Transfer", t.Name)
 		if apierrors.IsInvalid(err) {
-			err = &personError{"the server refused these settings: " + invalidCauses(err)}
+			err = &personError{"The server refused these settings: " + invalidCauses(err)}
 		}
 		err = u.quotaReached(err)
 	}
@@ -147,7 +147,7 @@ func (u *ui) ownConnections(r *http.Request, ns string, names ...string) error {
 		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, &c)
 		switch {
 		case apierrors.IsNotFound(err):
-			return &personError{fmt.Sprintf("this account has no connection %q", name)}
+			return &personError{fmt.Sprintf("This team has no connection %q.", name)}
 		case err != nil:
 			return err
 		}
@@ -163,23 +163,29 @@ func cleanPath(p string) bool {
 // readTransferForm checks the form's values and makes the Transfer they
 // describe, saying in the form's words what the CRD would refuse.
 func readTransferForm(ns string, values map[string]string) (*v1alpha1.Transfer, error) {
-	if values["from"] == "" || values["to"] == "" {
-		return nil, &personError{"choose the connection to copy from and the one to copy to"}
+	mistakes := fieldErrors{}
+	for field, which := range map[string]string{"from": "copy from", "to": "copy to"} {
+		if values[field] == "" {
+			mistakes.add(field, "Choose the connection to "+which+".")
+		}
 	}
 	for field, what := range map[string]string{"path": "file or folder to copy", "folder": "folder to copy into"} {
 		if !cleanPath(values[field]) {
-			return nil, &personError{fmt.Sprintf("%q is not a %s: start it with / (such as /outgoing), with no . or .. parts", values[field], what)}
+			mistakes.add(field, fmt.Sprintf("%q is not a %s: start it with / (such as /outgoing), with no . or .. parts.", values[field], what))
 		}
 	}
 	mode, overwrite := v1alpha1.TransferMode(values["mode"]), v1alpha1.OverwritePolicy(values["overwrite"])
 	if mode != v1alpha1.TransferCopy && mode != v1alpha1.TransferMove {
-		return nil, &personError{"choose whether to copy or to move the files"}
+		mistakes.add("mode", "Choose whether to copy or to move the files.")
 	}
 	if overwrite != v1alpha1.OverwriteNever && overwrite != v1alpha1.OverwriteIfDifferent && overwrite != v1alpha1.OverwriteAlways {
-		return nil, &personError{"choose what becomes of a file already there"}
+		mistakes.add("overwrite", "Choose what becomes of a file already there.")
 	}
 	if values["from"] == values["to"] && values["path"] == values["folder"] {
-		return nil, &personError{"the files would be copied onto themselves: choose another folder to copy into"}
+		mistakes.add("folder", "The files would be copied onto themselves: choose another folder to copy into.")
+	}
+	if err := mistakes.err(); err != nil {
+		return nil, err
 	}
 	t := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: values["from"] + "-to-" + values["to"] + "-"},
 		Spec: v1alpha1.TransferSpec{

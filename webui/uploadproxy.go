@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
@@ -76,6 +77,9 @@ func (u *ui) proxyUpload(w http.ResponseWriter, r *http.Request, token string, c
 				}
 			}
 			pr.Out.Header.Set("Authorization", "Bearer "+token)
+			if id := gatewayID(middleware.GetReqID(r.Context())); id != "" {
+				pr.Out.Header.Set(middleware.RequestIDHeader, id)
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			if loc := resp.Header.Get("Location"); loc != "" {

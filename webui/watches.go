@@ -100,7 +100,7 @@ func (u *ui) watches(ctx context.Context, c *v1alpha1.SftpConnection) ([]watchVi
 }
 
 func (u *ui) newWatchForm(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
-	return u.watchForm(c, map[string]string{"path": "/", "created": "on", "folder": "/"})(w, r, http.StatusOK, "")
+	return u.watchForm(c, map[string]string{"path": "/", "created": "on", "folder": "/"})(w, r, http.StatusOK, problems{})
 }
 
 // watchFormData is what the new-watch form offers: the connections a file
@@ -112,8 +112,8 @@ type watchFormData struct {
 }
 
 // watchForm draws the new-watch form of connection c, filled with values.
-func (u *ui) watchForm(c *v1alpha1.SftpConnection, values map[string]string) func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
-	return func(w http.ResponseWriter, r *http.Request, status int, problem string) error {
+func (u *ui) watchForm(c *v1alpha1.SftpConnection, values map[string]string) drawForm {
+	return func(w http.ResponseWriter, r *http.Request, status int, problem problems) error {
 		data := watchFormData{Conn: c.Name}
 		var list v1alpha1.SftpConnectionList
 		if err := u.client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
@@ -134,7 +134,7 @@ func (u *ui) watchForm(c *v1alpha1.SftpConnection, values map[string]string) fun
 				data.Public = append(data.Public, k)
 			}
 		}
-		u.render(w, r, status, "watch_form", page{Title: "Watch a folder of " + c.Name, Form: values, Error: problem, Data: data})
+		u.render(w, r, status, "watch_form", page{Title: "Watch a folder of " + c.Name, Form: values, Error: problem.form, Errors: problem.fields, Data: data})
 		return nil
 	}
 }
@@ -166,7 +166,7 @@ func (u *ui) createWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 		err = u.client.Create(r.Context(), watch)
 		noteObject(r, "SftpWatch", watch.Name)
 		if apierrors.IsInvalid(err) {
-			err = &personError{"the server refused these settings: " + invalidCauses(err)}
+			err = &personError{"The server refused these settings: " + invalidCauses(err)}
 		}
 		err = u.quotaReached(err)
 	}
@@ -185,22 +185,22 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 	if path == "" {
 		path = "/"
 	}
+	mistakes := fieldErrors{}
 	if !cleanPath(path) {
-		return nil, &personError{fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming), with no . or .. parts", path)}
+		mistakes.add("path", fmt.Sprintf("%q is not a folder of the connection: start it with / (such as /incoming), with no . or .. parts.", path))
 	}
 	watch := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: c.Name + "-"},
 		Spec: v1alpha1.SftpWatchSpec{ConnectionRef: v1alpha1.ConnectionReference{Name: c.Name}, Path: path}}
 	if values["url"] != "" || values["to"] == "" {
 		target, err := url.Parse(values["url"])
 		if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" || target.User != nil {
-			return nil, &personError{"give the webhook's address, such as https://example.com/hooks/sftp, or a connection to transfer each file to"}
+			mistakes.add("url", "Give the webhook's address, such as https://example.com/hooks/sftp, or a connection to transfer each file to.")
+		} else {
+			watch.Spec.Sink = &v1alpha1.Destination{URI: target.String()}
 		}
-		watch.Spec.Sink = &v1alpha1.Destination{URI: target.String()}
 	}
 	if values["to"] != "" {
-		if err := readWatchTransfer(watch, values); err != nil {
-			return nil, err
-		}
+		readWatchTransfer(watch, values, mistakes)
 	}
 	for _, e := range formEvents {
 		if values[e.field] != "" {
@@ -208,16 +208,17 @@ func readWatchForm(c *v1alpha1.SftpConnection, values map[string]string) (*v1alp
 		}
 	}
 	if len(watch.Spec.Events) == 0 {
-		return nil, &personError{"choose at least one change to be told of"}
+		mistakes.add("events", "Choose at least one change to be told of.")
 	}
-	return watch, nil
+	return watch, mistakes.err()
 }
 
-// readWatchTransfer reads the form's transfer on arrival into watch.
-func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) error {
+// readWatchTransfer reads the form's transfer on arrival into watch,
+// noting its mistakes.
+func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string, mistakes fieldErrors) {
 	for _, field := range []string{"folder", "done", "failed"} {
 		if v := values[field]; v != "" && !cleanPath(v) {
-			return &personError{fmt.Sprintf("%q is not a folder: start it with / (such as /clear), with no . or .. parts", v)}
+			mistakes.add(field, fmt.Sprintf("%q is not a folder: start it with / (such as /clear), with no . or .. parts.", v))
 		}
 	}
 	opts := &v1alpha1.TransferOptions{Destination: v1alpha1.TransferDestination{
@@ -226,7 +227,7 @@ func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) erro
 	case "":
 	case "decrypt":
 		if values["key"] == "" {
-			return &personError{"choose the private key that decrypts the files"}
+			mistakes.add("key", "Choose the private key that decrypts the files.")
 		}
 		d := &v1alpha1.OpenPGPDecrypt{KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: values["key"]}}
 		if v := values["verify"]; v != "" {
@@ -235,7 +236,7 @@ func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) erro
 		opts.OpenPGP = &v1alpha1.TransferOpenPGP{Decrypt: d}
 	case "encrypt":
 		if values["recipient"] == "" {
-			return &personError{"choose the public key the files are encrypted to"}
+			mistakes.add("recipient", "Choose the public key the files are encrypted to.")
 		}
 		e := &v1alpha1.OpenPGPEncrypt{Recipients: []v1alpha1.OpenPGPKeyRef{{Name: values["recipient"]}}}
 		if v := values["signwith"]; v != "" {
@@ -243,14 +244,13 @@ func readWatchTransfer(watch *v1alpha1.SftpWatch, values map[string]string) erro
 		}
 		opts.OpenPGP = &v1alpha1.TransferOpenPGP{Encrypt: e}
 	default:
-		return &personError{"choose to decrypt, to encrypt, or neither"}
+		mistakes.add("openpgp", "Choose to decrypt, to encrypt, or neither.")
 	}
 	watch.Spec.Transfer = opts
 	if values["done"] != "" {
 		watch.Spec.AfterDelivery = v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: values["done"]}
 	}
 	watch.Spec.AfterDelivery.FailedTo = values["failed"]
-	return nil
 }
 
 // ownTransferRefs checks that a transfer on arrival names the account's
@@ -275,11 +275,11 @@ func (u *ui) ownTransferRefs(r *http.Request, ns string, t *v1alpha1.TransferOpt
 		err := u.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, &s)
 		switch {
 		case apierrors.IsNotFound(err) || err == nil && s.Labels[labelOpenPGPKey] == "":
-			return &personError{"there is no OpenPGP key " + name + " in your account"}
+			return &personError{"There is no OpenPGP key " + name + " in this team."}
 		case err != nil:
 			return err
 		case s.Labels[labelOpenPGPKey] != kind:
-			return &personError{fmt.Sprintf("the key %s is %s: a %s key is needed there", name, s.Labels[labelOpenPGPKey], kind)}
+			return &personError{fmt.Sprintf("The key %s is %s: a %s key is needed there.", name, s.Labels[labelOpenPGPKey], kind)}
 		}
 	}
 	return nil

@@ -55,6 +55,21 @@ func TestFileBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"]`)),
 	))
 	testwebui.CheckPage(t, ctx, "files")
+	// A folder or a file that is not there: a 404 page that says so and
+	// offers neither uploads nor a download.
+	for _, missing := range []struct{ path, says, page string }{
+		{"/shelf/files?path=/docs/gone", "There is no folder /docs/gone on shelf", "files (a missing folder)"},
+		{"/shelf/files/view?path=/docs/gone.txt", "There is no file /docs/gone.txt on shelf", "a missing file"},
+	} {
+		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections"+missing.path), chromedp.WaitVisible(chromedp.CSS(".alert.error"))))
+		shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(".alert.error").textContent + " | " + document.querySelectorAll("#upload-files, a[download]").length`))
+		must(t, err)
+		if !strings.HasPrefix(shown, missing.says) || !strings.HasSuffix(shown, " | 0") {
+			t.Errorf("%s shows %q", missing.path, shown)
+		}
+		testwebui.CheckPage(t, ctx, missing.page)
+	}
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/shelf/files?path=/docs"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="readme.txt"]`))))
 	// The file input is hidden: its label, the button, shows the focus.
 	must(t, chromedp.Do(ctx, chromedp.Focus(chromedp.ID("upload-files"))))
 	if outline, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('label[for="upload-files"]')).outlineStyle`)); err != nil || outline != "solid" {
@@ -150,7 +165,6 @@ func TestFileBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`button.danger`)),
 		))
 		if name == "deep" {
-			testwebui.CheckPage(t, ctx, "delete a folder")
 			testwebui.CheckPage(t, ctx, "delete a folder")
 		} else {
 			testwebui.CheckPage(t, ctx, "delete a file")

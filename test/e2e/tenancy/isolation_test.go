@@ -854,7 +854,7 @@ func TestIsolation(t *testing.T) {
 			logins := attacker.sshd.Logins(t)
 			status, page := stolen.Form(t, "/connections/"+victim.uiConn+"/edit", url.Values{"host": {attacker.sshd.Host},
 				"port": {fmt.Sprint(attacker.sshd.Port)}, "username": {testsshd.User}, "auth": {"password"}, "trust": {"first-use"}})
-			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "enter the password again") {
+			if status != http.StatusUnprocessableEntity || !strings.Contains(page, "Enter the password again") {
 				t.Errorf("editing the host without the password: %d", status)
 			}
 			var conn v1alpha1.SftpConnection

@@ -51,6 +51,23 @@ func TestOpenPGPInbox(t *testing.T) {
 		))
 	}
 	private, public := ours.Private(t), partner.Public(t, true)
+	// A key that does not read is said so beside the field to change, in
+	// words, and what was pasted stays, but a private key.
+	for _, tc := range []struct{ key, passphrase, field, says, kept string }{
+		{"not a key at all", "", "key", "This is not an OpenPGP key.", "not a key at all"},
+		{string(private), "", "passphrase", "This private key is locked: enter its passphrase.", ""},
+		{string(private), "not its passphrase", "passphrase", "This passphrase does not unlock the key.", ""},
+	} {
+		must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/openpgp"), chromedp.SendKeys(chromedp.ID("name"), "refused"),
+			chromedp.SetValue(chromedp.ID("key"), tc.key), chromedp.SendKeys(chromedp.ID("passphrase"), tc.passphrase),
+			chromedp.Submit(chromedp.ID("name")), chromedp.WaitVisible(chromedp.ID(tc.field+"-error"))))
+		shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.getElementById("`+tc.field+`-error").textContent, document.getElementById("key").value]`))
+		must(t, err)
+		if !strings.HasPrefix(shown[0], tc.says) || strings.TrimSpace(shown[1]) != tc.kept {
+			t.Errorf("%q with passphrase %q: beside %s %q, the key box holds %d bytes", tc.key[:min(len(tc.key), 20)], tc.passphrase, tc.field, shown[0], len(shown[1]))
+		}
+	}
+	testwebui.CheckPage(t, ctx, "OpenPGP keys (refused)")
 	addKey("our-key", private, testgpg.Passphrase)
 	addKey("partner-key", public, "")
 	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
@@ -61,7 +78,6 @@ func TestOpenPGPInbox(t *testing.T) {
 		strings.Contains(html, privateLine) || strings.Contains(html, publicLine) || strings.Contains(html, testgpg.Passphrase) {
 		t.Errorf("the keys page does not show the fingerprints alone: %s", html)
 	}
-	testwebui.CheckPage(t, ctx, "OpenPGP keys")
 	testwebui.CheckPage(t, ctx, "OpenPGP keys")
 
 	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/partner/watches/new"), chromedp.WaitVisible(chromedp.ID("to"))))
@@ -120,6 +136,5 @@ func TestOpenPGPInbox(t *testing.T) {
 		must(t, err)
 		return strings.Contains(row, "files to archive:/clear, decrypted") && strings.Contains(row, "1 transferred"), fmt.Sprintf("%q", row)
 	})
-	testwebui.CheckPage(t, ctx, "connection (watching an inbox)")
 	testwebui.CheckPage(t, ctx, "connection (watching an inbox)")
 }

@@ -78,6 +78,24 @@ func TestShareLinks(t *testing.T) {
 	must(t, os.Chmod(filepath.Join(owner.sshd.Dir, "dropbox"), 0o777))
 	must(t, os.WriteFile(filepath.Join(owner.sshd.Dir, "reports", "q3.csv"), []byte("id,total\n1,42\n"), 0o644))
 
+	// A link to nothing, or to a file as a drop box, is refused when
+	// made, beside each field to change, what was typed kept.
+	for path, wants := range map[string][]string{
+		"/reports/q4.csv": {"There is no file or folder /reports/q4.csv on " + owner.uiConn, `id="maxUses-error"`},
+		"/reports/q3.csv": {"An upload link needs a folder, and /reports/q3.csv is a file", `id="maxUses-error"`},
+	} {
+		mode := map[string]string{"/reports/q4.csv": "Download", "/reports/q3.csv": "Upload"}[path]
+		status, page := owner.ui.Form(t, "/connections/"+owner.uiConn+"/shares", url.Values{"path": {path}, "mode": {mode}, "expires": {"7d"}, "maxUses": {"0"}})
+		if status != http.StatusUnprocessableEntity {
+			t.Errorf("a %s link to %s: %d, want 422", mode, path, status)
+		}
+		for _, want := range append(wants, `id="path-error"`, `value="`+path+`"`) {
+			if !strings.Contains(page, want) {
+				t.Errorf("a %s link to %s: the form does not show %s", mode, path, want)
+			}
+		}
+	}
+
 	download := shareLinkURL(t, owner, url.Values{"name": {"q3"}, "path": {"/reports"}, "mode": {"Download"}, "expires": {"7d"}, "maxUses": {"2"}})
 	ctx := testwebui.Browser(t)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(download), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="q3.csv"]`))))
