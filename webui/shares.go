@@ -187,6 +187,8 @@ func (u *ui) createShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 	if err := u.call(r.Context(), c, "stat", map[string]any{"path": share.Spec.Path}, &st); err != nil {
 		f, ok := errors.AsType[*gatewayFailure](err)
 		switch {
+		case ok && f.Code == "connection_not_ready":
+			mistakes.add("", "The files of "+c.Name+" cannot be reached now ("+f.Message+"): make the link once its test passed.")
 		case !ok || f.Status == http.StatusTooManyRequests || f.Status >= http.StatusInternalServerError:
 			return err
 		case f.Code == "not_found":

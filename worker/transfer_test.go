@@ -169,7 +169,7 @@ func TestTransfer(t *testing.T) {
 		t.Errorf("moved: %s %+v; left at the source: %v", readyReason(got), got.Status, src.has("single/moved.csv"))
 	}
 	got = finished(t, many)
-	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 50 || got.Status.Progress != "50/50 files, 100%" {
+	if readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 50 || got.Status.Progress != "50 of 50 files, 100%" {
 		t.Errorf("many: %s %+v", readyReason(got), got.Status)
 	}
 	for i := range 50 {

@@ -83,6 +83,13 @@ func newTenant(t *testing.T, name string) *tenant {
 	if tn.ns == "" {
 		t.Fatalf("no namespace holds %s's connection", name)
 	}
+	// Its files are reached once its test passed (a share link is made
+	// only to a file or folder that is there).
+	testkit.Eventually(t, name+"'s connection is Ready", func() bool {
+		var c v1alpha1.SftpConnection
+		must(t, k8s.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: tn.uiConn}, &c))
+		return meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionReady)
+	})
 	if status, _ := tn.ui.Form(t, "/keys", url.Values{"connection": {tn.uiConn}, "expires": {"30d"}}); status != http.StatusOK {
 		t.Fatalf("%s makes a key: %d", name, status)
 	}
