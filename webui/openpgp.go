@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -94,14 +95,14 @@ func (u *ui) uploadOpenPGPKey(w http.ResponseWriter, r *http.Request) error {
 // what to do, in words for the person: pgp's own name the Secret and the
 // library's errors.
 func keyProblem(err error) (field, msg string) {
-	switch s := err.Error(); {
-	case strings.Contains(s, "is locked by a passphrase"):
+	switch {
+	case errors.Is(err, pgp.ErrLocked):
 		return "passphrase", "This private key is locked: enter its passphrase."
-	case strings.Contains(s, "passphrase does not unlock"):
+	case errors.Is(err, pgp.ErrWrongPassphrase):
 		return "passphrase", "This passphrase does not unlock the key."
-	case strings.Contains(s, "is not an OpenPGP key"), strings.Contains(s, "holds no OpenPGP key"):
+	case errors.Is(err, pgp.ErrNotAKey):
 		return "key", "This is not an OpenPGP key. Paste the whole block, from its -----BEGIN PGP line to its -----END PGP line, as gpg --export --armor writes it."
-	case strings.Contains(s, "keys, more than"):
+	case errors.Is(err, pgp.ErrTooManyKeys):
 		return "key", "Give one key at a time: this holds more than may be kept together."
 	}
 	return "key", "This key cannot be used: " + err.Error() + "."

@@ -42,10 +42,34 @@ const (
 type Error struct {
 	Reason string
 	Err    error
+	// Kind is what was wrong with a key ReadKeys refused, for errors.Is
+	// (ErrNotAKey, ErrLocked, ErrWrongPassphrase, ErrTooManyKeys), so that
+	// a form can say it in its own words; nil for other failures.
+	Kind error
 }
 
+// What ReadKeys found wrong with a key (Error.Kind).
+var (
+	ErrNotAKey         = errors.New("not an OpenPGP key")
+	ErrLocked          = errors.New("locked by a passphrase none was given for")
+	ErrWrongPassphrase = errors.New("the passphrase does not unlock the key")
+	ErrTooManyKeys     = errors.New("more keys than one Secret may hold")
+)
+
 func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
+
+func (e *Error) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Kind}
+}
+
+// of is e, of kind.
+func (e *Error) of(kind error) *Error {
+	e.Kind = kind
+	return e
+}
 
 func failed(reason, format string, args ...any) *Error {
 	return &Error{Reason: reason, Err: fmt.Errorf(format, args...)}
@@ -73,24 +97,24 @@ func ReadKeys(b []byte, passphrase []byte, what string) (Keys, error) {
 	}
 	switch {
 	case err != nil:
-		return nil, failed(KeyNotFound, "%s is not an OpenPGP key: %s", what, message(err))
+		return nil, failed(KeyNotFound, "%s is not an OpenPGP key: %s", what, message(err)).of(ErrNotAKey)
 	case len(keys) == 0:
-		return nil, failed(KeyNotFound, "%s holds no OpenPGP key", what)
+		return nil, failed(KeyNotFound, "%s holds no OpenPGP key", what).of(ErrNotAKey)
 	case len(keys) > MaxKeysPerSecret:
-		return nil, failed(KeyNotFound, "%s holds %d keys, more than the %d allowed", what, len(keys), MaxKeysPerSecret)
+		return nil, failed(KeyNotFound, "%s holds %d keys, more than the %d allowed", what, len(keys), MaxKeysPerSecret).of(ErrTooManyKeys)
 	}
 	for _, k := range keys {
 		if k.PrivateKey == nil || !k.PrivateKey.Encrypted && !anyEncrypted(k) {
 			continue
 		}
 		if len(passphrase) == 0 {
-			return nil, failed(KeyNotFound, "%s is locked by a passphrase, and the Secret has none", what)
+			return nil, failed(KeyNotFound, "%s is locked by a passphrase, and the Secret has none", what).of(ErrLocked)
 		}
 		if err := checkS2K(k); err != nil {
 			return nil, failed(KeyNotFound, "%s: %s", what, err)
 		}
 		if err := k.DecryptPrivateKeys(passphrase); err != nil {
-			return nil, failed(KeyNotFound, "the passphrase does not unlock %s", what)
+			return nil, failed(KeyNotFound, "the passphrase does not unlock %s", what).of(ErrWrongPassphrase)
 		}
 	}
 	return keys, nil
