@@ -2,7 +2,9 @@ package webui
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -233,6 +235,35 @@ func FuzzOIDCCallback(f *testing.F) {
 		}
 		if !cleared {
 			t.Fatalf("%q: the sign-in cookie is not cleared", rawQuery)
+		}
+	})
+}
+
+// FuzzPartnerAnswer: whatever the gateway answers a drop box's upload, a
+// refusal reaches the partner as the gateway's status and the UI's own
+// words in JSON, none of the gateway's (which name the owner's folder).
+func FuzzPartnerAnswer(f *testing.F) {
+	f.Add(409, `{"error":{"code":"already_exists","message":"/incoming/a.csv: already exists"}}`, "a.csv")
+	f.Add(413, `not json`, "")
+	f.Add(503, `{"error":{"code":"connection_not_ready","message":"/secret/folder"}}`, "b")
+	f.Add(204, ``, "")
+	f.Fuzz(func(t *testing.T, status int, body, name string) {
+		status = 100 + (status%500+500)%500
+		resp := &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
+		if err := partnerAnswer(resp, name); err != nil {
+			t.Fatal(err)
+		}
+		if status < http.StatusBadRequest {
+			return
+		}
+		var got struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Error.Message == "" || got.Error.Code == "" {
+			t.Fatalf("%d %q: the partner gets %+v (%v)", status, body, got, err)
+		}
+		if resp.StatusCode != status || len(body) > 8 && strings.Contains(got.Error.Message, body) {
+			t.Fatalf("%d %q: answered %d %q", status, body, resp.StatusCode, got.Error.Message)
 		}
 	})
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
@@ -466,7 +467,8 @@ func partnerAnswer(resp *http.Response, name string) error {
 func shareUploadName(share *v1alpha1.ShareLink, h http.Header) (string, error) {
 	name, err := entryName(path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")))
 	if err != nil {
-		raw := path.Base("/" + uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path"))
+		// The partner's own words back, bounded: a name is at most 255.
+		raw := statuspatch.Cut(path.Base("/"+uploadrecord.MetadataValue(h.Get("Upload-Metadata"), "path")), 255)
 		return "", &shareRefusal{status: http.StatusBadRequest, code: "name_not_allowed", title: "Not this name", message: "A file's name cannot be " + strconv.Quote(raw) + ": rename it and send it again."}
 	}
 	if up := share.Spec.Upload; up != nil {
