@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,6 +77,11 @@ func (u *ui) requireAccount(next http.Handler) http.Handler {
 		m := newMember(acct, s)
 		if err := u.joinTeam(w, r, acct, m); err != nil {
 			u.fail(w, r, err)
+			return
+		}
+		if m.team.Namespace == "" && !strings.HasPrefix(r.URL.Path, "/teams") {
+			// No team at all: only the teams page, to make one, serves.
+			http.Redirect(w, r, "/teams", http.StatusSeeOther)
 			return
 		}
 		// Pages act in the team's namespace, as the person.
@@ -215,13 +221,40 @@ func (u *ui) logIn(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	// Accounts made before quotas, or under other limits, get today's,
-	// and the file browser's key its place.
-	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
-		u.log.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
-	}
-	u.makeFilesKey(r.Context(), acct.Namespace)
+	u.settle(w, r, acct, nil)
 	return u.startSession(w, r, acct, "/connections")
+}
+
+// settle readies a person signing in, in groups: their own team gets
+// today's quota (an account made before quotas, or under other limits)
+// and the file browser's key its place; and the first page says which
+// other teams they are in, where they act when they have none of their
+// own.
+func (u *ui) settle(w http.ResponseWriter, r *http.Request, acct *accounts.Account, groups []string) {
+	ctx := r.Context()
+	if !acct.NoOwnTeam {
+		if err := u.accounts.EnsureQuota(ctx, acct); err != nil {
+			u.log.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
+		}
+		u.makeFilesKey(ctx, acct.Namespace)
+	}
+	others, err := u.otherTeams(ctx, newMember(acct, session{Groups: groups}))
+	if err != nil {
+		u.log.Warn("listing a person's teams", "error", err)
+		return
+	}
+	if len(others) == 0 {
+		return
+	}
+	first := others[0].Title()
+	if len(others) > 1 {
+		first += " and " + count(len(others)-1, "other team", "other teams")
+	}
+	if acct.NoOwnTeam {
+		u.notify(w, r, "You are a member of "+first+": this is where you work. Your account menu switches teams, and makes one of your own.")
+		return
+	}
+	u.notify(w, r, "You are also a member of "+first+". Switch teams from your account menu.")
 }
 
 // logInAllowed applies the log-in limits to one on the account of email:

@@ -35,6 +35,9 @@ type memberView struct {
 type membersPage struct {
 	Members []memberView
 	Roles   []string
+	// Team is the team's name; MaxName bounds it.
+	Team    accounts.Team
+	MaxName int
 }
 
 func (u *ui) listMembers(w http.ResponseWriter, r *http.Request) error {
@@ -73,8 +76,34 @@ func (u *ui) membersPage(w http.ResponseWriter, r *http.Request, status int, pro
 	for i, tr := range teamRoles {
 		roles[i] = tr.name
 	}
-	u.render(w, r, status, "members", page{Title: "Members", Error: problem.form, Errors: problem.fields, Form: formValues(r, "kind", "name", "role"),
-		Data: membersPage{Members: views, Roles: roles}})
+	form := formValues(r, "kind", "name", "role", "team")
+	team := memberFrom(r.Context()).team
+	if form["team"] == "" {
+		form["team"] = team.Name
+	}
+	u.render(w, r, status, "members", page{Title: "Members", Error: problem.form, Errors: problem.fields, Form: form,
+		Data: membersPage{Members: views, Roles: roles, Team: team, MaxName: accounts.MaxTeamName}})
+	return nil
+}
+
+// renameTeam names the team: its members see the name in their menus and
+// team lists, beside the owner's email.
+func (u *ui) renameTeam(w http.ResponseWriter, r *http.Request) error {
+	team, err := u.accounts.RenameTeam(r.Context(), accountFrom(r.Context()).Namespace, r.PostFormValue("team"))
+	switch {
+	case errors.Is(err, accounts.ErrTeamName):
+		return onForm(fieldErrors{"team": err.Error()}, u.membersPage)
+	case err != nil:
+		return err
+	}
+	// The browser's choice of team carries its name.
+	if m := memberFrom(r.Context()); m.team.Namespace != m.own {
+		if err := u.cookies.set(w, r, teamCookie, team); err != nil {
+			return err
+		}
+	}
+	u.notify(w, r, "The team is now called "+team.Name+".")
+	http.Redirect(w, r, "/members", http.StatusSeeOther)
 	return nil
 }
 
@@ -99,33 +128,36 @@ func (u *ui) addMember(w http.ResponseWriter, r *http.Request) error {
 	acct := accountFrom(r.Context())
 	role, name := r.PostFormValue("role"), strings.TrimSpace(r.PostFormValue("name"))
 	subject := rbacv1.Subject{APIGroup: rbacv1.GroupName}
+	mistakes := fieldErrors{}
 	switch r.PostFormValue("kind") {
 	case "person":
 		email, err := accounts.NormalizeEmail(name)
 		if err != nil {
-			return &formError{problem: problems{form: err.Error()}, status: http.StatusUnprocessableEntity, form: u.membersPage}
+			mistakes.add("name", err.Error())
 		}
 		subject.Kind, subject.Name = rbacv1.UserKind, accounts.UserName(email)
+		if email != "" && email == memberFrom(r.Context()).team.Owner {
+			mistakes.add("name", "the owner is always an admin of their team")
+		}
 	case "group":
 		if name == "" || len(name) > maxGroupName {
-			return &formError{problem: problems{form: "enter the group's name as the identity provider sends it (at most 64 characters)"},
-				status: http.StatusUnprocessableEntity, form: u.membersPage}
+			mistakes.add("name", "enter the group's name as the identity provider sends it (at most 64 characters)")
 		}
 		subject.Kind, subject.Name = rbacv1.GroupKind, accounts.GroupName(name)
 	default:
-		return &personError{"choose a person or a group"}
+		mistakes.add("kind", "choose a person or a group")
 	}
 	clusterRole := clusterRoleOf(role)
 	if clusterRole == "" {
-		return &personError{"choose a role: viewer, editor or admin"}
+		mistakes.add("role", "choose a role: viewer, editor or admin")
+	}
+	if err := mistakes.err(); err != nil {
+		return onForm(err, u.membersPage)
 	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: acct.Namespace, Name: memberBinding(subject), Labels: map[string]string{LabelMember: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
 		Subjects:   []rbacv1.Subject{subject},
-	}
-	if subject.Name == accounts.UserName(memberFrom(r.Context()).team.Name) {
-		return &formError{problem: problems{form: "the owner is always an admin of their team"}, status: http.StatusUnprocessableEntity, form: u.membersPage}
 	}
 	noteObject(r, "RoleBinding", binding.Name)
 	// A role changes by a new binding: a binding's role cannot change.
@@ -221,23 +253,41 @@ type teamsPage struct {
 // of (as a person or through a group), those of verified owners first.
 func (u *ui) listTeams(w http.ResponseWriter, r *http.Request) error {
 	m := memberFrom(r.Context())
-	teams, err := u.accounts.Teams(r.Context(), append([]string{m.user}, m.groups...))
+	teams, err := u.otherTeams(r.Context(), m)
 	if err != nil {
 		return err
 	}
-	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
-	slices.SortStableFunc(teams, func(a, b accounts.Team) int {
-		switch {
-		case a.Unverified == b.Unverified:
-			return 0
-		case a.Unverified:
-			return 1
+	if m.own != "" {
+		own := accounts.Team{Namespace: m.own, Name: "Your own team"}
+		if m.team.Namespace == m.own {
+			own = m.team
+		} else if t, err := u.accounts.TeamOf(r.Context(), m.own); err == nil {
+			own = t
 		}
-		return -1
-	})
-	own := accounts.Team{Namespace: m.own, Name: accountFrom(r.Context()).Email}
-	u.render(w, r, http.StatusOK, "teams", page{Title: "Teams", Data: teamsPage{Teams: append([]accounts.Team{own}, teams...),
-		Current: m.team.Namespace, Own: m.own}})
+		teams = append([]accounts.Team{own}, teams...)
+	}
+	u.render(w, r, http.StatusOK, "teams", page{Title: "Teams", Data: teamsPage{Teams: teams, Current: m.team.Namespace, Own: m.own}})
+	return nil
+}
+
+// makeOwnTeam makes the team of a person who had none of their own, and
+// takes them there.
+func (u *ui) makeOwnTeam(w http.ResponseWriter, r *http.Request) error {
+	acct, _, err := u.currentAccount(w, r)
+	if err != nil {
+		return err
+	}
+	if _, err := u.accounts.MakeOwnTeam(r.Context(), acct); err != nil {
+		if errors.Is(err, accounts.ErrFull) {
+			u.full(w, r, err)
+			return nil
+		}
+		return err
+	}
+	u.makeFilesKey(r.Context(), acct.Namespace)
+	u.cookies.clear(w, r, teamCookie)
+	u.notify(w, r, "Your own team is made: you are its admin.")
+	http.Redirect(w, r, "/connections", http.StatusSeeOther)
 	return nil
 }
 

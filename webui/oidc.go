@@ -235,7 +235,8 @@ func (u *ui) finishOIDC(w http.ResponseWriter, r *http.Request) error {
 	if c.Email == "" || (c.Verified != nil && !*c.Verified) || (c.Verified == nil && !u.oidc.opts.TrustEmail) {
 		return u.signInRefused(w, r, "The identity provider did not give a verified email address, which names your account here.")
 	}
-	acct, err := u.accounts.SignIn(r.Context(), c.Email)
+	groups := u.oidc.groups(id)
+	acct, err := u.accounts.SignIn(r.Context(), c.Email, groups)
 	noteAccount(r, acct)
 	switch {
 	case errors.Is(err, accounts.ErrInvalidEmail):
@@ -250,12 +251,9 @@ func (u *ui) finishOIDC(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := u.accounts.EnsureQuota(r.Context(), acct); err != nil {
-		u.log.Warn("setting an account's quota", "namespace", acct.Namespace, "error", err)
-	}
-	u.makeFilesKey(r.Context(), acct.Namespace)
+	u.settle(w, r, acct, groups)
 	raw, _ := token.Extra("id_token").(string)
-	s := session{Account: acct.ID, Epoch: acct.Session, SSO: true, Groups: u.oidc.groups(id),
+	s := session{Account: acct.ID, Epoch: acct.Session, SSO: true, Groups: groups,
 		Refresh: token.RefreshToken, IDToken: raw, Checked: time.Now().Unix()}
 	return u.startSSOSession(w, r, s, "/connections")
 }

@@ -119,7 +119,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 		p.Account = accountFrom(r.Context())
 	}
 	if m := memberFrom(r.Context()); m != nil {
-		p.Team, p.Role = m.team.Name, m.role
+		p.Team, p.Role = m.team.Title(), m.role
 	}
 	p.Notice = u.takeNotice(w, r)
 	var buf bytes.Buffer

@@ -427,6 +427,8 @@ func (u *ui) signedInRoutes() []signedInRoute {
 		{post, "/shares/{name}/delete", deleteShares, "share.delete", urlNamed("ShareLink", "name"), u.deleteShare},
 		{get, "/teams", noPermission, "", nil, u.listTeams},
 		{post, "/teams", noPermission, "team.switch", nil, u.switchTeam},
+		{post, "/teams/own", noPermission, "team.create", nil, u.makeOwnTeam},
+		{post, "/members/team-name", renameTeam, "team.rename", nil, u.renameTeam},
 	}
 }
 

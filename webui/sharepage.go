@@ -353,7 +353,7 @@ func (u *ui) sharedBy(ctx context.Context, share *v1alpha1.ShareLink) string {
 		return by
 	}
 	if team, err := u.accounts.TeamOf(ctx, share.Namespace); err == nil {
-		return "the team of " + team.Name
+		return "the team of " + team.Owner
 	}
 	return "its owner"
 }

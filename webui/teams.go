@@ -78,6 +78,7 @@ var (
 	seeMembers        = permission{"list", "members"}
 	addMembers        = permission{"create", "members"}
 	removeMembers     = permission{"delete", "members"}
+	renameTeam        = permission{"update", "members"}
 	seeActivity       = permission{"get", "activity"}
 	seeShares         = permission{"list", "sharelinks"}
 	createShares      = permission{"create", "sharelinks"}
@@ -91,8 +92,10 @@ type member struct {
 	// user and groups are theirs to RBAC.
 	user   string
 	groups []string
-	// own is their account's namespace; team the one they act in, and
-	// role theirs there ("" when RBAC grants them none of the roles).
+	// own is their account's namespace ("" before they make their own
+	// team); team the one they act in (none, Namespace "", when they have
+	// no team at all), and role theirs there ("" when RBAC grants them
+	// none of the roles).
 	own  string
 	team accounts.Team
 	role string
@@ -107,7 +110,10 @@ func memberFrom(ctx context.Context) *member {
 
 // newMember is the person of acct and their session's groups.
 func newMember(acct *accounts.Account, s session) *member {
-	m := &member{user: acct.RBACUser(), own: acct.Namespace}
+	m := &member{user: acct.RBACUser()}
+	if !acct.NoOwnTeam {
+		m.own = acct.Namespace
+	}
 	for _, g := range s.Groups {
 		m.groups = append(m.groups, accounts.GroupName(g))
 	}
@@ -141,13 +147,15 @@ func (u *ui) roleIn(ctx context.Context, m *member, namespace string) (string, e
 }
 
 // joinTeam is m in the team the browser chose (its own account's when
-// none, or when it is a member there no more), with their role there.
-// An owner whose namespace lacks its owner binding (an account made
-// before teams) gets it.
+// none, or when it is a member there no more), with their role there. A
+// person without a team of their own acts in the first team that lists
+// them where they still have a role (none left: no team). An owner whose
+// namespace lacks its owner binding (an account made before teams) gets
+// it.
 func (u *ui) joinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Account, m *member) error {
 	ctx := r.Context()
 	var chosen accounts.Team
-	if u.cookies.get(r, teamCookie, &chosen) && chosen.Namespace != acct.Namespace {
+	if u.cookies.get(r, teamCookie, &chosen) && chosen.Namespace != m.own {
 		role, err := u.roleIn(ctx, m, chosen.Namespace)
 		if err != nil {
 			return err
@@ -158,7 +166,10 @@ func (u *ui) joinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Acc
 		}
 		u.cookies.clear(w, r, teamCookie)
 	}
-	m.team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email, Unverified: !acct.Verified}
+	if m.own == "" {
+		return u.landInTeam(w, r, m)
+	}
+	m.team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email, Owner: acct.Email, Unverified: !acct.Verified}
 	role, err := u.roleIn(ctx, m, acct.Namespace)
 	if err == nil && role == "" {
 		if err = u.accounts.EnsureOwner(ctx, acct); err == nil {
@@ -167,6 +178,47 @@ func (u *ui) joinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Acc
 	}
 	m.role = role
 	return err
+}
+
+// landInTeam is m, who has no team of their own, in the first team of
+// their index where RBAC grants them a role, those of verified owners
+// first; the browser keeps it. None: m.team stays empty.
+func (u *ui) landInTeam(w http.ResponseWriter, r *http.Request, m *member) error {
+	teams, err := u.otherTeams(r.Context(), m)
+	if err != nil {
+		return err
+	}
+	for _, t := range teams {
+		role, err := u.roleIn(r.Context(), m, t.Namespace)
+		if err != nil {
+			return err
+		}
+		if role != "" {
+			m.team, m.role = t, role
+			return u.cookies.set(w, r, teamCookie, t)
+		}
+	}
+	return nil
+}
+
+// otherTeams are the teams the index lists for m, other than their own,
+// those of verified owners first.
+func (u *ui) otherTeams(ctx context.Context, m *member) ([]accounts.Team, error) {
+	teams, err := u.accounts.Teams(ctx, append([]string{m.user}, m.groups...))
+	if err != nil {
+		return nil, err
+	}
+	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.own })
+	slices.SortStableFunc(teams, func(a, b accounts.Team) int {
+		switch {
+		case a.Unverified == b.Unverified:
+			return 0
+		case a.Unverified:
+			return 1
+		}
+		return -1
+	})
+	return teams, nil
 }
 
 // may lets h serve only people whom RBAC allows p in the team they act

@@ -3,13 +3,21 @@ package webui_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testoidc"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testwebui"
 	"github.com/sftpgate/sftpgate/webui/accounts"
 )
@@ -67,5 +75,110 @@ func TestTeamIndexBound(t *testing.T) {
 	must(t, store.UnindexTeam(ctx, person, first))
 	if got, want := teams(person), []string{second}; !slices.Equal(got, want) {
 		t.Errorf("the person's teams once one removed them: %v, want %v", got, want)
+	}
+}
+
+// TestInvitedPeopleLandInTheirTeam: people whom an owner of a verified
+// email added (through a provider's group, or by email) sign in through
+// the provider for the first time and work in that team: no empty team
+// of their own is made, the first page says where they are, and the team
+// goes by the name its admin gave it, beside the owner's email. Asked,
+// they get a team of their own; removed from the only team they had,
+// they reach the teams page and nothing else. A team of an unverified
+// owner lands no one: its member gets a team of their own, and is told
+// of the other.
+func TestInvitedPeopleLandInTheirTeam(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newUIServer(nil).Accounts()
+	owner := newClient(t)
+	team, err := store.SignUpWithNamespace(ctx, owner.Email, testwebui.Password, accounts.NewNamespaceName(), true)
+	must(t, err)
+	if status, body := owner.Form(t, "/login", url.Values{"email": {owner.Email}, "password": {testwebui.Password}}); status != http.StatusOK {
+		t.Fatalf("the owner logs in: %d %s", status, body)
+	}
+	if status, body := owner.Form(t, "/members/team-name", url.Values{"team": {"Pay\x00roll"}}); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, `id="team-error"`) {
+		t.Errorf("a team name with a control character: %d %s", status, body)
+	}
+	if status, body := owner.Form(t, "/members/team-name", url.Values{"team": {" Payroll "}}); status != http.StatusOK ||
+		!strings.Contains(body, "The team is now called Payroll.") {
+		t.Fatalf("naming the team: %d %s", status, body)
+	}
+	grouped, byEmail, elsewhere := newClient(t), newClient(t), newClient(t)
+	for _, add := range []url.Values{
+		{"kind": {"group"}, "name": {"payroll"}, "role": {"viewer"}},
+		{"kind": {"person"}, "name": {byEmail.Email}, "role": {"editor"}},
+	} {
+		if status, body := owner.Form(t, "/members", add); status != http.StatusOK {
+			t.Fatalf("adding %v: %d %s", add, status, body)
+		}
+	}
+	stranger := newClient(t)
+	stranger.SignUp(t)
+	if status, body := stranger.Form(t, "/members", url.Values{"kind": {"person"}, "name": {elsewhere.Email}, "role": {"editor"}}); status != http.StatusOK {
+		t.Fatalf("an unverified owner adds a member: %d %s", status, body)
+	}
+	const password = "the provider's password"
+	p := testwebui.StartProvider(t, testoidc.User{Email: grouped.Email, Password: password, Groups: []string{"payroll"}},
+		testoidc.User{Email: byEmail.Email, Password: password}, testoidc.User{Email: elsewhere.Email, Password: password})
+	sso := ssoUI(p, time.Minute)
+	hasOwnTeam := func(email string) bool {
+		t.Helper()
+		acct, err := store.SignIn(ctx, email, nil)
+		must(t, err)
+		err = k8s.Get(ctx, client.ObjectKey{Name: acct.Namespace}, &corev1.Namespace{})
+		if made := err == nil; made == acct.NoOwnTeam {
+			t.Fatalf("%s: namespace made %v (%v), the account says none %v", email, made, err, acct.NoOwnTeam)
+		}
+		return !acct.NoOwnTeam
+	}
+
+	browser := testwebui.Browser(t)
+	must(t, chromedp.Do(browser, chromedp.Navigate(sso+"/login")))
+	testwebui.SignInAtProvider(t, browser, grouped.Email, password)
+	where, err := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(".team")))
+	must(t, err)
+	notice, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(".alert.ok")))
+	must(t, err)
+	if want := "Payroll (" + owner.Email + ") (viewer)"; !strings.Contains(where, want) || !strings.Contains(notice, "You are a member of Payroll") {
+		t.Errorf("a member's first page says they are in %q, with %q; want %q", where, notice, want)
+	}
+	testwebui.CheckPage(t, browser, "connections, a member's first sign-in")
+	if hasOwnTeam(grouped.Email) {
+		t.Error("a member's first sign-in made them an empty team")
+	}
+	must(t, chromedp.Do(browser, chromedp.Navigate(sso+"/teams"), chromedp.WaitVisible(chromedp.CSS(`form[action="/teams/own"]`))))
+	testwebui.CheckPage(t, browser, "teams, none of one's own")
+	must(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`form[action="/teams/own"] button`)), chromedp.WaitVisible(chromedp.CSS(".alert.ok"))))
+	where, err = chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(".team")))
+	must(t, err)
+	if !strings.Contains(where, grouped.Email+" (admin)") || !hasOwnTeam(grouped.Email) {
+		t.Errorf("asked for a team of their own, the member is in %q", where)
+	}
+
+	byEmail.Base = sso
+	if _, body := byEmail.SignInAtProvider(t, password); !strings.Contains(body, "You are a member of Payroll") {
+		t.Errorf("a person added by email signs in to: %s", body)
+	}
+	var bindings rbacv1.RoleBindingList
+	must(t, k8s.List(ctx, &bindings, client.InNamespace(team.Namespace)))
+	for _, b := range bindings.Items {
+		if b.Subjects[0].Name == accounts.UserName(byEmail.Email) {
+			if status, body := owner.Form(t, "/members/"+b.Name+"/remove", nil); status != http.StatusOK {
+				t.Fatalf("removing a member: %d %s", status, body)
+			}
+		}
+	}
+	if status, body := byEmail.Get(t, "/connections"); status != http.StatusOK || !strings.Contains(body, "You are in no team now") || strings.Contains(body, "Payroll") {
+		t.Errorf("removed from their only team, a person sees: %d %s", status, body)
+	}
+	if status, _ := byEmail.Get(t, "/activity"); status != http.StatusOK {
+		t.Errorf("with no team, a page answers %d, not the teams page", status)
+	}
+
+	elsewhere.Base = sso
+	if _, body := elsewhere.SignInAtProvider(t, password); !strings.Contains(body, "You are also a member of") || !hasOwnTeam(elsewhere.Email) {
+		t.Errorf("a member of an unverified owner's team signs in to: %s", body)
 	}
 }

@@ -50,8 +50,8 @@ var verbs = map[string]string{
 	"webui.member.add": "added a member", "webui.member.remove": "removed a member",
 	"webui.share.create": "made a share link", "webui.share.delete": "deleted a share link",
 	"webui.share.download": "downloaded through a share link", "webui.share.upload": "sent through a share link",
-	"webui.team.switch": "switched team",
-	"gateway.read":      "read", "gateway.write": "wrote", "gateway.list": "listed", "gateway.stat": "looked at",
+	"webui.team.switch": "switched team", "webui.team.create": "made their own team", "webui.team.rename": "renamed the team",
+	"gateway.read": "read", "gateway.write": "wrote", "gateway.list": "listed", "gateway.stat": "looked at",
 	"gateway.unlink": "deleted", "gateway.rmdir": "deleted the folder", "gateway.mkdir": "made the folder",
 	"gateway.rename": "renamed", "gateway.copy": "copied", "gateway.upload": "uploaded", "gateway.chmod": "changed the mode of",
 }

@@ -175,8 +175,8 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 	return st.createInbox(ctx, k8s, eventsURL)
 }
 
-// createDemoViewers makes the demo provider's group demoViewers viewers
-// of the demo team, as its Members page would.
+// createDemoViewers names the demo team and makes the demo provider's
+// group demoViewers its viewers, as its Members page would.
 func createDemoViewers(ctx context.Context, k8s client.Client, store *accounts.Store) error {
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "demo-viewers"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "sftpgate-team-viewer"},
@@ -184,7 +184,11 @@ func createDemoViewers(ctx context.Context, k8s client.Client, store *accounts.S
 	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return store.IndexTeam(ctx, accounts.GroupName(demoViewers), accounts.Team{Namespace: demoNamespace, Name: demoEmail})
+	team, err := store.RenameTeam(ctx, demoNamespace, "Demo team")
+	if err != nil {
+		return err
+	}
+	return store.IndexTeam(ctx, accounts.GroupName(demoViewers), team)
 }
 
 // waitReady waits for the demo connection, key and watch to be Ready, so

@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -26,8 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -52,6 +51,10 @@ const (
 	// provider or the operator vouched for it. Only such accounts are the
 	// people teams name by email.
 	keyVerified = "emailVerified"
+	// keyNoOwnTeam says the account's namespace is named but not made: its
+	// person was a team's member before their first sign-in, and gets a
+	// team of their own when they ask for one (MakeOwnTeam).
+	keyNoOwnTeam = "noOwnTeam"
 )
 
 // Password length bounds: bcrypt reads at most 72 bytes.
@@ -114,6 +117,8 @@ type Account struct {
 	Session string
 	// Verified: an identity provider or the operator vouched for the email.
 	Verified bool
+	// NoOwnTeam: Namespace is not made yet (keyNoOwnTeam).
+	NoOwnTeam bool
 }
 
 // RBACUser is who the account's person is to RBAC: by email when it is
@@ -218,13 +223,16 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 	if err != nil {
 		return nil, err
 	}
-	return s.create(ctx, email, hash, namespace, verified)
+	return s.create(ctx, email, hash, namespace, verified, true)
 }
 
 // SignIn returns the account of email, a person an identity provider
-// vouched for, making it and its namespace on their first sign-in. An
-// account made so has no password: only the provider signs it in.
-func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
+// vouched for, in groups (the provider's), making it on their first
+// sign-in. An account made so has no password: only the provider signs it
+// in. Its namespace is made with it, unless a team of a verified owner
+// already lists the person or one of their groups: they came to work
+// there, and get a team of their own when they ask (MakeOwnTeam).
+func (s *Store) SignIn(ctx context.Context, email string, groups []string) (*Account, error) {
 	ctx = context.WithoutCancel(ctx)
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -241,7 +249,11 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 			}
 			return nil, ErrUnverified
 		}
-		acct, err := s.create(ctx, email, nil, NewNamespaceName(), true)
+		invited, err := s.invited(ctx, email, groups)
+		if err != nil {
+			return nil, err
+		}
+		acct, err := s.create(ctx, email, nil, NewNamespaceName(), true, !invited)
 		if !errors.Is(err, ErrEmailTaken) {
 			return acct, err
 		}
@@ -254,9 +266,9 @@ func (s *Store) SignIn(ctx context.Context, email string) (*Account, error) {
 func NewNamespaceName() string { return strings.ToLower("sftpgate-" + rand.Text()[:12]) }
 
 // create makes the account of email, with a password hash (none: only an
-// identity provider signs it in), and its namespace.
-func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string, verified bool) (*Account, error) {
-	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text(), Verified: verified}
+// identity provider signs it in), and its namespace unless not ownTeam.
+func (s *Store) create(ctx context.Context, email string, hash []byte, namespace string, verified, ownTeam bool) (*Account, error) {
+	acct := &Account{ID: id(email), Email: email, Namespace: namespace, Session: rand.Text(), Verified: verified, NoOwnTeam: !ownTeam}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: acct.ID, Labels: map[string]string{LabelAccount: "true"}},
 		Type:       SecretType,
@@ -267,6 +279,16 @@ func (s *Store) create(ctx context.Context, email string, hash []byte, namespace
 	}
 	if verified {
 		secret.Data[keyVerified] = []byte("true")
+	}
+	if !ownTeam {
+		secret.Data[keyNoOwnTeam] = []byte("true")
+		if err := s.Client.Create(ctx, secret); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, ErrEmailTaken
+			}
+			return nil, fmt.Errorf("creating the account: %w", err)
+		}
+		return acct, nil
 	}
 	if err := s.claim(ctx, secret, acct); err != nil {
 		return nil, err
@@ -296,12 +318,72 @@ func (s *Store) claim(ctx context.Context, secret *corev1.Secret, acct *Account)
 		}
 		return fmt.Errorf("creating the account: %w", err)
 	}
+	if err := s.makeNamespace(ctx, acct); err != nil {
+		_ = s.Client.Delete(ctx, secret)
+		return err
+	}
+	return nil
+}
+
+func (s *Store) makeNamespace(ctx context.Context, acct *Account) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acct.Namespace, Labels: map[string]string{LabelAccount: acct.ID}}}
 	if err := s.Client.Create(ctx, ns); err != nil {
-		_ = s.Client.Delete(ctx, secret)
 		return fmt.Errorf("creating the account's namespace: %w", err)
 	}
 	return nil
+}
+
+// invited says whether a team of a verified owner lists the person of
+// email, or one of their groups, as a member. A team of an unverified
+// owner does not count: no one may make a person's first sign-in land
+// them, without a team of their own, in a team named as they please.
+func (s *Store) invited(ctx context.Context, email string, groups []string) (bool, error) {
+	subjects := []string{UserName(email)}
+	for _, g := range groups {
+		subjects = append(subjects, GroupName(g))
+	}
+	teams, err := s.Teams(ctx, subjects)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(teams, func(t Team) bool { return !t.Unverified }), nil
+}
+
+// MakeOwnTeam makes the namespace of an account that has none yet, as
+// sign-up would have. Two calls at once make one.
+func (s *Store) MakeOwnTeam(ctx context.Context, acct *Account) (*Account, error) {
+	if !acct.NoOwnTeam {
+		return acct, nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	s.making.Lock()
+	err := s.room(ctx)
+	if err == nil {
+		if err = s.makeNamespace(ctx, acct); apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	s.making.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	made := *acct
+	made.NoOwnTeam = false
+	if err := s.setUpNamespace(ctx, &made); err != nil {
+		return nil, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		secret, err := s.secret(ctx, acct.ID)
+		if err != nil {
+			return err
+		}
+		delete(secret.Data, keyNoOwnTeam)
+		return s.Client.Update(ctx, secret)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recording the account's team: %w", err)
+	}
+	return &made, nil
 }
 
 // setUpNamespace grants the UI its tenant role in the account's new
@@ -312,7 +394,7 @@ func (s *Store) setUpNamespace(ctx context.Context, acct *Account) error {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.TenantRole},
 		Subjects:   []rbacv1.Subject{s.Subject},
 	}
-	if err := s.Client.Create(ctx, binding); err != nil {
+	if err := s.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("granting the web UI its role in the account's namespace: %w", err)
 	}
 	if err := s.EnsureOwner(ctx, acct); err != nil {
@@ -515,7 +597,8 @@ func (s *Store) secret(ctx context.Context, name string) (*corev1.Secret, error)
 
 func fromSecret(secret *corev1.Secret) *Account {
 	return &Account{ID: secret.Name, Email: string(secret.Data[keyEmail]), Namespace: string(secret.Data[keyNamespace]),
-		Session: string(secret.Data[keySession]), Verified: string(secret.Data[keyVerified]) == "true"}
+		Session: string(secret.Data[keySession]), Verified: string(secret.Data[keyVerified]) == "true",
+		NoOwnTeam: string(secret.Data[keyNoOwnTeam]) == "true"}
 }
 
 // EndSessions ends every session of the account (log-out).
@@ -533,168 +616,4 @@ func (s *Store) cost() int {
 		return bcrypt.DefaultCost
 	}
 	return s.Cost
-}
-
-// Team is an account's namespace as a team, by the name people know it
-// by: its owner's email. Unverified says no one vouched for that email
-// (a password sign-up): whoever made the team may not be its holder.
-type Team struct {
-	Namespace  string `json:"namespace"`
-	Name       string `json:"name"`
-	Unverified bool   `json:"unverified,omitempty"`
-}
-
-// ErrNoTeam says a namespace is not an account's team, or not one the UI
-// may read.
-var ErrNoTeam = errors.New("not a team")
-
-// TeamOf is the team of namespace, named by its owner's binding (which
-// names the owner as RBAC knows them: verified or not).
-func (s *Store) TeamOf(ctx context.Context, namespace string) (Team, error) {
-	if validation.IsDNS1123Label(namespace) != nil {
-		return Team{}, ErrNoTeam
-	}
-	var owner rbacv1.RoleBinding
-	err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: OwnerBinding}, &owner)
-	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		return Team{}, ErrNoTeam
-	case err != nil:
-		return Team{}, err
-	case len(owner.Subjects) != 1:
-		return Team{}, ErrNoTeam
-	}
-	name := owner.Subjects[0].Name
-	if email, ok := strings.CutPrefix(name, UserName("")); ok {
-		return Team{Namespace: namespace, Name: email}, nil
-	}
-	if email, ok := strings.CutPrefix(name, unverifiedUser); ok {
-		return Team{Namespace: namespace, Name: email, Unverified: true}, nil
-	}
-	return Team{}, ErrNoTeam
-}
-
-// The team index: for the team switcher, which teams name a person or a
-// group (by their RBAC name). A ConfigMap per team and subject in the
-// accounts namespace, labelled with both: each team indexes at most as
-// many subjects as it may have members (Quota.Members), so that no one
-// team fills anyone's index, and a subject's index holds entries of any
-// number of teams. It decides nothing: RBAC does, asked at each switch.
-const (
-	labelIndexSubject = "sftpgate.dev/team-subject"
-	labelIndexTeam    = "sftpgate.dev/team"
-	keyIndexSubject   = "subject"
-	keyIndexTeam      = "team"
-)
-
-// ErrTeamIndexFull refuses to index a team for more subjects than it may
-// have members.
-var ErrTeamIndexFull = errors.New("the team is indexed for as many people and groups as it may have members")
-
-func indexLabel(subject string) string {
-	sum := sha256.Sum256([]byte(subject))
-	return hex.EncodeToString(sum[:12])
-}
-
-func indexEntryName(subject, namespace string) string {
-	sum := sha256.Sum256([]byte(subject + "\x00" + namespace))
-	return "team-" + hex.EncodeToString(sum[:12])
-}
-
-// Teams are the teams indexed for subjects (RBAC user and group names),
-// each once.
-func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
-	var all []Team
-	for _, subject := range subjects {
-		var list corev1.ConfigMapList
-		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexSubject: indexLabel(subject)}); err != nil {
-			return nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
-		}
-		for _, cm := range list.Items {
-			var t Team
-			if cm.Data[keyIndexSubject] != subject || json.Unmarshal([]byte(cm.Data[keyIndexTeam]), &t) != nil {
-				continue // another subject's, of the same label, or not an entry
-			}
-			if !slices.ContainsFunc(all, func(x Team) bool { return x.Namespace == t.Namespace }) {
-				all = append(all, t)
-			}
-		}
-	}
-	return all, nil
-}
-
-// IndexTeam indexes t for subject, once the binding that makes subject
-// its member is made. At the team's bound, the entries of subjects no
-// binding of the team names any more (removed some other way) make room.
-func (s *Store) IndexTeam(ctx context.Context, subject string, t Team) error {
-	data, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	entry := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, t.Namespace),
-			Labels: map[string]string{labelIndexSubject: indexLabel(subject), labelIndexTeam: t.Namespace}},
-		Data: map[string]string{keyIndexSubject: subject, keyIndexTeam: string(data)},
-	}
-	var have corev1.ConfigMap
-	err = s.Client.Get(ctx, client.ObjectKeyFromObject(entry), &have)
-	switch {
-	case err == nil:
-		if equality.Semantic.DeepEqual(have.Data, entry.Data) {
-			return nil
-		}
-		have.Data = entry.Data
-		return s.Client.Update(ctx, &have)
-	case !apierrors.IsNotFound(err):
-		return err
-	}
-	if err := s.teamRoom(ctx, t.Namespace); err != nil {
-		return err
-	}
-	if err := s.Client.Create(ctx, entry); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
-}
-
-// teamRoom makes sure the team of namespace may index one more subject:
-// fewer than Quota.Members entries, after those of subjects no binding
-// there names are removed. Two adds at once may each pass it.
-func (s *Store) teamRoom(ctx context.Context, namespace string) error {
-	var entries corev1.ConfigMapList
-	if err := s.Client.List(ctx, &entries, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexTeam: namespace}); err != nil {
-		return err
-	}
-	if len(entries.Items) < s.Quota.Members {
-		return nil
-	}
-	var bindings rbacv1.RoleBindingList
-	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
-		return err
-	}
-	bound := map[string]bool{}
-	for _, b := range bindings.Items {
-		for _, subject := range b.Subjects {
-			bound[subject.Name] = true
-		}
-	}
-	left := len(entries.Items)
-	for i := range entries.Items {
-		if e := &entries.Items[i]; !bound[e.Data[keyIndexSubject]] {
-			if err := s.Client.Delete(ctx, e); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-			left--
-		}
-	}
-	if left >= s.Quota.Members {
-		return ErrTeamIndexFull
-	}
-	return nil
-}
-
-// UnindexTeam takes the team of namespace out of subject's index.
-func (s *Store) UnindexTeam(ctx context.Context, subject, namespace string) error {
-	entry := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, namespace)}}
-	return client.IgnoreNotFound(s.Client.Delete(ctx, entry))
 }

@@ -1,0 +1,261 @@
+package accounts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Team is an account's namespace as a team. Owner is its owner's email;
+// Name what its admins call it (Owner until they name it). Unverified
+// says no one vouched for Owner (a password sign-up): whoever made the
+// team may not be its holder.
+type Team struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Owner      string `json:"owner,omitempty"`
+	Unverified bool   `json:"unverified,omitempty"`
+}
+
+// Title is how pages name the team: by its name, and by its owner when
+// the name is another, since any admin may choose a name.
+func (t Team) Title() string {
+	if t.Owner == "" || t.Name == t.Owner {
+		return t.Name
+	}
+	return t.Name + " (" + t.Owner + ")"
+}
+
+// AnnotationTeamName is the team's name, on its owner's binding.
+const AnnotationTeamName = "sftpgate.dev/team-name"
+
+// MaxTeamName bounds a team's name, in characters.
+const MaxTeamName = 60
+
+// ErrTeamName refuses a team name.
+var ErrTeamName = fmt.Errorf("a team's name is 1 to %d characters, letters, digits, spaces and punctuation", MaxTeamName)
+
+// CheckTeamName returns name trimmed, or ErrTeamName.
+func CheckTeamName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxTeamName ||
+		strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "", ErrTeamName
+	}
+	return name, nil
+}
+
+// ErrNoTeam says a namespace is not an account's team, or not one the UI
+// may read.
+var ErrNoTeam = errors.New("not a team")
+
+// TeamOf is the team of namespace, named by its owner's binding (which
+// names the owner as RBAC knows them: verified or not).
+func (s *Store) TeamOf(ctx context.Context, namespace string) (Team, error) {
+	if validation.IsDNS1123Label(namespace) != nil {
+		return Team{}, ErrNoTeam
+	}
+	var owner rbacv1.RoleBinding
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: OwnerBinding}, &owner)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		return Team{}, ErrNoTeam
+	case err != nil:
+		return Team{}, err
+	case len(owner.Subjects) != 1:
+		return Team{}, ErrNoTeam
+	}
+	t := Team{Namespace: namespace}
+	subject := owner.Subjects[0].Name
+	if email, ok := strings.CutPrefix(subject, UserName("")); ok {
+		t.Owner = email
+	} else if email, ok := strings.CutPrefix(subject, unverifiedUser); ok {
+		t.Owner, t.Unverified = email, true
+	} else {
+		return Team{}, ErrNoTeam
+	}
+	t.Name = t.Owner
+	if name, err := CheckTeamName(owner.Annotations[AnnotationTeamName]); err == nil {
+		t.Name = name
+	}
+	return t, nil
+}
+
+// RenameTeam names the team of namespace, and says so in the index.
+func (s *Store) RenameTeam(ctx context.Context, namespace, name string) (Team, error) {
+	name, err := CheckTeamName(name)
+	if err != nil {
+		return Team{}, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var owner rbacv1.RoleBinding
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: OwnerBinding}, &owner); err != nil {
+			return err
+		}
+		metav1.SetMetaDataAnnotation(&owner.ObjectMeta, AnnotationTeamName, name)
+		return s.Client.Update(ctx, &owner)
+	})
+	if err != nil {
+		return Team{}, fmt.Errorf("naming the team: %w", err)
+	}
+	t, err := s.TeamOf(ctx, namespace)
+	if err != nil {
+		return Team{}, err
+	}
+	return t, s.reindex(ctx, t)
+}
+
+// reindex updates the index entries of team t, which name it.
+func (s *Store) reindex(ctx context.Context, t Team) error {
+	var entries corev1.ConfigMapList
+	if err := s.Client.List(ctx, &entries, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexTeam: t.Namespace}); err != nil {
+		return err
+	}
+	for i := range entries.Items {
+		if err := s.IndexTeam(ctx, entries.Items[i].Data[keyIndexSubject], t); err != nil {
+			return fmt.Errorf("renaming the team in its members' lists: %w", err)
+		}
+	}
+	return nil
+}
+
+// The team index: for the team switcher, which teams name a person or a
+// group (by their RBAC name). A ConfigMap per team and subject in the
+// accounts namespace, labelled with both: each team indexes at most as
+// many subjects as it may have members (Quota.Members), so that no one
+// team fills anyone's index, and a subject's index holds entries of any
+// number of teams. It decides nothing: RBAC does, asked at each switch.
+const (
+	labelIndexSubject = "sftpgate.dev/team-subject"
+	labelIndexTeam    = "sftpgate.dev/team"
+	keyIndexSubject   = "subject"
+	keyIndexTeam      = "team"
+)
+
+// ErrTeamIndexFull refuses to index a team for more subjects than it may
+// have members.
+var ErrTeamIndexFull = errors.New("the team is indexed for as many people and groups as it may have members")
+
+func indexLabel(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return hex.EncodeToString(sum[:12])
+}
+
+func indexEntryName(subject, namespace string) string {
+	sum := sha256.Sum256([]byte(subject + "\x00" + namespace))
+	return "team-" + hex.EncodeToString(sum[:12])
+}
+
+// Teams are the teams indexed for subjects (RBAC user and group names),
+// each once.
+func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
+	var all []Team
+	for _, subject := range subjects {
+		var list corev1.ConfigMapList
+		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexSubject: indexLabel(subject)}); err != nil {
+			return nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
+		}
+		for _, cm := range list.Items {
+			var t Team
+			if cm.Data[keyIndexSubject] != subject || json.Unmarshal([]byte(cm.Data[keyIndexTeam]), &t) != nil {
+				continue // another subject's, of the same label, or not an entry
+			}
+			if !slices.ContainsFunc(all, func(x Team) bool { return x.Namespace == t.Namespace }) {
+				all = append(all, t)
+			}
+		}
+	}
+	return all, nil
+}
+
+// IndexTeam indexes t for subject, once the binding that makes subject
+// its member is made. At the team's bound, the entries of subjects no
+// binding of the team names any more (removed some other way) make room.
+func (s *Store) IndexTeam(ctx context.Context, subject string, t Team) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, t.Namespace),
+			Labels: map[string]string{labelIndexSubject: indexLabel(subject), labelIndexTeam: t.Namespace}},
+		Data: map[string]string{keyIndexSubject: subject, keyIndexTeam: string(data)},
+	}
+	var have corev1.ConfigMap
+	err = s.Client.Get(ctx, client.ObjectKeyFromObject(entry), &have)
+	switch {
+	case err == nil:
+		if equality.Semantic.DeepEqual(have.Data, entry.Data) {
+			return nil
+		}
+		have.Data = entry.Data
+		return s.Client.Update(ctx, &have)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	if err := s.teamRoom(ctx, t.Namespace); err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, entry); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// teamRoom makes sure the team of namespace may index one more subject:
+// fewer than Quota.Members entries, after those of subjects no binding
+// there names are removed. Two adds at once may each pass it.
+func (s *Store) teamRoom(ctx context.Context, namespace string) error {
+	var entries corev1.ConfigMapList
+	if err := s.Client.List(ctx, &entries, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexTeam: namespace}); err != nil {
+		return err
+	}
+	if len(entries.Items) < s.Quota.Members {
+		return nil
+	}
+	var bindings rbacv1.RoleBindingList
+	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings.Items {
+		for _, subject := range b.Subjects {
+			bound[subject.Name] = true
+		}
+	}
+	left := len(entries.Items)
+	for i := range entries.Items {
+		if e := &entries.Items[i]; !bound[e.Data[keyIndexSubject]] {
+			if err := s.Client.Delete(ctx, e); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			left--
+		}
+	}
+	if left >= s.Quota.Members {
+		return ErrTeamIndexFull
+	}
+	return nil
+}
+
+// UnindexTeam takes the team of namespace out of subject's index.
+func (s *Store) UnindexTeam(ctx context.Context, subject, namespace string) error {
+	entry := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: indexEntryName(subject, namespace)}}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, entry))
+}
