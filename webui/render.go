@@ -33,6 +33,8 @@ type page struct {
 	// Team is the team the person acts in, Role theirs there: the pages
 	// offer what the role may do (RBAC decides what it may).
 	Team, Role string
+	// Name is the page's template, for the browser tests' walk.
+	Name string
 }
 
 // Can says whether the page's role is role or above it.
@@ -121,7 +123,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, name str
 	if m := memberFrom(r.Context()); m != nil {
 		p.Team, p.Role = m.team.Title(), m.role
 	}
-	p.Notice = u.takeNotice(w, r)
+	p.Notice, p.Name = u.takeNotice(w, r), name
 	var buf bytes.Buffer
 	if err := u.pages[name].Execute(&buf, p); err != nil {
 		u.log.Error("rendering a page", "page", name, "error", err, "requestID", middleware.GetReqID(r.Context()))

@@ -169,6 +169,22 @@ func TestFlow(t *testing.T) {
 	))
 	testwebui.CheckPage(t, ctx, "transfers")
 
+	// A share link: the form, the link shown once, the list, and the
+	// question before deleting it.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/connections/reports/shares/new?path=/hello.txt"), chromedp.WaitVisible(chromedp.ID("path"))))
+	testwebui.CheckPage(t, ctx, "new share link")
+	must(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("name"), "hello"), chromedp.Submit(chromedp.ID("path")),
+		chromedp.WaitVisible(chromedp.ID("share-url"))))
+	testwebui.CheckPage(t, ctx, "share link created")
+	deleteLink := `a[href="/shares/hello/delete"]`
+	must(t, chromedp.Do(ctx, chromedp.Navigate(uiURL+"/shares"), chromedp.WaitVisible(chromedp.CSS(deleteLink))))
+	testwebui.CheckPage(t, ctx, "share links")
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(deleteLink)), chromedp.WaitVisible(chromedp.CSS(`form[action="/shares/hello/delete"]`))))
+	testwebui.CheckPage(t, ctx, "delete a share link")
+	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form[action="/shares/hello/delete"] button`)), chromedp.WaitVisible(chromedp.CSS(".alert.ok"))))
+	if n := count(t, ctx, `tr[data-share="hello"]`); n != 0 {
+		t.Error("the deleted link is still listed")
+	}
 }
 
 // TestWrongPassword: a failed test shows its reason in words, and the form

@@ -11,6 +11,7 @@ package tenancy
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -87,6 +88,14 @@ func run(m *testing.M) int {
 	defer sys.Stop()
 	k8s, uiURL, gatewayURL = sys.Client, sys.WebUI.URL, sys.Gateways[0].URL
 	code := m.Run()
+	if code == 0 && flag.Lookup("test.run").Value.String() == "" && !testing.Short() {
+		// The whole package ran: it walked every page of the web UI.
+		missing, err := testwebui.Unwalked("../../../webui/templates")
+		if err != nil || len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "no test checked a page of these templates (testwebui.CheckPage): %v %v\n", missing, err)
+			code = 1
+		}
+	}
 	if code != 0 {
 		for _, p := range sys.Processes() {
 			fmt.Fprintf(os.Stderr, "%s's log ends:\n%s\n", p.Name, p.LogTail(30))

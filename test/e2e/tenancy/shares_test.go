@@ -143,6 +143,10 @@ func TestShareLinks(t *testing.T) {
 		if status, _ := fetch(t, base+"/s/"+token); status != want {
 			t.Errorf("the %s link: %d, want %d", name, status, want)
 		}
+		if name == "expired" {
+			must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/s/"+token), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+			testwebui.CheckPage(t, ctx, "share link: expired")
+		}
 	}
 
 	drop := shareLinkURL(t, owner, url.Values{"name": {"drop"}, "path": {"/dropbox"}, "mode": {"Upload"}, "expires": {"7d"},

@@ -92,6 +92,12 @@ func TestTeamMemberView(t *testing.T) {
 		t.Errorf("a viewer's file browser offers %d ways to change files", n)
 	}
 	testwebui.CheckPage(t, ctx, "files as a viewer")
+	// A page of a higher role, by its URL, says why not.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(ui+"/keys"), chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	if heading, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1"))); err != nil || heading != "Not allowed" {
+		t.Errorf("a viewer opening the API keys sees %q (%v)", heading, err)
+	}
+	testwebui.CheckPage(t, ctx, "not allowed")
 
 	// Made an admin by email, the same person sees the members.
 	addMember(t, owner.ui, "person", email, "admin")
