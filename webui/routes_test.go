@@ -7,6 +7,13 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sftpgate/sftpgate/webui/internal/gw"
+	"github.com/sftpgate/sftpgate/webui/internal/share"
+	"github.com/sftpgate/sftpgate/webui/internal/signin"
+	"github.com/sftpgate/sftpgate/webui/internal/team"
+	"github.com/sftpgate/sftpgate/webui/internal/tenant"
+	"github.com/sftpgate/sftpgate/webui/internal/web"
 )
 
 // TestSignedInRoutesNeedPermissions: every route behind the log-in is a
@@ -14,10 +21,11 @@ import (
 // (noPermission when nothing): a page registered beside the table, or a
 // row without its permission, fails here.
 func TestSignedInRoutesNeedPermissions(t *testing.T) {
-	u := &ui{}
+	teams := &team.Teams{Gateway: &gw.Gateway{Core: &web.Core{}}}
+	u := &ui{Teams: teams, signin: &signin.Pages{Teams: teams}, share: &share.Pages{Gateway: teams.Gateway}, tenant: &tenant.Pages{Teams: teams}}
 	rows := map[string]signedInRoute{} // by pattern and method
 	for _, row := range u.signedInRoutes() {
-		if row.need == (permission{}) {
+		if row.need == (team.Permission{}) {
 			t.Errorf("%s %s names no permission: the one may asks for, or noPermission", row.method, row.pattern)
 		}
 		if row.action == "" && row.what != nil {
@@ -27,7 +35,7 @@ func TestSignedInRoutesNeedPermissions(t *testing.T) {
 	}
 	r := chi.NewRouter()
 	u.route(r)
-	logIn := reflect.ValueOf(u.requireAccount).Pointer()
+	logIn := reflect.ValueOf(u.signin.RequireAccount).Pointer()
 	behindLogIn := func(mw func(http.Handler) http.Handler) bool { return reflect.ValueOf(mw).Pointer() == logIn }
 	seen := map[string]bool{}
 	err := chi.Walk(r, func(method, pattern string, _ http.Handler, mws ...func(http.Handler) http.Handler) error {

@@ -8,11 +8,9 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"embed"
 	"errors"
 	"flag"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,14 +32,16 @@ import (
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
-	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/webui/accounts"
+	"github.com/sftpgate/sftpgate/webui/internal/gw"
+	"github.com/sftpgate/sftpgate/webui/internal/share"
+	"github.com/sftpgate/sftpgate/webui/internal/signin"
+	"github.com/sftpgate/sftpgate/webui/internal/team"
+	"github.com/sftpgate/sftpgate/webui/internal/tenant"
+	"github.com/sftpgate/sftpgate/webui/internal/web"
 )
-
-//go:embed templates static
-var assets embed.FS
 
 // Options configure the web UI; Run reads them from flags.
 type Options struct {
@@ -85,7 +86,7 @@ type Options struct {
 	// PasswordLogin lets people log in (and sign up) with an email and a
 	// password; OIDC signs them in with an OpenID provider. Either or both.
 	PasswordLogin bool
-	OIDC          OIDCOptions
+	OIDC          signin.OIDCOptions
 	// Log is where the web UI logs (Run: from --log-level); nil logs
 	// nothing.
 	Log *slog.Logger
@@ -125,7 +126,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	audit.RegisterFlags(fs, &o.Audit)
 	fs.BoolVar(&o.PasswordLogin, "password-login", true,
 		"Let people log in and sign up with an email and a password. false with --oidc-issuer: only the OpenID provider signs people in, and the log-in page goes straight to it.")
-	o.OIDC.bindFlags(fs)
+	o.OIDC.BindFlags(fs)
 	fs.IntVar(&o.MaxPasswordChecks, "max-password-checks", 4,
 		"Password hashes computed at once (log-ins and sign-ups; bcrypt is slow on purpose); over it, the page asks to try again.")
 }
@@ -141,50 +142,23 @@ type Server struct {
 	trail    *audit.Trail
 }
 
+// ui is the web UI: its surfaces, on the shared core, and the one route
+// table (route, signedInRoutes).
 type ui struct {
-	client     client.Client
-	accounts   *accounts.Store
-	cookies    *cookies
-	gatewayURL string
-	tryURL     string
-	clients    clientAddrs
-	// authLimit bounds log-ins and sign-ups per client address. Log-ins
-	// to one account from browsers that have not logged in to it before
-	// are bounded per address (emailLimit) and, at accountBurst times
-	// that, across all addresses (accountLimit): one address cannot use
-	// up the account's budget and lock the owner out, and a botnet
-	// guesses no faster than a few addresses. deviceLimit bounds log-ins
-	// from one browser that has logged in to the account before, which
-	// strangers' failures never hold up.
-	authLimit, emailLimit, accountLimit, deviceLimit *ratelimit.Keyed[string]
-	signUpOpen                                       bool
-	// passwords: log-ins with a password are on; oidc signs in with an
-	// OpenID provider (nil: off).
-	passwords  bool
-	oidc       *oidcLogin
-	quota      accounts.Quota
-	pages      map[string]*template.Template
-	httpClient *http.Client
-	// filesClient carries the file browser's requests to the gateway,
-	// which may stream for as long as a file takes.
-	filesClient *http.Client
-	// filesSecret derives the file browser's keys (fileskey.go), and
-	// filesKeys remembers those found issued.
-	filesSecret []byte
-	filesKeys   issuedKeys
-	// trail records what accounts do; records reads it back for the
-	// Activity page.
-	trail   *audit.Trail
-	records *auditstore.Store
-	// log has what fails on the server side.
-	log *slog.Logger
+	*team.Teams
+	signin *signin.Pages
+	share  *share.Pages
+	tenant *tenant.Pages
+	// provider is the OpenID provider's issuer, where log-out forms may
+	// post.
+	provider string
 }
 
 // New builds the web UI on a client of the cluster.
 func New(c client.Client, opts Options) (*Server, error) {
 	secret := make([]byte, 32)
 	if opts.SessionKeyFile != "" {
-		s, err := readSecretFile(opts.SessionKeyFile)
+		s, err := web.ReadSecretFile(opts.SessionKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--session-key-file: %w", err)
 		}
@@ -197,7 +171,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 	if opts.BcryptCost < bcrypt.MinCost || opts.BcryptCost > bcrypt.MaxCost {
 		return nil, fmt.Errorf("--bcrypt-cost must be between %d and %d", bcrypt.MinCost, bcrypt.MaxCost)
 	}
-	pages, err := parsePages()
+	pages, err := web.ParsePages()
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +179,7 @@ func New(c client.Client, opts Options) (*Server, error) {
 	if !ok || saNamespace == "" || saName == "" {
 		return nil, errors.New("--service-account must be namespace/name")
 	}
-	clients, err := parseTrustedProxies(opts.TrustedProxies)
+	clients, err := web.ParseTrustedProxies(opts.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
@@ -213,56 +187,39 @@ func New(c client.Client, opts Options) (*Server, error) {
 		return nil, errors.New("--password-login=false needs --oidc-issuer: no one could log in")
 	}
 	httpClient := &http.Client{Timeout: 30 * time.Second}
-	oidcLogin, err := newOIDCLogin(opts.OIDC, httpClient, logging.OrDiscard(opts.Log))
-	if err != nil {
-		return nil, err
-	}
 	tryURL := opts.GatewayInternalURL
 	if tryURL == "" {
 		tryURL = opts.GatewayURL
 	}
-	u := &ui{
-		client: c,
-		accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
-			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}, OwnerRole: clusterRoleOf("admin"),
+	log := logging.OrDiscard(opts.Log)
+	core := &web.Core{
+		Client: c,
+		Accounts: &accounts.Store{Client: c, Namespace: opts.Namespace, Cost: opts.BcryptCost, TenantRole: TenantRole,
+			Subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}, OwnerRole: web.ClusterRoleOf("admin"),
 			Quota: opts.Quota, Totals: opts.AccountTotals, Hashes: make(chan struct{}, max(opts.MaxPasswordChecks, 1)), HashWait: hashWait},
-		signUpOpen:   opts.SignUp && opts.PasswordLogin,
-		quota:        opts.Quota,
-		cookies:      newCookies(secret, opts.SecureCookies),
-		gatewayURL:   strings.TrimSuffix(opts.GatewayURL, "/"),
-		tryURL:       strings.TrimSuffix(tryURL, "/"),
-		clients:      clients,
-		authLimit:    authLimit(opts.AuthPerMinute),
-		emailLimit:   authLimit(opts.AuthPerMinute),
-		accountLimit: authLimit(accountBurst * opts.AuthPerMinute),
-		deviceLimit:  authLimit(opts.AuthPerMinute),
-		pages:        pages,
-		httpClient:   httpClient,
-		oidc:         oidcLogin,
-		passwords:    opts.PasswordLogin,
-		filesClient:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
-		filesSecret:  derive(secret, "files"),
-		log:          logging.OrDiscard(opts.Log),
+		Quota:      opts.Quota,
+		Cookies:    web.NewCookies(secret, opts.SecureCookies),
+		GatewayURL: strings.TrimSuffix(opts.GatewayURL, "/"),
+		TryURL:     strings.TrimSuffix(tryURL, "/"),
+		Clients:    clients,
+		Limits:     web.NewLimits(opts.AuthPerMinute),
+		Templates:  pages,
+		HTTPClient: httpClient,
+		Log:        log,
 	}
 	// Every namespace the UI records for is an account's: its budgets are
 	// the accounts' (the UI may not read namespaces to tell).
-	records := &auditstore.Store{Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Budget: &storedbytes.Budget{
+	core.Records = &auditstore.Store{Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Budget: &storedbytes.Budget{
 		Client: c, Namespace: cmp.Or(opts.SystemNamespace, "sftpgate-system"), Limits: opts.StateBudget.ForAccounts()}}
-	u.trail = audit.NewTrail("webui", u.log).Keep(records, opts.Audit)
-	u.records = records
-	return &Server{handler: u.routes(), accounts: u.accounts, trail: u.trail}, nil
-}
-
-// accountBurst is how many addresses' worth of log-ins one account takes
-// from browsers new to it.
-const accountBurst = 3
-
-// maxAuthBuckets bounds the buckets each log-in limit holds at once: past
-// it, a new address, account or browser waits a second for one to refill.
-const maxAuthBuckets = 1 << 16
-
-func authLimit(perMinute float64) *ratelimit.Keyed[string] {
-	return ratelimit.New[string](perMinute/60, int(max(perMinute, 1))).WithMaxKeys(maxAuthBuckets)
+	core.Trail = audit.NewTrail("webui", log).Keep(core.Records, opts.Audit)
+	teams := &team.Teams{Gateway: gw.New(core, web.Derive(secret, "files"))}
+	in, err := signin.New(teams, signin.Options{SignUp: opts.SignUp, PasswordLogin: opts.PasswordLogin, OIDC: opts.OIDC,
+		HTTPClient: httpClient, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	u := &ui{Teams: teams, signin: in, share: &share.Pages{Gateway: teams.Gateway}, tenant: &tenant.Pages{Teams: teams}, provider: opts.OIDC.Issuer}
+	return &Server{handler: u.routes(), accounts: u.Accounts, trail: u.Trail}, nil
 }
 
 // Handler is the web UI's HTTP handler.
@@ -290,20 +247,16 @@ func (s *Server) Accounts() *accounts.Store { return s.accounts }
 
 func (u *ui) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(httpedge.RequestID, recovery.Middleware(u.serverError))
+	r.Use(httpedge.RequestID, recovery.Middleware(u.ServerError))
 	u.route(r)
 	// Every state-changing request must come from the UI's own pages.
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.render(w, r, http.StatusForbidden, "message", page{Title: "Refused",
+		u.Render(w, r, http.StatusForbidden, "message", web.Page{Title: "Refused",
 			Message: "This form was sent from another site, so it was refused. Open sftpgate yourself and try again there."})
 	}))
 	// Security headers outside, so that the refusal has them too.
-	var issuer string
-	if u.oidc != nil {
-		issuer = u.oidc.opts.Issuer
-	}
-	return securityHeaders(issuer, csrf.Handler(r))
+	return securityHeaders(u.provider, csrf.Handler(r))
 }
 
 // route registers the UI's routes on r: those anyone may use here, those
@@ -314,33 +267,33 @@ func (u *ui) route(r chi.Router) {
 	// other body is a form, and small.
 	for _, row := range signedIn {
 		if row.method == tusMethods {
-			r.With(u.requireAccount).Handle(row.pattern, u.signedIn(row))
+			r.With(u.signin.RequireAccount).Handle(row.pattern, u.signedIn(row))
 		}
 	}
-	r.Handle("/s/{token}/uploads/*", u.serve(u.auditedUploads("share.upload", uploadPath, u.shareRoute(u.shareUploads))))
+	r.Handle("/s/{token}/uploads/*", u.Serve(u.AuditedUploads("share.upload", web.UploadPath, u.share.ShareRoute(u.share.ShareUploads))))
 	r.Group(func(r chi.Router) {
 		r.Use(limitBodies)
-		static, _ := fs.Sub(assets, "static")
+		static, _ := fs.Sub(web.Assets, "static")
 		r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
 		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.notFound(w, r) })
+		r.NotFound(func(w http.ResponseWriter, r *http.Request) { u.NotFound(w, r) })
 
-		r.Get("/", u.serve(u.home))
-		r.Get("/signup", u.serve(u.signUpForm))
-		r.Post("/signup", u.limited(u.serve(u.audited("signup", nil, u.signUp))))
-		r.Get("/login", u.serve(u.logInForm))
-		r.Post("/login", u.serve(u.audited("login", nil, u.logIn)))
-		r.Post("/logout", u.serve(u.audited("logout", nil, u.logOut)))
-		r.Get("/logged-out", u.serve(u.loggedOut))
-		r.Get("/s/{token}", u.serve(u.audited("share.open", sharePath, u.shareRoute(u.serveShare))))
-		r.Post("/s/{token}", u.serve(u.audited("share.password", nil, u.shareRoute(u.serveShare))))
-		if u.oidc != nil {
-			r.Get("/login/oidc", u.serve(u.startOIDC))
-			r.Get("/login/oidc/callback", u.limited(u.serve(u.audited("login", nil, u.finishOIDC))))
+		r.Get("/", u.Serve(u.signin.Home))
+		r.Get("/signup", u.Serve(u.signin.SignUpForm))
+		r.Post("/signup", u.Limited(u.Serve(u.Audited("signup", nil, u.signin.SignUp))))
+		r.Get("/login", u.Serve(u.signin.LogInForm))
+		r.Post("/login", u.Serve(u.Audited("login", nil, u.signin.LogIn)))
+		r.Post("/logout", u.Serve(u.Audited("logout", nil, u.signin.LogOut)))
+		r.Get("/logged-out", u.Serve(u.signin.LoggedOut))
+		r.Get("/s/{token}", u.Serve(u.Audited("share.open", web.SharePath, u.share.ShareRoute(u.share.ServeShare))))
+		r.Post("/s/{token}", u.Serve(u.Audited("share.password", nil, u.share.ShareRoute(u.share.ServeShare))))
+		if u.provider != "" {
+			r.Get("/login/oidc", u.Serve(u.signin.StartOIDC))
+			r.Get("/login/oidc/callback", u.Limited(u.Serve(u.Audited("login", nil, u.signin.FinishOIDC))))
 		}
 
 		r.Group(func(r chi.Router) {
-			r.Use(u.requireAccount)
+			r.Use(u.signin.RequireAccount)
 			for _, row := range signedIn {
 				if row.method != tusMethods {
 					r.Method(row.method, row.pattern, u.signedIn(row))
@@ -356,10 +309,10 @@ func (u *ui) route(r chi.Router) {
 // request names.
 type signedInRoute struct {
 	method, pattern string
-	need            permission
+	need            team.Permission
 	action          string
-	what            what
-	serve           pageFunc
+	what            web.What
+	serve           web.PageFunc
 }
 
 // tusMethods is the method of a tus endpoint: each of the protocol's,
@@ -370,65 +323,65 @@ const tusMethods = "tus"
 // noPermission is the need of a page that asks RBAC nothing itself: the
 // person's own (their teams), whatever their role in the team they act
 // in. Switching asks RBAC for a role in the team switched to.
-var noPermission = permission{verb: "none"}
+var noPermission = team.Permission{Verb: "none"}
 
 // signedInRoutes is every route behind the log-in, each with what it
 // needs (TestSignedInRoutesNeedPermissions: no route without one).
 func (u *ui) signedInRoutes() []signedInRoute {
-	get, post, tus, conn := http.MethodGet, http.MethodPost, tusMethods, u.withConnection
+	get, post, tus, conn := http.MethodGet, http.MethodPost, tusMethods, u.tenant.WithConnection
 	return []signedInRoute{
-		{tus, "/connections/{name}/uploads/*", writeFiles, "file.upload", all(onConnection, uploadPath), conn(u.uploadProxy)},
-		{get, "/connections", seeConnections, "", nil, u.listConnections},
-		{get, "/connections/new", createConnections, "", nil, u.newConnection},
-		{post, "/connections", createConnections, "connection.create", formNamed("SftpConnection", "name"), u.createConnection},
-		{get, "/connections/{name}", seeConnections, "", nil, conn(u.showConnection)},
-		{get, "/connections/{name}/status", seeConnections, "", nil, conn(u.connectionStatus)},
-		{get, "/connections/{name}/edit", updateConnections, "", nil, conn(u.editConnection)},
-		{post, "/connections/{name}/edit", updateConnections, "connection.update", all(onConnection, urlNamed("SftpConnection", "name")), conn(u.updateConnection)},
-		{get, "/connections/{name}/delete", deleteConnections, "", nil, conn(u.confirmDeleteConnection)},
-		{post, "/connections/{name}/delete", deleteConnections, "connection.delete", all(onConnection, urlNamed("SftpConnection", "name")), conn(u.deleteConnection)},
-		{post, "/connections/{name}/try", readFiles, "connection.try", onConnection, conn(u.tryIt)},
-		{get, "/connections/{name}/watches/new", createWatches, "", nil, conn(u.newWatchForm)},
-		{post, "/connections/{name}/watches", createWatches, "watch.create", all(onConnection, formPath), conn(u.createWatch)},
-		{get, "/connections/{name}/watches/{watch}/delete", deleteWatches, "", nil, conn(u.confirmDeleteWatch)},
-		{post, "/connections/{name}/watches/{watch}/delete", deleteWatches, "watch.delete", all(onConnection, urlNamed("SftpWatch", "watch")), conn(u.deleteWatch)},
-		{get, "/connections/{name}/files", readFiles, "file.list", all(onConnection, queryPath), conn(u.folder)},
-		{get, "/connections/{name}/files/view", readFiles, "file.view", all(onConnection, queryPath), conn(u.showFile)},
-		{get, "/connections/{name}/files/download", readFiles, "file.download", all(onConnection, queryPath), conn(u.download)},
-		{post, "/connections/{name}/files/mkdir", writeFiles, "file.mkdir", all(onConnection, newFolderPath), conn(u.newFolder)},
-		{post, "/connections/{name}/files/rename", renameFiles, "file.rename", all(onConnection, renamePaths), conn(u.rename)},
-		{get, "/connections/{name}/files/delete", deleteFiles, "", nil, conn(u.confirmDelete)},
-		{post, "/connections/{name}/files/delete", deleteFiles, "file.delete", all(onConnection, formPath), conn(u.deleteEntry)},
-		{get, "/transfers", seeTransfers, "", nil, u.listTransfers},
-		{get, "/transfers/new", createTransfers, "", nil, u.newTransferForm},
-		{post, "/transfers", createTransfers, "transfer.create", nil, u.createTransfer},
-		{get, "/transfers/{name}/delete", deleteTransfers, "", nil, u.confirmDeleteTransfer},
-		{post, "/transfers/{name}/delete", deleteTransfers, "transfer.delete", urlNamed("Transfer", "name"), u.deleteTransfer},
-		{get, "/openpgp", manageOpenPGPKeys, "", nil, u.listOpenPGPKeys},
-		{post, "/openpgp", createOpenPGPKeys, "openpgp.create", formNamed("Secret", "name"), u.uploadOpenPGPKey},
-		{get, "/openpgp/{name}/delete", deleteOpenPGPKeys, "", nil, u.confirmDeleteOpenPGPKey},
-		{post, "/openpgp/{name}/delete", deleteOpenPGPKeys, "openpgp.delete", urlNamed("Secret", "name"), u.deleteOpenPGPKey},
-		{get, "/keys", manageKeys, "", nil, u.listKeys},
-		{get, "/keys/new", createKeys, "", nil, u.newKeyForm},
-		{post, "/keys", createKeys, "key.create", nil, u.createKey},
-		{get, "/keys/{name}/created", createKeys, "", nil, u.showNewKey},
-		{get, "/keys/{name}/revoke", deleteKeys, "", nil, u.confirmRevokeKey},
-		{post, "/keys/{name}/revoke", deleteKeys, "key.revoke", urlNamed("ApiKey", "name"), u.revokeKey},
-		{get, "/activity", seeActivity, "", nil, u.showActivity},
-		{get, "/members", seeMembers, "", nil, u.listMembers},
-		{post, "/members", addMembers, "member.add", nil, u.addMember},
-		{get, "/members/{name}/remove", removeMembers, "", nil, u.confirmRemoveMember},
-		{post, "/members/{name}/remove", removeMembers, "member.remove", urlNamed("RoleBinding", "name"), u.removeMember},
-		{get, "/shares", seeShares, "", nil, u.listShares},
-		{get, "/connections/{name}/shares/new", createShares, "", nil, conn(u.newShareForm)},
-		{post, "/connections/{name}/shares", createShares, "share.create", onConnection, conn(u.createShare)},
-		{get, "/shares/{name}/created", createShares, "", nil, u.showNewShare},
-		{get, "/shares/{name}/delete", deleteShares, "", nil, u.confirmDeleteShare},
-		{post, "/shares/{name}/delete", deleteShares, "share.delete", urlNamed("ShareLink", "name"), u.deleteShare},
-		{get, "/teams", noPermission, "", nil, u.listTeams},
-		{post, "/teams", noPermission, "team.switch", nil, u.switchTeam},
-		{post, "/teams/own", noPermission, "team.create", nil, u.makeOwnTeam},
-		{post, "/members/team-name", renameTeam, "team.rename", nil, u.renameTeam},
+		{tus, "/connections/{name}/uploads/*", team.WriteFiles, "file.upload", web.All(web.OnConnection, web.UploadPath), conn(u.tenant.UploadProxy)},
+		{get, "/connections", team.SeeConnections, "", nil, u.tenant.ListConnections},
+		{get, "/connections/new", team.CreateConnections, "", nil, u.tenant.NewConnection},
+		{post, "/connections", team.CreateConnections, "connection.create", web.FormNamed("SftpConnection", "name"), u.tenant.CreateConnection},
+		{get, "/connections/{name}", team.SeeConnections, "", nil, conn(u.tenant.ShowConnection)},
+		{get, "/connections/{name}/status", team.SeeConnections, "", nil, conn(u.tenant.ConnectionStatus)},
+		{get, "/connections/{name}/edit", team.UpdateConnections, "", nil, conn(u.tenant.EditConnection)},
+		{post, "/connections/{name}/edit", team.UpdateConnections, "connection.update", web.All(web.OnConnection, web.URLNamed("SftpConnection", "name")), conn(u.tenant.UpdateConnection)},
+		{get, "/connections/{name}/delete", team.DeleteConnections, "", nil, conn(u.tenant.ConfirmDeleteConnection)},
+		{post, "/connections/{name}/delete", team.DeleteConnections, "connection.delete", web.All(web.OnConnection, web.URLNamed("SftpConnection", "name")), conn(u.tenant.DeleteConnection)},
+		{post, "/connections/{name}/try", team.ReadFiles, "connection.try", web.OnConnection, conn(u.tenant.TryIt)},
+		{get, "/connections/{name}/watches/new", team.CreateWatches, "", nil, conn(u.tenant.NewWatchForm)},
+		{post, "/connections/{name}/watches", team.CreateWatches, "watch.create", web.All(web.OnConnection, web.FormPath), conn(u.tenant.CreateWatch)},
+		{get, "/connections/{name}/watches/{watch}/delete", team.DeleteWatches, "", nil, conn(u.tenant.ConfirmDeleteWatch)},
+		{post, "/connections/{name}/watches/{watch}/delete", team.DeleteWatches, "watch.delete", web.All(web.OnConnection, web.URLNamed("SftpWatch", "watch")), conn(u.tenant.DeleteWatch)},
+		{get, "/connections/{name}/files", team.ReadFiles, "file.list", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.Folder)},
+		{get, "/connections/{name}/files/view", team.ReadFiles, "file.view", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.ShowFile)},
+		{get, "/connections/{name}/files/download", team.ReadFiles, "file.download", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.Download)},
+		{post, "/connections/{name}/files/mkdir", team.WriteFiles, "file.mkdir", web.All(web.OnConnection, web.NewFolderPath), conn(u.tenant.NewFolder)},
+		{post, "/connections/{name}/files/rename", team.RenameFiles, "file.rename", web.All(web.OnConnection, web.RenamePaths), conn(u.tenant.Rename)},
+		{get, "/connections/{name}/files/delete", team.DeleteFiles, "", nil, conn(u.tenant.ConfirmDelete)},
+		{post, "/connections/{name}/files/delete", team.DeleteFiles, "file.delete", web.All(web.OnConnection, web.FormPath), conn(u.tenant.DeleteEntry)},
+		{get, "/transfers", team.SeeTransfers, "", nil, u.tenant.ListTransfers},
+		{get, "/transfers/new", team.CreateTransfers, "", nil, u.tenant.NewTransferForm},
+		{post, "/transfers", team.CreateTransfers, "transfer.create", nil, u.tenant.CreateTransfer},
+		{get, "/transfers/{name}/delete", team.DeleteTransfers, "", nil, u.tenant.ConfirmDeleteTransfer},
+		{post, "/transfers/{name}/delete", team.DeleteTransfers, "transfer.delete", web.URLNamed("Transfer", "name"), u.tenant.DeleteTransfer},
+		{get, "/openpgp", team.ManageOpenPGPKeys, "", nil, u.tenant.ListOpenPGPKeys},
+		{post, "/openpgp", team.CreateOpenPGPKeys, "openpgp.create", web.FormNamed("Secret", "name"), u.tenant.UploadOpenPGPKey},
+		{get, "/openpgp/{name}/delete", team.DeleteOpenPGPKeys, "", nil, u.tenant.ConfirmDeleteOpenPGPKey},
+		{post, "/openpgp/{name}/delete", team.DeleteOpenPGPKeys, "openpgp.delete", web.URLNamed("Secret", "name"), u.tenant.DeleteOpenPGPKey},
+		{get, "/keys", team.ManageKeys, "", nil, u.tenant.ListKeys},
+		{get, "/keys/new", team.CreateKeys, "", nil, u.tenant.NewKeyForm},
+		{post, "/keys", team.CreateKeys, "key.create", nil, u.tenant.CreateKey},
+		{get, "/keys/{name}/created", team.CreateKeys, "", nil, u.tenant.ShowNewKey},
+		{get, "/keys/{name}/revoke", team.DeleteKeys, "", nil, u.tenant.ConfirmRevokeKey},
+		{post, "/keys/{name}/revoke", team.DeleteKeys, "key.revoke", web.URLNamed("ApiKey", "name"), u.tenant.RevokeKey},
+		{get, "/activity", team.SeeActivity, "", nil, u.tenant.ShowActivity},
+		{get, "/members", team.SeeMembers, "", nil, u.tenant.ListMembers},
+		{post, "/members", team.AddMembers, "member.add", nil, u.tenant.AddMember},
+		{get, "/members/{name}/remove", team.RemoveMembers, "", nil, u.tenant.ConfirmRemoveMember},
+		{post, "/members/{name}/remove", team.RemoveMembers, "member.remove", web.URLNamed("RoleBinding", "name"), u.tenant.RemoveMember},
+		{get, "/shares", team.SeeShares, "", nil, u.tenant.ListShares},
+		{get, "/connections/{name}/shares/new", team.CreateShares, "", nil, conn(u.tenant.NewShareForm)},
+		{post, "/connections/{name}/shares", team.CreateShares, "share.create", web.OnConnection, conn(u.tenant.CreateShare)},
+		{get, "/shares/{name}/created", team.CreateShares, "", nil, u.tenant.ShowNewShare},
+		{get, "/shares/{name}/delete", team.DeleteShares, "", nil, u.tenant.ConfirmDeleteShare},
+		{post, "/shares/{name}/delete", team.DeleteShares, "share.delete", web.URLNamed("ShareLink", "name"), u.tenant.DeleteShare},
+		{get, "/teams", noPermission, "", nil, u.tenant.ListTeams},
+		{post, "/teams", noPermission, "team.switch", nil, u.tenant.SwitchTeam},
+		{post, "/teams/own", noPermission, "team.create", nil, u.tenant.MakeOwnTeam},
+		{post, "/members/team-name", team.NameTeam, "team.rename", nil, u.tenant.RenameTeam},
 	}
 }
 
@@ -437,16 +390,16 @@ func (u *ui) signedInRoutes() []signedInRoute {
 func (u *ui) signedIn(row signedInRoute) http.HandlerFunc {
 	h := row.serve
 	if row.need != noPermission {
-		h = u.may(row.need, h)
+		h = u.May(row.need, h)
 	}
 	switch {
 	case row.action == "":
 	case row.method == tusMethods:
-		h = u.auditedUploads(row.action, row.what, h)
+		h = u.AuditedUploads(row.action, row.what, h)
 	default:
-		h = u.audited(row.action, row.what, h)
+		h = u.Audited(row.action, row.what, h)
 	}
-	return u.serve(h)
+	return u.Serve(h)
 }
 
 // securityHeaders: no inline script, no framing, no sniffing. Forms
@@ -471,7 +424,7 @@ func securityHeaders(provider string, next http.Handler) http.Handler {
 
 // maxBody bounds a request body: the largest form holds a private key
 // file of up to maxKeyFile.
-const maxBody = maxKeyFile + 64<<10
+const maxBody = tenant.MaxKeyFile + 64<<10
 
 func limitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -485,24 +438,6 @@ func cacheFor(d time.Duration, next http.Handler) http.Handler {
 		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
 		next.ServeHTTP(w, r)
 	})
-}
-
-// limited rate-limits a sign-up by client address (log-ins: logInAllowed).
-func (u *ui) limited(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, retry := u.authLimit.Allow(u.clients.key(r)); !ok {
-			u.tooMany(w, r, retry, tooManyFromAddress)
-			return
-		}
-		next(w, r)
-	}
-}
-
-const tooManyFromAddress = "Too many attempts from your address. Wait a minute, then try again."
-
-func (u *ui) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, message string) {
-	w.Header().Set("Retry-After", ratelimit.RetryAfter(retry))
-	u.render(w, r, http.StatusTooManyRequests, "message", page{Title: "Too many attempts", Message: message})
 }
 
 // Run runs "sftpgate webui" until ctx ends; "sftpgate webui add-account"
@@ -553,4 +488,11 @@ func NewForConfig(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return New(c, opts)
+}
+
+// OpenPGPKeySecret makes the Secret that keeps an OpenPGP key as the
+// OpenPGP keys page makes it (tenant.OpenPGPKeySecret), for the demo's
+// keys.
+func OpenPGPKeySecret(ns, name string, key, passphrase []byte) (*corev1.Secret, error) {
+	return tenant.OpenPGPKeySecret(ns, name, key, passphrase)
 }

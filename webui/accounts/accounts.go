@@ -95,8 +95,8 @@ type Quota struct {
 func (q Quota) hard() corev1.ResourceList {
 	return corev1.ResourceList{
 		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
-		// One more for the file browser's own key (webui/fileskey.go), and
-		// one for each share link's (webui/sharepage.go).
+		// One more for the file browser's own key (webui/internal/gw/fileskey.go), and
+		// one for each share link's (webui/internal/share).
 		"count/apikeys.sftpgate.dev":     *resource.NewQuantity(int64(q.Keys)+1+int64(q.Shares), resource.DecimalSI),
 		"count/sharelinks.sftpgate.dev":  *resource.NewQuantity(int64(q.Shares), resource.DecimalSI),
 		"count/secrets":                  *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),

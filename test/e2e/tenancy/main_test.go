@@ -90,7 +90,7 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if code == 0 && flag.Lookup("test.run").Value.String() == "" && !testing.Short() {
 		// The whole package ran: it walked every page of the web UI.
-		missing, err := testwebui.Unwalked("../../../webui/templates")
+		missing, err := testwebui.Unwalked("../../../webui/internal/web/templates")
 		if err != nil || len(missing) > 0 {
 			fmt.Fprintf(os.Stderr, "no test checked a page of these templates (testwebui.CheckPage): %v %v\n", missing, err)
 			code = 1

@@ -1,0 +1,196 @@
+package team
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/webui/accounts"
+	"github.com/sftpgate/sftpgate/webui/internal/web"
+)
+
+// Teams. An account's namespace is its team: its owner and the members
+// granted a team role there by a RoleBinding (the Members page makes
+// them; GitOps may too). Before every action the UI asks the API server
+// whether the person may (a SubjectAccessReview of their user and
+// groups, never cached: a member removed is refused at their next
+// request), then acts with its own service account, whose rights cover
+// any member's. So RBAC, not the UI, decides what each role may do
+// (config/rbac/webui/team_roles.yaml).
+
+// Permission is what an action needs: a verb on a resource of
+// sftpgate.dev in the team's namespace.
+type Permission struct{ Verb, resource string }
+
+// What pages need, by the rules of config/rbac/webui/team_roles.yaml.
+var (
+	SeeConnections    = Permission{"list", "sftpconnections"}
+	CreateConnections = Permission{"create", "sftpconnections"}
+	UpdateConnections = Permission{"update", "sftpconnections"}
+	DeleteConnections = Permission{"delete", "sftpconnections"}
+	ReadFiles         = Permission{"get", "sftpconnections/files"}
+	WriteFiles        = Permission{"create", "sftpconnections/files"}
+	RenameFiles       = Permission{"update", "sftpconnections/files"}
+	DeleteFiles       = Permission{"delete", "sftpconnections/files"}
+	CreateWatches     = Permission{"create", "sftpwatches"}
+	DeleteWatches     = Permission{"delete", "sftpwatches"}
+	SeeTransfers      = Permission{"list", "transfers"}
+	CreateTransfers   = Permission{"create", "transfers"}
+	DeleteTransfers   = Permission{"delete", "transfers"}
+	ManageKeys        = Permission{"list", "apikeys"}
+	CreateKeys        = Permission{"create", "apikeys"}
+	DeleteKeys        = Permission{"delete", "apikeys"}
+	ManageOpenPGPKeys = Permission{"list", "openpgpkeys"}
+	CreateOpenPGPKeys = Permission{"create", "openpgpkeys"}
+	DeleteOpenPGPKeys = Permission{"delete", "openpgpkeys"}
+	SeeMembers        = Permission{"list", "members"}
+	AddMembers        = Permission{"create", "members"}
+	RemoveMembers     = Permission{"delete", "members"}
+	NameTeam          = Permission{"update", "members"}
+	SeeActivity       = Permission{"get", "activity"}
+	SeeShares         = Permission{"list", "sharelinks"}
+	CreateShares      = Permission{"create", "sharelinks"}
+	DeleteShares      = Permission{"delete", "sharelinks"}
+	// roleMarkers tell admin, editor and viewer apart.
+	roleMarkers = []Permission{AddMembers, WriteFiles, SeeConnections}
+)
+
+// NewMember is the person of acct and their session's groups.
+func NewMember(acct *accounts.Account, s web.Session) *web.Member {
+	m := &web.Member{User: acct.RBACUser(), Account: acct}
+	if !acct.NoOwnTeam {
+		m.Own = acct.Namespace
+	}
+	for _, g := range s.Groups {
+		m.Groups = append(m.Groups, accounts.GroupName(g))
+	}
+	return m
+}
+
+// allowed asks the API server whether m may do p in namespace.
+func (u *Teams) allowed(ctx context.Context, m *web.Member, namespace string, p Permission) (bool, error) {
+	resource, sub, _ := strings.Cut(p.resource, "/")
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: m.User, Groups: m.Groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: p.Verb,
+			Group: v1alpha1.GroupVersion.Group, Resource: resource, Subresource: sub}}}
+	if err := u.Client.Create(ctx, sar); err != nil {
+		return false, fmt.Errorf("asking RBAC what a member may do: %w", err)
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, nil
+}
+
+// RoleIn is the highest team role whose rights m has in namespace.
+func (u *Teams) RoleIn(ctx context.Context, m *web.Member, namespace string) (string, error) {
+	for i, p := range roleMarkers {
+		ok, err := u.allowed(ctx, m, namespace, p)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return web.TeamRoles[len(web.TeamRoles)-1-i].Name, nil
+		}
+	}
+	return "", nil
+}
+
+// JoinTeam is m in the team the browser chose (its own account's when
+// none, or when it is a member there no more), with their role there. A
+// person without a team of their own acts in the first team that lists
+// them where they still have a role (none left: no team). An owner whose
+// namespace lacks its owner binding (an account made before teams) gets
+// it.
+func (u *Teams) JoinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Account, m *web.Member) error {
+	ctx := r.Context()
+	var chosen accounts.Team
+	if u.Cookies.Get(r, web.TeamCookie, &chosen) && chosen.Namespace != m.Own {
+		role, err := u.RoleIn(ctx, m, chosen.Namespace)
+		if err != nil {
+			return err
+		}
+		if role != "" {
+			m.Team, m.Role = chosen, role
+			return nil
+		}
+		u.Cookies.Clear(w, r, web.TeamCookie)
+	}
+	if m.Own == "" {
+		return u.landInTeam(w, r, m)
+	}
+	m.Team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email, Owner: acct.Email, Unverified: !acct.Verified}
+	role, err := u.RoleIn(ctx, m, acct.Namespace)
+	if err == nil && role == "" {
+		if err = u.Accounts.EnsureOwner(ctx, acct); err == nil {
+			role, err = u.RoleIn(ctx, m, acct.Namespace)
+		}
+	}
+	m.Role = role
+	return err
+}
+
+// landInTeam is m, who has no team of their own, in the first team of
+// their index where RBAC grants them a role, those of verified owners
+// first; the browser keeps it. None: m.team stays empty.
+func (u *Teams) landInTeam(w http.ResponseWriter, r *http.Request, m *web.Member) error {
+	teams, err := u.OtherTeams(r.Context(), m)
+	if err != nil {
+		return err
+	}
+	for _, t := range teams {
+		role, err := u.RoleIn(r.Context(), m, t.Namespace)
+		if err != nil {
+			return err
+		}
+		if role != "" {
+			m.Team, m.Role = t, role
+			return u.Cookies.Set(w, r, web.TeamCookie, t)
+		}
+	}
+	return nil
+}
+
+// OtherTeams are the teams the index lists for m, other than their own,
+// those of verified owners first.
+func (u *Teams) OtherTeams(ctx context.Context, m *web.Member) ([]accounts.Team, error) {
+	teams, err := u.Accounts.Teams(ctx, append([]string{m.User}, m.Groups...))
+	if err != nil {
+		return nil, err
+	}
+	teams = slices.DeleteFunc(teams, func(t accounts.Team) bool { return t.Namespace == m.Own })
+	slices.SortStableFunc(teams, func(a, b accounts.Team) int {
+		switch {
+		case a.Unverified == b.Unverified:
+			return 0
+		case a.Unverified:
+			return 1
+		}
+		return -1
+	})
+	return teams, nil
+}
+
+// May lets h serve only people whom RBAC allows p in the team they act
+// in; others get 403 and a page that says their role does not allow it.
+func (u *Teams) May(p Permission, h web.PageFunc) web.PageFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		m := web.MemberFrom(r.Context())
+		ok, err := u.allowed(r.Context(), m, m.Team.Namespace, p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			role := m.Role
+			if role == "" {
+				role = "none"
+			}
+			u.Render(w, r, http.StatusForbidden, "message", web.Page{Title: "Not allowed",
+				Message: "Your role in this team (" + role + ") does not allow this. Ask one of its admins."})
+			return nil
+		}
+		return h(w, r)
+	}
+}
