@@ -19,3 +19,14 @@ func (u *Pages) teamObject(r *http.Request, obj client.Object) error {
 	}
 	return err
 }
+
+// createNoted makes obj, of kind, noted for the request's record; the API
+// server's refusals become words for the form.
+func (u *Pages) createNoted(r *http.Request, kind string, obj client.Object) error {
+	err := u.Client.Create(r.Context(), obj)
+	web.NoteObject(r, kind, obj.GetName())
+	if apierrors.IsInvalid(err) {
+		err = &web.PersonError{Msg: "The server refused these settings: " + invalidCauses(err)}
+	}
+	return u.quotaReached(err)
+}

@@ -129,12 +129,7 @@ func (u *Pages) CreateTransfer(w http.ResponseWriter, r *http.Request) error {
 		err = u.ownConnections(r, ns, values["from"], values["to"])
 	}
 	if err == nil {
-		err = u.Client.Create(r.Context(), t)
-		web.NoteObject(r, "Transfer", t.Name)
-		if apierrors.IsInvalid(err) {
-			err = &web.PersonError{Msg: "The server refused these settings: " + invalidCauses(err)}
-		}
-		err = u.quotaReached(err)
+		err = u.createNoted(r, "Transfer", t)
 	}
 	if err != nil {
 		return web.OnForm(err, u.transferForm(values))

@@ -165,12 +165,7 @@ func (u *Pages) CreateWatch(w http.ResponseWriter, r *http.Request, c *v1alpha1.
 		err = u.ownTransferRefs(r, c.Namespace, watch.Spec.Transfer)
 	}
 	if err == nil {
-		err = u.Client.Create(r.Context(), watch)
-		web.NoteObject(r, "SftpWatch", watch.Name)
-		if apierrors.IsInvalid(err) {
-			err = &web.PersonError{Msg: "The server refused these settings: " + invalidCauses(err)}
-		}
-		err = u.quotaReached(err)
+		err = u.createNoted(r, "SftpWatch", watch)
 	}
 	if err != nil {
 		return web.OnForm(err, u.watchForm(c, values))
