@@ -370,6 +370,21 @@ func TestFormSaysEveryMistake(t *testing.T) {
 	if strings.Contains(page, `id="host-error"`) {
 		t.Error("a good host is marked wrong")
 	}
+	// Sign-up and the Members page say theirs beside each field too.
+	for form, sent := range map[string]url.Values{
+		"/signup":  {"email": {"not an email"}, "password": {"short"}},
+		"/members": {"kind": {"group"}, "name": {""}, "role": {"owner"}},
+	} {
+		status, page := c.Form(t, form, sent)
+		if status != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d, want 422", form, status)
+		}
+		for name := range sent {
+			if name != "kind" && !strings.Contains(page, `id="`+name+`-error">`) {
+				t.Errorf("%s does not mark %s", form, name)
+			}
+		}
+	}
 }
 
 // TestRevokeAsksFirst: a key is revoked only from the page that says what

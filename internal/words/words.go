@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Count is n with the noun's singular (one) or plural (many) form.
@@ -44,4 +46,14 @@ func Percent(part, whole int64) string {
 		return "100%"
 	}
 	return fmt.Sprintf("%d%%", part*100/whole)
+}
+
+// Sentence is s with its first letter upper-case, as a message shown on
+// its own begins (errors are written to be wrapped, in lower case).
+func Sentence(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
 }

@@ -176,7 +176,16 @@ func NormalizeEmail(email string) (string, error) {
 	return email, nil
 }
 
-func checkPassword(password string) error {
+// CheckEmail says whether email is one an account may have
+// (ErrInvalidEmail if not).
+func CheckEmail(email string) error {
+	_, err := NormalizeEmail(email)
+	return err
+}
+
+// CheckPassword says whether password is one an account may have
+// (ErrShortPassword, ErrLongPassword if not).
+func CheckPassword(password string) error {
 	switch {
 	case utf8.RuneCountInString(password) < MinPassword:
 		return ErrShortPassword
@@ -208,7 +217,7 @@ func (s *Store) SignUpWithNamespace(ctx context.Context, email, password, namesp
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPassword(password); err != nil {
+	if err := CheckPassword(password); err != nil {
 		return nil, err
 	}
 	// No password is hashed for an account that could not be made.

@@ -137,6 +137,16 @@ func (u *Pages) SignUp(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	email, password := r.PostFormValue("email"), r.PostFormValue("password")
+	// Every mistake at once; SignUp checks them again.
+	mistakes := web.FieldErrors{}
+	for _, err := range []error{accounts.CheckEmail(email), accounts.CheckPassword(password)} {
+		if err != nil {
+			mistakes.Add(fieldOf(err), err.Error())
+		}
+	}
+	if err := mistakes.Err(); err != nil {
+		return web.OnForm(err, u.signUpPage(email))
+	}
 	acct, err := u.Accounts.SignUp(r.Context(), email, password)
 	web.NoteAccount(r, acct)
 	switch {
@@ -146,8 +156,8 @@ func (u *Pages) SignUp(w http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, accounts.ErrFull):
 		u.Full(w, r, err)
 		return nil
-	case isPersonError(err):
-		return web.OnForm(&web.PersonError{Msg: err.Error()}, u.signUpPage(email))
+	case fieldOf(err) != "":
+		return web.OnForm(web.FieldErrors{fieldOf(err): err.Error()}, u.signUpPage(email))
 	case err != nil:
 		return err
 	}
@@ -352,9 +362,14 @@ func (u *Pages) LoggedOut(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// isPersonError: an error of sign-up whose message tells the person what
-// to change.
-func isPersonError(err error) bool {
-	return errors.Is(err, accounts.ErrInvalidEmail) || errors.Is(err, accounts.ErrShortPassword) ||
-		errors.Is(err, accounts.ErrLongPassword) || errors.Is(err, accounts.ErrEmailTaken)
+// fieldOf is the sign-up form's field that err, a sign-up's, says to
+// change ("" when it is not the person's to change).
+func fieldOf(err error) string {
+	switch {
+	case errors.Is(err, accounts.ErrInvalidEmail), errors.Is(err, accounts.ErrEmailTaken):
+		return "email"
+	case errors.Is(err, accounts.ErrShortPassword), errors.Is(err, accounts.ErrLongPassword):
+		return "password"
+	}
+	return ""
 }

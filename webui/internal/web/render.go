@@ -75,7 +75,7 @@ func fieldError(errs map[string]string, field string) template.HTML {
 	if !ok {
 		return ""
 	}
-	return template.HTML(`<p class="field-error" id="` + template.HTMLEscapeString(field) + `-error">` + template.HTMLEscapeString(msg) + `</p>`) //nolint:gosec // escaped
+	return template.HTML(`<p class="field-error" id="` + template.HTMLEscapeString(field) + `-error">` + template.HTMLEscapeString(words.Sentence(msg)) + `</p>`) //nolint:gosec // escaped
 }
 
 // invalid is a field's attributes that tie it to its words: its error's,
