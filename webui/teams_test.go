@@ -78,16 +78,16 @@ func TestTeamIndexBound(t *testing.T) {
 	}
 }
 
-// TestInvitedPeopleLandInTheirTeam: people whom an owner of a verified
+// TestInvitedPeopleChooseTheirTeam: people whom an owner of a verified
 // email added (through a provider's group, or by email) sign in through
-// the provider for the first time and work in that team: no empty team
-// of their own is made, the first page says where they are, and the team
+// the provider for the first time: no empty team of their own is made,
+// and they choose the team to work in (nothing chooses for them), which
 // goes by the name its admin gave it, beside the owner's email. Asked,
 // they get a team of their own; removed from the only team they had,
 // they reach the teams page and nothing else. A team of an unverified
-// owner lands no one: its member gets a team of their own, and is told
-// of the other.
-func TestInvitedPeopleLandInTheirTeam(t *testing.T) {
+// owner keeps no one from a team of their own, and its name is not said
+// to them at sign-in.
+func TestInvitedPeopleChooseTheirTeam(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := newUIServer(nil).Accounts()
@@ -137,19 +137,25 @@ func TestInvitedPeopleLandInTheirTeam(t *testing.T) {
 	browser := testwebui.Browser(t)
 	must(t, chromedp.Do(browser, chromedp.Navigate(sso+"/login")))
 	testwebui.SignInAtProvider(t, browser, grouped.Email, password)
-	where, err := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(".team")))
-	must(t, err)
+	must(t, chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(`form[action="/teams/own"]`))))
 	notice, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(".alert.ok")))
 	must(t, err)
-	if want := "Payroll (" + owner.Email + ") (viewer)"; !strings.Contains(where, want) || !strings.Contains(notice, "You are a member of Payroll") {
-		t.Errorf("a member's first page says they are in %q, with %q; want %q", where, notice, want)
+	if !strings.Contains(notice, "Choose the team to work in: 1 team has added you.") {
+		t.Errorf("a member's first sign-in says %q", notice)
 	}
-	testwebui.CheckPage(t, browser, "connections, a member's first sign-in")
+	testwebui.CheckPage(t, browser, "teams, none of one's own")
 	if hasOwnTeam(grouped.Email) {
 		t.Error("a member's first sign-in made them an empty team")
 	}
+	must(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`button[aria-label="Switch to Payroll (`+owner.Email+`)"]`)),
+		chromedp.WaitVisible(chromedp.CSS("main h1"))))
+	where, err := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(".team")))
+	must(t, err)
+	if want := "Payroll (" + owner.Email + ") (viewer)"; !strings.Contains(where, want) {
+		t.Errorf("the member chose the team, and the menu says %q; want %q", where, want)
+	}
+	testwebui.CheckPage(t, browser, "connections of a named team")
 	must(t, chromedp.Do(browser, chromedp.Navigate(sso+"/teams"), chromedp.WaitVisible(chromedp.CSS(`form[action="/teams/own"]`))))
-	testwebui.CheckPage(t, browser, "teams, none of one's own")
 	must(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`form[action="/teams/own"] button`)), chromedp.WaitVisible(chromedp.CSS(".alert.ok"))))
 	where, err = chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(".team")))
 	must(t, err)
@@ -158,8 +164,11 @@ func TestInvitedPeopleLandInTheirTeam(t *testing.T) {
 	}
 
 	byEmail.Base = sso
-	if _, body := byEmail.SignInAtProvider(t, password); !strings.Contains(body, "You are a member of Payroll") {
+	if _, body := byEmail.SignInAtProvider(t, password); !strings.Contains(body, "Choose a team") || !strings.Contains(body, "Payroll") {
 		t.Errorf("a person added by email signs in to: %s", body)
+	}
+	if status, body := byEmail.Form(t, "/teams", url.Values{"namespace": {team.Namespace}}); status != http.StatusOK || !strings.Contains(body, "Payroll") {
+		t.Errorf("choosing the team: %d %s", status, body)
 	}
 	var bindings rbacv1.RoleBindingList
 	must(t, k8s.List(ctx, &bindings, client.InNamespace(team.Namespace)))
@@ -173,12 +182,12 @@ func TestInvitedPeopleLandInTheirTeam(t *testing.T) {
 	if status, body := byEmail.Get(t, "/connections"); status != http.StatusOK || !strings.Contains(body, "You are in no team now") || strings.Contains(body, "Payroll") {
 		t.Errorf("removed from their only team, a person sees: %d %s", status, body)
 	}
-	if status, _ := byEmail.Get(t, "/activity"); status != http.StatusOK {
+	if status, body := byEmail.Get(t, "/activity"); status != http.StatusOK || !strings.Contains(body, "Choose a team") {
 		t.Errorf("with no team, a page answers %d, not the teams page", status)
 	}
 
 	elsewhere.Base = sso
-	if _, body := elsewhere.SignInAtProvider(t, password); !strings.Contains(body, "You are also a member of") || !hasOwnTeam(elsewhere.Email) {
+	if _, body := elsewhere.SignInAtProvider(t, password); strings.Contains(body, "also a member") || !hasOwnTeam(elsewhere.Email) {
 		t.Errorf("a member of an unverified owner's team signs in to: %s", body)
 	}
 }

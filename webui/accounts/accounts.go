@@ -365,14 +365,20 @@ func (s *Store) MakeOwnTeam(ctx context.Context, acct *Account) (*Account, error
 		return acct, nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	s.making.Lock()
-	err := s.room(ctx)
-	if err == nil {
-		if err = s.makeNamespace(ctx, acct); apierrors.IsAlreadyExists(err) {
-			err = nil
+	// A try cut off after the namespace was made finishes: its namespace
+	// is counted already. (The UI may list namespaces, not get them.)
+	var mine metav1.PartialObjectMetadataList
+	mine.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	err := s.Client.List(ctx, &mine, client.MatchingLabels{LabelAccount: acct.ID})
+	if err == nil && !slices.ContainsFunc(mine.Items, func(ns metav1.PartialObjectMetadata) bool { return ns.Name == acct.Namespace }) {
+		s.making.Lock()
+		if err = s.room(ctx); err == nil {
+			if err = s.makeNamespace(ctx, acct); apierrors.IsAlreadyExists(err) {
+				err = nil // two at once: the other made it
+			}
 		}
+		s.making.Unlock()
 	}
-	s.making.Unlock()
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,13 +34,21 @@ type Team struct {
 	Unverified bool   `json:"unverified,omitempty"`
 }
 
-// Title is how pages name the team: by its name, and by its owner when
-// the name is another, since any admin may choose a name.
+// Title is how a line of text names the team: by its name, with its
+// owner's email when the name is another (any admin may choose a name),
+// and whether no one vouched for that email.
 func (t Team) Title() string {
-	if t.Owner == "" || t.Name == t.Owner {
+	var also []string
+	if t.Owner != "" && t.Name != t.Owner {
+		also = append(also, t.Owner)
+	}
+	if t.Unverified {
+		also = append(also, "email not verified")
+	}
+	if len(also) == 0 {
 		return t.Name
 	}
-	return t.Name + " (" + t.Owner + ")"
+	return t.Name + " (" + strings.Join(also, ", ") + ")"
 }
 
 // AnnotationTeamName is the team's name, on its owner's binding.
@@ -49,17 +58,49 @@ const AnnotationTeamName = "sftpgate.dev/team-name"
 const MaxTeamName = 60
 
 // ErrTeamName refuses a team name.
-var ErrTeamName = fmt.Errorf("a team's name is 1 to %d characters, letters, digits, spaces and punctuation", MaxTeamName)
+var ErrTeamName = fmt.Errorf("a team's name is 1 to %d letters, digits, single spaces and %s", MaxTeamName, teamNamePunctuation)
 
-// CheckTeamName returns name trimmed, or ErrTeamName.
+// teamNamePunctuation is what a name may hold besides letters, digits
+// and spaces: no "@", brackets or parentheses, which could make a name
+// pass for an owner's email beside it.
+const teamNamePunctuation = "- _ . , & ' / + # : !"
+
+// maxMarks bounds the combining marks on one letter: more stack into
+// the lines around.
+const maxMarks = 2
+
+// CheckTeamName returns name trimmed and in NFC, or ErrTeamName: letters
+// (not those that draw nothing), digits, single spaces and
+// teamNamePunctuation; no control or format characters (which could
+// turn the line around).
 func CheckTeamName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxTeamName ||
-		strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	name = norm.NFC.String(strings.TrimSpace(name))
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxTeamName {
 		return "", ErrTeamName
+	}
+	marks, prev := 0, rune(0)
+	for _, r := range name {
+		if unicode.IsMark(r) {
+			if marks++; marks > maxMarks || prev == 0 || prev == ' ' {
+				return "", ErrTeamName
+			}
+			continue
+		}
+		switch {
+		case r == ' ' && prev == ' ', blankLetter(r):
+			return "", ErrTeamName
+		case r == ' ', unicode.IsLetter(r), unicode.IsDigit(r), r != ' ' && strings.ContainsRune(teamNamePunctuation, r):
+		default:
+			return "", ErrTeamName
+		}
+		marks, prev = 0, r
 	}
 	return name, nil
 }
+
+// blankLetter says whether r is a letter that draws nothing (Hangul
+// fillers).
+func blankLetter(r rune) bool { return r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0 }
 
 // ErrNoTeam says a namespace is not an account's team, or not one the UI
 // may read.

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,16 +243,19 @@ func (u *Pages) settle(w http.ResponseWriter, r *http.Request, acct *accounts.Ac
 		u.Log.Warn("listing a person's teams", "error", err)
 		return
 	}
+	if acct.NoOwnTeam {
+		u.Notify(w, r, "Choose the team to work in: "+web.Count(len(others), "team has", "teams have")+" added you. Or make a team of your own.")
+		return
+	}
+	// Teams of owners no one vouched for are on the Teams page, marked:
+	// a stranger's team name is not said here.
+	others = slices.DeleteFunc(others, func(t accounts.Team) bool { return t.Unverified })
 	if len(others) == 0 {
 		return
 	}
 	first := others[0].Title()
 	if len(others) > 1 {
 		first += " and " + web.Count(len(others)-1, "other team", "other teams")
-	}
-	if acct.NoOwnTeam {
-		u.Notify(w, r, "You are a member of "+first+": this is where you work. Your account menu switches teams, and makes one of your own.")
-		return
 	}
 	u.Notify(w, r, "You are also a member of "+first+". Switch teams from your account menu.")
 }
@@ -345,6 +349,7 @@ func (u *Pages) LogOut(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	u.Cookies.Clear(w, r, web.SessionCookie)
+	u.Cookies.Clear(w, r, web.TeamCookie)
 	if signedIn && s.SSO && u.oidc != nil {
 		u.oidc.revoke(r.Context(), s)
 		if end := u.oidc.endSessionURL(r.Context(), r, s); end != "" {

@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -98,30 +99,42 @@ func (u *Teams) RoleIn(ctx context.Context, m *web.Member, namespace string) (st
 	return "", nil
 }
 
+// Chosen is what the browser keeps of the team its person chose: the
+// account's and the team's namespace only. What the pages say of the
+// team is read again at each request (TeamOf), never from the cookie.
+type Chosen struct{ Account, Namespace string }
+
 // JoinTeam is m in the team the browser chose (its own account's when
 // none, or when it is a member there no more), with their role there. A
-// person without a team of their own acts in the first team that lists
-// them where they still have a role (none left: no team). An owner whose
-// namespace lacks its owner binding (an account made before teams) gets
-// it.
+// person without a team of their own who chose none acts in no team:
+// they choose on the Teams page (no one else chooses for them). An owner
+// whose namespace lacks its owner binding (an account made before teams)
+// gets it.
 func (u *Teams) JoinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.Account, m *web.Member) error {
 	ctx := r.Context()
-	var chosen accounts.Team
-	if u.Cookies.Get(r, web.TeamCookie, &chosen) && chosen.Namespace != m.Own {
-		role, err := u.RoleIn(ctx, m, chosen.Namespace)
-		if err != nil {
-			return err
+	var chosen Chosen
+	if u.Cookies.Get(r, web.TeamCookie, &chosen) && chosen.Account == acct.ID && chosen.Namespace != m.Own {
+		team, err := u.Accounts.TeamOf(ctx, chosen.Namespace)
+		role := ""
+		if err == nil {
+			role, err = u.RoleIn(ctx, m, chosen.Namespace)
 		}
-		if role != "" {
-			m.Team, m.Role = chosen, role
+		switch {
+		case err != nil && !errors.Is(err, accounts.ErrNoTeam):
+			return err
+		case role != "":
+			m.Team, m.Role = team, role
 			return nil
 		}
 		u.Cookies.Clear(w, r, web.TeamCookie)
 	}
 	if m.Own == "" {
-		return u.landInTeam(w, r, m)
+		return nil
 	}
 	m.Team = accounts.Team{Namespace: acct.Namespace, Name: acct.Email, Owner: acct.Email, Unverified: !acct.Verified}
+	if team, err := u.Accounts.TeamOf(ctx, acct.Namespace); err == nil {
+		m.Team = team
+	}
 	role, err := u.RoleIn(ctx, m, acct.Namespace)
 	if err == nil && role == "" {
 		if err = u.Accounts.EnsureOwner(ctx, acct); err == nil {
@@ -130,27 +143,6 @@ func (u *Teams) JoinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.
 	}
 	m.Role = role
 	return err
-}
-
-// landInTeam is m, who has no team of their own, in the first team of
-// their index where RBAC grants them a role, those of verified owners
-// first; the browser keeps it. None: m.team stays empty.
-func (u *Teams) landInTeam(w http.ResponseWriter, r *http.Request, m *web.Member) error {
-	teams, err := u.OtherTeams(r.Context(), m)
-	if err != nil {
-		return err
-	}
-	for _, t := range teams {
-		role, err := u.RoleIn(r.Context(), m, t.Namespace)
-		if err != nil {
-			return err
-		}
-		if role != "" {
-			m.Team, m.Role = t, role
-			return u.Cookies.Set(w, r, web.TeamCookie, t)
-		}
-	}
-	return nil
 }
 
 // OtherTeams are the teams the index lists for m, other than their own,

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/webui/accounts"
+	"github.com/sftpgate/sftpgate/webui/internal/team"
 	"github.com/sftpgate/sftpgate/webui/internal/web"
 )
 
@@ -98,12 +99,7 @@ func (u *Pages) RenameTeam(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	// The browser's choice of team carries its name.
-	if m := web.MemberFrom(r.Context()); m.Team.Namespace != m.Own {
-		if err := u.Cookies.Set(w, r, web.TeamCookie, team); err != nil {
-			return err
-		}
-	}
+	web.NoteObject(r, "RoleBinding", accounts.OwnerBinding)
 	u.Notify(w, r, "The team is now called "+team.Name+".")
 	http.Redirect(w, r, "/members", http.StatusSeeOther)
 	return nil
@@ -138,7 +134,7 @@ func (u *Pages) AddMember(w http.ResponseWriter, r *http.Request) error {
 			mistakes.Add("name", err.Error())
 		}
 		subject.Kind, subject.Name = rbacv1.UserKind, accounts.UserName(email)
-		if email != "" && email == web.MemberFrom(r.Context()).Team.Owner {
+		if team := web.MemberFrom(r.Context()).Team; email != "" && email == team.Owner && !team.Unverified {
 			mistakes.Add("name", "the owner is always an admin of their team")
 		}
 	case "group":
@@ -277,14 +273,17 @@ func (u *Pages) ListTeams(w http.ResponseWriter, r *http.Request) error {
 // takes them there.
 func (u *Pages) MakeOwnTeam(w http.ResponseWriter, r *http.Request) error {
 	acct := web.MemberFrom(r.Context()).Account
-	if _, err := u.Accounts.MakeOwnTeam(r.Context(), acct); err != nil {
+	made, err := u.Accounts.MakeOwnTeam(r.Context(), acct)
+	if err != nil {
 		if errors.Is(err, accounts.ErrFull) {
 			u.Full(w, r, err)
 			return nil
 		}
 		return err
 	}
-	u.MakeFilesKey(r.Context(), acct.Namespace)
+	// Recorded in the new team's trail, not the one the person acted in.
+	web.NoteAccount(r, made)
+	u.MakeFilesKey(r.Context(), made.Namespace)
 	u.Cookies.Clear(w, r, web.TeamCookie)
 	u.Notify(w, r, "Your own team is made: you are its admin.")
 	http.Redirect(w, r, "/connections", http.StatusSeeOther)
@@ -299,12 +298,13 @@ func (u *Pages) MakeOwnTeam(w http.ResponseWriter, r *http.Request) error {
 func (u *Pages) SwitchTeam(w http.ResponseWriter, r *http.Request) error {
 	m := web.MemberFrom(r.Context())
 	namespace := r.PostFormValue("namespace")
+	web.NoteObject(r, "Namespace", namespace)
 	if namespace == m.Own {
 		u.Cookies.Clear(w, r, web.TeamCookie)
 		http.Redirect(w, r, "/connections", http.StatusSeeOther)
 		return nil
 	}
-	team, err := u.Accounts.TeamOf(r.Context(), namespace)
+	_, err := u.Accounts.TeamOf(r.Context(), namespace)
 	switch {
 	case errors.Is(err, accounts.ErrNoTeam):
 		return web.ErrNotFound
@@ -318,7 +318,7 @@ func (u *Pages) SwitchTeam(w http.ResponseWriter, r *http.Request) error {
 	case role == "":
 		return web.ErrNotFound
 	}
-	if err := u.Cookies.Set(w, r, web.TeamCookie, team); err != nil {
+	if err := u.Cookies.Set(w, r, web.TeamCookie, team.Chosen{Account: m.Account.ID, Namespace: namespace}); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/connections", http.StatusSeeOther)

@@ -33,7 +33,8 @@ type Page struct {
 	Refresh bool
 	// Team is the team the person acts in, Role theirs there: the pages
 	// offer what the role may do (RBAC decides what it may).
-	Team, Role string
+	Team accounts.Team
+	Role string
 	// Name is the page's template, for the browser tests' walk.
 	Name string
 }
@@ -127,7 +128,7 @@ func (u *Core) Render(w http.ResponseWriter, r *http.Request, status int, name s
 		p.Account = AccountFrom(r.Context())
 	}
 	if m := MemberFrom(r.Context()); m != nil {
-		p.Team, p.Role = m.Team.Title(), m.Role
+		p.Team, p.Role = m.Team, m.Role
 	}
 	p.Notice, p.Name = u.takeNotice(w, r), name
 	var buf bytes.Buffer
