@@ -22,6 +22,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -39,10 +40,8 @@ type Options struct {
 	// NewOrFailingTestsPerMinute bounds a namespace's tests of connections
 	// not proven good.
 	NewOrFailingTestsPerMinute int
-	DeniedNetworks             string
-	// AccountDeniedNetworks is what web UI accounts' connections may not
-	// reach besides DeniedNetworks ("" is its default, "none" nothing).
-	AccountDeniedNetworks string
+	// Networks are where connections and stores may not dial.
+	egress.Networks
 	// Namespace is the manager's own, where it keeps slug reservations.
 	Namespace string
 	// SlugGracePeriod and TokenGracePeriod are how long a freed slug or
@@ -69,10 +68,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"The longest wait before testing again a connection whose tests keep failing (5s after the first failure, doubling).")
 	fs.IntVar(&o.NewOrFailingTestsPerMinute, "new-or-failing-tests-per-minute", 30,
 		"How many tests of new, changed or failing connections one namespace runs per minute (and at once, after a quiet minute); retests of connections that passed are not counted. 0 is no limit.")
-	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
-		"Comma-separated networks SFTP connections may not reach: CIDRs or the names link-local, metadata, loopback, private, unspecified, multicast.")
-	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", sftpdial.DefaultAccountDeniedNetworks,
-		"Networks the connections of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
+	o.BindNetworks(fs)
 	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
 		"The manager's namespace, where it keeps reservations of slugs and tokens (Leases); $POD_NAMESPACE by default.")
 	fs.DurationVar(&o.SlugGracePeriod, "slug-grace-period", 5*time.Minute,
@@ -84,7 +80,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // Setup adds the controllers to mgr: connection tests, API keys,
 // transfer schedules and finished transfers' expiry.
 func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
-	policy, err := sftpdial.ParsePolicies(o.DeniedNetworks, cmp.Or(o.AccountDeniedNetworks, sftpdial.DefaultAccountDeniedNetworks))
+	policy, err := o.DialPolicy()
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -145,7 +146,7 @@ func (r *ObjectStoreReconciler) test(ctx context.Context, store *v1alpha1.Object
 	if err == nil {
 		err = client.Test(ctx, store)
 	}
-	var dialErr *sftpdial.Error
+	var dialErr *egress.Error
 	switch {
 	case errors.As(err, &dialErr):
 		outcome.reason, outcome.message = dialErr.Reason, dialErr.Message

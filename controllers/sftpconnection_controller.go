@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
@@ -213,7 +213,7 @@ func (r *SftpConnectionReconciler) test(ctx context.Context, conn *v1alpha1.Sftp
 	}
 	if err != nil {
 		outcome.reason, outcome.message = v1alpha1.ReasonSFTPUnavailable, err.Error()
-		var dialErr *sftpdial.Error
+		var dialErr *egress.Error
 		if errors.As(err, &dialErr) {
 			outcome.reason, outcome.message = dialErr.Reason, dialErr.Message
 		}
@@ -248,7 +248,7 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 	defer context.AfterFunc(opCtx, func() { _ = session.Close() })()
 	root, err := session.ResolveRoot(conn.Spec.RootPath)
 	if err != nil && opCtx.Err() != nil {
-		err = &sftpdial.Error{Reason: v1alpha1.ReasonTimeout, Err: err, Message: fmt.Sprintf(
+		err = &egress.Error{Reason: v1alpha1.ReasonTimeout, Err: err, Message: fmt.Sprintf(
 			"%s did not answer a stat of rootPath within %s", sftpdial.Address(conn), timeout)}
 	}
 	return root, session, err

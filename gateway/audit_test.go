@@ -14,6 +14,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/egress"
 )
 
 // TestAuditRecords: every request that reached a tenant's connection is
@@ -23,7 +24,7 @@ import (
 func TestAuditRecords(t *testing.T) {
 	f := newFixture(t)
 	var log testkit.Log
-	gw, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks,
+	gw, err := gateway.New(restConfig, gateway.Options{Networks: egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks},
 		Log:    slog.New(slog.NewJSONHandler(&log, nil)),
 		Limits: gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second}})
 	must(t, err)

@@ -16,9 +16,9 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/gateway/keyauth"
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // This file says which API error (package answer) each error of the
@@ -119,7 +119,7 @@ func waitError(err error) error {
 
 // upstreamError says why the SFTP server could not serve the request.
 func upstreamError(err error) error {
-	var dialErr *sftpdial.Error
+	var dialErr *egress.Error
 	switch {
 	case errors.Is(err, pool.ErrCredentials):
 		// Not the SFTP server's fault, and the API server's error says

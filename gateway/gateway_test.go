@@ -42,6 +42,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/test/framework"
@@ -96,11 +97,11 @@ func run(m *testing.M) int {
 	defer func() { _ = manager.Kill() }()
 
 	gw, err := gateway.New(env.Config, gateway.Options{
-		BasePath:       "/",
-		DeniedNetworks: testcluster.LoopbackNetworks,
-		IdleTimeout:    time.Minute,
-		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
-		Log:            slog.New(slog.NewJSONHandler(testLog{os.Stderr}, nil)).With("component", "gateway"), // as Run's
+		BasePath:    "/",
+		Networks:    egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks},
+		IdleTimeout: time.Minute,
+		Limits:      gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second},
+		Log:         slog.New(slog.NewJSONHandler(testLog{os.Stderr}, nil)).With("component", "gateway"), // as Run's
 	})
 	if err != nil {
 		return fail(err)
@@ -705,7 +706,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// A second gateway in the process reports its own requests and pools.
-	second, err := gateway.New(restConfig, gateway.Options{DeniedNetworks: testcluster.LoopbackNetworks, Log: testcluster.Log("gateway")})
+	second, err := gateway.New(restConfig, gateway.Options{Networks: egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks}, Log: testcluster.Log("gateway")})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -896,8 +897,8 @@ func startReplicaOn(t testing.TB, cfg *rest.Config, opts gateway.Options) string
 func TestRateLimitPerKey(t *testing.T) {
 	f := newFixture(t)
 	base := startReplica(t, gateway.Options{
-		DeniedNetworks: "link-local,metadata",
-		Limits:         gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second, RatePerKey: 1.0 / 600, RateBurst: 2},
+		Networks: egress.Networks{DeniedNetworks: "link-local,metadata"},
+		Limits:   gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second, RatePerKey: 1.0 / 600, RateBurst: 2},
 	})
 
 	statuses := make([]int, 3)

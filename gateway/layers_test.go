@@ -21,6 +21,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
@@ -148,9 +149,9 @@ func BenchmarkWriteLayers(b *testing.B) {
 	f := newFixture(b)
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	gw, err := gateway.New(restConfig, gateway.Options{
-		BasePath:       "/",
-		DeniedNetworks: testcluster.LoopbackNetworks,
-		IdleTimeout:    time.Minute,
+		BasePath:    "/",
+		Networks:    egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks},
+		IdleTimeout: time.Minute,
 		Limits: gateway.Limits{MaxBodyBytes: maxBody, MaxUploadBytes: maxUpload, RequestTimeout: 30 * time.Second,
 			RatePerKey: 1e9, RateBurst: 1 << 30},
 		Log: quietLogger(b),

@@ -15,8 +15,8 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/kubeauth"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 )
@@ -28,13 +28,11 @@ import (
 type Options struct {
 	Addr string
 	// MetricsAddr is where /metrics is served; "0" serves it nowhere.
-	MetricsAddr    string
-	BasePath       string
-	DeniedNetworks string
-	// AccountDeniedNetworks is what web UI accounts' connections may not
-	// reach besides DeniedNetworks ("none": nothing more).
-	AccountDeniedNetworks string
-	IdleTimeout           time.Duration
+	MetricsAddr string
+	BasePath    string
+	// Networks are where connections and stores may not dial.
+	egress.Networks
+	IdleTimeout time.Duration
 	// LogFlushInterval is how long Run's log lines may wait in a buffer
 	// before they are written; Unlimited writes each at once.
 	LogFlushInterval time.Duration
@@ -109,13 +107,11 @@ const Unlimited = -1
 // flags' defaults.
 func Defaults() Options {
 	return Options{
-		Addr:                  ":8080",
-		MetricsAddr:           ":9090",
-		BasePath:              "/",
-		DeniedNetworks:        sftpdial.DefaultDeniedNetworks,
-		AccountDeniedNetworks: sftpdial.DefaultAccountDeniedNetworks,
-		IdleTimeout:           5 * time.Minute,
-		LogFlushInterval:      time.Second,
+		Addr:             ":8080",
+		MetricsAddr:      ":9090",
+		BasePath:         "/",
+		IdleTimeout:      5 * time.Minute,
+		LogFlushInterval: time.Second,
 		Limits: Limits{
 			MaxBodyBytes:            32 << 20,
 			MaxUploadBytes:          64 << 30,
@@ -169,8 +165,6 @@ func (o Options) withDefaults() Options {
 	or(&o.Addr, d.Addr)
 	or(&o.MetricsAddr, d.MetricsAddr)
 	or(&o.BasePath, d.BasePath)
-	or(&o.DeniedNetworks, d.DeniedNetworks)
-	or(&o.AccountDeniedNetworks, d.AccountDeniedNetworks)
 	or(&o.Audience, d.Audience)
 	orDuration(&o.IdleTimeout, d.IdleTimeout)
 	orDuration(&o.LogFlushInterval, d.LogFlushInterval)
@@ -212,10 +206,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Address of the Prometheus metrics endpoint (/metrics), apart from the API since it names every connection; 0 turns it off.")
 	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's pprof profiles at /debug/pprof/ on the metrics address.")
 	fs.StringVar(&o.BasePath, "base-path", o.BasePath, "Path prefix of every endpoint, e.g. /sftp for an ingress that does not strip it.")
-	fs.StringVar(&o.DeniedNetworks, "denied-networks", o.DeniedNetworks,
-		"Comma-separated networks SFTP connections may not reach (as for the manager).")
-	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", o.AccountDeniedNetworks,
-		"Networks the connections of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
+	o.BindNetworks(fs)
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "Close SSH connections unused for this long.")
 	unlimited(fs, &o.LogFlushInterval, "log-flush-interval", time.ParseDuration,
 		"Write log lines in batches at least this often (and at exit); 0 writes each line at once.")

@@ -81,7 +81,7 @@ type Server struct {
 func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
 	log := logging.OrDiscard(opts.Log)
-	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, opts.AccountDeniedNetworks)
+	policy, err := opts.DialPolicy()
 	if err != nil {
 		return nil, err
 	}

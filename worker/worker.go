@@ -39,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -66,12 +67,9 @@ type Options struct {
 	// states live.
 	Namespace string
 	// Identity names this replica in its Leases: its pod's name.
-	Identity       string
-	DeniedNetworks string
-	// AccountDeniedNetworks is what web UI accounts' connections and
-	// sinks may not reach besides DeniedNetworks ("" is its default,
-	// "none" nothing).
-	AccountDeniedNetworks string
+	Identity string
+	// Networks are where connections, stores and sinks may not dial.
+	egress.Networks
 	// LeaseDuration is how long a replica's hold on a watch lasts without
 	// renewal: a dead replica's watches move within it.
 	LeaseDuration time.Duration
@@ -130,10 +128,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace),
 		"The worker's namespace, where its Leases and the watches' states are kept.")
 	fs.StringVar(&o.Identity, "identity", cmp.Or(os.Getenv("POD_NAME"), host), "This replica's name in its Leases (its pod's name).")
-	fs.StringVar(&o.DeniedNetworks, "denied-networks", sftpdial.DefaultDeniedNetworks,
-		"Comma-separated networks that SFTP connections and event sinks may not reach (as for the manager and the gateway).")
-	fs.StringVar(&o.AccountDeniedNetworks, "account-denied-networks", sftpdial.DefaultAccountDeniedNetworks,
-		"Networks the connections and event sinks of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
+	o.BindNetworks(fs)
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", shard.DefaultLeaseDuration,
 		"How long a replica's hold on a watch lasts without renewal: a dead replica's watches move to another within it.")
 	fs.IntVar(&o.LeaseBuckets, "lease-buckets", shard.DefaultBuckets,
@@ -245,7 +240,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := opts.Limits.CheckTotals(); err != nil {
 		return nil, err
 	}
-	policy, err := sftpdial.ParsePolicies(opts.DeniedNetworks, cmp.Or(opts.AccountDeniedNetworks, sftpdial.DefaultAccountDeniedNetworks))
+	policy, err := opts.DialPolicy()
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/test/framework"
 	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/auditsinks"
@@ -152,7 +153,7 @@ func runWorker(t *testing.T, identity string, mutate ...func(*worker.Options)) (
 // counts its requests).
 func runWorkerOn(t *testing.T, cfg *rest.Config, identity string, mutate ...func(*worker.Options)) (stop func()) {
 	t.Helper()
-	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, DeniedNetworks: testcluster.LoopbackNetworks,
+	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, Networks: egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks},
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
 		UploadSweepInterval: 200 * time.Millisecond, AuditSinks: auditsinks.Limits{Outbox: auditOutbox, Recent: 20}, Log: workerLog.tee(testcluster.Log("worker"))}
 	for _, m := range mutate {

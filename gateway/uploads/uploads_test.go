@@ -27,6 +27,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
@@ -63,7 +64,7 @@ func newFixture(t *testing.T, limits uploads.Limits) *fixture {
 		conn:    testkit.ReadyConnection(t, k8s, testkit.Namespace(t, k8s, "tenant-"), "box", srv.Login()),
 		dir:     srv.Dir,
 	}
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
+	policy, err := egress.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
 	f.pools = &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute}
 	poolCtx, stop := context.WithCancel(ctx)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,31 +114,41 @@ func deps(t *testing.T, root string, args ...string) []string {
 }
 
 // TestFilesOnlyThroughTheFileLayer: every component touches a server's
-// files through internal/files, whose SFTP backend (internal/sftpfs, with
-// the dialer and the directory reader it stands on) is the only code that
-// speaks SFTP; the file layer itself knows no backend. A second backend
-// is a package like sftpfs, which imports nothing but the file layer and
-// what it stands on.
+// files through internal/files, which knows no backend; each backend's
+// library is imported by that backend's packages alone (a row of
+// libraries: its file-layer package, its dialer and what they stand on),
+// and a backend's file-layer package imports nothing of the module but
+// the file layer and its own packages. A new backend is a row here.
 func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
 	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const module = "github.com/sftpgate/sftpgate/"
-	backend := map[string]bool{module + "internal/sftpfs": true, module + "internal/sftpdial": true, module + "internal/sftpdir": true}
+	libraries := []struct {
+		prefix   string // the library's import path, and its packages'
+		backend  string // its file-layer package
+		packages []string
+	}{
+		{"github.com/pkg/sftp", "internal/sftpfs", []string{"internal/sftpfs", "internal/sftpdial", "internal/sftpdir"}},
+		{"github.com/minio/minio-go/", "internal/s3fs", []string{"internal/s3fs", "internal/s3dial"}},
+	}
 	for pkg, imports := range importsOf(t, root, `{{join .Imports " "}}`, "./...") {
 		if strings.HasPrefix(pkg, module+"hack/fixtures/") {
 			continue // the test servers
 		}
 		for _, imp := range imports {
-			switch {
-			case pkg == module+"internal/files" && (imp == "github.com/pkg/sftp" || backend[imp]):
-				t.Errorf("the file layer imports a backend, %s", imp)
-			case imp == "github.com/pkg/sftp" && !backend[pkg]:
-				t.Errorf("%s speaks SFTP itself (imports %s): go through internal/files", pkg, imp)
-			case pkg == module+"internal/sftpfs" && strings.HasPrefix(imp, module) &&
-				imp != module+"internal/files" && imp != module+"internal/sftpdir":
-				t.Errorf("the SFTP backend imports %s, beyond the file layer", imp)
+			for _, lib := range libraries {
+				own := slices.ContainsFunc(lib.packages, func(p string) bool { return module+p == pkg })
+				ownImport := slices.ContainsFunc(lib.packages, func(p string) bool { return module+p == imp })
+				switch {
+				case pkg == module+"internal/files" && (strings.HasPrefix(imp, lib.prefix) || ownImport):
+					t.Errorf("the file layer imports a backend, %s", imp)
+				case strings.HasPrefix(imp, lib.prefix) && !own:
+					t.Errorf("%s speaks to a backend itself (imports %s): go through internal/files", pkg, imp)
+				case pkg == module+lib.backend && strings.HasPrefix(imp, module) && imp != module+"internal/files" && !ownImport:
+					t.Errorf("the backend %s imports %s, beyond the file layer and its own packages", lib.backend, imp)
+				}
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/recovery"
@@ -326,7 +327,7 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, e
 		defer cancel()
 	}
 	dialed, err := p.dialer.Dial(ctx, p.target)
-	var dialErr *sftpdial.Error
+	var dialErr *egress.Error
 	result := "ok"
 	switch {
 	case errors.As(err, &dialErr):

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -119,7 +120,7 @@ func TestBurstGetsTheFailedDialsError(t *testing.T) {
 	})
 	_ = (<-conns).Close()
 	for range 8 {
-		var dialErr *sftpdial.Error
+		var dialErr *egress.Error
 		if err := <-errs; !errors.As(err, &dialErr) {
 			t.Errorf("err = %v, want the dial's error", err)
 		}

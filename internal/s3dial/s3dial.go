@@ -20,15 +20,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/s3fs"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
 // Dialer makes clients whose every connection the policy checks (a
 // redirect's too: the check is on the socket).
 type Dialer struct {
-	Policy sftpdial.Policy
+	Policy egress.Policy
 	// Tenants says which namespaces are web UI accounts', whose stores
 	// follow Policy.ForAccounts.
 	Tenants tenants.Kinds
@@ -46,22 +46,22 @@ type Store struct {
 func (s *Store) FS() s3fs.FS { return s3fs.New(s.Config) }
 
 // Client makes the client of store with the credentials in secret.
-// Failures are *sftpdial.Error values with an ObjectStore's reasons.
+// Failures are *egress.Error values with an ObjectStore's reasons.
 func (d *Dialer) Client(ctx context.Context, store *v1alpha1.ObjectStore, secret *corev1.Secret) (*Store, error) {
 	id, key := string(secret.Data[v1alpha1.SecretKeyAccessKeyID]), string(secret.Data[v1alpha1.SecretKeySecretAccessKey])
 	if id == "" || key == "" {
-		return nil, &sftpdial.Error{Reason: v1alpha1.ReasonInvalidCredentials, Message: fmt.Sprintf(
+		return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidCredentials, Message: fmt.Sprintf(
 			"Secret %q needs the keys %s and %s", secret.Name, v1alpha1.SecretKeyAccessKeyID, v1alpha1.SecretKeySecretAccessKey)}
 	}
 	u, err := url.Parse(store.Spec.Endpoint)
 	if err != nil || u.Host == "" {
-		return nil, &sftpdial.Error{Reason: v1alpha1.ReasonInvalidSpec, Err: err, Message: fmt.Sprintf("endpoint %q is no URL", store.Spec.Endpoint)}
+		return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidSpec, Err: err, Message: fmt.Sprintf("endpoint %q is no URL", store.Spec.Endpoint)}
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if store.Spec.CABundle != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM([]byte(store.Spec.CABundle)) {
-			return nil, &sftpdial.Error{Reason: v1alpha1.ReasonInvalidCABundle, Message: "spec.caBundle holds no PEM certificate"}
+			return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidCABundle, Message: "spec.caBundle holds no PEM certificate"}
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -90,7 +90,7 @@ func (d *Dialer) Client(ctx context.Context, store *v1alpha1.ObjectStore, secret
 		MaxRetries: 1,
 	})
 	if err != nil {
-		return nil, &sftpdial.Error{Reason: v1alpha1.ReasonInvalidSpec, Err: err, Message: fmt.Sprintf("endpoint %q: %v", store.Spec.Endpoint, err)}
+		return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidSpec, Err: err, Message: fmt.Sprintf("endpoint %q: %v", store.Spec.Endpoint, err)}
 	}
 	return &Store{Core: core, Host: u.Host, Config: s3fs.Config{
 		Core: core, Bucket: store.Spec.Bucket, Prefix: store.Spec.Prefix,
@@ -101,7 +101,7 @@ func (d *Dialer) Client(ctx context.Context, store *v1alpha1.ObjectStore, secret
 
 // Test lists one key of the store's prefix, which proves the endpoint,
 // the credentials, the bucket and the right to list. Failures are
-// *sftpdial.Error values whose Reason says which.
+// *egress.Error values whose Reason says which.
 func (s *Store) Test(ctx context.Context, store *v1alpha1.ObjectStore) error {
 	timeout := min(store.Spec.Limits.OperationTimeoutOrDefault(), store.Spec.Limits.ConnectTimeoutOrDefault())
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -123,29 +123,29 @@ func (s *Store) classify(err error, store *v1alpha1.ObjectStore) error {
 	resp := minio.ToErrorResponse(err)
 	switch {
 	case errors.As(err, &unknownAuthority), errors.As(err, &invalid), errors.As(err, &hostname), errors.As(err, &record):
-		return &sftpdial.Error{Reason: v1alpha1.ReasonTLSHandshakeFailed, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonTLSHandshakeFailed, Err: err,
 			Message: fmt.Sprintf("TLS with %s failed: %v", s.Host, errors.Unwrap(err))}
 	case resp.Code == "NoSuchBucket":
-		return &sftpdial.Error{Reason: v1alpha1.ReasonBucketNotFound, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonBucketNotFound, Err: err,
 			Message: fmt.Sprintf("%s has no bucket %q", s.Host, store.Spec.Bucket)}
 	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch" || resp.Code == "InvalidToken" ||
 		resp.Code == "ExpiredToken" || resp.StatusCode == http.StatusUnauthorized:
-		return &sftpdial.Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
 			Message: fmt.Sprintf("%s refused the access key (%s)", s.Host, resp.Code)}
 	case resp.Code == "AccessDenied" || resp.StatusCode == http.StatusForbidden:
-		return &sftpdial.Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
 			Message: fmt.Sprintf("the access key may not list %q in bucket %q", store.Spec.Prefix, store.Spec.Bucket)}
 	case resp.StatusCode != 0:
-		return &sftpdial.Error{Reason: v1alpha1.ReasonStoreUnavailable, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonStoreUnavailable, Err: err,
 			Message: fmt.Sprintf("%s answered HTTP %d (%s): %s", s.Host, resp.StatusCode, resp.Code, resp.Message)}
 	}
 	if msg := err.Error(); strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:") || strings.Contains(msg, "HTTP response to HTTPS client") {
-		return &sftpdial.Error{Reason: v1alpha1.ReasonTLSHandshakeFailed, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonTLSHandshakeFailed, Err: err,
 			Message: fmt.Sprintf("TLS with %s failed: %v", s.Host, err)}
 	}
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
 		err = urlErr.Err
 	}
-	return sftpdial.NetworkError(err, s.Host, store.Spec.Limits.ConnectTimeoutOrDefault(), "an S3 server")
+	return egress.NetworkError(err, s.Host, store.Spec.Limits.ConnectTimeoutOrDefault(), "an S3 server")
 }

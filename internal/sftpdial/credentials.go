@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 )
 
 // authMethods turns the credentials Secret into SSH auth methods: the
@@ -19,7 +20,7 @@ import (
 // its keys, never their values.
 func authMethods(secret *corev1.Secret) ([]ssh.AuthMethod, error) {
 	invalid := func(format string, args ...any) error {
-		return &Error{Reason: v1alpha1.ReasonInvalidCredentials,
+		return &egress.Error{Reason: v1alpha1.ReasonInvalidCredentials,
 			Message: fmt.Sprintf("Secret %q: ", secret.Name) + fmt.Sprintf(format, args...)}
 	}
 	var methods []ssh.AuthMethod

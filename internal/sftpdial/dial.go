@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -23,23 +22,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/sftpdir"
 	"github.com/sftpgate/sftpgate/internal/sftpfs"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
-
-// Error is a failed dial or connection test. Reason is one of the Ready
-// reasons of the v1alpha1 API; Message is written for a person and never
-// contains a secret.
-type Error struct {
-	Reason  string
-	Message string
-	Err     error
-}
-
-func (e *Error) Error() string { return e.Message }
-func (e *Error) Unwrap() error { return e.Err }
 
 // Target is everything needed to dial one SftpConnection, prepared once:
 // parsing (and decrypting) a private key is slow, dialling again is not.
@@ -120,7 +108,7 @@ func (s *Session) Close() error {
 
 // Dialer dials Targets within a Policy.
 type Dialer struct {
-	Policy Policy
+	Policy egress.Policy
 	// Tenants says which namespaces are web UI accounts', whose dials
 	// follow Policy.ForAccounts.
 	Tenants tenants.Kinds
@@ -147,7 +135,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		if ended := callerEnded(parent, own); ended != nil {
 			return nil, ended
 		}
-		return nil, NetworkError(err, addr, t.timeout, "an SSH server")
+		return nil, egress.NetworkError(err, addr, t.timeout, "an SSH server")
 	}
 	conn = withQuickAck(conn)
 	batched := newBatchConn(conn)
@@ -175,8 +163,8 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		if ended := callerEnded(parent, own); ended != nil {
 			return ended
 		}
-		if ctx.Err() != nil || IsTimeout(err) {
-			return timeoutError(addr, t.timeout, err)
+		if ctx.Err() != nil || egress.IsTimeout(err) {
+			return egress.TimeoutError(addr, t.timeout, err)
 		}
 		return nil
 	}
@@ -205,7 +193,7 @@ func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 		if ferr := failed(err); ferr != nil {
 			return nil, ferr
 		}
-		return nil, &Error{Reason: v1alpha1.ReasonSFTPUnavailable, Err: err,
+		return nil, &egress.Error{Reason: v1alpha1.ReasonSFTPUnavailable, Err: err,
 			Message: fmt.Sprintf("logged in to %s, but the server did not start the SFTP subsystem: %v", addr, err)}
 	}
 	mu.Lock()
@@ -262,56 +250,17 @@ func callerEnded(parent context.Context, own time.Time) error {
 	return nil
 }
 
-// NetworkError is a failed dial of addr, with the reason that names why;
-// server says what should listen there ("an SSH server").
-func NetworkError(err error, addr string, timeout time.Duration, server string) error {
-	var (
-		denied *DeniedError
-		dns    *net.DNSError
-	)
-	switch {
-	case errors.As(err, &denied):
-		return &Error{Reason: v1alpha1.ReasonDestinationNotAllowed, Err: err,
-			Message: fmt.Sprintf("%s: %v; this gateway's dial policy does not allow it", addr, denied)}
-	case errors.As(err, &dns) && !dns.IsTimeout:
-		return &Error{Reason: v1alpha1.ReasonDNSError, Err: err,
-			Message: fmt.Sprintf("cannot resolve host %q: %s", dns.Name, dns.Err)}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return &Error{Reason: v1alpha1.ReasonConnectionRefused, Err: err,
-			Message: fmt.Sprintf("%s refused the connection; is %s listening on that port?", addr, server)}
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
-			Message: fmt.Sprintf("no route to %s: %v", addr, errors.Unwrap(err))}
-	case IsTimeout(err):
-		return timeoutError(addr, timeout, err)
-	}
-	return &Error{Reason: v1alpha1.ReasonHostUnreachable, Err: err,
-		Message: fmt.Sprintf("cannot connect to %s: %v", addr, err)}
-}
-
 func handshakeError(err error, addr, user string) error {
 	var mismatch *hostKeyMismatchError
 	switch {
 	case errors.As(err, &mismatch):
-		return &Error{Reason: v1alpha1.ReasonHostKeyMismatch, Err: err, Message: mismatch.msg}
+		return &egress.Error{Reason: v1alpha1.ReasonHostKeyMismatch, Err: err, Message: mismatch.msg}
 	case strings.Contains(err.Error(), "unable to authenticate"):
-		return &Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
+		return &egress.Error{Reason: v1alpha1.ReasonAuthenticationFailed, Err: err,
 			Message: fmt.Sprintf("%s refused the credentials for user %q", addr, user)}
 	}
-	return &Error{Reason: v1alpha1.ReasonSSHHandshakeFailed, Err: err,
+	return &egress.Error{Reason: v1alpha1.ReasonSSHHandshakeFailed, Err: err,
 		Message: fmt.Sprintf("SSH handshake with %s failed; is it an SSH server? (%v)", addr, err)}
-}
-
-// IsTimeout reports whether err is a deadline or a network timeout.
-func IsTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
-		(errors.As(err, &ne) && ne.Timeout())
-}
-
-func timeoutError(addr string, timeout time.Duration, err error) error {
-	return &Error{Reason: v1alpha1.ReasonTimeout, Err: err,
-		Message: fmt.Sprintf("%s did not answer within %s", addr, timeout)}
 }
 
 // ResolveRoot returns rootPath as an absolute path on the server (empty
@@ -324,7 +273,7 @@ func (s *Session) ResolveRoot(rootPath string) (string, error) {
 	if err == nil {
 		var fi os.FileInfo
 		if fi, err = s.Files.Stat(abs); err == nil && !fi.IsDir() {
-			return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible,
+			return "", &egress.Error{Reason: v1alpha1.ReasonRootPathInaccessible,
 				Message: fmt.Sprintf("rootPath %q is not a directory", abs)}
 		}
 	}
@@ -332,12 +281,12 @@ func (s *Session) ResolveRoot(rootPath string) (string, error) {
 	case err == nil:
 		return abs, nil
 	case errors.Is(err, os.ErrNotExist):
-		return "", &Error{Reason: v1alpha1.ReasonRootPathNotFound, Err: err,
+		return "", &egress.Error{Reason: v1alpha1.ReasonRootPathNotFound, Err: err,
 			Message: fmt.Sprintf("rootPath %q does not exist on the server", rootPath)}
 	case errors.Is(err, os.ErrPermission):
-		return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
+		return "", &egress.Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
 			Message: fmt.Sprintf("user may not access rootPath %q", rootPath)}
 	}
-	return "", &Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
+	return "", &egress.Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
 		Message: fmt.Sprintf("cannot stat rootPath %q: %v", rootPath, err)}
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 )
 
 // hostKeyTrust decides whether the key a server presents is accepted.
@@ -34,7 +35,7 @@ func newHostKeyTrust(conn *v1alpha1.SftpConnection) (*hostKeyTrust, error) {
 		}
 		key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(entry))
 		if err != nil {
-			return nil, &Error{Reason: v1alpha1.ReasonInvalidHostKey,
+			return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidHostKey,
 				Message: fmt.Sprintf("spec.hostKey.trusted[%d] is not a public key in authorized_keys format nor a SHA256 fingerprint: %v", i, err)}
 		}
 		t.keys = append(t.keys, key)
@@ -42,7 +43,7 @@ func newHostKeyTrust(conn *v1alpha1.SftpConnection) (*hostKeyTrust, error) {
 	if conn.Status.HostKey != "" && conn.Status.HostKeyAddress == Address(conn) {
 		key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(conn.Status.HostKey))
 		if err != nil {
-			return nil, &Error{Reason: v1alpha1.ReasonInvalidHostKey,
+			return nil, &egress.Error{Reason: v1alpha1.ReasonInvalidHostKey,
 				Message: fmt.Sprintf("status.hostKey is not a public key: %v", err)}
 		}
 		t.firstUse = key

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/egress"
 )
 
 func newKey(t *testing.T) ssh.PublicKey {
@@ -105,7 +106,7 @@ func TestInvalidTrustedEntry(t *testing.T) {
 	c := &v1alpha1.SftpConnection{}
 	c.Spec.HostKey.Trusted = []string{"ssh-ed25519 " + strings.Repeat("A", 60)}
 	_, err := newHostKeyTrust(c)
-	var dialErr *Error
+	var dialErr *egress.Error
 	if !errors.As(err, &dialErr) || dialErr.Reason != v1alpha1.ReasonInvalidHostKey {
 		t.Fatalf("got %v, want reason %s", err, v1alpha1.ReasonInvalidHostKey)
 	}

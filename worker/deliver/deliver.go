@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
@@ -45,7 +45,7 @@ type Sender struct {
 
 // New returns a sender whose dials follow policy, for web UI accounts (as
 // tenants says which namespaces are theirs) policy.ForAccounts.
-func New(policy sftpdial.Policy, tenants tenants.Kinds) (*Sender, error) {
+func New(policy egress.Policy, tenants tenants.Kinds) (*Sender, error) {
 	c, err := newClient(policy)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func New(policy sftpdial.Policy, tenants tenants.Kinds) (*Sender, error) {
 
 // newClient is a CloudEvents client of its own connections, dialled
 // within policy.
-func newClient(policy sftpdial.Policy) (cloudevents.Client, error) {
+func newClient(policy egress.Policy) (cloudevents.Client, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: policy.Control}
 	transport := &http.Transport{
 		DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
@@ -180,7 +180,7 @@ func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudeven
 	if cloudevents.ResultAs(result, &httpResult) {
 		status = httpResult.StatusCode
 	}
-	var denied *sftpdial.DeniedError
+	var denied *egress.DeniedError
 	switch {
 	case cloudevents.IsACK(result) && (status == 0 || status/100 == 2):
 		return Outcome{Delivered: true, Status: status}

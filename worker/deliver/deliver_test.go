@@ -16,7 +16,7 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
@@ -32,7 +32,7 @@ func event(id string) cloudevents.Event {
 
 func TestSend(t *testing.T) {
 	r := testsink.Start(t)
-	s, err := New(sftpdial.Policy{}, tenants.Kinds{})
+	s, err := New(egress.Policy{}, tenants.Kinds{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSend(t *testing.T) {
 	if out := s.Send(ctx, "default", gone, event("id-3"), time.Second, nil); !out.Retry || out.Denied {
 		t.Errorf("a sink that is down: %+v", out)
 	}
-	policy, _ := sftpdial.ParsePolicy("loopback")
+	policy, _ := egress.ParsePolicy("loopback")
 	strict, _ := New(policy, tenants.Kinds{})
 	if out := strict.Send(ctx, "default", r.URL, event("id-4"), time.Second, nil); !out.Denied || out.Retry || !strings.Contains(out.Err.Error(), "loopback") {
 		t.Errorf("a sink the policy refuses: %+v", out)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
@@ -30,7 +30,7 @@ func FuzzSubject(f *testing.F) {
 		}))
 	)
 	f.Cleanup(sink.Close)
-	s, err := New(sftpdial.Policy{}, tenants.Kinds{})
+	s, err := New(egress.Policy{}, tenants.Kinds{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/tenants"
 )
 
@@ -17,7 +17,7 @@ import (
 // event refuses it for good.
 func TestTry(t *testing.T) {
 	sink, dead := testsink.Start(t), testsink.Start(t)
-	s, err := New(sftpdial.Policy{}, tenants.Kinds{})
+	s, err := New(egress.Policy{}, tenants.Kinds{})
 	if err != nil {
 		t.Fatal(err)
 	}

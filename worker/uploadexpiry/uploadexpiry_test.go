@@ -26,6 +26,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
@@ -78,7 +79,7 @@ func TestSweepIsNotHeldByAnotherTenant(t *testing.T) {
 	must(t, records.Create(ctx, &uploadrecord.Record{ID: uploadrecord.NewID(), Namespace: victim.Namespace, Connection: victim.Name,
 		ConnectionUID: victim.UID, Target: filepath.Join(sshd.Dir, "v"), Partial: partial, Size: 8, Created: past, Expires: past}))
 
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
+	policy, err := egress.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
 	sweeper = &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
@@ -136,7 +137,7 @@ func TestUploadsOfASilentServerAreAbandoned(t *testing.T) {
 
 	var log testkit.Log
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
-	policy, err := sftpdial.ParsePolicy(testcluster.LoopbackNetworks)
+	policy, err := egress.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
 	removed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"})
 	limits := uploadexpiry.Limits{Timeout: time.Second, FailedSweeps: 3}

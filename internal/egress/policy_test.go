@@ -1,15 +1,10 @@
-package sftpdial
+package egress
 
 import (
-	"context"
 	"errors"
+	"flag"
 	"net/netip"
 	"testing"
-	"time"
-
-	"golang.org/x/crypto/ssh"
-
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 )
 
 func TestPolicy(t *testing.T) {
@@ -62,22 +57,6 @@ func TestParsePolicyRejectsUnknownNames(t *testing.T) {
 	}
 }
 
-// TestDialChecksTheResolvedAddress: a host name is refused for the address
-// it resolves to, not let through because it is a name.
-func TestDialChecksTheResolvedAddress(t *testing.T) {
-	policy, err := ParsePolicy(DefaultDeniedNetworks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &Dialer{Policy: policy}
-	target := &Target{addr: "localhost:22", config: &ssh.ClientConfig{}, trust: &hostKeyTrust{}, timeout: 5 * time.Second}
-	_, err = d.Dial(context.Background(), target)
-	var dialErr *Error
-	if !errors.As(err, &dialErr) || dialErr.Reason != v1alpha1.ReasonDestinationNotAllowed {
-		t.Fatalf("dialling localhost: %v, want reason %s", err, v1alpha1.ReasonDestinationNotAllowed)
-	}
-}
-
 // TestAccountsKeepOutOfPrivateNetworks: a web UI account's policy refuses
 // private addresses the operator's allows; "none" adds nothing. (That an
 // account's connection and sink are dialled with it is a row of the web
@@ -106,4 +85,40 @@ func TestAccountsKeepOutOfPrivateNetworks(t *testing.T) {
 		t.Errorf("with none, an account's dial to %s: %v", private, err)
 	}
 
+}
+
+// TestNetworksFlags: every component binds the same flags with the same
+// defaults; left empty they are the defaults, and "none" denies nothing
+// (more).
+func TestNetworksFlags(t *testing.T) {
+	var n Networks
+	fs := flag.NewFlagSet("component", flag.ContinueOnError)
+	n.BindNetworks(fs)
+	if n.DeniedNetworks != DefaultDeniedNetworks || n.AccountDeniedNetworks != DefaultAccountDeniedNetworks {
+		t.Errorf("the flags' defaults: %+v", n)
+	}
+	private, loopback := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("127.0.0.1")
+	for _, tc := range []struct {
+		n                        Networks
+		loopbackDenied, accounts bool
+	}{
+		{Networks{}, true, true},
+		{Networks{DeniedNetworks: "none"}, false, true},
+		{Networks{DeniedNetworks: "none", AccountDeniedNetworks: "none"}, false, false},
+		{Networks{DeniedNetworks: "metadata", AccountDeniedNetworks: " "}, false, true},
+	} {
+		p, err := tc.n.DialPolicy()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.n, err)
+		}
+		if got := p.Check(loopback) != nil; got != tc.loopbackDenied {
+			t.Errorf("%+v: loopback denied %v", tc.n, got)
+		}
+		if got := p.ForAccounts().Check(private) != nil; got != tc.accounts {
+			t.Errorf("%+v: an account's private dial denied %v", tc.n, got)
+		}
+	}
+	if _, err := (Networks{DeniedNetworks: "nowhere"}).DialPolicy(); err == nil {
+		t.Error("a denied network that is neither a CIDR nor a name is taken")
+	}
 }

@@ -1,4 +1,4 @@
-package sftpdial
+package egress
 
 import (
 	"context"
