@@ -165,6 +165,7 @@ func (o Options) withDefaults() Options {
 	or(&o.Addr, d.Addr)
 	or(&o.MetricsAddr, d.MetricsAddr)
 	or(&o.BasePath, d.BasePath)
+	o.Networks = o.NetworksOrDefaults()
 	or(&o.Audience, d.Audience)
 	orDuration(&o.IdleTimeout, d.IdleTimeout)
 	orDuration(&o.LogFlushInterval, d.LogFlushInterval)

@@ -22,18 +22,25 @@ type Networks struct {
 }
 
 // BindNetworks registers the flags on fs.
-func (f *Networks) BindNetworks(fs *flag.FlagSet) {
-	fs.StringVar(&f.DeniedNetworks, "denied-networks", DefaultDeniedNetworks,
+func (n *Networks) BindNetworks(fs *flag.FlagSet) {
+	fs.StringVar(&n.DeniedNetworks, "denied-networks", DefaultDeniedNetworks,
 		"Comma-separated networks that connections, stores and event sinks may not reach: CIDRs or the names "+strings.Join(networkNames(), ", ")+"; none for none.")
-	fs.StringVar(&f.AccountDeniedNetworks, "account-denied-networks", DefaultAccountDeniedNetworks,
+	fs.StringVar(&n.AccountDeniedNetworks, "account-denied-networks", DefaultAccountDeniedNetworks,
 		"Networks the connections, stores and event sinks of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
 }
 
+// NetworksOrDefaults is n with each flag left empty at its default.
+func (n Networks) NetworksOrDefaults() Networks {
+	n.DeniedNetworks = cmp.Or(strings.TrimSpace(n.DeniedNetworks), DefaultDeniedNetworks)
+	n.AccountDeniedNetworks = cmp.Or(strings.TrimSpace(n.AccountDeniedNetworks), DefaultAccountDeniedNetworks)
+	return n
+}
+
 // DialPolicy is the policy the flags say.
-func (f Networks) DialPolicy() (Policy, error) {
-	denied := cmp.Or(strings.TrimSpace(f.DeniedNetworks), DefaultDeniedNetworks)
-	if denied == "none" {
-		denied = ""
+func (n Networks) DialPolicy() (Policy, error) {
+	n = n.NetworksOrDefaults()
+	if n.DeniedNetworks == "none" {
+		n.DeniedNetworks = ""
 	}
-	return ParsePolicies(denied, cmp.Or(strings.TrimSpace(f.AccountDeniedNetworks), DefaultAccountDeniedNetworks))
+	return ParsePolicies(n.DeniedNetworks, n.AccountDeniedNetworks)
 }

@@ -124,7 +124,9 @@ func (u *Teams) JoinTeam(w http.ResponseWriter, r *http.Request, acct *accounts.
 			return err
 		case role != "":
 			m.Team, m.Role = team, role
-			return nil
+			// Kept for as long as the session is used, not 12 hours from
+			// the choice.
+			return u.Cookies.Set(w, r, web.TeamCookie, chosen)
 		}
 		u.Cookies.Clear(w, r, web.TeamCookie)
 	}
