@@ -13,6 +13,7 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/go-logr/logr v1.4.4
 	github.com/gorilla/securecookie v1.1.2
+	github.com/jlaffaye/ftp v0.2.4
 	github.com/klauspost/readahead v1.4.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/pkg/sftp v1.13.12

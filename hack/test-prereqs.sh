@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need, when they are missing:
-# OpenSSH's sshd (the tests start their own on loopback; the system service
-# is never started or touched), make, and CA certificates for the Go module
+# OpenSSH's sshd and vsftpd (the tests start their own on loopback; the
+# system services are never started or touched), make, and CA certificates for the Go module
 # proxy, Chromium for the web UI's browser tests, and GnuPG, the peer the
 # OpenPGP tests check interoperation with. With the argument
 # "bench", also wrk, the load generator of make bench.
 set -euo pipefail
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+[ -x /usr/sbin/vsftpd ] || missing+=(vsftpd)
 command -v make >/dev/null || missing+=(make)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
@@ -25,8 +26,8 @@ if [ "$(id -u)" != 0 ]; then
   fi
   sudo=(sudo)
 fi
-# Installing openssh-server would start the system's sshd through
-# invoke-rc.d; a policy-rc.d that denies it keeps the system service off.
+# Installing openssh-server or vsftpd would start the system's service
+# through invoke-rc.d; a policy-rc.d that denies it keeps them off.
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
