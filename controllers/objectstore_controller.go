@@ -22,7 +22,6 @@ import (
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // ObjectStoreReconciler tests each ObjectStore as SftpConnectionReconciler
@@ -91,7 +90,7 @@ func (r *ObjectStoreReconciler) reconcile(ctx context.Context, store *v1alpha1.O
 	if err := r.SecretMetadata.Get(ctx, secretKey, secretMeta); err != nil {
 		return ctrl.Result{}, r.secretMissing(store, f, err)
 	}
-	hash := sftpdial.CredentialsHash(secretMeta)
+	hash := egress.CredentialsHash(secretMeta)
 	record := storeRecord(store)
 	f.untested = record.untested(hash)
 	if wait, due := r.Pace.next(record, hash, time.Now()); !due {
@@ -125,7 +124,7 @@ func (r *ObjectStoreReconciler) reconcile(ctx context.Context, store *v1alpha1.O
 		return ctrl.Result{}, ctx.Err()
 	}
 	f.test = &outcome
-	store.Status.CredentialsHash = sftpdial.CredentialsHash(&secret)
+	store.Status.CredentialsHash = egress.CredentialsHash(&secret)
 	store.Status.LastHandledTestRequest = store.Annotations[v1alpha1.AnnotationTestRequestedAt]
 	return ctrl.Result{RequeueAfter: r.Pace.Interval}, nil
 }

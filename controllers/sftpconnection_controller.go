@@ -145,7 +145,7 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 	if err := r.SecretMetadata.Get(ctx, secretKey, secretMeta); err != nil {
 		return ctrl.Result{}, secretMissing(conn, f, err)
 	}
-	hash := sftpdial.CredentialsHash(secretMeta)
+	hash := egress.CredentialsHash(secretMeta)
 	record := connectionRecord(conn)
 	f.untested = record.untested(hash)
 	if wait, due := r.Pace.next(record, hash, time.Now()); !due {
@@ -182,7 +182,7 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 		return ctrl.Result{}, ctx.Err()
 	}
 	f.test = &outcome
-	conn.Status.CredentialsHash = sftpdial.CredentialsHash(&secret)
+	conn.Status.CredentialsHash = egress.CredentialsHash(&secret)
 	conn.Status.LastHandledTestRequest = conn.Annotations[v1alpha1.AnnotationTestRequestedAt]
 	return ctrl.Result{RequeueAfter: r.Pace.Interval}, nil
 }

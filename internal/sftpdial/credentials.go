@@ -1,15 +1,12 @@
 package sftpdial
 
 import (
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
@@ -62,13 +59,4 @@ func parsePrivateKey(pem, passphrase []byte) (ssh.Signer, error) {
 		return nil, errors.New("not a private key in OpenSSH, PEM or PKCS#8 format, or of an unsupported type (use RSA, ECDSA or Ed25519)")
 	}
 	return signer, nil
-}
-
-// CredentialsHash identifies one version of a credentials Secret. It is made
-// from the Secret's UID and resource version, never from its data, so it can
-// be shown in status without helping anyone guess a password, and computed
-// from the Secret's metadata alone.
-func CredentialsHash(secret metav1.Object) string {
-	sum := sha256.Sum256([]byte(string(secret.GetUID()) + "/" + secret.GetResourceVersion()))
-	return "sha256:" + hex.EncodeToString(sum[:16])
 }
