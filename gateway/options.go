@@ -108,6 +108,7 @@ const Unlimited = -1
 func Defaults() Options {
 	return Options{
 		Addr:             ":8080",
+		Networks:         egress.Networks{}.NetworksOrDefaults(),
 		MetricsAddr:      ":9090",
 		BasePath:         "/",
 		IdleTimeout:      5 * time.Minute,

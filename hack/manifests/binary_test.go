@@ -136,7 +136,15 @@ func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
 		// fixture speaks FTP today.
 		{"github.com/jlaffaye/ftp", "internal/ftpfs", []string{"internal/ftpfs"}},
 	}
-	for pkg, imports := range importsOf(t, root, `{{join .Imports " "}}`, "./...") {
+	all := importsOf(t, root, `{{join .Imports " "}}`, "./...")
+	for _, lib := range libraries {
+		for _, p := range lib.packages {
+			if _, ok := all[module+p]; !ok && p != "internal/ftpfs" { // the FTP backend is to come
+				t.Errorf("the row of %s names %s, which is no package: renamed?", lib.prefix, p)
+			}
+		}
+	}
+	for pkg, imports := range all {
 		if strings.HasPrefix(pkg, module+"hack/fixtures/") {
 			continue // the test servers
 		}

@@ -34,7 +34,7 @@ func NetworkError(err error, addr string, timeout time.Duration, server string) 
 	switch {
 	case errors.As(err, &denied):
 		return &Error{Reason: v1alpha1.ReasonDestinationNotAllowed, Err: err,
-			Message: fmt.Sprintf("%s: %v; this gateway's dial policy does not allow it", addr, denied)}
+			Message: fmt.Sprintf("%s: %v; sftpgate's dial policy does not allow it", addr, denied)}
 	case errors.As(err, &dns) && !dns.IsTimeout:
 		return &Error{Reason: v1alpha1.ReasonDNSError, Err: err,
 			Message: fmt.Sprintf("cannot resolve host %q: %s", dns.Name, dns.Err)}

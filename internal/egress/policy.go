@@ -156,7 +156,8 @@ func (p Policy) Check(addr netip.Addr) error {
 // Control is a net.Dialer's ControlContext that applies the policy: it
 // runs after name resolution, on the address about to be dialled, the one
 // place a DNS answer cannot slip past it. Every dial of sftpgate's to a
-// place a tenant chose (an SFTP server, an event sink) goes through it.
+// place a tenant chose (an SFTP server, a bucket, an event sink) goes
+// through it.
 func (p Policy) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {

@@ -106,6 +106,8 @@ func TestNetworksFlags(t *testing.T) {
 		{Networks{DeniedNetworks: "none"}, false, true},
 		{Networks{DeniedNetworks: "none", AccountDeniedNetworks: "none"}, false, false},
 		{Networks{DeniedNetworks: "metadata", AccountDeniedNetworks: " "}, false, true},
+		{Networks{DeniedNetworks: " "}, true, true},
+		{Networks{DeniedNetworks: " none "}, false, true},
 	} {
 		p, err := tc.n.DialPolicy()
 		if err != nil {

@@ -119,7 +119,7 @@ type Dialer struct {
 
 // Dial connects, verifies the host key, authenticates and opens the SFTP
 // subsystem, all within the target's connect timeout and ctx. Failures are
-// *Error values whose Reason says which step failed.
+// *egress.Error values whose Reason says which step failed.
 func (d *Dialer) Dial(parent context.Context, t *Target) (*Session, error) {
 	own := time.Now().Add(t.timeout)
 	ctx, cancel := context.WithDeadline(parent, own)
