@@ -5,6 +5,7 @@
 package ends
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -30,28 +31,113 @@ type End struct {
 	Root string
 	// OperationTimeout bounds one operation on it.
 	OperationTimeout time.Duration
-	// Conn or Store is what Ref names.
-	Conn  *v1alpha1.SftpConnection
-	Store *v1alpha1.ObjectStore
+	// Object is what Ref names, of its kind's type.
+	Object client.Object
+	kind   *kind
+}
+
+// kind is a kind of end: what differs between them, in one row each of
+// kinds (a new backend is a row).
+type kind struct {
+	// resource names the kind in an event's source.
+	resource string
+	// read reads the end of ref in namespace from cache; why says why it
+	// cannot be used now ("" when it can).
+	read func(ctx context.Context, cache client.Reader, key client.ObjectKey) (e *End, why string)
+	// do runs fn on e's files; abort ends what fn has running.
+	do func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(f files.FS, abort func()) error) error
+	// warm readies e's first session, where it has sessions.
+	warm func(x *Ends, ctx context.Context, e *End)
+	// slug is e's path at the gateway, where the gateway serves it.
+	slug func(e *End) string
+	// partialFiles: a copy cut off leaves its temporary file in the
+	// folder, for someone to remove (a store's upload never shows).
+	partialFiles bool
+}
+
+// kinds are the kinds of end, by the kind a ConnectionReference names.
+var kinds = map[string]*kind{
+	v1alpha1.KindSftpConnection: {
+		resource: "sftpconnections",
+		read: func(ctx context.Context, cache client.Reader, key client.ObjectKey) (*End, string) {
+			var c v1alpha1.SftpConnection
+			if err := cache.Get(ctx, key, &c); err != nil {
+				return nil, fmt.Sprintf("there is no SftpConnection %s in this namespace", key.Name)
+			}
+			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: &c}, c.Unusable()
+		},
+		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
+			p, err := x.Pools.Get(ctx, e.Object.(*v1alpha1.SftpConnection)) //nolint:forcetypeassert // the row's type
+			if err != nil {
+				return err
+			}
+			return p.Do(ctx, op, func(s *sftpdial.Session) error { return fn(s.Files, func() { _ = s.Close() }) })
+		},
+		warm: func(x *Ends, ctx context.Context, e *End) {
+			if p, err := x.Pools.Get(ctx, e.Object.(*v1alpha1.SftpConnection)); err == nil { //nolint:forcetypeassert // the row's type
+				_ = p.Warm(ctx)
+			}
+		},
+		slug:         func(e *End) string { return e.Object.(*v1alpha1.SftpConnection).Status.Slug }, //nolint:forcetypeassert // the row's type
+		partialFiles: true,
+	},
+	v1alpha1.KindObjectStore: {
+		resource: "objectstores",
+		read: func(ctx context.Context, cache client.Reader, key client.ObjectKey) (*End, string) {
+			var s v1alpha1.ObjectStore
+			if err := cache.Get(ctx, key, &s); err != nil {
+				return nil, fmt.Sprintf("there is no ObjectStore %s in this namespace", key.Name)
+			}
+			return &End{UID: s.UID, Root: "/", OperationTimeout: s.Spec.Limits.OperationTimeoutOrDefault(), Object: &s}, s.Unusable()
+		},
+		// A store's requests each have its operationTimeout, but a
+		// listing is many: op.Timeout bounds them all, and abort cancels
+		// them.
+		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
+			s, err := x.Stores.Get(ctx, e.Object.(*v1alpha1.ObjectStore)) //nolint:forcetypeassert // the row's type
+			if err != nil {
+				return err
+			}
+			if op.Timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, op.Timeout)
+				defer cancel()
+			}
+			f := s.FS()
+			defer func() { _ = f.Close() }()
+			abort := func() { _ = f.Close() }
+			defer context.AfterFunc(ctx, abort)()
+			return fn(f, abort)
+		},
+		warm: func(*Ends, context.Context, *End) {},
+		slug: func(*End) string { return "" },
+	},
 }
 
 // Get reads what ref names in namespace from cache; why says why it
 // cannot be used now, and is "" when it can.
 func Get(ctx context.Context, cache client.Reader, namespace string, ref v1alpha1.ConnectionReference) (e *End, why string) {
-	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
-	if ref.IsObjectStore() {
-		var s v1alpha1.ObjectStore
-		if err := cache.Get(ctx, key, &s); err != nil {
-			return nil, fmt.Sprintf("there is no ObjectStore %s in this namespace", ref.Name)
-		}
-		return &End{Ref: ref, UID: s.UID, Root: "/", OperationTimeout: s.Spec.Limits.OperationTimeoutOrDefault(), Store: &s}, s.Unusable()
+	k := kinds[cmp.Or(ref.Kind, v1alpha1.KindSftpConnection)]
+	if k == nil {
+		return nil, fmt.Sprintf("an end of kind %s cannot be used", ref.Kind)
 	}
-	var c v1alpha1.SftpConnection
-	if err := cache.Get(ctx, key, &c); err != nil {
-		return nil, fmt.Sprintf("there is no SftpConnection %s in this namespace", ref.Name)
+	e, why = k.read(ctx, cache, client.ObjectKey{Namespace: namespace, Name: ref.Name})
+	if e != nil {
+		e.Ref, e.kind = ref, k
 	}
-	return &End{Ref: ref, UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Conn: &c}, c.Unusable()
+	return e, why
 }
+
+// Resource names e's kind in an event's source ("sftpconnections").
+func (e *End) Resource() string { return e.kind.resource }
+
+// Slug is e's path at the gateway, where the gateway serves its kind
+// ("" where not).
+func (e *End) Slug() string { return e.kind.slug(e) }
+
+// LeavesPartialFiles says whether a copy to e that was cut off leaves
+// its temporary file there, for its runner to remove.
+func (e *End) LeavesPartialFiles() bool { return e.kind.partialFiles }
 
 // Ends runs operations on ends' files.
 type Ends struct {
@@ -62,41 +148,13 @@ type Ends struct {
 // Do runs fn on e's files: on a session of a connection's pool (a
 // failure of the session's takes it out of the pool), or on a store's
 // client. abort ends what fn has running: it closes the session, or
-// cancels the store's requests, as op.Timeout does (a store's requests
-// each have its operationTimeout too, but a listing is many).
+// cancels the store's requests, as op.Timeout does.
 func (x *Ends) Do(ctx context.Context, e *End, op pool.Op, fn func(f files.FS, abort func()) error) error {
-	if e.Store != nil {
-		s, err := x.Stores.Get(ctx, e.Store)
-		if err != nil {
-			return err
-		}
-		if op.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, op.Timeout)
-			defer cancel()
-		}
-		f := s.FS()
-		defer func() { _ = f.Close() }()
-		abort := func() { _ = f.Close() }
-		defer context.AfterFunc(ctx, abort)()
-		return fn(f, abort)
-	}
-	p, err := x.Pools.Get(ctx, e.Conn)
-	if err != nil {
-		return err
-	}
-	return p.Do(ctx, op, func(s *sftpdial.Session) error { return fn(s.Files, func() { _ = s.Close() }) })
+	return e.kind.do(x, ctx, e, op, fn)
 }
 
 // Warm readies e's first session ahead of its use, where it has sessions.
-func (x *Ends) Warm(ctx context.Context, e *End) {
-	if e.Conn == nil {
-		return
-	}
-	if p, err := x.Pools.Get(ctx, e.Conn); err == nil {
-		_ = p.Warm(ctx)
-	}
-}
+func (x *Ends) Warm(ctx context.Context, e *End) { e.kind.warm(x, ctx, e) }
 
 // Stores keeps a client per ObjectStore, made again when its spec or
 // Secret changed, and forgotten once unused for idle.

@@ -407,7 +407,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 			return err
 		})
 	}
-	if err != nil && job.Transform != nil && dst.Conn != nil {
+	if err != nil && job.Transform != nil && dst.LeavesPartialFiles() {
 		// What a transformed copy left may be clear text not yet
 		// verified, and is never continued: removed, on a session of
 		// its own should the copy's have broken. (An upload's parts
@@ -460,7 +460,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 		// Its parts, or its partial copy, would never be used.
 		id := file.Upload
 		file.Upload = ""
-		if id != "" || dst.Conn != nil {
+		if id != "" || dst.LeavesPartialFiles() {
 			go func() {
 				_ = t.r.Ends.Do(context.WithoutCancel(ctx), dst, pool.Op{Timeout: dst.OperationTimeout}, func(f files.FS, _ func()) error {
 					switch {

@@ -52,18 +52,12 @@ func CloudEvent(w *v1alpha1.SftpWatch, conn *ends.End, p watch.Pending) (cloudev
 	e := cloudevents.NewEvent()
 	e.SetID(p.ID)
 	e.SetType(EventTypePrefix + strings.ToLower(string(p.Type)))
-	resource, slug := "sftpconnections", ""
-	if conn.Store != nil {
-		resource = "objectstores"
-	} else {
-		slug = conn.Conn.Status.Slug
-	}
-	e.SetSource(fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s", v1alpha1.GroupVersion, w.Namespace, resource, conn.Ref.Name))
+	e.SetSource(fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s", v1alpha1.GroupVersion, w.Namespace, conn.Resource(), conn.Ref.Name))
 	full := path.Join(w.Spec.Path, p.Path)
 	e.SetSubject(full)
 	e.SetTime(p.Observed)
 	data, err := json.Marshal(Data{Path: full, Name: path.Base(p.Path), Size: p.Size, Modified: time.Unix(p.ModTime, 0).UTC(),
-		Connection: conn.Ref.Name, Slug: slug, Watch: w.Name})
+		Connection: conn.Ref.Name, Slug: conn.Slug(), Watch: w.Name})
 	if err != nil {
 		return e, err
 	}

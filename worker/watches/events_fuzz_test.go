@@ -1,6 +1,7 @@
 package watches
 
 import (
+	"context"
 	"encoding/json"
 	"path"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/watch"
@@ -24,6 +27,13 @@ func FuzzCloudEvent(f *testing.F) {
 	for _, p := range []string{"a.csv", "sub/b.csv", "\xff\xfe", "é\x80/x", "\x1b[31mred\n", `"quoted" \ back`, strings.Repeat("n", 300), "<b>&amp;"} {
 		f.Add("/in", p)
 	}
+	// The end as the cache has it: a pure unit test, on the fake client.
+	cache := fake.NewClientBuilder().WithScheme(api.Scheme()).
+		WithObjects(&v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "box"}}).Build()
+	conn, _ := ends.Get(context.Background(), cache, "tenant", v1alpha1.ConnectionReference{Name: "box"})
+	if conn == nil {
+		f.Fatal("the connection is not read")
+	}
 	f.Fuzz(func(t *testing.T, watched, rel string) {
 		if !path.IsAbs(watched) || path.Clean(watched) != watched {
 			return // a watch's path is a clean absolute one (its spec's validation)
@@ -34,7 +44,6 @@ func FuzzCloudEvent(f *testing.F) {
 			}
 		}
 		w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "w", UID: "uid"}, Spec: v1alpha1.SftpWatchSpec{Path: watched}}
-		conn := &ends.End{Ref: v1alpha1.ConnectionReference{Name: "box"}, Conn: &v1alpha1.SftpConnection{}}
 		when := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 		e := watch.Event{Type: v1alpha1.WatchCreated, File: watch.File{Path: rel, Size: 1, ModTime: when.Unix()}}
 		event, err := CloudEvent(w, conn, watch.Pending{Event: e, ID: EventID(w.UID, e), Observed: when})
