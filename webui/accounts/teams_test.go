@@ -3,6 +3,8 @@ package accounts
 import (
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // TestTeamNames: a team's name is letters, digits, single spaces and a
@@ -35,4 +37,26 @@ func TestTeamNames(t *testing.T) {
 	if _, err := CheckTeamName(strings.Repeat("a", MaxTeamName+1)); err == nil {
 		t.Error("a name longer than MaxTeamName is taken")
 	}
+}
+
+// FuzzTeamName: whatever an admin types, a name taken is at most
+// MaxTeamName printable characters with no "@", bracket or format
+// character, and taken again unchanged.
+func FuzzTeamName(f *testing.F) {
+	for _, seed := range []string{"Payroll", " R&D ", "Pay\u202eroll", "a\u030d\u030d\u030d", "x@y", "経理", "\xff"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got, err := CheckTeamName(name)
+		if err != nil {
+			return
+		}
+		if !utf8.ValidString(got) || got == "" || utf8.RuneCountInString(got) > MaxTeamName || strings.ContainsAny(got, "@()[]<>") ||
+			strings.ContainsFunc(got, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) {
+			t.Fatalf("%q is taken as %q", name, got)
+		}
+		if again, err := CheckTeamName(got); err != nil || again != got {
+			t.Fatalf("%q, taken as %q, is taken again as %q (%v)", name, got, again, err)
+		}
+	})
 }

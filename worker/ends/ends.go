@@ -41,9 +41,11 @@ type End struct {
 type kind struct {
 	// resource names the kind in an event's source.
 	resource string
-	// read reads the end of ref in namespace from cache; why says why it
-	// cannot be used now ("" when it can).
-	read func(ctx context.Context, cache client.Reader, key client.ObjectKey) (e *End, why string)
+	// object is an empty object of the kind, to read into.
+	object func() client.Object
+	// end is the end of obj; why says why it cannot be used now ("" when
+	// it can).
+	end func(obj client.Object) (e *End, why string)
 	// do runs fn on e's files; abort ends what fn has running.
 	do func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(f files.FS, abort func()) error) error
 	// warm readies e's first session, where it has sessions.
@@ -59,12 +61,10 @@ type kind struct {
 var kinds = map[string]*kind{
 	v1alpha1.KindSftpConnection: {
 		resource: "sftpconnections",
-		read: func(ctx context.Context, cache client.Reader, key client.ObjectKey) (*End, string) {
-			var c v1alpha1.SftpConnection
-			if err := cache.Get(ctx, key, &c); err != nil {
-				return nil, fmt.Sprintf("there is no SftpConnection %s in this namespace", key.Name)
-			}
-			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: &c}, c.Unusable()
+		object:   func() client.Object { return &v1alpha1.SftpConnection{} },
+		end: func(obj client.Object) (*End, string) {
+			c := obj.(*v1alpha1.SftpConnection) //nolint:forcetypeassert // the row's type
+			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: c}, c.Unusable()
 		},
 		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
 			p, err := x.Pools.Get(ctx, e.Object.(*v1alpha1.SftpConnection)) //nolint:forcetypeassert // the row's type
@@ -83,12 +83,10 @@ var kinds = map[string]*kind{
 	},
 	v1alpha1.KindObjectStore: {
 		resource: "objectstores",
-		read: func(ctx context.Context, cache client.Reader, key client.ObjectKey) (*End, string) {
-			var s v1alpha1.ObjectStore
-			if err := cache.Get(ctx, key, &s); err != nil {
-				return nil, fmt.Sprintf("there is no ObjectStore %s in this namespace", key.Name)
-			}
-			return &End{UID: s.UID, Root: "/", OperationTimeout: s.Spec.Limits.OperationTimeoutOrDefault(), Object: &s}, s.Unusable()
+		object:   func() client.Object { return &v1alpha1.ObjectStore{} },
+		end: func(obj client.Object) (*End, string) {
+			s := obj.(*v1alpha1.ObjectStore) //nolint:forcetypeassert // the row's type
+			return &End{UID: s.UID, Root: "/", OperationTimeout: s.Spec.Limits.OperationTimeoutOrDefault(), Object: s}, s.Unusable()
 		},
 		// A store's requests each have its operationTimeout, but a
 		// listing is many: op.Timeout bounds them all, and abort cancels
@@ -117,15 +115,28 @@ var kinds = map[string]*kind{
 // Get reads what ref names in namespace from cache; why says why it
 // cannot be used now, and is "" when it can.
 func Get(ctx context.Context, cache client.Reader, namespace string, ref v1alpha1.ConnectionReference) (e *End, why string) {
-	k := kinds[cmp.Or(ref.Kind, v1alpha1.KindSftpConnection)]
+	k := kinds[kindOf(ref)]
 	if k == nil {
 		return nil, fmt.Sprintf("an end of kind %s cannot be used", ref.Kind)
 	}
-	e, why = k.read(ctx, cache, client.ObjectKey{Namespace: namespace, Name: ref.Name})
-	if e != nil {
-		e.Ref, e.kind = ref, k
+	obj := k.object()
+	if err := cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
+		return nil, fmt.Sprintf("there is no %s %s in this namespace", kindOf(ref), ref.Name)
 	}
+	return Of(ref, obj)
+}
+
+// Of is the end of obj, which ref names (obj is of ref's kind): Get's,
+// once it read obj.
+func Of(ref v1alpha1.ConnectionReference, obj client.Object) (e *End, why string) {
+	k := kinds[kindOf(ref)]
+	e, why = k.end(obj)
+	e.Ref, e.kind = ref, k
 	return e, why
+}
+
+func kindOf(ref v1alpha1.ConnectionReference) string {
+	return cmp.Or(ref.Kind, v1alpha1.KindSftpConnection)
 }
 
 // Resource names e's kind in an event's source ("sftpconnections").

@@ -1,7 +1,6 @@
 package watches
 
 import (
-	"context"
 	"encoding/json"
 	"path"
 	"strings"
@@ -10,9 +9,7 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/watch"
@@ -27,13 +24,7 @@ func FuzzCloudEvent(f *testing.F) {
 	for _, p := range []string{"a.csv", "sub/b.csv", "\xff\xfe", "é\x80/x", "\x1b[31mred\n", `"quoted" \ back`, strings.Repeat("n", 300), "<b>&amp;"} {
 		f.Add("/in", p)
 	}
-	// The end as the cache has it: a pure unit test, on the fake client.
-	cache := fake.NewClientBuilder().WithScheme(api.Scheme()).
-		WithObjects(&v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "box"}}).Build()
-	conn, _ := ends.Get(context.Background(), cache, "tenant", v1alpha1.ConnectionReference{Name: "box"})
-	if conn == nil {
-		f.Fatal("the connection is not read")
-	}
+	conn, _ := ends.Of(v1alpha1.ConnectionReference{Name: "box"}, &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "box"}})
 	f.Fuzz(func(t *testing.T, watched, rel string) {
 		if !path.IsAbs(watched) || path.Clean(watched) != watched {
 			return // a watch's path is a clean absolute one (its spec's validation)

@@ -1205,6 +1205,7 @@ func TestIsolation(t *testing.T) {
 				"list the keys":         first(attacker.ui.Get(t, "/keys")),
 				"make itself an admin":  first(attacker.ui.Form(t, "/members", url.Values{"kind": {"person"}, "name": {attacker.ui.Email}, "role": {"admin"}})),
 				"read the activity":     first(attacker.ui.Get(t, "/activity")),
+				"rename the team":       first(attacker.ui.Form(t, "/members/team-name", url.Values{"team": {"Planted"}})),
 			} {
 				if status != http.StatusForbidden {
 					t.Errorf("a viewer may %s: %d, want 403", what, status)
@@ -1220,6 +1221,16 @@ func TestIsolation(t *testing.T) {
 			}
 			if status, _ := attacker.ui.Form(t, "/teams", url.Values{"namespace": {hoarder.ns}}); status != http.StatusNotFound {
 				t.Errorf("switching to a team it is no member of: %d, want 404", status)
+			}
+			// Making a team of its own, the attacker (who has one) gets no
+			// other: not the victim's, which it acts in.
+			if status, _ := attacker.ui.Form(t, "/teams/own", nil); status != http.StatusOK {
+				t.Errorf("asking for a team of its own, again: %d", status)
+			}
+			var owner rbacv1.RoleBinding
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: victim.ns, Name: "sftpgate-owner"}, &owner))
+			if !strings.HasSuffix(owner.Subjects[0].Name, ":"+victim.ui.Email) || owner.Annotations["sftpgate.dev/team-name"] != "" {
+				t.Errorf("the victim's team changed owner or name: %v %v", owner.Subjects, owner.Annotations)
 			}
 		}},
 		{"the victim's team, as a member the victim removed", func(t *testing.T) {

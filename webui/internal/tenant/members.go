@@ -273,6 +273,11 @@ func (u *Pages) ListTeams(w http.ResponseWriter, r *http.Request) error {
 // takes them there.
 func (u *Pages) MakeOwnTeam(w http.ResponseWriter, r *http.Request) error {
 	acct := web.MemberFrom(r.Context()).Account
+	if !acct.NoOwnTeam { // it has one: back to it
+		u.Cookies.Clear(w, r, web.TeamCookie)
+		http.Redirect(w, r, "/connections", http.StatusSeeOther)
+		return nil
+	}
 	made, err := u.Accounts.MakeOwnTeam(r.Context(), acct)
 	if err != nil {
 		if errors.Is(err, accounts.ErrFull) {
