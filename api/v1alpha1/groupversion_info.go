@@ -3,7 +3,8 @@
 // token for the gateway; SftpWatch, a watched folder that sends events;
 // Transfer and TransferSchedule, files copied between servers; ObjectStore,
 // a bucket of an S3-compatible store that transfers and watches reach as
-// they do an SFTP server; AuditSink, where a namespace's audit records go.
+// they do an SFTP server; FtpConnection, an FTP or FTPS server they reach
+// the same way; AuditSink, where a namespace's audit records go.
 // +kubebuilder:object:generate=true
 // +groupName=sftpgate.dev
 package v1alpha1
@@ -33,6 +34,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Transfer{}, &TransferList{},
 		&TransferSchedule{}, &TransferScheduleList{},
 		&ObjectStore{}, &ObjectStoreList{},
+		&FtpConnection{}, &FtpConnectionList{},
 		&AuditSink{}, &AuditSinkList{},
 		&ShareLink{}, &ShareLinkList{},
 	)

@@ -168,23 +168,7 @@ type ObjectStoreStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// LastTestTime is when the store was last tested.
-	// +optional
-	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
-
-	// FailedTests counts the failed tests in a row, which space the next.
-	// +optional
-	FailedTests int32 `json:"failedTests,omitempty"`
-
-	// LastHandledTestRequest is the sftpgate.dev/test-requested-at
-	// annotation the last test answered.
-	// +optional
-	LastHandledTestRequest string `json:"lastHandledTestRequest,omitempty"`
-
-	// CredentialsHash names the Secret's version that was tested (a hash
-	// of its uid and resourceVersion, never of its data).
-	// +optional
-	CredentialsHash string `json:"credentialsHash,omitempty"`
+	TestStatus `json:",inline"`
 }
 
 // ObjectStore is a bucket (and a prefix in it) of an S3-compatible store:

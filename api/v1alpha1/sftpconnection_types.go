@@ -263,28 +263,7 @@ type SftpConnectionStatus struct {
 	// +optional
 	RootPath string `json:"rootPath,omitempty"`
 
-	// LastTestTime is when the connection was last tested.
-	// +optional
-	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
-
-	// FailedTests counts the tests that failed in a row since the last that
-	// passed. The next test waits the longer the more there are (5s,
-	// doubling, up to the manager's --max-test-backoff), whatever changed:
-	// the test is no oracle for guessing passwords or scanning ports at
-	// full speed.
-	// +optional
-	FailedTests int32 `json:"failedTests,omitempty"`
-
-	// LastHandledTestRequest is the value of the
-	// sftpgate.dev/test-requested-at annotation the last test answered.
-	// +optional
-	LastHandledTestRequest string `json:"lastHandledTestRequest,omitempty"`
-
-	// CredentialsHash identifies the version of the credentials Secret that
-	// was tested. It changes whenever the Secret does and reveals nothing of
-	// its contents.
-	// +optional
-	CredentialsHash string `json:"credentialsHash,omitempty"`
+	TestStatus `json:",inline"`
 }
 
 // SftpConnection is one remote SFTP server that the gateway serves at
@@ -345,4 +324,32 @@ func (c *SftpConnection) Unusable() string {
 		return fmt.Sprintf("the connection %s is being tested", c.Name)
 	}
 	return ""
+}
+
+// TestStatus is what every tested endpoint's status (SftpConnection,
+// ObjectStore, FtpConnection) keeps of its tests, apart from its
+// conditions: the controller path they share reads and writes it.
+type TestStatus struct {
+	// LastTestTime is when the endpoint was last tested.
+	// +optional
+	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
+
+	// FailedTests counts the tests that failed in a row since the last that
+	// passed. The next test waits the longer the more there are (5s,
+	// doubling, up to the manager's --max-test-backoff), whatever changed:
+	// the test is no oracle for guessing passwords or scanning ports at
+	// full speed.
+	// +optional
+	FailedTests int32 `json:"failedTests,omitempty"`
+
+	// LastHandledTestRequest is the value of the
+	// sftpgate.dev/test-requested-at annotation the last test answered.
+	// +optional
+	LastHandledTestRequest string `json:"lastHandledTestRequest,omitempty"`
+
+	// CredentialsHash identifies the version of the credentials Secret that
+	// was tested. It changes whenever the Secret does and reveals nothing of
+	// its contents.
+	// +optional
+	CredentialsHash string `json:"credentialsHash,omitempty"`
 }

@@ -102,9 +102,9 @@ const (
 // ConnectionReference names an SftpConnection or an ObjectStore of the
 // same namespace: the files a watch or a transfer works on.
 type ConnectionReference struct {
-	// Kind is what Name names: an SftpConnection (the default) or an
-	// ObjectStore.
-	// +kubebuilder:validation:Enum=SftpConnection;ObjectStore
+	// Kind is what Name names: an SftpConnection (the default), an
+	// FtpConnection or an ObjectStore.
+	// +kubebuilder:validation:Enum=SftpConnection;FtpConnection;ObjectStore
 	// +kubebuilder:default=SftpConnection
 	// +optional
 	Kind string `json:"kind,omitempty"`
@@ -117,17 +117,15 @@ type ConnectionReference struct {
 // Kinds a ConnectionReference names.
 const (
 	KindSftpConnection = "SftpConnection"
+	KindFtpConnection  = "FtpConnection"
 	KindObjectStore    = "ObjectStore"
 )
 
-// IsObjectStore reports whether r names an ObjectStore.
-func (r ConnectionReference) IsObjectStore() bool { return r.Kind == KindObjectStore }
-
 // String is how status and events name it: "name" for an SftpConnection,
-// "ObjectStore/name" for a store.
+// "Kind/name" for another kind.
 func (r ConnectionReference) String() string {
-	if r.IsObjectStore() {
-		return KindObjectStore + "/" + r.Name
+	if r.Kind != "" && r.Kind != KindSftpConnection {
+		return r.Kind + "/" + r.Name
 	}
 	return r.Name
 }

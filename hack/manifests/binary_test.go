@@ -132,14 +132,12 @@ func TestFilesOnlyThroughTheFileLayer(t *testing.T) {
 	}{
 		{"github.com/pkg/sftp", "internal/sftpfs", []string{"internal/sftpfs", "internal/sftpdial", "internal/sftpdir"}},
 		{"github.com/minio/minio-go/", "internal/s3fs", []string{"internal/s3fs", "internal/s3dial"}},
-		// The FTP backend, to come (issue 53); only the test server's
-		// fixture speaks FTP today.
-		{"github.com/jlaffaye/ftp", "internal/ftpfs", []string{"internal/ftpfs"}},
+		{"github.com/jlaffaye/ftp", "internal/ftpfs", []string{"internal/ftpfs", "internal/ftpdial"}},
 	}
 	all := importsOf(t, root, `{{join .Imports " "}}`, "./...")
 	for _, lib := range libraries {
 		for _, p := range lib.packages {
-			if _, ok := all[module+p]; !ok && p != "internal/ftpfs" { // the FTP backend is to come
+			if _, ok := all[module+p]; !ok {
 				t.Errorf("the row of %s names %s, which is no package: renamed?", lib.prefix, p)
 			}
 		}

@@ -19,6 +19,8 @@ type Networks struct {
 	// --account-denied-networks. Empty is the default; "none" denies
 	// nothing (more).
 	DeniedNetworks, AccountDeniedNetworks string
+	// PlaintextForAccounts is --plaintext-for-accounts.
+	PlaintextForAccounts bool
 }
 
 // BindNetworks registers the flags on fs.
@@ -27,6 +29,8 @@ func (n *Networks) BindNetworks(fs *flag.FlagSet) {
 		"Comma-separated networks that connections, stores and event sinks may not reach: CIDRs or the names "+strings.Join(networkNames(), ", ")+"; none for none.")
 	fs.StringVar(&n.AccountDeniedNetworks, "account-denied-networks", DefaultAccountDeniedNetworks,
 		"Networks the connections, stores and event sinks of web UI accounts (namespaces labelled sftpgate.dev/account) may not reach besides --denied-networks; none for no more.")
+	fs.BoolVar(&n.PlaintextForAccounts, "plaintext-for-accounts", false,
+		"Let the FTP connections of web UI accounts use tls None, which sends their password and files unencrypted.")
 }
 
 // NetworksOrDefaults is n with each flag left empty at its default.
@@ -42,5 +46,6 @@ func (n Networks) DialPolicy() (Policy, error) {
 	if n.DeniedNetworks == "none" {
 		n.DeniedNetworks = ""
 	}
-	return ParsePolicies(n.DeniedNetworks, n.AccountDeniedNetworks)
+	p, err := ParsePolicies(n.DeniedNetworks, n.AccountDeniedNetworks)
+	return p.WithAccountsPlaintext(n.PlaintextForAccounts), err
 }

@@ -39,6 +39,10 @@ var namedNetworks = map[string][]string{
 type Policy struct {
 	denied   []deniedNetwork
 	accounts []deniedNetwork
+	// plaintextRefused: this policy's dials may not send credentials in
+	// the clear (an FTP connection with tls None); accountsPlaintext
+	// lets accounts' do.
+	plaintextRefused, accountsPlaintext bool
 }
 
 type deniedNetwork struct {
@@ -63,8 +67,20 @@ func (p Policy) WithAccounts(list string) (Policy, error) {
 // ForAccounts is the policy of web UI accounts' dials: p's networks and
 // the accounts' too.
 func (p Policy) ForAccounts() Policy {
-	return Policy{denied: append(slices.Clip(p.denied), p.accounts...)}
+	return Policy{denied: append(slices.Clip(p.denied), p.accounts...), plaintextRefused: !p.accountsPlaintext}
 }
+
+// WithAccountsPlaintext is p letting web UI accounts' connections send
+// credentials in the clear (--plaintext-for-accounts).
+func (p Policy) WithAccountsPlaintext(allowed bool) Policy {
+	p.accountsPlaintext = allowed
+	return p
+}
+
+// AllowsPlaintext says whether a dial may send credentials in the clear:
+// operators' namespaces may, where their spec says so plainly; web UI
+// accounts' may not, unless the operator allows it.
+func (p Policy) AllowsPlaintext() bool { return !p.plaintextRefused }
 
 // ParsePolicies reads the deny lists of the --denied-networks and
 // --account-denied-networks flags.

@@ -15,27 +15,34 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/files"
+	"github.com/sftpgate/sftpgate/internal/ftpdial"
 	"github.com/sftpgate/sftpgate/internal/s3fs"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
-// backend is a file layer under test: its files, and the folder the rows
-// work below.
+// backend is a file layer under test: its files, the folder the rows
+// work below, and what it can do; what it cannot is refused as
+// unsupported, never done otherwise.
 type backend struct {
 	name string
 	fs   files.FS
 	root string
-	// object: an object store, where what has no meaning on a bucket is
-	// refused as unsupported.
-	object bool
+	// inPlace: a write in the middle of a file, and truncate.
+	inPlace bool
+	links   bool
+	chmod   bool
+	// whole: files appear whole or not at all (files.Uploader).
+	whole       bool
+	posixRename bool
 }
 
-// backends are every backend sftpgate ships: SFTP (a real OpenSSH sshd)
-// and S3 (a real versitygw).
+// backends are every backend sftpgate ships: SFTP (a real OpenSSH sshd),
+// S3 (a real versitygw) and FTPS (a real vsftpd).
 func backends(t *testing.T) []backend {
 	sshd := testsshd.Start(t)
 	s, err := (&sftpdial.Dialer{}).Dial(context.Background(), testsftp.Target(t, sshd.Host, sshd.Port, testsshd.User, sshd.Password, sshd.HostKeyLine))
@@ -47,7 +54,21 @@ func backends(t *testing.T) []backend {
 	store.Bucket(t, "conformance")
 	objects := s3fs.New(s3fs.Config{Core: &minio.Core{Client: store.Client(t)}, Bucket: "conformance", Prefix: "root/", PartSize: s3fs.MinPartSize})
 	t.Cleanup(func() { _ = objects.Close() })
-	return []backend{{name: "sftp", fs: s.Files, root: sshd.Dir}, {name: "s3", fs: objects, root: "/", object: true}}
+	ftpd := testftpd.Start(t)
+	target, err := ftpdial.NewTarget(ftpd.Connection("conformance", "ftps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ftps, err := (&ftpdial.Dialer{}).Dial(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ftps.Close() })
+	return []backend{
+		{name: "sftp", fs: s.Files, root: sshd.Dir, inPlace: true, links: true, chmod: true, posixRename: true},
+		{name: "s3", fs: objects, root: "/", whole: true, posixRename: true},
+		{name: "ftps", fs: ftps, root: ftpd.Dir},
+	}
 }
 
 // TestConformance: the file layer's operations, as the worker and the
@@ -147,12 +168,21 @@ var rows = []struct {
 		if _, err := b.fs.Stat(dir + "/a.csv"); !errors.Is(err, fs.ErrNotExist) || string(read(t, b.fs, dir+"/done/a.csv")) != "a" {
 			t.Fatalf("renamed: the source %v", err)
 		}
-		if !b.fs.HasPosixRename() {
-			t.Fatal("no rename that replaces in one step")
+		if b.fs.HasPosixRename() != b.posixRename {
+			t.Fatalf("HasPosixRename: %v", !b.posixRename)
 		}
-		must(t, b.fs.PosixRename(dir+"/done/a.csv", dir+"/b.csv"))
+		if b.posixRename {
+			must(t, b.fs.PosixRename(dir+"/done/a.csv", dir+"/b.csv"))
+		} else {
+			unsupported(t, "posix-rename", b.fs.PosixRename(dir+"/done/a.csv", dir+"/b.csv"))
+			leftover, err := files.ReplaceInto(b.fs, dir+"/done/a.csv", dir+"/b.csv", true)
+			must(t, err)
+			if leftover != nil {
+				must(t, leftover(b.fs))
+			}
+		}
 		if string(read(t, b.fs, dir+"/b.csv")) != "a" {
-			t.Fatal("PosixRename did not replace")
+			t.Fatal("the rename did not replace")
 		}
 	}},
 	{"remove", func(t *testing.T, b backend, dir string) {
@@ -173,9 +203,16 @@ var rows = []struct {
 	{"change-in-place", func(t *testing.T, b backend, dir string) {
 		write(t, b.fs, dir+"/a.csv", []byte("abc"))
 		f, err := b.fs.OpenFile(dir+"/a.csv", os.O_WRONLY)
-		if b.object {
-			unsupported(t, "a write without O_TRUNC", err)
+		if !b.inPlace {
+			if err == nil {
+				_, err = f.Write([]byte("x"))
+				_ = f.Close()
+			}
+			unsupported(t, "a write in the middle", err)
 			unsupported(t, "truncate", b.fs.Truncate(dir+"/a.csv", 1))
+			if got := string(read(t, b.fs, dir+"/a.csv")); got != "abc" {
+				t.Fatalf("a refused write changed the file: %q", got)
+			}
 			return
 		}
 		must(t, err)
@@ -190,15 +227,36 @@ var rows = []struct {
 	{"permissions-and-links", func(t *testing.T, b backend, dir string) {
 		write(t, b.fs, dir+"/a.csv", []byte("a"))
 		chmod, link := b.fs.Chmod(dir+"/a.csv", 0o600), b.fs.Symlink(dir+"/a.csv", dir+"/l")
-		if b.object {
+		if !b.chmod {
 			unsupported(t, "chmod", chmod)
+		} else {
+			must(t, chmod)
+		}
+		if !b.links {
 			unsupported(t, "symlink", link)
 			return
 		}
-		must(t, chmod)
 		must(t, link)
 		if target, err := b.fs.ReadLink(dir + "/l"); err != nil || target != dir+"/a.csv" {
 			t.Fatalf("readlink: %q %v", target, err)
+		}
+	}},
+	{"resume", func(t *testing.T, b backend, dir string) {
+		// A copy cut off goes on from the size the file has (a store
+		// resumes its upload's parts instead).
+		if b.whole {
+			return
+		}
+		write(t, b.fs, dir+"/a.csv", []byte("abc"))
+		f, err := b.fs.OpenFile(dir+"/a.csv", os.O_WRONLY)
+		must(t, err)
+		_, err = f.Seek(3, io.SeekStart)
+		must(t, err)
+		_, err = f.ReadFromWithConcurrency(bytes.NewReader([]byte("def")), 0)
+		must(t, err)
+		must(t, f.Close())
+		if got := string(read(t, b.fs, dir+"/a.csv")); got != "abcdef" {
+			t.Fatalf("resumed: %q", got)
 		}
 	}},
 	{"whole-writes", func(t *testing.T, b backend, dir string) {
@@ -206,8 +264,8 @@ var rows = []struct {
 		// nothing shows before Complete. SFTP has no such thing; copies
 		// there go under a temporary name (worker/transfer).
 		up, ok := b.fs.(files.Uploader)
-		if ok != b.object {
-			t.Fatalf("Uploader: %v, want %v", ok, b.object)
+		if ok != b.whole {
+			t.Fatalf("Uploader: %v, want %v", ok, b.whole)
 		}
 		if !ok {
 			return
