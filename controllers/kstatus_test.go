@@ -26,6 +26,8 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 	transfer := &v1alpha1.Transfer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: sched.Spec.TransferTemplate.Spec}
 	for _, obj := range []client.Object{apiKey(ns, "fresh"), connection(ns, "fresh", "127.0.0.1", 22, "u", "missing"), watch, transfer, sched,
 		objectStore(ns, "fresh", "http://127.0.0.1:9", "fresh", "missing"),
+		&v1alpha1.FtpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.FtpConnectionSpec{
+			Host: "127.0.0.1", Username: "u", Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "missing"}}}},
 		&v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.AuditSinkName},
 			Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://receiver.example"}}},
 		&v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.ShareLinkSpec{Connection: "fresh",

@@ -23,6 +23,7 @@ import (
 	"github.com/sftpgate/sftpgate/api"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/egress"
+	"github.com/sftpgate/sftpgate/internal/ftpdial"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
@@ -88,35 +89,36 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := keys.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
+	// Each kind has its test slots (they wake its own controller); the
+	// namespace's budget counts every kind's tests.
+	budget := newTestBudget(o.NewOrFailingTestsPerMinute)
+	gate := func() testGate {
+		return testGate{SecretMetadata: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
+			Pace:  testPace{Interval: o.TestInterval, MaxBackoff: o.MaxTestBackoff},
+			Slots: newTestSlots(o.MaxTestsPerNamespace), TestBudget: budget}
+	}
+	kinds := tenants.Kinds{Reader: mgr.GetCache()}
 	connections := &SftpConnectionReconciler{
 		Client:             mgr.GetClient(),
-		SecretMetadata:     mgr.GetCache(),
-		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
-		Dialer:             &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: mgr.GetCache()}},
-		Pace:               testPace{Interval: o.TestInterval, MaxBackoff: o.MaxTestBackoff},
+		Dialer:             &sftpdial.Dialer{Policy: policy, Tenants: kinds},
+		testGate:           gate(),
 		MaxConcurrentTests: o.MaxConcurrentTests,
-		Slots:              newTestSlots(o.MaxTestsPerNamespace),
 		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
-		TestBudget:         newTestBudget(o.NewOrFailingTestsPerMinute),
 	}
 	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	stores := &ObjectStoreReconciler{
-		Client:             mgr.GetClient(),
-		SecretMetadata:     mgr.GetCache(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder("objectstore-controller"),
-		Dialer:             &s3dial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: mgr.GetCache()}},
-		Pace:               connections.Pace,
-		MaxConcurrentTests: o.MaxConcurrentTests,
-		Slots:              newTestSlots(o.MaxTestsPerNamespace),
-		TestBudget:         connections.TestBudget,
-	}
-	if err := stores.SetupWithManager(ctx, mgr); err != nil {
-		return err
+	for _, kind := range []testedKind{
+		objectStores(&s3dial.Dialer{Policy: policy, Tenants: kinds}),
+		ftpConnections(&ftpdial.Dialer{Policy: policy, Tenants: kinds}),
+	} {
+		r := &TestedReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(kind.name + "-controller"),
+			testGate: gate(), MaxConcurrentTests: o.MaxConcurrentTests, kind: kind}
+		if err := r.SetupWithManager(ctx, mgr); err != nil {
+			return err
+		}
 	}
 	schedules := &TransferScheduleReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("transferschedule-controller")}
 	if err := schedules.SetupWithManager(mgr); err != nil {

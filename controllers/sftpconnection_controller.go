@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,27 +41,14 @@ const (
 // writes what it found to the Ready condition.
 type SftpConnectionReconciler struct {
 	// Client reads SftpConnections from the cache and writes their status.
-	Client client.Client
-	// SecretMetadata reads Secrets' metadata from the cache of the metadata
-	// watch; it is how the controller learns that a Secret changed.
-	SecretMetadata client.Reader
-	// APIReader reads a Secret straight from the API server when a test is
-	// due, so the manager never holds Secrets' data in memory.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Dialer    *sftpdial.Dialer
-	// Pace is how often a connection is tested again with nothing changed,
-	// and how long failures in a row hold the next test back.
-	Pace testPace
+	Client   client.Client
+	Recorder events.EventRecorder
+	Dialer   *sftpdial.Dialer
+	testGate
 	// MaxConcurrentTests bounds how many tests run at once.
 	MaxConcurrentTests int
-	// Slots bounds the tests running at once per namespace.
-	Slots *testSlots
 	// Slugs keeps which namespace a slug is held for.
 	Slugs *reservations
-	// TestBudget bounds, per namespace, the tests of connections not
-	// proven good.
-	TestBudget *testBudget
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
@@ -139,63 +125,8 @@ func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1
 		return ctrl.Result{}, err
 	}
 
-	secretKey := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
-	secretMeta := &metav1.PartialObjectMetadata{}
-	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.SecretMetadata.Get(ctx, secretKey, secretMeta); err != nil {
-		return ctrl.Result{}, secretMissing(conn, f, err)
-	}
-	hash := egress.CredentialsHash(secretMeta)
-	record := connectionRecord(conn)
-	f.untested = record.untested(hash)
-	if wait, due := r.Pace.next(record, hash, time.Now()); !due {
-		f.waiting = fmt.Sprintf("the next test waits for the backoff after %d failed tests in a row to end", conn.Status.FailedTests)
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	key := client.ObjectKeyFromObject(conn)
-	if !record.proven(hash) {
-		if wait := r.TestBudget.wait(key, time.Now()); wait > 0 {
-			f.waiting = "the test waits for its namespace's budget of tests of new or failing connections"
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
-	release := r.Slots.take(key)
-	if release == nil {
-		// In line: woken when a test of its namespace ends.
-		f.waiting = "the test waits for one of its namespace's test slots"
-		return ctrl.Result{RequeueAfter: waitInLine}, nil
-	}
-	defer release()
-	defer r.TestBudget.spend(key)
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, secretKey, &secret); err != nil {
-		return ctrl.Result{}, secretMissing(conn, f, err)
-	}
-	if f.untested {
-		if err := testing(); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	outcome := r.test(ctx, conn, &secret)
-	if ctx.Err() != nil {
-		// Shutting down: the test was cut short, not failed.
-		return ctrl.Result{}, ctx.Err()
-	}
-	f.test = &outcome
-	conn.Status.CredentialsHash = egress.CredentialsHash(&secret)
-	conn.Status.LastHandledTestRequest = conn.Annotations[v1alpha1.AnnotationTestRequestedAt]
-	return ctrl.Result{RequeueAfter: r.Pace.Interval}, nil
-}
-
-// secretMissing records a missing credentials Secret (and passes on other
-// errors); the Secret watch tests the connection when it appears.
-func secretMissing(conn *v1alpha1.SftpConnection, f *connectionFacts, err error) error {
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	conn.Status.CredentialsHash = ""
-	f.secretMissing = true
-	return nil
+	return r.run(ctx, conn, client.ObjectKeyFromObject(conn), &f.testFacts, testing,
+		func(ctx context.Context, secret *corev1.Secret) testOutcome { return r.test(ctx, conn, secret) })
 }
 
 // test runs the connection test: dial (resolve, connect, verify the host

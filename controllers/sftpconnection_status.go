@@ -24,8 +24,8 @@ type connectionFacts struct {
 	testFacts
 }
 
-// testFacts is what one reconcile of a tested object (an SftpConnection,
-// an ObjectStore) found of its Secret and test.
+// testFacts is what one reconcile of a tested object found of its Secret
+// and test.
 type testFacts struct {
 	// secretMissing: the credentials Secret does not exist.
 	secretMissing bool
@@ -52,6 +52,8 @@ var stalledReasons = map[string]bool{
 	v1alpha1.ReasonInvalidCredentials:    true,
 	v1alpha1.ReasonInvalidHostKey:        true,
 	v1alpha1.ReasonHostKeyMismatch:       true,
+	v1alpha1.ReasonCertificateNotTrusted: true,
+	v1alpha1.ReasonPlaintextNotAllowed:   true,
 	v1alpha1.ReasonAuthenticationFailed:  true,
 	v1alpha1.ReasonDestinationNotAllowed: true,
 	v1alpha1.ReasonInvalidCABundle:       true,
@@ -76,9 +78,7 @@ func setConnectionStatus(conn *v1alpha1.SftpConnection, f connectionFacts) {
 	default:
 		blocked = false
 	}
-	tests := testStatus{last: &conn.Status.LastTestTime, failed: &conn.Status.FailedTests,
-		what: "connection", secret: conn.Spec.Credentials.SecretRef.Name, namespace: conn.Namespace}
-	tests.set(conn, f.testFacts, blocked, f.slugHeldUntil.IsZero())
+	testsOf(conn, "connection").set(conn, f.testFacts, blocked, f.slugHeldUntil.IsZero())
 }
 
 // testStatus is where a tested object's status records its tests.

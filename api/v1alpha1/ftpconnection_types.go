@@ -123,9 +123,6 @@ type FtpConnectionStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the conditions describe.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// CertificateSHA256 is the fingerprint of the certificate the server
 	// presented at the last test that got that far, to pin in the spec.
@@ -197,3 +194,9 @@ type FtpConnectionList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []FtpConnection `json:"items"`
 }
+
+// GetTestStatus is for the controller path the tested kinds share.
+func (c *FtpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStatus }
+
+// CredentialsSecret names the Secret the connection logs in with.
+func (c *FtpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }

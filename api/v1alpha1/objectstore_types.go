@@ -164,9 +164,6 @@ type ObjectStoreStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the conditions describe.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	TestStatus `json:",inline"`
 }
@@ -218,3 +215,9 @@ type ObjectStoreList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ObjectStore `json:"items"`
 }
+
+// GetTestStatus is for the controller path the tested kinds share.
+func (s *ObjectStore) GetTestStatus() *TestStatus { return &s.Status.TestStatus }
+
+// CredentialsSecret names the Secret of the store's access key.
+func (s *ObjectStore) CredentialsSecret() string { return s.Spec.Credentials.SecretRef.Name }

@@ -228,12 +228,6 @@ type SftpConnectionStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation of the spec the status describes;
-	// -1 until the controller has seen the object, so that kstatus (kubectl
-	// wait, Flux, Argo CD) reads a new object as in progress, not current.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// Slug is the slug the gateway serves this connection under; empty while
 	// another connection holds it.
 	// +optional
@@ -330,6 +324,12 @@ func (c *SftpConnection) Unusable() string {
 // ObjectStore, FtpConnection) keeps of its tests, apart from its
 // conditions: the controller path they share reads and writes it.
 type TestStatus struct {
+	// ObservedGeneration is the generation of the spec the status describes;
+	// -1 until the controller has seen the object, so that kstatus (kubectl
+	// wait, Flux, Argo CD) reads a new object as in progress, not current.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// LastTestTime is when the endpoint was last tested.
 	// +optional
 	LastTestTime *metav1.Time `json:"lastTestTime,omitempty"`
@@ -353,3 +353,9 @@ type TestStatus struct {
 	// +optional
 	CredentialsHash string `json:"credentialsHash,omitempty"`
 }
+
+// GetTestStatus is for the controller path the tested kinds share.
+func (c *SftpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStatus }
+
+// CredentialsSecret names the Secret the connection logs in with.
+func (c *SftpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }

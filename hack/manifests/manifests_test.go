@@ -169,9 +169,9 @@ var allowed = map[string][]string{
 	"sftpgate-manager": {
 		"* core secrets create,delete,get,list,update,watch",
 		"* events.k8s.io events create,patch",
-		"* sftpgate.dev apikeys,objectstores,sftpconnections,sharelinks get,list,watch",
+		"* sftpgate.dev apikeys,ftpconnections,objectstores,sftpconnections,sharelinks get,list,watch",
 		"* sftpgate.dev apikeys/finalizers update",
-		"* sftpgate.dev apikeys/status,objectstores/status,sftpconnections/status,sharelinks/status,transferschedules/status get,patch,update",
+		"* sftpgate.dev apikeys/status,ftpconnections/status,objectstores/status,sftpconnections/status,sharelinks/status,transferschedules/status get,patch,update",
 		"* sftpgate.dev transferschedules get,list,watch",
 		"* sftpgate.dev transfers create,delete,get,list,watch",
 		"* core namespaces get,list,watch",

@@ -76,8 +76,10 @@ type sockets struct {
 	listing atomic.Int64
 	// reply bounds a control connection's reply.
 	reply atomic.Int64
-	// control is the control connection once dialled (for Close).
+	// control is the control connection once dialled (for Close), and
+	// its bounds.
 	control net.Conn
+	bounds  *boundedConn
 	// commanded: a command was sent on it.
 	commanded atomic.Bool
 }
@@ -109,8 +111,11 @@ func (s *sockets) dial(network, addr string) (net.Conn, error) {
 	}
 	conn := &boundedConn{Conn: raw, timeout: s.cfg.OperationTimeout}
 	if isControl {
+		// The login's replies are bounded as the dial is; Dial sets the
+		// operation timeout once logged in.
+		conn.timeout = s.cfg.ConnectTimeout
 		s.peer, _ = raw.RemoteAddr().(*net.TCPAddr)
-		s.control = raw
+		s.control, s.bounds = raw, conn
 		conn.budget, conn.refill, conn.what = &s.reply, maxReply, fmt.Sprintf("a reply of more than %d bytes", maxReply)
 		conn.wrote = &s.commanded
 		s.reply.Store(maxReply)

@@ -151,6 +151,10 @@ func (f *FS) dial(ctx context.Context) (*conn, error) {
 	})
 	defer stop()
 	c, err := ftp.Dial(f.cfg.Addr, opts...)
+	if err != nil && ctx.Err() != nil {
+		// The socket was closed for the dial's time: say so.
+		err = errors.Join(ctx.Err(), err)
+	}
 	if err != nil {
 		step := StepGreet
 		switch {
@@ -164,6 +168,9 @@ func (f *FS) dial(ctx context.Context) (*conn, error) {
 	}
 	if err := c.Login(f.cfg.User, f.cfg.Password); err != nil {
 		_ = c.Quit()
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
 		step := StepLogin
 		if f.cfg.TLS != None && isTLS(err) {
 			step = StepTLS
@@ -174,6 +181,7 @@ func (f *FS) dial(ctx context.Context) (*conn, error) {
 		_ = c.Quit()
 		return nil, &DialError{Step: StepLogin, Err: ctx.Err()}
 	}
+	s.bounds.timeout = f.cfg.OperationTimeout
 	return &conn{c: c, s: s}, nil
 }
 

@@ -64,7 +64,7 @@ func (b *testBudget) spend(key types.NamespacedName) {
 }
 
 // testRecord is what a tested object's status and annotations keep of its
-// tests: an SftpConnection's and an ObjectStore's alike.
+// tests, every tested kind's alike.
 type testRecord struct {
 	generation int64
 	conditions []metav1.Condition
@@ -75,16 +75,12 @@ type testRecord struct {
 	hash, requested, handled string
 }
 
-func connectionRecord(c *v1alpha1.SftpConnection) testRecord {
-	return testRecord{generation: c.Generation, conditions: c.Status.Conditions, lastTest: c.Status.LastTestTime,
-		failed: c.Status.FailedTests, hash: c.Status.CredentialsHash,
-		requested: c.Annotations[v1alpha1.AnnotationTestRequestedAt], handled: c.Status.LastHandledTestRequest}
-}
-
-func storeRecord(s *v1alpha1.ObjectStore) testRecord {
-	return testRecord{generation: s.Generation, conditions: s.Status.Conditions, lastTest: s.Status.LastTestTime,
-		failed: s.Status.FailedTests, hash: s.Status.CredentialsHash,
-		requested: s.Annotations[v1alpha1.AnnotationTestRequestedAt], handled: s.Status.LastHandledTestRequest}
+// recordOf is obj's record of its tests.
+func recordOf(obj testedObject) testRecord {
+	ts := obj.GetTestStatus()
+	return testRecord{generation: obj.GetGeneration(), conditions: *obj.GetConditions(), lastTest: ts.LastTestTime,
+		failed: ts.FailedTests, hash: ts.CredentialsHash,
+		requested: obj.GetAnnotations()[v1alpha1.AnnotationTestRequestedAt], handled: ts.LastHandledTestRequest}
 }
 
 // proven reports whether the last test, of the current spec and Secret

@@ -65,7 +65,7 @@ func TestNextTest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r.Interval = tc.interval
-		wait, due := r.next(connectionRecord(tc.conn), tc.hash, now)
+		wait, due := r.next(recordOf(tc.conn), tc.hash, now)
 		if due != tc.due || (!due && wait != tc.wait) {
 			t.Errorf("%s: nextTest = (%s, %v), want (%s, %v)", tc.name, wait, due, tc.wait, tc.due)
 		}
@@ -148,7 +148,7 @@ func TestProven(t *testing.T) {
 		"failing":           {passed(func(c *v1alpha1.SftpConnection) { c.Status.FailedTests = 1 }), false},
 		"last test refused": {passed(func(c *v1alpha1.SftpConnection) { c.Status.Conditions[0].Status = metav1.ConditionFalse }), false},
 	} {
-		if got := connectionRecord(tc.conn).proven("sha256:a"); got != tc.want {
+		if got := recordOf(tc.conn).proven("sha256:a"); got != tc.want {
 			t.Errorf("%s: proven = %v, want %v", name, got, tc.want)
 		}
 	}
