@@ -1027,21 +1027,21 @@ func BenchmarkWrite(b *testing.B) {
 // pool.ErrCredentials, which the API answers as the connection's problem
 // (503), not the SFTP server's.
 func TestUnreadableSecretIsErrCredentials(t *testing.T) {
-	pools := &pool.Pools{Dialer: &sftpdial.Dialer{}, Secrets: k8s}
+	pools := &pool.Pools{Secrets: k8s}
 	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "box", UID: "uid"}}
 	conn.Spec.Credentials.SecretRef.Name = "missing"
-	if _, err := pools.Get(context.Background(), conn); !errors.Is(err, pool.ErrCredentials) {
+	if _, err := pools.Get(context.Background(), &sftpdial.Dialer{}, conn); !errors.Is(err, pool.ErrCredentials) {
 		t.Errorf("Get = %v, want pool.ErrCredentials", err)
 	}
 
 	// Requests that waited for a failed read get its error; they do not
 	// each read again in turn.
 	slow := &slowReads{Reader: k8s, first: make(chan struct{}), release: make(chan struct{})}
-	pools = &pool.Pools{Dialer: &sftpdial.Dialer{}, Secrets: slow}
+	pools = &pool.Pools{Secrets: slow}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, err := pools.Get(context.Background(), conn); !errors.Is(err, pool.ErrCredentials) {
+			if _, err := pools.Get(context.Background(), &sftpdial.Dialer{}, conn); !errors.Is(err, pool.ErrCredentials) {
 				t.Errorf("Get = %v, want pool.ErrCredentials", err)
 			}
 		})

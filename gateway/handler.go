@@ -30,9 +30,9 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/cacheindex"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // indexServedSlug is the gateway's cache index of SftpConnections by
@@ -51,10 +51,12 @@ type handler struct {
 	bySlug     *cacheindex.Index[*v1alpha1.SftpConnection]
 	authorizer *keyauth.Authorizer
 	pools      *pool.Pools
-	limits     Limits
-	limiter    *ratelimit.Keyed[types.UID]
-	memory     *budget.Budget
-	pacer      *pacing.Pacer
+	// dialer dials the SftpConnections' sessions.
+	dialer  pool.Dialer
+	limits  Limits
+	limiter *ratelimit.Keyed[types.UID]
+	memory  *budget.Budget
+	pacer   *pacing.Pacer
 	// reviewer verifies ServiceAccount tokens; nil refuses them.
 	reviewer *kubeauth.Reviewer
 	// lastUse records when keys were last used; nil does not.
@@ -472,7 +474,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	// requests waiting for the same pool would get its failure), nor an
 	// operation: the session it runs on is shared, and closing it would
 	// fail the others.
-	p, err := h.pools.Get(context.WithoutCancel(r.Context()), conn)
+	p, err := h.pools.Get(context.WithoutCancel(r.Context()), h.dialer, conn)
 	if err != nil {
 		return nil, false, err
 	}
@@ -488,7 +490,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	// The request's context ends a wait for a session when the client goes
 	// away, and the commands that read or copy whole files or directories
 	// at their next chunk; another operation, once started, runs to its end.
-	err = p.Do(r.Context(), op, func(s *sftpdial.Session) error {
+	err = p.Do(r.Context(), op, func(s files.Session) error {
 		fs := env.FS(s)
 		var runErr error
 		switch req.form {

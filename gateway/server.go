@@ -66,6 +66,7 @@ type Server struct {
 	cache      cache.Cache
 	handler    http.Handler
 	pools      *pool.Pools
+	dialer     pool.Dialer
 	document   []byte
 	docs       []byte
 	limits     Limits
@@ -124,7 +125,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		pools: &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: c}, Directories: opts.Directories}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
+		dialer:     &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: c}, Directories: opts.Directories},
+		pools: &pool.Pools{Secrets: direct, IdleTimeout: opts.IdleTimeout,
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials, Log: log},
 		metrics:  m,
 		document: document,
@@ -145,6 +147,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		bySlug:         bySlug,
 		authorizer:     &keyauth.Authorizer{Keys: keys},
 		pools:          s.pools,
+		dialer:         s.dialer,
 		limits:         opts.Limits,
 		limiter:        ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:         s.memory,
@@ -448,7 +451,7 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 			// connection's connectTimeout: a bound here would end the dial
 			// first, and hide the server's timeout as this one's.
 			conn := &latest
-			p, err := s.pools.Get(ctx, conn)
+			p, err := s.pools.Get(ctx, s.dialer, conn)
 			if err == nil {
 				err = p.Warm(ctx)
 			}

@@ -69,7 +69,7 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 		}
 	}
 	req.ran = true
-	p, err := h.pools.Get(context.WithoutCancel(r.Context()), req.conn)
+	p, err := h.pools.Get(context.WithoutCancel(r.Context()), h.dialer, req.conn)
 	if err != nil {
 		return h.runError(err)
 	}

@@ -7,7 +7,7 @@ package worker
 // signing Secret, an OpenPGP key's Secret, a sink's Service or Knative
 // object (never listed or watched).
 
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections;objectstores;auditsinks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections;ftpconnections;objectstores;auditsinks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status;transfers/status;auditsinks/status,verbs=patch
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=transfers,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get

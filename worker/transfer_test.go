@@ -104,6 +104,11 @@ func transfer(t *testing.T, ns, name, path string, mutate ...func(*v1alpha1.Tran
 func finished(t *testing.T, tr *v1alpha1.Transfer) *v1alpha1.Transfer {
 	t.Helper()
 	var got v1alpha1.Transfer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s, last seen: %+v", tr.Name, got.Status)
+		}
+	})
 	eventually(t, tr.Name+" finishes", func() bool {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(tr), &got))
 		return got.Status.CompletionTime != nil

@@ -40,6 +40,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/egress"
+	"github.com/sftpgate/sftpgate/internal/ftpdial"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -289,12 +290,14 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	budget := &storedbytes.Budget{Cache: mgr.GetCache(), Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
-	pools := &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct, IdleTimeout: opts.IdleTimeout,
-		Dials: m.Dials, Component: "worker", Log: opts.Log}
+	pools := &pool.Pools{Secrets: direct, IdleTimeout: opts.IdleTimeout, Dials: m.Dials, Component: "worker", Log: opts.Log}
+	sftp := &sftpdial.Dialer{Policy: policy, Tenants: kinds}
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
-	ends := &ends.Ends{Pools: pools, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
+	ends := &ends.Ends{Pools: pools, Dialers: map[string]pool.Dialer{
+		v1alpha1.KindSftpConnection: sftp, v1alpha1.KindFtpConnection: &ftpdial.Dialer{Policy: policy, Tenants: kinds},
+	}, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
 		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
 		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
 	records := &auditstore.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace, Budget: budget}
@@ -326,7 +329,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	for _, runnable := range []manager.Runnable{
 		r, tr, sinks,
 		&uploadexpiry.Sweeper{
-			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools,
+			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools, Dialer: sftp,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: cmp.Or(opts.UploadGrace, uploadexpiry.DefaultGrace),
 			Limits: opts.Expiry.WithDefaults(), Log: opts.Log, Audit: trail,

@@ -123,7 +123,6 @@ type FtpConnectionStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-
 	// CertificateSHA256 is the fingerprint of the certificate the server
 	// presented at the last test that got that far, to pin in the spec.
 	// +optional
@@ -200,3 +199,12 @@ func (c *FtpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStatu
 
 // CredentialsSecret names the Secret the connection logs in with.
 func (c *FtpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }
+
+// GetLimits is for the session pools, which every kind with sessions
+// shares.
+func (c *FtpConnection) GetLimits() *Limits { return &c.Spec.Limits }
+
+// ServedAt is what a connection's sessions depend on beyond its
+// generation and Secret: the root its test resolved (the certificate it
+// trusts is in its spec).
+func (c *FtpConnection) ServedAt() (root, identity string) { return c.Status.RootPath, "" }

@@ -164,7 +164,6 @@ type ObjectStoreStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-
 	TestStatus `json:",inline"`
 }
 

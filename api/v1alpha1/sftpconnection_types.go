@@ -359,3 +359,14 @@ func (c *SftpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStat
 
 // CredentialsSecret names the Secret the connection logs in with.
 func (c *SftpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }
+
+// GetLimits is for the session pools, which every kind with sessions
+// shares.
+func (c *SftpConnection) GetLimits() *Limits { return &c.Spec.Limits }
+
+// ServedAt is what a connection's sessions depend on beyond its
+// generation and Secret: the root its test resolved, and the host key
+// it accepted.
+func (c *SftpConnection) ServedAt() (root, identity string) {
+	return c.Status.RootPath, c.Status.HostKey
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/internal/files"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Env is what one request brings to the commands it runs, made once per
@@ -45,8 +44,8 @@ type Env struct {
 }
 
 // FS is the request's file system on session s.
-func (e *Env) FS(s *sftpdial.Session) *FS {
-	return &FS{Env: e, Files: s.Files, ServerVersion: s.ServerVersion}
+func (e *Env) FS(s files.Session) *FS {
+	return &FS{Env: e, Files: s.FS(), ServerVersion: s.Version()}
 }
 
 // FS is a session's files confined to Root: every path a request names is
@@ -55,13 +54,14 @@ func (e *Env) FS(s *sftpdial.Session) *FS {
 type FS struct {
 	*Env
 	Files files.FS
-	// ServerVersion is the SSH version string of the server, for ping.
+	// ServerVersion is what the server says it is (an SSH version
+	// string), for ping.
 	ServerVersion string
 }
 
 // NewFS is the file system of a session, confined to root, for work
 // outside a request.
-func NewFS(s *sftpdial.Session, root string) *FS {
+func NewFS(s files.Session, root string) *FS {
 	return (&Env{Root: root}).FS(s)
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 )
 
@@ -32,10 +31,10 @@ var ErrNotDone = pool.ErrNotDone
 // connection's pool (*pool.Pool).
 type Leftovers interface {
 	// Later runs fn on the next operation's session, before it.
-	Later(fn func(*sftpdial.Session) error)
+	Later(fn func(files.Session) error)
 	// Background runs fn apart from requests, again while it returns
 	// ErrNotDone.
-	Background(fn func(*sftpdial.Session) error)
+	Background(fn func(files.Session) error)
 }
 
 // undo runs u, which undoes what an operation failing with cause left, now
@@ -54,9 +53,9 @@ func (fs *FS) undo(u Undo, cause error) {
 
 // onSession is u as work for the pool: run on a later session, as fs's
 // root, with a broken session's failure marked as such.
-func (fs *FS) onSession(u Undo) func(*sftpdial.Session) error {
+func (fs *FS) onSession(u Undo) func(files.Session) error {
 	root := fs.Root
-	return func(s *sftpdial.Session) error {
+	return func(s files.Session) error {
 		return u(NewFS(s, root))
 	}
 }

@@ -63,10 +63,10 @@ func (b *breakingCmds) Filecmd(r *sftp.Request) error {
 }
 
 // kept records the work an FS leaves for later sessions.
-type kept []func(*sftpdial.Session) error
+type kept []func(files.Session) error
 
-func (k *kept) Later(fn func(*sftpdial.Session) error)      { *k = append(*k, fn) }
-func (k *kept) Background(fn func(*sftpdial.Session) error) { *k = append(*k, fn) }
+func (k *kept) Later(fn func(files.Session) error)      { *k = append(*k, fn) }
+func (k *kept) Background(fn func(files.Session) error) { *k = append(*k, fn) }
 
 // runOn runs the work kept on fs's session.
 func (k *kept) runOn(t *testing.T, fs *FS) {

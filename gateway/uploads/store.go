@@ -12,7 +12,6 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -296,7 +295,7 @@ func (req *Request) do(ctx context.Context, stream bool, fn func(fs *commands.FS
 	if stream {
 		op = pool.Op{Stream: true, Timeout: req.StreamTimeout}
 	}
-	return req.Pool.Do(ctx, op, func(s *sftpdial.Session) error {
+	return req.Pool.Do(ctx, op, func(s files.Session) error {
 		return fn(req.Env.FS(s))
 	})
 }

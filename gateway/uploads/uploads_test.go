@@ -50,6 +50,7 @@ type fixture struct {
 	endpoint *uploads.Endpoint
 	records  *uploadrecord.Store
 	pools    *pool.Pools
+	dialer   pool.Dialer
 	conn     *v1alpha1.SftpConnection
 	dir      string // the server's root, on this machine
 }
@@ -66,7 +67,8 @@ func newFixture(t *testing.T, limits uploads.Limits) *fixture {
 	}
 	policy, err := egress.ParsePolicy(testcluster.LoopbackNetworks)
 	must(t, err)
-	f.pools = &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute}
+	f.pools = &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute}
+	f.dialer = &sftpdial.Dialer{Policy: policy}
 	poolCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	go f.pools.Run(poolCtx)
@@ -111,7 +113,7 @@ func (f *fixture) send(t *testing.T, owner types.UID, method, id string, header 
 // sendWithin is send with the request's context ctx.
 func (f *fixture) sendWithin(t *testing.T, ctx context.Context, owner types.UID, method, id string, header map[string]string, body []byte) *httptest.ResponseRecorder {
 	t.Helper()
-	p, err := f.pools.Get(ctx, f.conn)
+	p, err := f.pools.Get(ctx, f.dialer, f.conn)
 	must(t, err)
 	r := httptest.NewRequestWithContext(ctx, method, "/box/uploads/"+id, bytes.NewReader(body))
 	r.Header.Set("Tus-Resumable", "1.0.0")

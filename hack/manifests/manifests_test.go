@@ -193,7 +193,7 @@ var allowed = map[string][]string{
 		"* eventing.knative.dev brokers get",
 		"* messaging.knative.dev channels get",
 		"* serving.knative.dev services get",
-		"* sftpgate.dev auditsinks,objectstores,sftpconnections,sftpwatches,transfers get,list,watch",
+		"* sftpgate.dev auditsinks,ftpconnections,objectstores,sftpconnections,sftpwatches,transfers get,list,watch",
 		"* sftpgate.dev auditsinks/status,sftpwatches/status,transfers/status patch",
 		"* sftpgate.dev transfers create",
 		"* core namespaces get,list,watch",

@@ -125,6 +125,21 @@ type ListsWriteTimes interface {
 	ListsWriteTimes()
 }
 
+// ListsCoarseTimes is an FS whose listings may give a file's time less
+// precisely than a stat does (FTP's LIST: to the minute, or to the day
+// for older files): who compares a listed time with a stat's, or with
+// another server's, stats the file first. It reports whether the
+// session's listings are coarse.
+type ListsCoarseTimes interface {
+	ListsCoarseTimes() bool
+}
+
+// CoarseTimes reports whether f's listings give coarse times.
+func CoarseTimes(f FS) bool {
+	c, ok := f.(ListsCoarseTimes)
+	return ok && c.ListsCoarseTimes()
+}
+
 // Space is a file system's room, as statvfs reports it.
 type Space struct {
 	// BlockSize is the unit of the block counts (statvfs's f_frsize).

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -33,4 +34,34 @@ func SessionFailed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ETIMEDOUT)
+}
+
+// Target dials sessions of one server, prepared once (its credentials
+// read, its trust parsed).
+type Target interface {
+	Dial(ctx context.Context) (Session, error)
+}
+
+// Exclusive is a Target whose sessions serve one operation at a time:
+// FTP's, where a control connection runs one command, and an operation
+// that holds a stream and asks for more takes another of the session's
+// connections (shared, two such operations could wait on each other).
+type Exclusive interface {
+	Target
+	Exclusive()
+}
+
+// Session is an open session with one server, of any backend, as the
+// pools keep them.
+type Session interface {
+	// FS is the session's files.
+	FS() FS
+	// Keepalive asks the server to answer, and fails when the session is
+	// broken (the pool bounds how long it waits).
+	Keepalive() error
+	// Close ends the session, cutting off what runs on it.
+	Close() error
+	// Version is what the server says it is (an SSH version string), or
+	// its protocol where it says nothing.
+	Version() string
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
@@ -252,4 +253,33 @@ func Test(f *ftpfs.FS, rootPath string) (string, error) {
 	}
 	return "", &egress.Error{Reason: v1alpha1.ReasonPassiveModeFailed, Err: err,
 		Message: fmt.Sprintf("logged in, but listing rootPath %q failed: %s", root, short(err))}
+}
+
+// Target prepares pooled dials of obj, an FtpConnection, with secret.
+func (d *Dialer) Target(obj client.Object, secret *corev1.Secret) (files.Target, error) {
+	conn, ok := obj.(*v1alpha1.FtpConnection)
+	if !ok {
+		return nil, fmt.Errorf("ftpdial cannot dial a %T", obj)
+	}
+	t, err := NewTarget(conn, secret)
+	if err != nil {
+		return nil, err
+	}
+	return pooled{d, t}, nil
+}
+
+type pooled struct {
+	d *Dialer
+	t *Target
+}
+
+// Exclusive: an FTP session serves one operation at a time.
+func (pooled) Exclusive() {}
+
+func (p pooled) Dial(ctx context.Context) (files.Session, error) {
+	f, err := p.d.Dial(ctx, p.t)
+	if err != nil {
+		return nil, err // not a nil *FS in an interface
+	}
+	return f, nil
 }

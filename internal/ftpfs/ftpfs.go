@@ -7,7 +7,8 @@
 //
 // FTP has one transfer at a time per control connection, and no
 // operation while one runs: a session keeps up to Config.MaxConns of them,
-// one per open stream and one for the rest, dialled as needed.
+// dialled as needed; an open stream holds one until it ends, and other
+// operations wait their turn.
 package ftpfs
 
 import (
@@ -53,7 +54,8 @@ type Config struct {
 	// ConnectTimeout bounds a dial and login; OperationTimeout each read
 	// or write on a socket.
 	ConnectTimeout, OperationTimeout time.Duration
-	// MaxConns bounds a session's control connections (0: 3).
+	// MaxConns bounds a session's control connections (0: 3);
+	// operations beyond wait for one up to OperationTimeout.
 	MaxConns int
 	// MaxListing bounds the bytes of one directory's listing (0: 16 MiB).
 	MaxListing int64
@@ -75,11 +77,16 @@ type FS struct {
 	Certificate []byte
 	// home is the login directory, which relative names start from.
 	home string
+	// coarse: the server lists with LIST, not MLSD.
+	coarse bool
 
 	mu     sync.Mutex
 	idle   []*conn
 	all    map[*conn]struct{}
 	closed bool
+	// freed is closed (and replaced) when a connection is given back or
+	// dropped, for operations waiting for one.
+	freed chan struct{}
 }
 
 var _ files.FS = (*FS)(nil)
@@ -93,11 +100,12 @@ type conn struct {
 // Dial logs in to the server described by cfg, within ctx. Failures are
 // *DialError values, which say the step.
 func Dial(ctx context.Context, cfg *Config) (*FS, error) {
-	f := &FS{cfg: cfg, all: map[*conn]struct{}{}}
+	f := &FS{cfg: cfg, all: map[*conn]struct{}{}, freed: make(chan struct{})}
 	c, err := f.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
+	f.coarse = !c.c.IsTimePreciseInList()
 	f.home, err = c.c.CurrentDir()
 	if err != nil {
 		_ = c.c.Quit()
@@ -186,23 +194,37 @@ func (f *FS) dial(ctx context.Context) (*conn, error) {
 }
 
 // take is an idle control connection, or a new one while the session has
-// fewer than MaxConns.
+// fewer than MaxConns; else it waits for one, up to OperationTimeout.
 func (f *FS) take() (*conn, error) {
-	f.mu.Lock()
-	if f.closed {
+	deadline := time.Now().Add(f.cfg.OperationTimeout)
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return nil, &files.StatusError{Code: files.FxNoConnection, Err: errors.New("the FTP session is closed")}
+		}
+		if n := len(f.idle); n > 0 {
+			c := f.idle[n-1]
+			f.idle = f.idle[:n-1]
+			f.mu.Unlock()
+			return c, nil
+		}
+		if len(f.all) < f.maxConns() {
+			break // f.mu held
+		}
+		freed := f.freed
 		f.mu.Unlock()
-		return nil, &files.StatusError{Code: files.FxNoConnection, Err: errors.New("the FTP session is closed")}
-	}
-	if n := len(f.idle); n > 0 {
-		c := f.idle[n-1]
-		f.idle = f.idle[:n-1]
-		f.mu.Unlock()
-		return c, nil
-	}
-	if len(f.all) >= max(f.cfg.MaxConns, 1) {
-		f.mu.Unlock()
-		return nil, &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf(
-			"all %d FTP connections of the session are busy with transfers", len(f.all))}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf(
+				"all %d FTP connections of the session stayed busy for %s", f.maxConns(), f.cfg.OperationTimeout)}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-freed:
+		case <-timer.C:
+		}
+		timer.Stop()
 	}
 	placeholder := &conn{}
 	f.all[placeholder] = struct{}{}
@@ -212,6 +234,7 @@ func (f *FS) take() (*conn, error) {
 	defer f.mu.Unlock()
 	delete(f.all, placeholder)
 	if err != nil {
+		f.wake()
 		return nil, &files.StatusError{Code: files.FxNoConnection, Err: err}
 	}
 	if f.closed {
@@ -222,11 +245,25 @@ func (f *FS) take() (*conn, error) {
 	return c, nil
 }
 
+func (f *FS) maxConns() int {
+	if f.cfg.MaxConns > 0 {
+		return f.cfg.MaxConns
+	}
+	return defaultMaxConns
+}
+
+// wake tells the operations waiting for a connection; f.mu is held.
+func (f *FS) wake() {
+	close(f.freed)
+	f.freed = make(chan struct{})
+}
+
 // give returns c after an operation that ended with err: a connection
 // in no known state is closed.
 func (f *FS) give(c *conn, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.wake()
 	if f.closed || files.SessionFailed(err) {
 		delete(f.all, c)
 		go func() { _ = c.c.Quit() }()
@@ -252,6 +289,7 @@ func (f *FS) Close() error {
 	f.closed = true
 	all := f.all
 	f.all, f.idle = map[*conn]struct{}{}, nil
+	f.wake()
 	f.mu.Unlock()
 	for c := range all {
 		if c.c != nil {
@@ -259,6 +297,17 @@ func (f *FS) Close() error {
 		}
 	}
 	return nil
+}
+
+// FS is the session's files: itself (files.Session).
+func (f *FS) FS() files.FS { return f }
+
+// Version names the protocol: an FTP server's greeting is its own words.
+func (f *FS) Version() string {
+	if f.cfg.TLS == None {
+		return "FTP"
+	}
+	return "FTPS"
 }
 
 // Keepalive sends a NOOP on an idle control connection, which fails when
@@ -382,6 +431,10 @@ func cmpOr(v, d int64) int64 {
 	}
 	return d
 }
+
+// ListsCoarseTimes is true where the server lists with LIST, which gives
+// times to the minute (or the day, for older files); MLSD gives seconds.
+func (f *FS) ListsCoarseTimes() bool { return f.coarse }
 
 // ListsWhole is true: FTP sends a listing whole.
 func (f *FS) ListsWhole() bool { return true }

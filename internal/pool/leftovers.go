@@ -10,7 +10,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/recovery"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // Cleanup work a pool keeps for its server: undoing what an operation cut
@@ -37,7 +36,7 @@ type leftovers struct {
 }
 
 // work is cleanup work, run on a session of the pool's server.
-type work = func(*sftpdial.Session) error
+type work = func(files.Session) error
 
 // maxLater bounds the work a pool keeps for its next session, and in the
 // background; beyond it, the oldest is dropped (and logged).
@@ -58,7 +57,7 @@ const backgroundTimeout = time.Minute
 // first: cleaning up what an operation cut off by a broken session left
 // half done. When fn fails as a broken session does (files.SessionFailed), it stays for the one after;
 // when it returns ErrNotDone, it goes on in the background.
-func (p *Pool) Later(fn func(*sftpdial.Session) error) {
+func (p *Pool) Later(fn func(files.Session) error) {
 	p.left.mu.Lock()
 	defer p.left.mu.Unlock()
 	p.keep(fn)
@@ -78,7 +77,7 @@ func (p *Pool) keep(fns ...work) {
 
 // Background keeps fn to be done apart from requests, on a session of the
 // pool, again while it returns ErrNotDone: cleanup work that may take long.
-func (p *Pool) Background(fn func(*sftpdial.Session) error) {
+func (p *Pool) Background(fn func(files.Session) error) {
 	l := &p.left
 	l.mu.Lock()
 	l.background = append(l.background, fn)
@@ -141,7 +140,7 @@ func (p *Pool) finish() {
 
 // runLater runs the work kept for s's server on s, in order, until s
 // breaks; or, while another operation runs it, waits until it is done.
-func (p *Pool) runLater(s *sftpdial.Session) {
+func (p *Pool) runLater(s files.Session) {
 	l := &p.left
 	l.mu.Lock()
 	for l.running {

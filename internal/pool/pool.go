@@ -1,7 +1,8 @@
-// Package pool keeps SSH connections with SFTP sessions open to each
-// SftpConnection's server, so that requests do not pay a handshake: up to
-// the connection's limit, shared by concurrent requests (SFTP multiplexes
-// them), replaced when broken, closed when idle.
+// Package pool keeps sessions open to each connection's server (an
+// SftpConnection's SSH connections with SFTP sessions, an
+// FtpConnection's control connections), so that requests do not pay a
+// handshake: up to the connection's limit, shared by concurrent requests,
+// replaced when broken, closed when idle.
 package pool
 
 import (
@@ -18,7 +19,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/recovery"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // BrokenError marks an error as the session's failure whatever it wraps.
@@ -35,7 +35,7 @@ func (e *BrokenError) SessionFailed() bool { return true }
 var (
 	// ErrTimeout is an operation that outlived its timeout: the session it
 	// ran on, if it had one, was closed to end it.
-	ErrTimeout = errors.New("the SFTP server did not answer in time")
+	ErrTimeout = errors.New("the server did not answer in time")
 	// ErrClosed is a pool replaced because its connection changed.
 	ErrClosed = errors.New("the connection changed while the request waited; retry")
 	// ErrCredentials is a failure to read a connection's Secret from the
@@ -85,10 +85,11 @@ type Op struct {
 	NoWait bool
 }
 
-// load is how much of a session op takes.
-func (op Op) load() int {
+// load is how much of a session op takes, in a pool whose sessions
+// take share.
+func (op Op) load(share int) int {
 	if op.Stream {
-		return sessionShare
+		return share
 	}
 	return 1
 }
@@ -100,13 +101,16 @@ const DefaultMaxWaiting = 256
 // Pool is the sessions of one connection.
 type Pool struct {
 	namespace, name string
-	dialer          *sftpdial.Dialer
 	dials           *prometheus.CounterVec
 	logger          *slog.Logger // nil logs nothing (log)
-	target          *sftpdial.Target
+	target          files.Target
 	max             int
 	maxWaiting      int
-	version         version
+	// share and most are sessionShare and sessionMax, or 1 for a
+	// target whose sessions serve one operation at a time
+	// (files.Exclusive).
+	share, most int
+	version     version
 
 	mu       sync.Mutex
 	sessions []*session
@@ -133,7 +137,7 @@ type Pool struct {
 func (p *Pool) log() *slog.Logger { return logging.OrDiscard(p.logger) }
 
 type session struct {
-	*sftpdial.Session
+	files.Session
 	dialed time.Time
 	// load is the operations on the session, a stream counting as
 	// sessionShare, and a keepalive under way as one.
@@ -152,8 +156,8 @@ type session struct {
 // and Do returns ErrTimeout. When ctx (the request's) ends first, a wait
 // for a session ends with ctx's error; a dial it started goes on for the
 // others, and fn, once started, is not stopped.
-func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) error {
-	w := op.load()
+func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) error {
+	w := op.load(p.share)
 	var deadline time.Time
 	if op.Timeout > 0 {
 		deadline = time.Now().Add(op.Timeout)
@@ -211,7 +215,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(*sftpdial.Session) error) 
 
 // run runs fn on s; a panic in it fails only this operation, and its
 // session is released as after any other error.
-func (p *Pool) run(fn func(*sftpdial.Session) error, s *sftpdial.Session) (err error) {
+func (p *Pool) run(fn func(files.Session) error, s files.Session) (err error) {
 	defer recovery.Error(p.logger, &err, "an operation on an SFTP session")
 	return fn(s)
 }
@@ -245,20 +249,20 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, w int, fresh, no
 			if best == nil || s.load < best.load {
 				best = s
 			}
-			if s.load+w <= sessionShare && (busiest == nil || s.load > busiest.load) {
+			if s.load+w <= p.share && (busiest == nil || s.load > busiest.load) {
 				busiest = s
 			}
 		}
-		if w < sessionShare && busiest != nil {
+		if w < p.share && busiest != nil {
 			best = busiest
 		}
 		room := len(p.sessions)+p.dialing < p.max
 		switch {
-		case best != nil && !fresh && best.load+w <= sessionShare, best != nil && !room && best.load+w <= sessionMax:
+		case best != nil && !fresh && best.load+w <= p.share, best != nil && !room && best.load+w <= p.most:
 			best.load += w
 			p.mu.Unlock()
 			return best, nil
-		case !fresh && p.expecting+w <= p.dialing*sessionShare, !room:
+		case !fresh && p.expecting+w <= p.dialing*p.share, !room:
 			// A burst on a cold pool waits for the first dial rather than
 			// opening a connection per request; with every session full,
 			// requests wait for one to have room.
@@ -326,7 +330,7 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time, w int) (*session, e
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	dialed, err := p.dialer.Dial(ctx, p.target)
+	dialed, err := p.target.Dial(ctx)
 	var dialErr *egress.Error
 	result := "ok"
 	switch {
@@ -519,8 +523,7 @@ func (p *Pool) tend(idle time.Duration) {
 func keepalive(s *session) bool {
 	answered := make(chan error, 1)
 	go func() {
-		_, _, err := s.SSH.SendRequest("keepalive@openssh.com", true, nil)
-		answered <- err
+		answered <- s.Keepalive()
 	}()
 	select {
 	case err := <-answered:

@@ -18,6 +18,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/internal/egress"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
@@ -34,7 +35,7 @@ func newPool(t *testing.T, max int32) (*Pool, *testsftp.Server) {
 func poolTo(t *testing.T, server *testsftp.Server, port, max int32) *Pool {
 	t.Helper()
 	target := testsftp.Target(t, server.Host, port, server.User, server.Password, server.HostKeyLine())
-	p := &Pool{dialer: &sftpdial.Dialer{}, target: target, max: int(max), maxWaiting: DefaultMaxWaiting, wake: make(chan struct{}), lastUsed: time.Now()}
+	p := &Pool{target: (&sftpdial.Dialer{}).For(target), share: sessionShare, most: sessionMax, max: int(max), maxWaiting: DefaultMaxWaiting, wake: make(chan struct{}), lastUsed: time.Now()}
 	t.Cleanup(p.Close)
 	return p
 }
@@ -48,7 +49,7 @@ func hold(t *testing.T, p *Pool, ops ...Op) (finish func()) {
 	done := make(chan error, len(ops))
 	for _, op := range ops {
 		go func() {
-			done <- p.Do(context.Background(), op, func(*sftpdial.Session) error {
+			done <- p.Do(context.Background(), op, func(files.Session) error {
 				started <- struct{}{}
 				<-release
 				return nil
@@ -110,7 +111,7 @@ func TestBurstGetsTheFailedDialsError(t *testing.T) {
 	p := poolTo(t, server, int32(l.Addr().(*net.TCPAddr).Port), 4)
 	errs := make(chan error, 8)
 	for range 8 {
-		go func() { errs <- p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }) }()
+		go func() { errs <- p.Do(context.Background(), Op{}, func(files.Session) error { return nil }) }()
 	}
 	testkit.EventuallyFound(t, "8 operations wait for the dial", func() (bool, string) {
 		p.mu.Lock()
@@ -149,20 +150,20 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	err := p.Do(context.Background(), Op{Idempotent: true}, func(s *sftpdial.Session) error {
+	err := p.Do(context.Background(), Op{Idempotent: true}, func(s files.Session) error {
 		calls++
 		if calls == 1 {
 			_ = s.Close()
 			return &BrokenError{Err: errors.New("connection lost")}
 		}
-		_, err := s.Files.RealPath(".")
+		_, err := s.FS().RealPath(".")
 		return err
 	})
 	if err != nil || calls != 2 {
 		t.Fatalf("err %v after %d calls, want a retry that succeeds", err, calls)
 	}
 	calls = 0
-	err = p.Do(context.Background(), Op{}, func(*sftpdial.Session) error {
+	err = p.Do(context.Background(), Op{}, func(files.Session) error {
 		calls++
 		return &BrokenError{Err: errors.New("connection lost")}
 	})
@@ -173,16 +174,16 @@ func TestBrokenSessionIsReplacedAndIdempotentRetried(t *testing.T) {
 
 func TestTimeoutClosesTheSession(t *testing.T) {
 	p, _ := newPool(t, 1)
-	err := p.Do(context.Background(), Op{Idempotent: true, Timeout: 100 * time.Millisecond}, func(s *sftpdial.Session) error {
+	err := p.Do(context.Background(), Op{Idempotent: true, Timeout: 100 * time.Millisecond}, func(s files.Session) error {
 		// A hung operation: it ends only when its session is closed.
-		_ = s.SSH.Wait()
+		_ = s.(*sftpdial.Session).SSH.Wait()
 		return &BrokenError{Err: errors.New("closed")}
 	})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if err := p.Do(context.Background(), Op{Idempotent: true}, func(s *sftpdial.Session) error {
-		_, err := s.Files.RealPath(".")
+	if err := p.Do(context.Background(), Op{Idempotent: true}, func(s files.Session) error {
+		_, err := s.FS().RealPath(".")
 		return err
 	}); err != nil {
 		t.Fatalf("the pool did not recover: %v", err)
@@ -239,7 +240,7 @@ func TestKeepalivesDoNotKeepASessionOpen(t *testing.T) {
 // recovery.ErrPanic, and its session is released for the next.
 func TestPanicFailsOnlyItsOperation(t *testing.T) {
 	p, _ := newPool(t, 1)
-	err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { panic("a bug") })
+	err := p.Do(context.Background(), Op{}, func(files.Session) error { panic("a bug") })
 	if !errors.Is(err, recovery.ErrPanic) {
 		t.Fatalf("err = %v, want recovery.ErrPanic", err)
 	}
@@ -249,8 +250,8 @@ func TestPanicFailsOnlyItsOperation(t *testing.T) {
 	if load != 0 {
 		t.Errorf("the session's load is %d after the panic, want 0", load)
 	}
-	if err := p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error {
-		_, err := s.Files.RealPath(".")
+	if err := p.Do(context.Background(), Op{}, func(s files.Session) error {
+		_, err := s.FS().RealPath(".")
 		return err
 	}); err != nil {
 		t.Fatalf("the next operation: %v", err)
@@ -266,14 +267,14 @@ func TestQueueIsBounded(t *testing.T) {
 	finish := hold(t, p, Op{Stream: true}, Op{Stream: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error)
-	go func() { waited <- p.Do(ctx, Op{}, func(*sftpdial.Session) error { return nil }) }()
+	go func() { waited <- p.Do(ctx, Op{}, func(files.Session) error { return nil }) }()
 	testkit.EventuallyFound(t, "a request waits in the queue", func() (bool, string) {
 		p.mu.Lock()
 		queued := p.waiting
 		p.mu.Unlock()
 		return queued == 1, fmt.Sprint(queued)
 	})
-	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); !errors.Is(err, ErrQueueFull) {
+	if err := p.Do(context.Background(), Op{}, func(files.Session) error { return nil }); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("a request past the queue: %v, want ErrQueueFull", err)
 	}
 	cancel()
@@ -281,7 +282,7 @@ func TestQueueIsBounded(t *testing.T) {
 		t.Fatalf("a waiting request whose client went away: %v", err)
 	}
 	finish()
-	if err := p.Do(context.Background(), Op{}, func(*sftpdial.Session) error { return nil }); err != nil {
+	if err := p.Do(context.Background(), Op{}, func(files.Session) error { return nil }); err != nil {
 		t.Fatalf("once the session has room: %v", err)
 	}
 }
@@ -294,18 +295,18 @@ func TestSmallOperationsPackIntoOneSession(t *testing.T) {
 	if n := p.Size(); n != 2 {
 		t.Fatalf("%d sessions after two streams, want 2", n)
 	}
-	first := make(chan *sftpdial.Session)
+	first := make(chan files.Session)
 	release := make(chan struct{})
 	go func() {
-		_ = p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error {
+		_ = p.Do(context.Background(), Op{}, func(s files.Session) error {
 			first <- s
 			<-release
 			return nil
 		})
 	}()
 	busy := <-first
-	var second *sftpdial.Session
-	if err := p.Do(context.Background(), Op{}, func(s *sftpdial.Session) error { second = s; return nil }); err != nil {
+	var second files.Session
+	if err := p.Do(context.Background(), Op{}, func(s files.Session) error { second = s; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -320,11 +321,11 @@ func TestSmallOperationsPackIntoOneSession(t *testing.T) {
 func TestNoWaitTakesOnlyASessionAtHand(t *testing.T) {
 	p, _ := newPool(t, 1)
 	finish := hold(t, p, Op{Stream: true}, Op{Stream: true})
-	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(*sftpdial.Session) error { return nil }); !errors.Is(err, ErrBusy) {
+	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(files.Session) error { return nil }); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a stream with every session full: %v, want ErrBusy", err)
 	}
 	finish()
-	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(*sftpdial.Session) error { return nil }); err != nil {
+	if err := p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(files.Session) error { return nil }); err != nil {
 		t.Fatalf("once the session has room: %v", err)
 	}
 }

@@ -14,13 +14,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/recovery"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
-// Pools holds one Pool per SftpConnection.
+// Endpoint is an object whose server pools keep sessions to: an
+// SftpConnection or an FtpConnection.
+type Endpoint interface {
+	client.Object
+	GetTestStatus() *v1alpha1.TestStatus
+	CredentialsSecret() string
+	GetLimits() *v1alpha1.Limits
+	// ServedAt is what its sessions depend on beyond its generation and
+	// Secret: the root its test resolved, the server identity it took.
+	ServedAt() (root, identity string)
+}
+
+// Dialer prepares the dials of one kind's endpoints (package sftpdial's
+// for SftpConnections, ftpdial's for FtpConnections).
+type Dialer interface {
+	// Target prepares dials of obj, an Endpoint of the dialer's kind,
+	// with the credentials in secret.
+	Target(obj client.Object, secret *corev1.Secret) (files.Target, error)
+}
+
+// Pools holds one Pool per endpoint (of any kind: the caller names its
+// kind's Dialer).
 type Pools struct {
-	Dialer *sftpdial.Dialer
 	// Secrets reads a connection's credentials when its pool is built: the
 	// gateway keeps no watch on Secrets.
 	Secrets client.Reader
@@ -60,25 +80,26 @@ type entry struct {
 // the trusted host key or the resolved root changes, the pool is rebuilt.
 // It is compared on every request, so it is a struct (no allocation).
 type version struct {
-	generation                         int64
-	credentialsHash, hostKey, rootPath string
+	generation                          int64
+	credentialsHash, identity, rootPath string
 }
 
-func versionOf(conn *v1alpha1.SftpConnection) version {
-	return version{conn.Generation, conn.Status.CredentialsHash, conn.Status.HostKey, conn.Status.RootPath}
+func versionOf(e Endpoint) version {
+	root, identity := e.ServedAt()
+	return version{e.GetGeneration(), e.GetTestStatus().CredentialsHash, identity, root}
 }
 
-// Get returns the pool of conn, building it (and reading its Secret) the
-// first time and whenever the connection changed.
-func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, error) {
+// Get returns the pool of conn, dialled by d, building it (and reading
+// its Secret) the first time and whenever the endpoint changed.
+func (p *Pools) Get(ctx context.Context, d Dialer, conn Endpoint) (*Pool, error) {
 	p.mu.Lock()
 	if p.entries == nil {
 		p.entries = map[types.UID]*entry{}
 	}
-	e := p.entries[conn.UID]
+	e := p.entries[conn.GetUID()]
 	if e == nil {
 		e = &entry{}
-		p.entries[conn.UID] = e
+		p.entries[conn.GetUID()] = e
 	}
 	p.mu.Unlock()
 
@@ -92,7 +113,7 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 	case e.failed != nil && e.failedVersion == v && !e.failedAt.Before(waitFrom):
 		return nil, e.failed
 	}
-	pool, err := p.build(ctx, conn, v)
+	pool, err := p.build(ctx, d, conn, v)
 	if err != nil {
 		e.failed, e.failedAt, e.failedVersion = err, time.Now(), v
 		return nil, err
@@ -108,33 +129,39 @@ func (p *Pools) Get(ctx context.Context, conn *v1alpha1.SftpConnection) (*Pool, 
 }
 
 // build makes the pool of conn at version v, reading its Secret.
-func (p *Pools) build(ctx context.Context, conn *v1alpha1.SftpConnection, v version) (*Pool, error) {
+func (p *Pools) build(ctx context.Context, d Dialer, conn Endpoint, v version) (*Pool, error) {
 	// Reading the Secret is bounded like a dial: the request may wait
 	// that long for a new pool.
-	ctx, cancel := context.WithTimeout(ctx, conn.Spec.Limits.ConnectTimeoutOrDefault())
+	limits := conn.GetLimits()
+	ctx, cancel := context.WithTimeout(ctx, limits.ConnectTimeoutOrDefault())
 	defer cancel()
 	var secret corev1.Secret
-	key := types.NamespacedName{Namespace: conn.Namespace, Name: conn.Spec.Credentials.SecretRef.Name}
+	key := types.NamespacedName{Namespace: conn.GetNamespace(), Name: conn.CredentialsSecret()}
 	if err := p.Secrets.Get(ctx, key, &secret); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
-	target, err := sftpdial.NewTarget(conn, &secret)
+	target, err := d.Target(conn, &secret)
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{
-		namespace:  conn.Namespace,
-		name:       conn.Name,
-		dialer:     p.Dialer,
+	pool := &Pool{
+		namespace:  conn.GetNamespace(),
+		name:       conn.GetName(),
 		dials:      p.Dials,
 		logger:     p.Log,
 		target:     target,
-		max:        int(max(conn.Spec.Limits.MaxConnections, 1)),
+		max:        int(max(limits.MaxConnections, 1)),
+		share:      sessionShare,
+		most:       sessionMax,
 		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),
 		version:    v,
 		lastUsed:   time.Now(),
 		wake:       make(chan struct{}),
-	}, nil
+	}
+	if _, ok := target.(files.Exclusive); ok {
+		pool.share, pool.most = 1, 1
+	}
+	return pool, nil
 }
 
 // Run closes idle sessions, keeps the others alive and forgets unused

@@ -20,6 +20,7 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
@@ -289,4 +290,45 @@ func (s *Session) ResolveRoot(rootPath string) (string, error) {
 	}
 	return "", &egress.Error{Reason: v1alpha1.ReasonRootPathInaccessible, Err: err,
 		Message: fmt.Sprintf("cannot stat rootPath %q: %v", rootPath, err)}
+}
+
+// FS is the session's files.
+func (s *Session) FS() files.FS { return s.Files }
+
+// Version is the SSH version string the server announced.
+func (s *Session) Version() string { return s.ServerVersion }
+
+// Keepalive asks the server to answer an SSH keepalive.
+func (s *Session) Keepalive() error {
+	_, _, err := s.SSH.SendRequest("keepalive@openssh.com", true, nil)
+	return err
+}
+
+// Target prepares pooled dials of obj, an SftpConnection, with secret.
+func (d *Dialer) Target(obj client.Object, secret *corev1.Secret) (files.Target, error) {
+	conn, ok := obj.(*v1alpha1.SftpConnection)
+	if !ok {
+		return nil, fmt.Errorf("sftpdial cannot dial a %T", obj)
+	}
+	t, err := NewTarget(conn, secret)
+	if err != nil {
+		return nil, err
+	}
+	return d.For(t), nil
+}
+
+// For is t dialled by d, as a pool dials it.
+func (d *Dialer) For(t *Target) files.Target { return pooled{d, t} }
+
+type pooled struct {
+	d *Dialer
+	t *Target
+}
+
+func (p pooled) Dial(ctx context.Context) (files.Session, error) {
+	s, err := p.d.Dial(ctx, p.t)
+	if err != nil {
+		return nil, err // not a nil *Session in an interface
+	}
+	return s, nil
 }

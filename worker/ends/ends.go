@@ -1,7 +1,7 @@
 // Package ends is what the worker's watches and transfers work on: the
-// SftpConnection or ObjectStore of their namespace that a
-// ConnectionReference names, resolved, and the files of either, through
-// the SFTP session pools or a client per store.
+// SftpConnection, FtpConnection or ObjectStore of their namespace that a
+// ConnectionReference names, resolved, and its files, through the
+// session pools or a client per store.
 package ends
 
 import (
@@ -19,7 +19,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 )
 
 // End is a connection or a store, as the cache has it now.
@@ -55,32 +54,25 @@ type kind struct {
 	// partialFiles: a copy cut off leaves its temporary file in the
 	// folder, for someone to remove (a store's upload never shows).
 	partialFiles bool
+	// anyOffset: a file can be written at any offset, so a large one in
+	// ranges at once (SFTP; FTP writes only at a file's end).
+	anyOffset bool
 }
 
 // kinds are the kinds of end, by the kind a ConnectionReference names.
 var kinds = map[string]*kind{
-	v1alpha1.KindSftpConnection: {
-		resource: "sftpconnections",
-		object:   func() client.Object { return &v1alpha1.SftpConnection{} },
-		end: func(obj client.Object) (*End, string) {
+	v1alpha1.KindSftpConnection: pooled("sftpconnections", func() client.Object { return &v1alpha1.SftpConnection{} },
+		func(obj client.Object) (*End, string) {
 			c := obj.(*v1alpha1.SftpConnection) //nolint:forcetypeassert // the row's type
 			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: c}, c.Unusable()
 		},
-		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
-			p, err := x.Pools.Get(ctx, e.Object.(*v1alpha1.SftpConnection)) //nolint:forcetypeassert // the row's type
-			if err != nil {
-				return err
-			}
-			return p.Do(ctx, op, func(s *sftpdial.Session) error { return fn(s.Files, func() { _ = s.Close() }) })
+		func(e *End) string { return e.Object.(*v1alpha1.SftpConnection).Status.Slug }, true), //nolint:forcetypeassert // the row's type
+	v1alpha1.KindFtpConnection: pooled("ftpconnections", func() client.Object { return &v1alpha1.FtpConnection{} },
+		func(obj client.Object) (*End, string) {
+			c := obj.(*v1alpha1.FtpConnection) //nolint:forcetypeassert // the row's type
+			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: c}, c.Unusable()
 		},
-		warm: func(x *Ends, ctx context.Context, e *End) {
-			if p, err := x.Pools.Get(ctx, e.Object.(*v1alpha1.SftpConnection)); err == nil { //nolint:forcetypeassert // the row's type
-				_ = p.Warm(ctx)
-			}
-		},
-		slug:         func(e *End) string { return e.Object.(*v1alpha1.SftpConnection).Status.Slug }, //nolint:forcetypeassert // the row's type
-		partialFiles: true,
-	},
+		func(*End) string { return "" }, false),
 	v1alpha1.KindObjectStore: {
 		resource: "objectstores",
 		object:   func() client.Object { return &v1alpha1.ObjectStore{} },
@@ -110,6 +102,30 @@ var kinds = map[string]*kind{
 		warm: func(*Ends, context.Context, *End) {},
 		slug: func(*End) string { return "" },
 	},
+}
+
+// pooled is a kind whose ends have sessions, kept in pools and dialled by
+// the Ends' dialer of the kind: a copy to it goes under a temporary name,
+// which a cut-off copy leaves behind.
+func pooled(resource string, object func() client.Object, end func(client.Object) (*End, string), slug func(*End) string, anyOffset bool) *kind {
+	get := func(x *Ends, ctx context.Context, e *End) (*pool.Pool, error) {
+		return x.Pools.Get(ctx, x.Dialers[kindOf(e.Ref)], e.Object.(pool.Endpoint)) //nolint:forcetypeassert // a pooled kind's
+	}
+	return &kind{
+		resource: resource, object: object, end: end, slug: slug, partialFiles: true, anyOffset: anyOffset,
+		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
+			p, err := get(x, ctx, e)
+			if err != nil {
+				return err
+			}
+			return p.Do(ctx, op, func(s files.Session) error { return fn(s.FS(), func() { _ = s.Close() }) })
+		},
+		warm: func(x *Ends, ctx context.Context, e *End) {
+			if p, err := get(x, ctx, e); err == nil {
+				_ = p.Warm(ctx)
+			}
+		},
+	}
 }
 
 // Get reads what ref names in namespace from cache; why says why it
@@ -150,10 +166,16 @@ func (e *End) Slug() string { return e.kind.slug(e) }
 // its temporary file there, for its runner to remove.
 func (e *End) LeavesPartialFiles() bool { return e.kind.partialFiles }
 
+// WritesAnywhere says whether a file on e can be written at any offset,
+// as a copy in ranges writes it.
+func (e *End) WritesAnywhere() bool { return e.kind.anyOffset }
+
 // Ends runs operations on ends' files.
 type Ends struct {
-	Pools  *pool.Pools
-	Stores *Stores
+	Pools *pool.Pools
+	// Dialers dial the pooled kinds' sessions, by kind.
+	Dialers map[string]pool.Dialer
+	Stores  *Stores
 }
 
 // Do runs fn on e's files: on a session of a connection's pool (a

@@ -306,11 +306,17 @@ func (j *Job) decide(src, dst files.FS, tfi *entry, r *Result) (replace bool, do
 	case tfi.dir:
 		return false, Waiting, &Error{Reason: v1alpha1.ReasonFilesFailed, Permanent: true, Err: fmt.Errorf("%s is a folder at the destination", j.Dst)}
 	}
-	if _, writeTimes := src.(files.ListsWriteTimes); writeTimes && tfi.modTime != r.ModTime {
-		// The listing gave when the source was written; the target has
-		// its own time, which a stat of the source gives.
+	if _, writeTimes := src.(files.ListsWriteTimes); (writeTimes || files.CoarseTimes(src)) && tfi.modTime != r.ModTime {
+		// The listing gave when the source was written, or its time
+		// coarsely; the target has its own time, which a stat of the
+		// source gives.
 		if fi, err := src.Stat(j.Src); err == nil && fi.Size() == r.Size {
 			r.ModTime = fi.ModTime().Unix()
+		}
+	}
+	if files.CoarseTimes(dst) && tfi.size == r.Size && tfi.modTime != r.ModTime {
+		if fi, err := dst.Stat(j.Dst); err == nil && fi.Size() == tfi.size {
+			tfi.modTime = fi.ModTime().Unix()
 		}
 	}
 	if j.Transform != nil {
@@ -410,7 +416,7 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 	}
 	stop := j.watch(ctx, progress)
 	defer stop()
-	in, out, err := j.open(src, dst, tmp, r.From == 0, progress)
+	in, out, err := j.open(src, dst, tmp, r.From == 0, r, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}
@@ -450,7 +456,7 @@ func (j *Job) copy(ctx context.Context, src, dst files.FS, tmp string, r *Result
 
 // open opens the source and the copy (trunc: made anew) at once, each
 // on its server.
-func (j *Job) open(src, dst files.FS, tmp string, trunc bool, progress *counter) (in, out files.File, err error) {
+func (j *Job) open(src, dst files.FS, tmp string, trunc bool, r *Result, progress *counter) (in, out files.File, err error) {
 	flags := os.O_WRONLY | os.O_CREATE
 	if trunc {
 		flags |= os.O_TRUNC
@@ -461,6 +467,13 @@ func (j *Job) open(src, dst files.FS, tmp string, trunc bool, progress *counter)
 	)
 	opened.Go(func() { out, outErr = dst.OpenFile(tmp, flags) })
 	in, err = src.Open(j.Src)
+	if err == nil && files.CoarseTimes(src) {
+		// The plan's time is the listing's, coarse: the copy keeps, and
+		// checks the source against, the time a stat gives.
+		if fi, serr := in.Stat(); serr == nil && fi.Size() == r.Size {
+			r.ModTime = fi.ModTime().Unix()
+		}
+	}
 	opened.Wait()
 	if err == nil && !progress.version.see(in) {
 		// Another range of the copy read another version.
@@ -574,7 +587,7 @@ func (j *Job) copyThrough(ctx context.Context, src, dst files.FS, tmp string, r 
 	progress := &counter{report: j.Progress}
 	stop := j.watch(ctx, progress)
 	defer stop()
-	in, out, err := j.open(src, dst, tmp, true, progress)
+	in, out, err := j.open(src, dst, tmp, true, r, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}

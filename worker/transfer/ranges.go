@@ -375,7 +375,7 @@ func (j *Job) copyRange(src, dst files.FS, tmp string, start, end int64, done *a
 	if from >= end {
 		return nil
 	}
-	in, out, err := j.open(src, dst, tmp, false, progress)
+	in, out, err := j.open(src, dst, tmp, false, &Result{Size: j.Size, ModTime: j.ModTime}, progress)
 	if in != nil {
 		defer func() { _ = in.Close() }()
 	}

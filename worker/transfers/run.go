@@ -357,7 +357,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 			defer t.mu.Unlock()
 			t.plan.Files[i].Upload, t.dirty = id, true
 		},
-		Ranges: t.r.Limits.RangesPerFile,
+		Ranges: rangesTo(dst, t.r.Limits.RangesPerFile),
 		Done:   slices.Clone(f.Ranges),
 		RangeDone: func(done []int64) {
 			t.mu.Lock()
@@ -622,4 +622,13 @@ func (t *run) updateRate(done int64) {
 		t.rate = int64(float64(done-t.rateBytes) / now.Sub(t.rateAt).Seconds())
 	}
 	t.rateBytes, t.rateAt = done, now
+}
+
+// rangesTo is how many ranges of a file are copied at once to dst: one
+// where files are written only at their end.
+func rangesTo(dst *ends.End, n int) int {
+	if !dst.WritesAnywhere() {
+		return 1
+	}
+	return n
 }

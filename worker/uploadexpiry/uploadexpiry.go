@@ -32,7 +32,6 @@ import (
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/recovery"
-	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/shard"
@@ -109,7 +108,9 @@ type Sweeper struct {
 	// Connections reads SftpConnections (the worker's cache).
 	Connections client.Reader
 	Pools       *pool.Pools
-	Shard       *shard.Shard
+	// Dialer dials the SftpConnections' sessions.
+	Dialer pool.Dialer
+	Shard  *shard.Shard
 	// Removed counts expired uploads removed, by what was removed:
 	// partial (its partial file and record), record (its record alone:
 	// its partial file or its connection was gone), abandoned (its record
@@ -328,15 +329,15 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 	case err != nil || conn.UID != r.ConnectionUID:
 		return "record", nil // gone with its connection's server access
 	}
-	p, err := s.Pools.Get(ctx, &conn)
+	p, err := s.Pools.Get(ctx, s.Dialer, &conn)
 	if err != nil {
 		return "", err
 	}
 	var size int64
 	removed := false
 	op := pool.Op{Timeout: min(conn.Spec.Limits.OperationTimeoutOrDefault(), timeout)}
-	err = p.Do(ctx, op, func(sess *sftpdial.Session) error {
-		fi, err := sess.Files.Lstat(r.Partial)
+	err = p.Do(ctx, op, func(sess files.Session) error {
+		fi, err := sess.FS().Lstat(r.Partial)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return nil // gone already
@@ -345,7 +346,7 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 		case !fi.Mode().IsRegular():
 			return nil
 		}
-		if err := sess.Files.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := sess.FS().Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		size, removed = fi.Size(), true

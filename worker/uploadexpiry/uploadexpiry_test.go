@@ -83,7 +83,7 @@ func TestSweepIsNotHeldByAnotherTenant(t *testing.T) {
 	must(t, err)
 	sweeper = &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
-		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
+		Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute}, Dialer: &sftpdial.Dialer{Policy: policy},
 		Removed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"}), RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
 		Limits: uploadexpiry.Limits{Timeout: time.Minute},
 	}
@@ -143,7 +143,7 @@ func TestUploadsOfASilentServerAreAbandoned(t *testing.T) {
 	limits := uploadexpiry.Limits{Timeout: time.Second, FailedSweeps: 3}
 	sweeper := &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
-		Pools:   &pool.Pools{Dialer: &sftpdial.Dialer{Policy: policy}, Secrets: k8s, IdleTimeout: time.Minute},
+		Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute}, Dialer: &sftpdial.Dialer{Policy: policy},
 		Removed: removed, RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
 		Now: func() time.Time { return now }, Limits: limits, Log: logger, Audit: audit.NewTrail("worker", logger),
 	}

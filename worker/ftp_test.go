@@ -1,0 +1,147 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
+	"github.com/sftpgate/sftpgate/internal/tempname"
+)
+
+// ftpServer is a vsftpd as a test puts files on it and reads them.
+type ftpServer struct{ *testftpd.Server }
+
+func (s ftpServer) file(t *testing.T, name string, data []byte) {
+	t.Helper()
+	p := filepath.Join(s.Dir, name)
+	for dir := filepath.Dir(p); dir != s.Dir; dir = filepath.Dir(dir) {
+		defer func() { must(t, os.Chown(dir, s.UID, s.GID)) }()
+	}
+	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	must(t, os.WriteFile(p, data, 0o644))
+	must(t, os.Chown(p, s.UID, s.GID))
+}
+
+func (s ftpServer) read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Dir, name))
+	must(t, err)
+	return b
+}
+
+func (s ftpServer) has(name string) bool {
+	_, err := os.Stat(filepath.Join(s.Dir, name))
+	return err == nil
+}
+
+func ftpRef(name string) v1alpha1.ConnectionReference {
+	return v1alpha1.ConnectionReference{Kind: v1alpha1.KindFtpConnection, Name: name}
+}
+
+// TestTransferFTP: files go SFTP to FTPS and back, whole and verified,
+// with their times; with Move the FTPS source is removed; no temporary
+// file is left on either server.
+func TestTransferFTP(t *testing.T) {
+	t.Parallel()
+	sftp := sshdServer(testsshd.Start(t))
+	ftpd := ftpServer{testftpd.Start(t)}
+	ns := transferNamespace(t, map[string]server{"src": sftp})
+	conn, secret := ftpd.Connection(ns, "ftps")
+	testkit.ReadyFtp(t, k8s, conn, secret)
+	startWorker(t)
+	big := random(t, 3<<20+5)
+	sftp.file(t, "in/big.bin", big)
+	for i := range 12 {
+		sftp.file(t, fmt.Sprintf("many/f%02d.csv", i), []byte(fmt.Sprint(i)))
+	}
+	when := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	must(t, os.Chtimes(sftp.dir+"/in/big.bin", when, when))
+
+	up := transfer(t, ns, "up", "/in/big.bin", func(s *v1alpha1.TransferSpec) {
+		s.Destination.ConnectionRef, s.Verify = ftpRef("ftps"), v1alpha1.VerifySHA256
+	})
+	many := transfer(t, ns, "many", "/many", func(s *v1alpha1.TransferSpec) {
+		s.Destination.ConnectionRef, s.Parallelism = ftpRef("ftps"), 4
+	})
+	for _, tr := range []*v1alpha1.Transfer{up, many} {
+		if got := finished(t, tr); readyReason(got) != "True/Succeeded" {
+			t.Fatalf("%s: %s %+v", tr.Name, readyReason(got), got.Status)
+		}
+	}
+	if !bytes.Equal(ftpd.read(t, "out/big.bin"), big) {
+		t.Error("SFTP to FTPS: the copy differs")
+	}
+	if fi, err := os.Stat(filepath.Join(ftpd.Dir, "out/big.bin")); err != nil || !fi.ModTime().Equal(when) {
+		t.Errorf("SFTP to FTPS: modification time %v, want %v", fi.ModTime(), when)
+	}
+	for i := range 12 {
+		if string(ftpd.read(t, fmt.Sprintf("out/f%02d.csv", i))) != fmt.Sprint(i) {
+			t.Errorf("f%02d.csv differs", i)
+		}
+	}
+
+	down := transfer(t, ns, "down", "/out", func(s *v1alpha1.TransferSpec) {
+		s.Source.ConnectionRef, s.Mode, s.Verify = ftpRef("ftps"), v1alpha1.TransferMove, v1alpha1.VerifySHA256
+		s.Destination.ConnectionRef, s.Destination.Path = v1alpha1.ConnectionReference{Name: "src"}, "/back"
+	})
+	if got := finished(t, down); readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 13 {
+		t.Fatalf("down: %s %+v", readyReason(got), got.Status)
+	}
+	if !bytes.Equal(sftp.read(t, "back/big.bin"), big) || ftpd.has("out/big.bin") {
+		t.Error("FTPS to SFTP with Move: the copy differs, or the source is left")
+	}
+	for _, dir := range []string{filepath.Join(ftpd.Dir, "out"), sftp.dir + "/back"} {
+		entries, err := os.ReadDir(dir)
+		must(t, err)
+		for _, e := range entries {
+			if tempname.Is(e.Name()) {
+				t.Errorf("a temporary file is left: %s/%s", dir, e.Name())
+			}
+		}
+	}
+}
+
+// TestWatchFTP: a file dropped on an FTPS server is reported once at its
+// final size, copied to SFTP and filed away there.
+func TestWatchFTP(t *testing.T) {
+	t.Parallel()
+	sftp := sshdServer(testsshd.Start(t))
+	ftpd := ftpServer{testftpd.Start(t)}
+	ns := transferNamespace(t, map[string]server{"box": sftp})
+	conn, secret := ftpd.Connection(ns, "ftps")
+	testkit.ReadyFtp(t, k8s, conn, secret)
+	r := testsink.Start(t)
+	startWorker(t)
+	w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drop"}, Spec: v1alpha1.SftpWatchSpec{
+		ConnectionRef: ftpRef("ftps"), Path: "/drop",
+		PollInterval: &metav1.Duration{Duration: 5 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}},
+		Events: []v1alpha1.WatchEvent{v1alpha1.WatchCreated},
+		Sink:   &v1alpha1.Destination{URI: r.URL}, Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"},
+		Transfer: &v1alpha1.TransferOptions{
+			Destination: v1alpha1.TransferDestination{ConnectionRef: v1alpha1.ConnectionReference{Name: "box"}, Path: "/from-ftp"}},
+		AfterDelivery: v1alpha1.AfterDelivery{Action: v1alpha1.AfterDeliveryMove, MoveTo: "/done"}}}
+	ftpd.file(t, "drop/.keep", nil)
+	must(t, k8s.Create(context.Background(), w))
+	testkit.Polls(t, k8s, w)(1)
+	ftpd.file(t, "drop/report.csv", []byte("figures"))
+	eventually(t, "the file is reported, copied to SFTP and filed", func() bool {
+		return len(r.Subjects()) >= 1 && sftp.has("from-ftp/report.csv") && ftpd.has("done/report.csv") && !ftpd.has("drop/report.csv")
+	})
+	if got := r.Subjects(); len(got) != 1 || got[0] != "dev.sftpgate.file.created /drop/report.csv" {
+		t.Errorf("events %v", got)
+	}
+	if string(sftp.read(t, "from-ftp/report.csv")) != "figures" {
+		t.Error("the copy differs")
+	}
+}
