@@ -32,6 +32,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
@@ -446,6 +447,52 @@ func TestIsolation(t *testing.T) {
 				must(t, k8s.Create(ctx, st))
 				t.Cleanup(func() { _ = k8s.Delete(ctx, st) })
 				refusedReason(t, st, v1alpha1.ReasonDestinationNotAllowed)
+			}
+		}},
+		{"the victim's FTP connection, named in the attacker's transfers and watch", func(t *testing.T) {
+			ftpd := testftpd.Start(t)
+			conn, secret := ftpd.Connection(victim.ns, "vault-ftp")
+			testkit.ReadyFtp(t, k8s, conn, secret)
+			must(t, os.MkdirAll(filepath.Join(ftpd.Dir, "outgoing"), 0o755))
+			must(t, os.WriteFile(filepath.Join(ftpd.Dir, "outgoing", "secret.csv"), []byte("the victim's"), 0o644))
+			ftp := func(s *v1alpha1.ConnectionReference) { s.Kind = v1alpha1.KindFtpConnection }
+			for _, tr := range []*v1alpha1.Transfer{
+				attacker.transfer(t, "steal-ftp", "vault-ftp", "/outgoing", "reports", "/stolen-ftp", func(s *v1alpha1.TransferSpec) { ftp(&s.Source.ConnectionRef) }),
+				attacker.transfer(t, "plant-ftp", "reports", "/", "vault-ftp", "/planted", func(s *v1alpha1.TransferSpec) { ftp(&s.Destination.ConnectionRef) }),
+			} {
+				ready := refusedReason(t, tr, v1alpha1.ReasonConnectionNotReady)
+				if !strings.Contains(ready.Message, "no FtpConnection vault-ftp") || strings.Contains(ready.Message, victim.ns) {
+					t.Errorf("%s: %+v", tr.Name, tr.Status.Conditions)
+				}
+			}
+			peek := attacker.watch(t, "peek-ftp", "/outgoing", v1alpha1.Destination{URI: "http://127.0.0.1:9"}, func(s *v1alpha1.SftpWatchSpec) {
+				s.ConnectionRef = v1alpha1.ConnectionReference{Kind: v1alpha1.KindFtpConnection, Name: "vault-ftp"}
+			})
+			refusedReason(t, peek, v1alpha1.ReasonConnectionNotReady)
+			if _, err := os.Stat(filepath.Join(attacker.sshd.Dir, "stolen-ftp")); err == nil {
+				t.Error("the attacker's server holds a copy of the victim's FTP folder")
+			}
+			if _, err := os.Stat(filepath.Join(ftpd.Dir, "planted")); err == nil {
+				t.Error("the victim's FTP server holds the attacker's files")
+			}
+		}},
+		{"the metadata endpoint, private addresses and plaintext as the attacker's FTP connection", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: "ftp-creds"},
+				StringData: map[string]string{v1alpha1.SecretKeyPassword: "p"}}))
+			for name, tc := range map[string]struct {
+				host   string
+				tls    v1alpha1.FTPTLS
+				reason string
+			}{
+				"metadata-ftp": {"169.254.169.254", v1alpha1.FTPTLSExplicit, v1alpha1.ReasonDestinationNotAllowed},
+				"inside-ftp":   {"10.255.255.1", v1alpha1.FTPTLSExplicit, v1alpha1.ReasonDestinationNotAllowed},
+				"plain-ftp":    {"ftp.example.com", v1alpha1.FTPTLSNone, v1alpha1.ReasonPlaintextNotAllowed},
+			} {
+				c := &v1alpha1.FtpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: name}, Spec: v1alpha1.FtpConnectionSpec{
+					Host: tc.host, TLS: tc.tls, Username: "u", Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "ftp-creds"}}}}
+				must(t, k8s.Create(ctx, c))
+				t.Cleanup(func() { _ = k8s.Delete(ctx, c) })
+				refusedReason(t, c, tc.reason)
 			}
 		}},
 		{"the victim's OpenPGP key, named in the attacker's transfer", func(t *testing.T) {
