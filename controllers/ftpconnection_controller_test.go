@@ -133,3 +133,38 @@ func TestInvalidFtpConnectionsAreRejected(t *testing.T) {
 		})
 	}
 }
+
+// TestSlugsAreUniqueAcrossKinds: an FtpConnection or an ObjectStore that
+// asks for a slug an SftpConnection serves is not Ready (SlugConflict),
+// naming the holder only to its own namespace; without spec.slug they
+// claim none.
+func TestSlugsAreUniqueAcrossKinds(t *testing.T) {
+	t.Parallel()
+	ns, other := newNamespace(t), newNamespace(t)
+	slug := "across-" + ns
+	holder := connection(ns, "holder", "127.0.0.1", 9, "u", "missing")
+	holder.Spec.Slug = slug
+	create(t, holder)
+	waitFor(t, holder, "serving its slug", func(c *v1alpha1.SftpConnection) bool { return c.Status.Slug == slug })
+
+	ftp := &v1alpha1.FtpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ftp"}, Spec: v1alpha1.FtpConnectionSpec{
+		Host: "127.0.0.1", Username: "u", Slug: slug, Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "missing"}}}}
+	create(t, ftp)
+	got := waitForReady(t, ftp, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+	if !strings.Contains(readyCondition(got).Message, `SftpConnection "holder"`) || got.Status.Slug != "" {
+		t.Errorf("the same namespace's conflict: %+v", got.Status)
+	}
+	store := objectStore(other, "store", "http://127.0.0.1:9", "bucket", "missing")
+	store.Spec.Slug = slug
+	create(t, store)
+	gotStore := waitForReady(t, store, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict)
+	if msg := readyCondition(gotStore).Message; !strings.Contains(msg, "another SftpConnection") || strings.Contains(msg, "holder") {
+		t.Errorf("another namespace's conflict names the holder: %q", msg)
+	}
+	unslugged := &v1alpha1.FtpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "holder"}, Spec: v1alpha1.FtpConnectionSpec{
+		Host: "127.0.0.1", Username: "u", Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "missing"}}}}
+	create(t, unslugged)
+	if got := waitForReady(t, unslugged, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound); got.Status.Slug != "" {
+		t.Errorf("an FtpConnection without spec.slug serves %q", got.Status.Slug)
+	}
+}

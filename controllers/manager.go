@@ -98,15 +98,16 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 			Slots: newTestSlots(o.MaxTestsPerNamespace), TestBudget: budget}
 	}
 	kinds := tenants.Kinds{Reader: mgr.GetCache()}
+	sl := &slugs{Client: mgr.GetClient(), Held: o.reservations(mgr, "slug", o.SlugGracePeriod)}
+	sl.Held.inUse = sl.inUse
 	connections := &SftpConnectionReconciler{
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("sftpconnection-controller"),
 		Dialer:             &sftpdial.Dialer{Policy: policy, Tenants: kinds},
 		testGate:           gate(),
 		MaxConcurrentTests: o.MaxConcurrentTests,
-		Slugs:              o.reservations(mgr, "slug", o.SlugGracePeriod),
+		Slugs:              sl,
 	}
-	connections.Slugs.inUse = connections.slugInUse
 	if err := connections.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 		ftpConnections(&ftpdial.Dialer{Policy: policy, Tenants: kinds}),
 	} {
 		r := &TestedReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(kind.name + "-controller"),
-			testGate: gate(), MaxConcurrentTests: o.MaxConcurrentTests, kind: kind}
+			testGate: gate(), MaxConcurrentTests: o.MaxConcurrentTests, Slugs: sl, kind: kind}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.Add(keys.Tokens); err != nil {
 		return err
 	}
-	return mgr.Add(connections.Slugs)
+	return mgr.Add(connections.Slugs.Held)
 }
 
 // ApiKeyReconciler returns the API key reconciler Setup adds to mgr.

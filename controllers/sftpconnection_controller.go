@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -47,8 +46,8 @@ type SftpConnectionReconciler struct {
 	testGate
 	// MaxConcurrentTests bounds how many tests run at once.
 	MaxConcurrentTests int
-	// Slugs keeps which namespace a slug is held for.
-	Slugs *reservations
+	// Slugs decides who serves which slug.
+	Slugs *slugs
 }
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections,verbs=get;list;watch
@@ -102,29 +101,11 @@ func (r *SftpConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // reconcile records in f what it finds: who serves the slug, whether the
 // Secret exists, and, when a test is due and may run, what it found.
 func (r *SftpConnectionReconciler) reconcile(ctx context.Context, conn *v1alpha1.SftpConnection, f *connectionFacts, testing func() error) (ctrl.Result, error) {
-	claim, err := r.claimSlug(ctx, conn)
-	if err != nil {
-		return ctrl.Result{}, err
+	slug, result, err := r.Slugs.claim(ctx, conn)
+	f.slug = slug
+	if err != nil || slug != (slugFacts{}) {
+		return result, err
 	}
-	switch {
-	case claim.holder != nil:
-		conn.Status.Slug = ""
-		// Name the holder only to its own namespace's users.
-		f.slugHolder = "another SftpConnection"
-		if claim.holder.Namespace == conn.Namespace {
-			f.slugHolder = fmt.Sprintf("SftpConnection %q", claim.holder.Name)
-		}
-		return ctrl.Result{}, nil
-	case !claim.heldUntil.IsZero():
-		conn.Status.Slug = ""
-		f.slugHeldUntil = claim.heldUntil
-		return ctrl.Result{RequeueAfter: time.Until(claim.heldUntil) + time.Second}, nil
-	}
-	conn.Status.Slug = conn.EffectiveSlug()
-	if err := r.Slugs.hold(ctx, conn.Status.Slug, conn.Namespace); err != nil {
-		return ctrl.Result{}, err
-	}
-
 	return r.run(ctx, conn, client.ObjectKeyFromObject(conn), &f.testFacts, testing,
 		func(ctx context.Context, secret *corev1.Secret) testOutcome { return r.test(ctx, conn, secret) })
 }
@@ -190,9 +171,7 @@ func (r *SftpConnectionReconciler) dialAndResolveRoot(ctx context.Context, conn 
 // metadata of the Secrets connections use.
 func (r *SftpConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexSlug, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.SftpConnection).EffectiveSlug()}
-	}); err != nil {
+	if err := indexSlug(ctx, mgr, &v1alpha1.SftpConnection{}); err != nil {
 		return err
 	}
 	if err := indexer.IndexField(ctx, &v1alpha1.SftpConnection{}, IndexCredentialsSecret, func(o client.Object) []string {
@@ -200,10 +179,10 @@ func (r *SftpConnectionReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.SftpConnection{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.SftpConnection{}, r.slugClaimants()).
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
+	return r.Slugs.watchSlugs(b, func() client.ObjectList { return &v1alpha1.SftpConnectionList{} }).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(usingSecret(r.Client, func() client.ObjectList { return &v1alpha1.SftpConnectionList{} }))).
 		WatchesRawSource(source.Channel(r.Slots.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).

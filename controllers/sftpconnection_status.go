@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +14,7 @@ import (
 // setConnectionStatus computes the connection's conditions from them, and
 // from what earlier tests recorded in status, alone.
 type connectionFacts struct {
-	// slugHolder names the object serving the slug the connection asks
-	// for, as the connection's namespace may know it; "" when none does.
-	slugHolder string
-	// slugHeldUntil is when the slug stops being held for the namespace
-	// that freed it; zero when it is not.
-	slugHeldUntil time.Time
+	slug slugFacts
 	testFacts
 }
 
@@ -65,20 +59,8 @@ var stalledReasons = map[string]bool{
 // from f.
 func setConnectionStatus(conn *v1alpha1.SftpConnection, f connectionFacts) {
 	conn.Status.ObservedGeneration = conn.Generation
-	slug := conn.EffectiveSlug()
-	blocked := true
-	switch {
-	case f.slugHolder != "":
-		setCondition(conn, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q is already served for %s; choose another spec.slug", slug, f.slugHolder))
-	case !f.slugHeldUntil.IsZero():
-		setCondition(conn, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSlugConflict, fmt.Sprintf(
-			"slug %q was served in another namespace until recently and is held for it until %s; choose another spec.slug, or wait",
-			slug, f.slugHeldUntil.UTC().Format(time.RFC3339)))
-	default:
-		blocked = false
-	}
-	testsOf(conn, "connection").set(conn, f.testFacts, blocked, f.slugHeldUntil.IsZero())
+	blocked := f.slug.blocked(conn)
+	testsOf(conn, "connection").set(conn, f.testFacts, blocked, f.slug.heldUntil.IsZero())
 }
 
 // testStatus is where a tested object's status records its tests.

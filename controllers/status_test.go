@@ -95,9 +95,9 @@ func TestConnectionStatus(t *testing.T) {
 			want{ready: metav1.ConditionTrue, reason: v1alpha1.ReasonConnected, kstatus: status.CurrentStatus}},
 		{"credentials Secret missing (appears later)", nil, connectionFacts{testFacts: testFacts{secretMissing: true}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSecretNotFound, kstatus: status.InProgressStatus}},
-		{"slug served for another connection", nil, connectionFacts{slugHolder: `SftpConnection "elder"`},
+		{"slug served for another connection", nil, connectionFacts{slug: slugFacts{holder: `SftpConnection "elder"`}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSlugConflict, stalled: true, kstatus: status.FailedStatus}},
-		{"slug held for another namespace for a while", nil, connectionFacts{slugHeldUntil: now.Add(time.Minute), testFacts: testFacts{untested: true}},
+		{"slug held for another namespace for a while", nil, connectionFacts{slug: slugFacts{heldUntil: now.Add(time.Minute)}, testFacts: testFacts{untested: true}},
 			want{ready: metav1.ConditionFalse, reason: v1alpha1.ReasonSlugConflict, kstatus: status.InProgressStatus}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

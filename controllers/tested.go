@@ -20,7 +20,6 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
-	"github.com/sftpgate/sftpgate/internal/statuspatch"
 )
 
 // A tested kind (SftpConnection, ObjectStore, FtpConnection) is tested
@@ -31,7 +30,7 @@ import (
 
 // testedObject is an object of a tested kind.
 type testedObject interface {
-	statuspatch.Object
+	slugged
 	GetTestStatus() *v1alpha1.TestStatus
 	CredentialsSecret() string
 }
@@ -145,7 +144,9 @@ type TestedReconciler struct {
 	Recorder events.EventRecorder
 	testGate
 	MaxConcurrentTests int
-	kind               testedKind
+	// Slugs decides who serves which slug.
+	Slugs *slugs
+	kind  testedKind
 }
 
 // Reconcile tests one object when something it depends on changed or its
@@ -165,16 +166,27 @@ func (r *TestedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	before := obj.DeepCopyObject().(testedObject) //nolint:forcetypeassert // a copy of its own type
-	var facts testFacts
+	var (
+		facts testFacts
+		slug  slugFacts
+	)
 	write := func() error {
 		obj.GetTestStatus().ObservedGeneration = obj.GetGeneration()
-		testsOf(obj, r.kind.what).set(obj, facts, false, true)
+		blocked := slug.blocked(obj)
+		testsOf(obj, r.kind.what).set(obj, facts, blocked, slug.heldUntil.IsZero())
 		_, err := patchStatus(ctx, r.Client, r.Recorder, before, obj)
 		before = obj.DeepCopyObject().(testedObject) //nolint:forcetypeassert // a copy of its own type
 		return err
 	}
+	slug, result, err := r.Slugs.claim(ctx, obj)
+	if err != nil || slug != (slugFacts{}) {
+		if err != nil {
+			return finish(ctrl.Result{}, err)
+		}
+		return finish(result, write())
+	}
 	test := func(ctx context.Context, secret *corev1.Secret) testOutcome { return r.kind.test(ctx, obj, secret) }
-	result, err := r.run(ctx, obj, budgetKey, &facts, write, test)
+	result, err = r.run(ctx, obj, budgetKey, &facts, write, test)
 	if err != nil {
 		return finish(ctrl.Result{}, err)
 	}
@@ -189,9 +201,13 @@ func (r *TestedReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := indexSlug(ctx, mgr, r.kind.object()); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.object(), builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
+	return r.Slugs.watchSlugs(b, r.kind.list).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(usingSecret(r.Client, r.kind.list))).
 		WatchesRawSource(source.Channel(r.Slots.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentTests, 1)}).

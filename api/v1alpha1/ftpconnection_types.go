@@ -101,6 +101,18 @@ type FtpConnectionSpec struct {
 	// +optional
 	RootPath string `json:"rootPath,omitempty"`
 
+	// Slug, when set, has the gateway serve this connection at
+	// POST {base}/<slug>/<command>, as it serves SftpConnections: unique
+	// across the cluster and across kinds (the oldest claim gets it; any
+	// other claim is not Ready, reason SlugConflict). Unset, the gateway
+	// does not serve it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['api','docs','healthz','livez','metrics','openapi','readyz','static','version'])",message="slug is reserved for the gateway's own endpoints"
+	// +optional
+	Slug string `json:"slug,omitempty"`
+
 	// DisableEPSV asks for passive data connections with PASV only, for
 	// servers (or firewalls) that mishandle EPSV. Data connections always
 	// go to the control connection's address, whatever PASV names.
@@ -122,6 +134,11 @@ type FtpConnectionStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Slug is the slug the gateway serves it under; empty while another
+	// object holds it, or none is asked for.
+	// +optional
+	Slug string `json:"slug,omitempty"`
 
 	// CertificateSHA256 is the fingerprint of the certificate the server
 	// presented at the last test that got that far, to pin in the spec.
@@ -173,6 +190,12 @@ func (c *FtpConnection) Unusable() string {
 	}
 	return ""
 }
+
+// ClaimedSlug is the slug the connection asks for: spec.slug, or none.
+func (c *FtpConnection) ClaimedSlug() string { return c.Spec.Slug }
+
+// ServedSlug is where the slug the gateway serves it under is kept.
+func (c *FtpConnection) ServedSlug() *string { return &c.Status.Slug }
 
 // PortOrDefault is the control connection's port.
 func (s *FtpConnectionSpec) PortOrDefault() int32 {

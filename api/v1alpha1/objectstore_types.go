@@ -90,6 +90,18 @@ type ObjectStoreSpec struct {
 	// +optional
 	CABundle string `json:"caBundle,omitempty"`
 
+	// Slug, when set, has the gateway serve this store at
+	// POST {base}/<slug>/<command>, as it serves SftpConnections: unique
+	// across the cluster and across kinds (the oldest claim gets it; any
+	// other claim is not Ready, reason SlugConflict). Unset, the gateway
+	// does not serve it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['api','docs','healthz','livez','metrics','openapi','readyz','static','version'])",message="slug is reserved for the gateway's own endpoints"
+	// +optional
+	Slug string `json:"slug,omitempty"`
+
 	// +kubebuilder:default={}
 	// +optional
 	Limits ObjectStoreLimits `json:"limits,omitempty"`
@@ -164,6 +176,11 @@ type ObjectStoreStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// Slug is the slug the gateway serves it under; empty while another
+	// object holds it, or none is asked for.
+	// +optional
+	Slug string `json:"slug,omitempty"`
+
 	TestStatus `json:",inline"`
 }
 
@@ -214,6 +231,12 @@ type ObjectStoreList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ObjectStore `json:"items"`
 }
+
+// ClaimedSlug is the slug the store asks for: spec.slug, or none.
+func (s *ObjectStore) ClaimedSlug() string { return s.Spec.Slug }
+
+// ServedSlug is where the slug the gateway serves it under is kept.
+func (s *ObjectStore) ServedSlug() *string { return &s.Status.Slug }
 
 // GetTestStatus is for the controller path the tested kinds share.
 func (s *ObjectStore) GetTestStatus() *TestStatus { return &s.Status.TestStatus }

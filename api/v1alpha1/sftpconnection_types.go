@@ -285,6 +285,12 @@ type SftpConnection struct {
 	Status SftpConnectionStatus `json:"status,omitempty"`
 }
 
+// ClaimedSlug is the slug the connection asks for (EffectiveSlug).
+func (c *SftpConnection) ClaimedSlug() string { return c.EffectiveSlug() }
+
+// ServedSlug is where the slug the gateway serves it under is kept.
+func (c *SftpConnection) ServedSlug() *string { return &c.Status.Slug }
+
 // EffectiveSlug is the slug the connection asks for: spec.slug, or its name.
 func (c *SftpConnection) EffectiveSlug() string {
 	if c.Spec.Slug != "" {
