@@ -35,20 +35,24 @@ type caller struct {
 // run cmd on it: the API key of the token, or, for a token that is no
 // key's and has a JWT's shape, the ServiceAccount it is for, as RBAC
 // allows it. A key's token is never sent for review.
-func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, caller, error) {
+func (h *handler) authenticate(r *http.Request, slug string, cmd commands.Command, rec *requestLog) (*served, caller, error) {
 	token, ok := bearerToken(r)
 	if !ok {
 		return nil, caller{}, answer.Unauthorized("send an API key or a ServiceAccount token: Authorization: Bearer <token>")
 	}
-	conns, err := h.bySlug.Get(slug)
+	conns, err := h.endpoints.bySlug(slug)
 	if err != nil {
 		return nil, caller{}, err
 	}
-	var conn *v1alpha1.SftpConnection
+	var conn *served
 	if len(conns) == 1 {
 		conn = conns[0]
 	}
-	key, err := h.authorizer.Authorize(token, conn, cmd.Name)
+	var target *keyauth.Target
+	if conn != nil {
+		target = conn.keyTarget()
+	}
+	key, err := h.authorizer.Authorize(token, target, cmd.Name)
 	if errors.Is(err, keyauth.ErrUnknownToken) && h.reviewer != nil && kubeauth.IsJWT(token) {
 		return h.authenticateServiceAccount(r, token, slug, conns, cmd, rec)
 	}
@@ -84,27 +88,27 @@ func slugHandover() error {
 // another namespace that it may not use looks the same as none: by the
 // answer, and by its cost, since a slug no connection serves costs the
 // same review, of the slug's name in the ServiceAccount's own namespace.
-func (h *handler) authenticateServiceAccount(r *http.Request, token, slug string, conns []*v1alpha1.SftpConnection,
-	cmd commands.Command, rec *requestLog) (*v1alpha1.SftpConnection, caller, error) {
+func (h *handler) authenticateServiceAccount(r *http.Request, token, slug string, conns []*served,
+	cmd commands.Command, rec *requestLog) (*served, caller, error) {
 	address := clientAddress(r)
 	id, err := h.reviewer.Authenticate(r.Context(), token, address)
 	if err != nil {
 		return nil, caller{}, reviewError(err)
 	}
 	rec.serviceAccount = id.String()
-	var conn *v1alpha1.SftpConnection
+	var conn *served
 	target := kubeauth.Target{Namespace: id.Namespace, Name: slug}
 	switch {
 	case len(conns) == 1:
 		conn = conns[0]
-		target = kubeauth.Target{Namespace: conn.Namespace, Name: conn.Name}
-	case slices.ContainsFunc(conns, func(c *v1alpha1.SftpConnection) bool { return c.Namespace == id.Namespace }):
+		target = conn.rbacTarget()
+	case slices.ContainsFunc(conns, func(c *served) bool { return c.GetNamespace() == id.Namespace }):
 		return nil, caller{}, slugHandover()
 	}
 	err = h.reviewer.Authorize(r.Context(), id, target, cmd.Name, address)
 	switch {
 	case conn == nil && (err == nil || errors.Is(err, kubeauth.ErrDenied)),
-		errors.Is(err, kubeauth.ErrDenied) && id.Namespace != conn.Namespace:
+		errors.Is(err, kubeauth.ErrDenied) && id.Namespace != conn.GetNamespace():
 		return nil, caller{}, answer.ConnectionNotFound()
 	case err != nil:
 		return nil, caller{}, reviewError(err)
@@ -125,7 +129,7 @@ func clientAddress(r *http.Request) string {
 // admit lets the request in if the connection is ready and its caller is
 // within its rate and, with its namespace, within the bounds on requests
 // in flight. Once admitted, leave counts it out.
-func (h *handler) admit(conn *v1alpha1.SftpConnection, who caller) error {
+func (h *handler) admit(conn *served, who caller) error {
 	if ok, delay := h.limiter.Allow(who.uid); !ok {
 		return answer.RateLimited(delay)
 	}

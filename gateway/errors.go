@@ -54,10 +54,10 @@ func reviewError(err error) error {
 }
 
 // ready refuses a connection whose last test, for its current spec, failed.
-func ready(conn *v1alpha1.SftpConnection) error {
-	c := meta.FindStatusCondition(conn.Status.Conditions, v1alpha1.ConditionReady)
-	root := conn.Status.RootPath
-	tested := c != nil && c.ObservedGeneration == conn.Generation
+func ready(conn endpoint) error {
+	c := meta.FindStatusCondition(*conn.GetConditions(), v1alpha1.ConditionReady)
+	root, _ := conn.ServedAt()
+	tested := c != nil && c.ObservedGeneration == conn.GetGeneration()
 	switch {
 	case tested && c.Status != metav1.ConditionTrue:
 		// Before the root: a connection whose test never passed has none.

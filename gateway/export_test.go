@@ -21,11 +21,11 @@ type WriteLayer struct {
 // all, as s.Handler() serves.
 func (s *Server) WriteLayers(slug, token string) ([]WriteLayer, error) {
 	f := s.handler.(*front)
-	conns, err := f.h.bySlug.Get(slug)
+	conns, err := f.h.endpoints.bySlug(slug)
 	if err != nil || len(conns) != 1 {
 		return nil, fmt.Errorf("the connection of %s: %v, %w", slug, conns, err)
 	}
-	key, err := f.h.authorizer.Authorize(token, conns[0], v1alpha1.CommandWrite)
+	key, err := f.h.authorizer.Authorize(token, conns[0].keyTarget(), v1alpha1.CommandWrite)
 	if err != nil {
 		return nil, err
 	}

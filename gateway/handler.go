@@ -18,7 +18,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/gateway/commands"
@@ -29,34 +28,20 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/pacing"
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/audit"
-	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 )
 
-// indexServedSlug is the gateway's cache index of SftpConnections by
-// status.slug: only the connection that holds a slug is served under it.
-const indexServedSlug = "sftpgate.dev/served-slug"
-
-func servedSlug(conn *v1alpha1.SftpConnection) []string {
-	if slug := conn.Status.Slug; slug != "" {
-		return []string{slug}
-	}
-	return nil
-}
-
 // handler serves POST {base}/<slug>/<command>.
 type handler struct {
-	bySlug     *cacheindex.Index[*v1alpha1.SftpConnection]
+	endpoints  endpoints
 	authorizer *keyauth.Authorizer
 	pools      *pool.Pools
-	// dialer dials the SftpConnections' sessions.
-	dialer  pool.Dialer
-	limits  Limits
-	limiter *ratelimit.Keyed[types.UID]
-	memory  *budget.Budget
-	pacer   *pacing.Pacer
+	limits     Limits
+	limiter    *ratelimit.Keyed[types.UID]
+	memory     *budget.Budget
+	pacer      *pacing.Pacer
 	// reviewer verifies ServiceAccount tokens; nil refuses them.
 	reviewer *kubeauth.Reviewer
 	// lastUse records when keys were last used; nil does not.
@@ -108,7 +93,7 @@ const (
 // layers that would find it.
 type benchTarget struct {
 	slug, command string
-	conn          *v1alpha1.SftpConnection
+	conn          *served
 	who           caller
 }
 
@@ -329,7 +314,7 @@ type request struct {
 	form form
 	// body is a JSON body, or a small raw upload read before it runs.
 	body   []byte
-	conn   *v1alpha1.SftpConnection
+	conn   *served
 	who    caller
 	memory budget.Ledger
 	pace   pacing.Stream
@@ -383,7 +368,7 @@ func (req *request) large() bool {
 
 // env is what the request's command runs with, on a session of p.
 func (req *request) env(p *pool.Pool) *commands.Env {
-	root := req.conn.Status.RootPath
+	root, _ := req.conn.ServedAt()
 	req.envs = commands.Env{Memory: &req.memory, Pace: &req.pace, Root: root, Scope: commands.Scope(root, req.who.paths), Leftovers: p,
 		Named: req.setNamed}
 	return &req.envs
@@ -416,7 +401,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *request, sl
 	} else if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
 		return err
 	}
-	rec.namespace, rec.connection = req.conn.Namespace, req.conn.Name
+	rec.namespace, rec.connection = req.conn.GetNamespace(), req.conn.ref()
 	if h.without&layerLimits == 0 {
 		if err := h.admit(req.conn, req.who); err != nil {
 			return err
@@ -474,14 +459,14 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	// requests waiting for the same pool would get its failure), nor an
 	// operation: the session it runs on is shared, and closing it would
 	// fail the others.
-	p, err := h.pools.Get(context.WithoutCancel(r.Context()), h.dialer, conn)
+	p, err := h.pools.Get(context.WithoutCancel(r.Context()), conn.kind.dialer, conn.endpoint)
 	if err != nil {
 		return nil, false, err
 	}
 	// A stream's own bound (streamTimeout) closes its session, for a
 	// server that hangs.
 	stream := req.form == upload || req.form == download || req.cmd.Streams
-	timeout := conn.Spec.Limits.OperationTimeoutOrDefault()
+	_, _, timeout := conn.SessionLimits()
 	if stream {
 		timeout = h.streamTimeout()
 	}

@@ -1,7 +1,8 @@
 package gateway
 
 // The gateway's rights: it reads, and asks for reviews. It watches
-// SftpConnections and ApiKeys (its cache), and gets a connection's Secret
+// the connections it serves (SftpConnections) and ApiKeys
+// (its cache), and gets a connection's Secret
 // when it builds that connection's pool; it cannot list or watch Secrets.
 
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections;apikeys,verbs=get;list;watch

@@ -38,7 +38,6 @@ import (
 	"github.com/sftpgate/sftpgate/gateway/uploads"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
-	"github.com/sftpgate/sftpgate/internal/cacheindex"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
@@ -66,7 +65,7 @@ type Server struct {
 	cache      cache.Cache
 	handler    http.Handler
 	pools      *pool.Pools
-	dialer     pool.Dialer
+	endpoints  endpoints
 	document   []byte
 	docs       []byte
 	limits     Limits
@@ -105,7 +104,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	bySlug, err := cacheindex.New(ctx, c, &v1alpha1.SftpConnection{}, indexServedSlug, servedSlug)
+	kinds := tenants.Kinds{Reader: c}
+	served, err := servedKinds(ctx, c, &sftpdial.Dialer{Policy: policy, Tenants: kinds, Directories: opts.Directories})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	s := &Server{
 		restConfig: restConfig,
 		cache:      c,
-		dialer:     &sftpdial.Dialer{Policy: policy, Tenants: tenants.Kinds{Reader: c}, Directories: opts.Directories},
+		endpoints:  served,
 		pools: &pool.Pools{Secrets: direct, IdleTimeout: opts.IdleTimeout,
 			MaxWaiting: opts.Limits.MaxWaitingPerConnection, Dials: m.Dials, Log: log},
 		metrics:  m,
@@ -144,10 +144,9 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	h := &handler{
-		bySlug:         bySlug,
+		endpoints:      s.endpoints,
 		authorizer:     &keyauth.Authorizer{Keys: keys},
 		pools:          s.pools,
-		dialer:         s.dialer,
 		limits:         opts.Limits,
 		limiter:        ratelimit.New[types.UID](opts.Limits.RatePerKey, opts.Limits.RateBurst),
 		memory:         s.memory,
@@ -341,19 +340,22 @@ func (s *Server) MetricsHandler(profiling bool) http.Handler {
 // Start runs the cache and the pools' upkeep until ctx ends, and waits for
 // the cache to sync.
 func (s *Server) Start(ctx context.Context) error {
-	connections, err := s.cache.GetInformer(ctx, &v1alpha1.SftpConnection{})
-	if err != nil {
-		return err
-	}
 	if _, err := s.cache.GetInformer(ctx, &v1alpha1.ApiKey{}); err != nil {
 		return err
 	}
-	warm := s.prewarmer(ctx)
-	if _, err := connections.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    warm,
-		UpdateFunc: func(_, obj any) { warm(obj) },
-	}); err != nil {
-		return err
+	slots := make(chan struct{}, prewarmConcurrency)
+	for _, kind := range s.endpoints {
+		informer, err := s.cache.GetInformer(ctx, kind.object())
+		if err != nil {
+			return err
+		}
+		warm := s.prewarmer(ctx, kind, slots)
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    warm,
+			UpdateFunc: func(_, obj any) { warm(obj) },
+		}); err != nil {
+			return err
+		}
 	}
 	go func() { _ = s.cache.Start(ctx) }()
 	go s.pools.Run(ctx)
@@ -426,11 +428,10 @@ const prewarmConcurrency = 4
 // prewarmer returns an informer handler that opens a first session to
 // each connection that is Ready, in the background: the first request to
 // a connection then finds its pool warm.
-func (s *Server) prewarmer(ctx context.Context) func(obj any) {
-	slots := make(chan struct{}, prewarmConcurrency)
+func (s *Server) prewarmer(ctx context.Context, kind *servedKind, slots chan struct{}) func(obj any) {
 	return func(obj any) {
-		conn, ok := obj.(*v1alpha1.SftpConnection)
-		if !ok || conn.Status.Slug == "" || ready(conn) != nil {
+		conn, ok := obj.(endpoint)
+		if !ok || *conn.ServedSlug() == "" || ready(conn) != nil {
 			return
 		}
 		go func() {
@@ -443,20 +444,19 @@ func (s *Server) prewarmer(ctx context.Context) func(obj any) {
 			defer func() { <-slots }()
 			// Events wait here in no order: warm with the connection as it
 			// is now, never with an older state that would rebuild the pool.
-			var latest v1alpha1.SftpConnection
-			if err := s.cache.Get(ctx, client.ObjectKeyFromObject(conn), &latest); err != nil || ready(&latest) != nil {
+			latest := kind.object()
+			if err := s.cache.Get(ctx, client.ObjectKeyFromObject(conn), latest); err != nil || ready(latest) != nil {
 				return
 			}
 			// The Secret's read and the dial are each bounded by the
 			// connection's connectTimeout: a bound here would end the dial
 			// first, and hide the server's timeout as this one's.
-			conn := &latest
-			p, err := s.pools.Get(ctx, s.dialer, conn)
+			p, err := s.pools.Get(ctx, kind.dialer, latest)
 			if err == nil {
 				err = p.Warm(ctx)
 			}
 			if err != nil {
-				s.log.Warn("pre-warming a connection failed", "namespace", conn.Namespace, "name", conn.Name, "error", err)
+				s.log.Warn("pre-warming a connection failed", "namespace", conn.GetNamespace(), "kind", kind.name, "name", conn.GetName(), "error", err)
 			}
 		}()
 	}

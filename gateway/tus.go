@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -50,7 +51,7 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 	if req.conn, req.who, err = h.authenticate(r, slug, req.cmd, rec); err != nil {
 		return err
 	}
-	rec.namespace, rec.connection, rec.bytes = req.conn.Namespace, req.conn.Name, max(r.ContentLength, 0)
+	rec.namespace, rec.connection, rec.bytes = req.conn.GetNamespace(), req.conn.ref(), max(r.ContentLength, 0)
 	if id != "" {
 		rec.object = "upload/" + id
 	}
@@ -69,7 +70,7 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 		}
 	}
 	req.ran = true
-	p, err := h.pools.Get(context.WithoutCancel(r.Context()), h.dialer, req.conn)
+	p, err := h.pools.Get(context.WithoutCancel(r.Context()), req.conn.kind.dialer, req.conn.endpoint)
 	if err != nil {
 		return h.runError(err)
 	}
@@ -78,8 +79,8 @@ func (h *handler) serveUpload(w http.ResponseWriter, r *http.Request, req *reque
 		collection += "/"
 	}
 	h.uploads.Serve(w, r, &uploads.Request{
-		Conn: req.conn, Owner: req.who.uid, Pool: p, Env: req.env(p),
-		OpTimeout:     req.conn.Spec.Limits.OperationTimeoutOrDefault(),
+		Conn: req.conn.endpoint, Kind: req.conn.recordKind(), Owner: req.who.uid, Pool: p, Env: req.env(p),
+		OpTimeout:     opTimeout(req.conn),
 		StreamTimeout: h.streamTimeout(),
 		ReadAhead:     func(body io.Reader) (io.Reader, func(bool)) { return readAhead(w, r, body) },
 		Collection:    collection,
@@ -104,4 +105,10 @@ func (h *handler) uploadError(err error) error {
 		return answer.RecordsUnavailable(err)
 	}
 	return h.runError(err)
+}
+
+// opTimeout is e's operation timeout.
+func opTimeout(e endpoint) time.Duration {
+	_, _, op := e.SessionLimits()
+	return op
 }

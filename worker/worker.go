@@ -291,12 +291,11 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	budget := &storedbytes.Budget{Cache: mgr.GetCache(), Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
 	pools := &pool.Pools{Secrets: direct, IdleTimeout: opts.IdleTimeout, Dials: m.Dials, Component: "worker", Log: opts.Log}
-	sftp := &sftpdial.Dialer{Policy: policy, Tenants: kinds}
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
 	ends := &ends.Ends{Pools: pools, Dialers: map[string]pool.Dialer{
-		v1alpha1.KindSftpConnection: sftp, v1alpha1.KindFtpConnection: &ftpdial.Dialer{Policy: policy, Tenants: kinds},
+		v1alpha1.KindSftpConnection: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, v1alpha1.KindFtpConnection: &ftpdial.Dialer{Policy: policy, Tenants: kinds},
 	}, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
 		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
 		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
@@ -329,7 +328,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	for _, runnable := range []manager.Runnable{
 		r, tr, sinks,
 		&uploadexpiry.Sweeper{
-			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Pools: pools, Dialer: sftp,
+			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Ends: ends,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
 			SyncInterval: syncInterval, Interval: cmp.Or(opts.UploadSweepInterval, uploadexpiry.DefaultInterval), Grace: cmp.Or(opts.UploadGrace, uploadexpiry.DefaultGrace),
 			Limits: opts.Expiry.WithDefaults(), Log: opts.Log, Audit: trail,

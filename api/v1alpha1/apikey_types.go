@@ -80,11 +80,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.readOnly) && self.readOnly && has(self.commands) && size(self.commands) > 0)",message="readOnly and commands are mutually exclusive"
 type ApiKeySpec struct {
 	// Connections the key may use: names of SftpConnections in the same
-	// namespace. Empty means all of them. A key never reaches another
-	// namespace's connections.
+	// namespace, or of another kind the gateway serves as Kind/name
+	// (FtpConnection/partner, ObjectStore/landing). Empty means all of
+	// them. A key never reaches another namespace's connections.
 	// +kubebuilder:validation:MaxItems=256
-	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:items:MaxLength=267
+	// +kubebuilder:validation:items:Pattern=`^((FtpConnection|ObjectStore)/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +listType=set
 	// +optional
 	Connections []string `json:"connections,omitempty"`

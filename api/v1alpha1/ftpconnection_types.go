@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,9 +224,11 @@ func (c *FtpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStatu
 // CredentialsSecret names the Secret the connection logs in with.
 func (c *FtpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }
 
-// GetLimits is for the session pools, which every kind with sessions
-// shares.
-func (c *FtpConnection) GetLimits() *Limits { return &c.Spec.Limits }
+// SessionLimits is for the session pools: the most sessions, and the
+// timeouts of a dial and of an operation.
+func (c *FtpConnection) SessionLimits() (sessions int32, connect, operation time.Duration) {
+	return c.Spec.Limits.MaxConnections, c.Spec.Limits.ConnectTimeoutOrDefault(), c.Spec.Limits.OperationTimeoutOrDefault()
+}
 
 // ServedAt is what a connection's sessions depend on beyond its
 // generation and Secret: the root its test resolved (the certificate it

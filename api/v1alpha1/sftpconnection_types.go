@@ -366,9 +366,11 @@ func (c *SftpConnection) GetTestStatus() *TestStatus { return &c.Status.TestStat
 // CredentialsSecret names the Secret the connection logs in with.
 func (c *SftpConnection) CredentialsSecret() string { return c.Spec.Credentials.SecretRef.Name }
 
-// GetLimits is for the session pools, which every kind with sessions
-// shares.
-func (c *SftpConnection) GetLimits() *Limits { return &c.Spec.Limits }
+// SessionLimits is for the session pools: the most sessions, and the
+// timeouts of a dial and of an operation.
+func (c *SftpConnection) SessionLimits() (sessions int32, connect, operation time.Duration) {
+	return c.Spec.Limits.MaxConnections, c.Spec.Limits.ConnectTimeoutOrDefault(), c.Spec.Limits.OperationTimeoutOrDefault()
+}
 
 // ServedAt is what a connection's sessions depend on beyond its
 // generation and Secret: the root its test resolved, and the host key

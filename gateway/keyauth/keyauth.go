@@ -61,12 +61,16 @@ type Authorizer struct {
 	Now func() time.Time
 }
 
+// Target is a connection as keys name it: its namespace, and Ref as an
+// ApiKey's spec.connections names it ("name", "FtpConnection/name").
+type Target struct{ Namespace, Ref string }
+
 // Authorize finds the ApiKey of token in conn's namespace and checks that
 // it may run command on conn; conn is nil when the slug names no
 // connection. It returns the key whenever one was found, so that callers
 // can name it (by key id) in logs. A token that is no key's is refused
 // before anything is said about connections.
-func (a *Authorizer) Authorize(token string, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
+func (a *Authorizer) Authorize(token string, conn *Target, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
 	// A token is found by its hash. Only its length is checked first: a
 	// key given by hash (spec.token.sha256) must not make a short token
 	// work, and a long header is not hashed. Validate's full check, a
@@ -99,7 +103,7 @@ func tokenHash(token string) string {
 }
 
 // authorize is Authorize's decision among the keys found for hash.
-func (a *Authorizer) authorize(hash string, keys []*v1alpha1.ApiKey, conn *v1alpha1.SftpConnection, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
+func (a *Authorizer) authorize(hash string, keys []*v1alpha1.ApiKey, conn *Target, command v1alpha1.Command) (*v1alpha1.ApiKey, error) {
 	var known, matches []*v1alpha1.ApiKey
 	for _, k := range keys {
 		if subtle.ConstantTimeCompare([]byte(k.Status.TokenSHA256), []byte(hash)) != 1 {
@@ -132,7 +136,7 @@ func (a *Authorizer) authorize(hash string, keys []*v1alpha1.ApiKey, conn *v1alp
 		return known[0], ErrNoSuchConnection
 	}
 	key := matches[0]
-	return key, a.decide(key, conn.Name, command)
+	return key, a.decide(key, conn.Ref, command)
 }
 
 func (a *Authorizer) decide(key *v1alpha1.ApiKey, connection string, command v1alpha1.Command) error {

@@ -43,6 +43,8 @@ func TestDecide(t *testing.T) {
 		{"spec changed, not yet seen", key(func(k *v1alpha1.ApiKey) { k.Generation = 3 }), "any", v1alpha1.CommandRead, ErrNotReady},
 		{"listed connection", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"a", "b"} }), "b", v1alpha1.CommandRead, nil},
 		{"unlisted connection", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"a", "b"} }), "c", v1alpha1.CommandRead, ErrConnectionNotAllowed},
+		{"listed FTP connection", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"a", "FtpConnection/b"} }), "FtpConnection/b", v1alpha1.CommandRead, nil},
+		{"an FTP connection of a listed connection's name", key(func(k *v1alpha1.ApiKey) { k.Spec.Connections = []string{"b"} }), "FtpConnection/b", v1alpha1.CommandRead, ErrConnectionNotAllowed},
 		{"allowed command", key(func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"read", "list"} }), "any", v1alpha1.CommandList, nil},
 		{"disallowed command", key(func(k *v1alpha1.ApiKey) { k.Spec.Commands = []v1alpha1.Command{"read", "list"} }), "any", v1alpha1.CommandWrite, ErrCommandNotAllowed},
 		{"read-only reads", key(func(k *v1alpha1.ApiKey) { k.Spec.ReadOnly = true }), "any", v1alpha1.CommandStat, nil},
@@ -76,7 +78,7 @@ func TestTokenOfKeysInTwoNamespacesIsRefused(t *testing.T) {
 		k.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
 		return k
 	}
-	conn := &v1alpha1.SftpConnection{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "reports"}}
+	conn := &Target{Namespace: "team-a", Ref: "reports"}
 	a := &Authorizer{}
 	if _, err := a.authorize(hash, []*v1alpha1.ApiKey{key("team-a")}, conn, v1alpha1.CommandWrite); err != nil {
 		t.Fatalf("one key: %v", err)

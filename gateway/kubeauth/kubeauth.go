@@ -12,6 +12,7 @@
 package kubeauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -274,8 +275,8 @@ func serviceAccount(username string) (namespace, name string, ok bool) {
 }
 
 // Target is what a request is authorized for: a connection, by namespace
-// and name.
-type Target struct{ Namespace, Name string }
+// and name, of the kind Resource names ("" is sftpconnections).
+type Target struct{ Namespace, Name, Resource string }
 
 // decisionKey is what an RBAC decision is about.
 type decisionKey struct {
@@ -285,8 +286,8 @@ type decisionKey struct {
 }
 
 // Authorize asks RBAC whether id may run command on target: the verb is
-// the command, the resource sftpconnections/commands in group
-// sftpgate.dev, the name and namespace the target's. The review is
+// the command, the resource <kind's resource>/commands in group
+// sftpgate.dev (sftpconnections/commands, ftpconnections/commands), the name and namespace the target's. The review is
 // charged to the client at address, id's namespace and id. It returns
 // ErrDenied, ErrBusy, or the API server's error.
 func (r *Reviewer) Authorize(ctx context.Context, id *Identity, target Target, command v1alpha1.Command, address string) error {
@@ -294,7 +295,7 @@ func (r *Reviewer) Authorize(ctx context.Context, id *Identity, target Target, c
 	if allowed, ok := r.decisions.Get(key); ok {
 		return decision(allowed)
 	}
-	flight := fmt.Sprintf("%s\x00%s\x00%s\x00%s", key.uid, target.Namespace, target.Name, command)
+	flight := fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s", key.uid, target.Namespace, target.Resource, target.Name, command)
 	v, err, _ := r.decisionFlight.Do(flight, func() (any, error) {
 		release, err := r.admit(ctx, who{&r.addresses, address}, who{&r.namespaces, id.Namespace}, who{&r.accounts, id.String()})
 		if err != nil {
@@ -309,7 +310,7 @@ func (r *Reviewer) Authorize(ctx context.Context, id *Identity, target Target, c
 			User: id.user.Username, UID: id.user.UID, Groups: id.user.Groups, Extra: extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: target.Namespace, Verb: string(command), Group: v1alpha1.GroupVersion.Group,
-				Resource: Resource, Subresource: Subresource, Name: target.Name,
+				Resource: cmp.Or(target.Resource, Resource), Subresource: Subresource, Name: target.Name,
 			},
 		}}
 		ctx, cancel := reviewContext(ctx)

@@ -58,7 +58,7 @@ func (s *store) NewUpload(ctx context.Context, info handler.FileInfo) (handler.U
 	}
 	now := s.now()
 	rec := &uploadrecord.Record{
-		ID: uploadrecord.NewID(), Namespace: req.Conn.Namespace, Connection: req.Conn.Name, ConnectionUID: req.Conn.UID,
+		ID: uploadrecord.NewID(), Namespace: req.Conn.GetNamespace(), Kind: req.Kind, Connection: req.Conn.GetName(), ConnectionUID: req.Conn.GetUID(),
 		Owner: req.Owner, Size: info.Size, Overwrite: spec.Overwrite, Metadata: info.MetaData, Root: req.Env.Root,
 		Created: now.UTC().Truncate(time.Second), Expires: ceilSecond(now.Add(s.limits.Expiry)),
 	}
@@ -99,7 +99,7 @@ func ceilSecond(t time.Time) time.Time {
 // room refuses a new upload when the namespace's, counting mine of them,
 // would pass the bound.
 func (s *store) room(ctx context.Context, req *Request, mine int) error {
-	n, err := s.records.Count(ctx, req.Conn.Namespace, s.now())
+	n, err := s.records.Count(ctx, req.Conn.GetNamespace(), s.now())
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *store) find(ctx context.Context, req *Request, id string) (*uploadrecor
 func (s *store) check(req *Request, rec *uploadrecord.Record) error {
 	allowed := req.Env.Allows(rec.Target)
 	switch {
-	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.UID:
+	case rec.Owner != req.Owner || rec.ConnectionUID != req.Conn.GetUID():
 		// Another caller's upload looks as none: its id says nothing.
 		return uploadrecord.ErrNotFound
 	case !s.now().Before(rec.Expires):

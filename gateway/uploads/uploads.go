@@ -29,8 +29,8 @@ import (
 	"github.com/tus/tusd/v2/pkg/memorylocker"
 	expslog "golang.org/x/exp/slog"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
 	"github.com/sftpgate/sftpgate/gateway/commands"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -72,7 +72,11 @@ const MaxMetadataBytes = 4 << 10
 // Request is what the gateway knows of a request it let in, for the
 // upload it serves.
 type Request struct {
-	Conn *v1alpha1.SftpConnection
+	// Conn is the connection written to, of the kind Kind names: "" for
+	// an SftpConnection, else v1alpha1.KindFtpConnection (as the
+	// record keeps it).
+	Conn client.Object
+	Kind string
 	// Owner is the caller's UID (its API key's or ServiceAccount's).
 	Owner types.UID
 	Pool  *pool.Pool
@@ -201,7 +205,7 @@ func (e *Endpoint) Serve(w http.ResponseWriter, r *http.Request, req *Request, i
 	// Requests that write records, of uploads that are the caller's (or a
 	// new one), take of the namespace's rate.
 	if writes := id == "" && r.Method == http.MethodPost || id != "" && (r.Method == http.MethodPatch || r.Method == http.MethodDelete); writes {
-		if ok, delay := e.writes.Allow(req.Conn.Namespace); !ok {
+		if ok, delay := e.writes.Allow(req.Conn.GetNamespace()); !ok {
 			answer.Err(e.log, w, r, answer.UploadWritesLimited(delay))
 			return
 		}

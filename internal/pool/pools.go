@@ -24,7 +24,9 @@ type Endpoint interface {
 	client.Object
 	GetTestStatus() *v1alpha1.TestStatus
 	CredentialsSecret() string
-	GetLimits() *v1alpha1.Limits
+	// SessionLimits are the most sessions, and the timeouts of a dial
+	// and of an operation.
+	SessionLimits() (sessions int32, connect, operation time.Duration)
 	// ServedAt is what its sessions depend on beyond its generation and
 	// Secret: the root its test resolved, the server identity it took.
 	ServedAt() (root, identity string)
@@ -132,8 +134,8 @@ func (p *Pools) Get(ctx context.Context, d Dialer, conn Endpoint) (*Pool, error)
 func (p *Pools) build(ctx context.Context, d Dialer, conn Endpoint, v version) (*Pool, error) {
 	// Reading the Secret is bounded like a dial: the request may wait
 	// that long for a new pool.
-	limits := conn.GetLimits()
-	ctx, cancel := context.WithTimeout(ctx, limits.ConnectTimeoutOrDefault())
+	sessions, connect, _ := conn.SessionLimits()
+	ctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: conn.GetNamespace(), Name: conn.CredentialsSecret()}
@@ -150,7 +152,7 @@ func (p *Pools) build(ctx context.Context, d Dialer, conn Endpoint, v version) (
 		dials:      p.Dials,
 		logger:     p.Log,
 		target:     target,
-		max:        int(max(limits.MaxConnections, 1)),
+		max:        int(max(sessions, 1)),
 		share:      sessionShare,
 		most:       sessionMax,
 		maxWaiting: cmp.Or(p.MaxWaiting, DefaultMaxWaiting),

@@ -47,9 +47,11 @@ const dataKey = "record"
 // Record is one resumable upload.
 type Record struct {
 	ID string `json:"id"`
-	// Namespace, Connection and ConnectionUID name the connection it
-	// writes to: a connection made again under the same name is another.
+	// Namespace, Kind, Connection and ConnectionUID name the connection
+	// it writes to: a connection made again under the same name is
+	// another. Kind is "" for an SftpConnection (records before kinds).
 	Namespace     string    `json:"namespace"`
+	Kind          string    `json:"kind,omitempty"`
 	Connection    string    `json:"connection"`
 	ConnectionUID types.UID `json:"connectionUID"`
 	// Owner is the UID of the API key or ServiceAccount that began it:

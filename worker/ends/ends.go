@@ -142,6 +142,16 @@ func Get(ctx context.Context, cache client.Reader, namespace string, ref v1alpha
 	return Of(ref, obj)
 }
 
+// Object is an empty object of the kind ref names, to read into; false
+// for a kind that is no end's.
+func Object(ref v1alpha1.ConnectionReference) (client.Object, bool) {
+	k := kinds[kindOf(ref)]
+	if k == nil {
+		return nil, false
+	}
+	return k.object(), true
+}
+
 // Of is the end of obj, which ref names (obj is of ref's kind): Get's,
 // once it read obj.
 func Of(ref v1alpha1.ConnectionReference, obj client.Object) (e *End, why string) {

@@ -34,6 +34,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/recovery"
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/tasks"
 )
@@ -105,12 +106,11 @@ func (l Limits) WithDefaults() Limits {
 // Sweeper removes expired uploads; run it with the worker's manager.
 type Sweeper struct {
 	Records *uploadrecord.Store
-	// Connections reads SftpConnections (the worker's cache).
+	// Connections reads the connections uploads write to (the worker's
+	// cache); Ends runs operations on their files.
 	Connections client.Reader
-	Pools       *pool.Pools
-	// Dialer dials the SftpConnections' sessions.
-	Dialer pool.Dialer
-	Shard  *shard.Shard
+	Ends        *ends.Ends
+	Shard       *shard.Shard
 	// Removed counts expired uploads removed, by what was removed:
 	// partial (its partial file and record), record (its record alone:
 	// its partial file or its connection was gone), abandoned (its record
@@ -321,23 +321,24 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 	if r.Partial == "" || !tempname.Is(path.Base(r.Partial)) {
 		return "record", nil
 	}
-	var conn v1alpha1.SftpConnection
-	err := s.Connections.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Connection}, &conn)
+	ref := v1alpha1.ConnectionReference{Kind: r.Kind, Name: r.Connection}
+	obj, ok := ends.Object(ref)
+	if !ok {
+		return "record", nil // of a kind this worker does not know
+	}
+	err := s.Connections.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Connection}, obj)
 	switch {
 	case client.IgnoreNotFound(err) != nil:
 		return "", err
-	case err != nil || conn.UID != r.ConnectionUID:
+	case err != nil || obj.GetUID() != r.ConnectionUID:
 		return "record", nil // gone with its connection's server access
 	}
-	p, err := s.Pools.Get(ctx, s.Dialer, &conn)
-	if err != nil {
-		return "", err
-	}
+	e, _ := ends.Of(ref, obj) // its partial file is removed even while it is not Ready
 	var size int64
 	removed := false
-	op := pool.Op{Timeout: min(conn.Spec.Limits.OperationTimeoutOrDefault(), timeout)}
-	err = p.Do(ctx, op, func(sess files.Session) error {
-		fi, err := sess.FS().Lstat(r.Partial)
+	op := pool.Op{Timeout: min(e.OperationTimeout, timeout)}
+	err = s.Ends.Do(ctx, e, op, func(f files.FS, _ func()) error {
+		fi, err := f.Lstat(r.Partial)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return nil // gone already
@@ -346,7 +347,7 @@ func (s *Sweeper) remove(ctx context.Context, r *uploadrecord.Record, timeout ti
 		case !fi.Mode().IsRegular():
 			return nil
 		}
-		if err := sess.FS().Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := f.Remove(r.Partial); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		size, removed = fi.Size(), true

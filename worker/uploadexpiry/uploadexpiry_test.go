@@ -32,6 +32,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/tempname"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/test/framework"
+	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/uploadexpiry"
 )
 
@@ -83,7 +84,8 @@ func TestSweepIsNotHeldByAnotherTenant(t *testing.T) {
 	must(t, err)
 	sweeper = &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
-		Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute}, Dialer: &sftpdial.Dialer{Policy: policy},
+		Ends: &ends.Ends{Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute},
+			Dialers: map[string]pool.Dialer{v1alpha1.KindSftpConnection: &sftpdial.Dialer{Policy: policy}}},
 		Removed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "removed"}, []string{"removed"}), RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
 		Limits: uploadexpiry.Limits{Timeout: time.Minute},
 	}
@@ -143,7 +145,8 @@ func TestUploadsOfASilentServerAreAbandoned(t *testing.T) {
 	limits := uploadexpiry.Limits{Timeout: time.Second, FailedSweeps: 3}
 	sweeper := &uploadexpiry.Sweeper{
 		Records: records, Connections: k8s,
-		Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute}, Dialer: &sftpdial.Dialer{Policy: policy},
+		Ends: &ends.Ends{Pools: &pool.Pools{Secrets: k8s, IdleTimeout: time.Minute},
+			Dialers: map[string]pool.Dialer{v1alpha1.KindSftpConnection: &sftpdial.Dialer{Policy: policy}}},
 		Removed: removed, RemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bytes"}),
 		Now: func() time.Time { return now }, Limits: limits, Log: logger, Audit: audit.NewTrail("worker", logger),
 	}

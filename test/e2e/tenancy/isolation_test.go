@@ -30,9 +30,9 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
-	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
