@@ -38,6 +38,7 @@ import (
 	"github.com/sftpgate/sftpgate/gateway"
 	"github.com/sftpgate/sftpgate/hack/fixtures/conformance"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
@@ -231,24 +232,33 @@ func newFixture(t testing.TB, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 // them.
 func serve(t testing.TB, conn *v1alpha1.SftpConnection, sshd *testsshd.Server, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
 	t.Helper()
+	return serveAt(t, conn, conn.Spec.Slug, sshd, mutateKey...)
+}
+
+// serveAt makes a key for conn, a connection of any kind the gateway
+// serves at slug, and waits until the gateway serves them.
+func serveAt(t testing.TB, conn interface {
+	client.Object
+	GetConditions() *[]metav1.Condition
+}, slug string, sshd *testsshd.Server, mutateKey ...func(*v1alpha1.ApiKey)) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	token, keyID := apitoken.NewToken()
-	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: conn.Namespace, Name: "key"},
+	key := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: conn.GetNamespace(), Name: "key"},
 		Spec: v1alpha1.ApiKeySpec{Token: v1alpha1.TokenSource{SHA256: apitoken.Hash(token), KeyID: keyID}}}
 	for _, m := range mutateKey {
 		m(key)
 	}
 	must(t, k8s.Create(ctx, key))
-	f := &fixture{ns: conn.Namespace, slug: conn.Spec.Slug, token: token, sshd: sshd}
+	f := &fixture{ns: conn.GetNamespace(), slug: slug, token: token, sshd: sshd}
 	// Wait until the gateway's cache has the Ready connection and key.
 	eventuallyFound(t, "the gateway serves the connection", func() (bool, string) {
 		status, _ := f.call(t, "exists", `{"path": "/"}`)
 		if status != http.StatusUnauthorized && status != http.StatusNotFound && status != http.StatusServiceUnavailable {
 			return true, ""
 		}
-		var c v1alpha1.SftpConnection
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(conn), &c)
-		return false, fmt.Sprintf("status %d; %+v", status, meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady))
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn)
+		return false, fmt.Sprintf("status %d; %+v", status, meta.FindStatusCondition(*conn.GetConditions(), v1alpha1.ConditionReady))
 	})
 	return f
 }
@@ -1132,6 +1142,23 @@ func TestConformance(t *testing.T) {
 			Dir: root, UID: sshd.UID, GID: sshd.GID, Check: validate}
 		conformance.Run(t, target)
 		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
+	})
+	t.Run("vsftpd", func(t *testing.T) {
+		t.Parallel()
+		ftpd := testftpd.Start(t)
+		root := filepath.Join(ftpd.Dir, "root")
+		must(t, os.Mkdir(root, 0o755))
+		must(t, os.Chown(root, ftpd.UID, ftpd.GID))
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
+		must(t, k8s.Create(context.Background(), ns))
+		conn, secret := ftpd.Connection(ns.Name, "box")
+		conn.Spec.RootPath, conn.Spec.Slug = root, "ftp-"+ns.Name
+		must(t, k8s.Create(context.Background(), secret))
+		must(t, k8s.Create(context.Background(), conn))
+		f := serveAt(t, conn, conn.Spec.Slug, nil)
+		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: ftpd.UID, GID: ftpd.GID, Check: validate, Lacks: conformance.FTP}
+		conformance.Run(t, target)
 	})
 	t.Run("in-process", func(t *testing.T) {
 		t.Parallel()

@@ -39,6 +39,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
+	"github.com/sftpgate/sftpgate/internal/ftpdial"
 	"github.com/sftpgate/sftpgate/internal/httpedge"
 	"github.com/sftpgate/sftpgate/internal/logging"
 	"github.com/sftpgate/sftpgate/internal/pool"
@@ -105,7 +106,8 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	kinds := tenants.Kinds{Reader: c}
-	served, err := servedKinds(ctx, c, &sftpdial.Dialer{Policy: policy, Tenants: kinds, Directories: opts.Directories})
+	served, err := servedKinds(ctx, c, &sftpdial.Dialer{Policy: policy, Tenants: kinds, Directories: opts.Directories},
+		&ftpdial.Dialer{Policy: policy, Tenants: kinds})
 	if err != nil {
 		return nil, err
 	}

@@ -25,9 +25,10 @@ type FileInfo struct {
 // StatResult is the result of stat.
 type StatResult struct {
 	FileInfo
-	UID      uint32    `json:"uid"`
-	GID      uint32    `json:"gid"`
-	Accessed time.Time `json:"accessed"`
+	// UID, GID and Accessed are there where the server tells them.
+	UID      *uint32    `json:"uid,omitempty"`
+	GID      *uint32    `json:"gid,omitempty"`
+	Accessed *time.Time `json:"accessed,omitempty"`
 }
 
 func fileType(m os.FileMode) string {
@@ -89,8 +90,9 @@ func stat(fs *FS, req *statRequest) (any, error) {
 	}
 	res := StatResult{FileInfo: info(fs, target, fi)}
 	if o, ok := fi.Sys().(files.Owned); ok {
-		res.UID, res.GID = o.Owner()
-		res.Accessed = o.Accessed().UTC()
+		uid, gid := o.Owner()
+		accessed := o.Accessed().UTC()
+		res.UID, res.GID, res.Accessed = &uid, &gid, &accessed
 	}
 	return res, nil
 }

@@ -95,8 +95,7 @@ func copyFile(ctx context.Context, fs *FS, req *twoPathRequest) (any, error) {
 	if err != nil {
 		return nil, inField(err, "to")
 	}
-	mode := fi.Mode().Perm()
-	n, err := fs.writeFile(to, nil, &mode, req.Overwrite, func(dst files.File) (int64, error) {
+	n, err := fs.writeFile(to, nil, fs.keptMode(fi), req.Overwrite, func(dst files.File) (int64, error) {
 		n, err := io.Copy(bulk{ctx.Err, fs, dst}, src) // src.WriteTo: concurrent reads
 		if err == nil && n < fi.Size() {
 			err = ConfirmEnd(src, n) // a copy cut short is not a copy

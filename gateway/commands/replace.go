@@ -152,8 +152,7 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 		return fs.replaceExisting(target, existing, mode, overwrite, fill)
 	}
 	if existing != nil && mode == nil {
-		perm := existing.Mode().Perm()
-		mode = &perm
+		mode = fs.keptMode(existing)
 	}
 	n, err := fillOpen(f, mode, fill)
 	if err != nil {
@@ -318,10 +317,19 @@ func (fs *FS) destination(target string, existing os.FileInfo, mode *os.FileMode
 	case statErr == nil && !overwrite:
 		return "", nil, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
 	case statErr == nil && mode == nil:
-		perm := existing.Mode().Perm()
-		mode = &perm
+		mode = fs.keptMode(existing)
 	}
 	return dest, mode, nil
+}
+
+// keptMode is the mode of fi, a file replaced or copied, for its
+// replacement or copy to keep; nil where the server keeps no modes.
+func (fs *FS) keptMode(fi os.FileInfo) *os.FileMode {
+	if _, modeless := fs.Files.(files.Modeless); modeless {
+		return nil
+	}
+	perm := fi.Mode().Perm()
+	return &perm
 }
 
 // rename moves from to to; with overwrite it replaces to, which is never

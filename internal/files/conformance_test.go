@@ -32,10 +32,11 @@ type backend struct {
 	name string
 	fs   files.FS
 	root string
-	// inPlace: a write in the middle of a file, and truncate.
-	inPlace bool
-	links   bool
-	chmod   bool
+	// inPlace: a write in the middle of a file, and truncate; shrinks:
+	// truncate to a shorter size (FTP copies what is kept).
+	inPlace, shrinks bool
+	links            bool
+	chmod            bool
 	// whole: files appear whole or not at all (files.Uploader).
 	whole       bool
 	posixRename bool
@@ -65,9 +66,9 @@ func backends(t *testing.T) []backend {
 	}
 	t.Cleanup(func() { _ = ftps.Close() })
 	return []backend{
-		{name: "sftp", fs: s.Files, root: sshd.Dir, inPlace: true, links: true, chmod: true, posixRename: true},
+		{name: "sftp", fs: s.Files, root: sshd.Dir, inPlace: true, shrinks: true, links: true, chmod: true, posixRename: true},
 		{name: "s3", fs: objects, root: "/", whole: true, posixRename: true},
-		{name: "ftps", fs: ftps, root: ftpd.Dir},
+		{name: "ftps", fs: ftps, root: ftpd.Dir, shrinks: true},
 	}
 }
 
@@ -209,9 +210,17 @@ var rows = []struct {
 				_ = f.Close()
 			}
 			unsupported(t, "a write in the middle", err)
-			unsupported(t, "truncate", b.fs.Truncate(dir+"/a.csv", 1))
 			if got := string(read(t, b.fs, dir+"/a.csv")); got != "abc" {
 				t.Fatalf("a refused write changed the file: %q", got)
+			}
+			if !b.shrinks {
+				unsupported(t, "truncate", b.fs.Truncate(dir+"/a.csv", 1))
+				return
+			}
+			unsupported(t, "growing", b.fs.Truncate(dir+"/a.csv", 10))
+			must(t, b.fs.Truncate(dir+"/a.csv", 2))
+			if got := string(read(t, b.fs, dir+"/a.csv")); got != "ab" {
+				t.Fatalf("truncated: %q", got)
 			}
 			return
 		}

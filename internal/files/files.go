@@ -125,6 +125,13 @@ type ListsWriteTimes interface {
 	ListsWriteTimes()
 }
 
+// Modeless is an FS that keeps no file modes (FTP, an object store): a
+// copy there does not carry its source's, and a mode asked for is
+// refused as unsupported.
+type Modeless interface {
+	Modeless()
+}
+
 // ListsCoarseTimes is an FS whose listings may give a file's time less
 // precisely than a stat does (FTP's LIST: to the minute, or to the day
 // for older files): who compares a listed time with a stat's, or with

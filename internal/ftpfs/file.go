@@ -2,9 +2,11 @@ package ftpfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"sync"
 
 	"github.com/jlaffaye/ftp"
@@ -246,6 +248,13 @@ func (f *file) store(off int64) error {
 		f.w = nil
 		if err == nil {
 			err = &files.StatusError{Code: files.FxFailure, Err: errors.New("the server ended the upload before it began")}
+		}
+		// Servers refuse a file in a missing folder as any other (553):
+		// the folder says which it was.
+		if fi, serr := f.fs.Stat(path.Dir(f.name)); errors.Is(serr, fs.ErrNotExist) {
+			return notFound(path.Dir(f.name))
+		} else if serr == nil && !fi.IsDir() {
+			return &files.StatusError{Code: files.FxNotADirectory, Err: fmt.Errorf("%s is a file", path.Dir(f.name))}
 		}
 		return err
 	}

@@ -16,8 +16,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -378,31 +380,140 @@ func fileUnavailable(err error) bool {
 	return code == files.FxNoSuchFile
 }
 
-// Lstat is Stat: FTP shows links only in listings.
-func (f *FS) Lstat(name string) (fs.FileInfo, error) { return f.Stat(name) }
+// Lstat is Stat, but for a link, which only its directory's listing
+// shows as one.
+func (f *FS) Lstat(name string) (fs.FileInfo, error) {
+	name = f.abs(name)
+	var fi fs.FileInfo
+	err := f.do(func(c *conn) error {
+		e, err := f.entryIn(c, path.Dir(name), path.Base(name))
+		switch {
+		case err != nil:
+			return err
+		case e != nil && e.Type == ftp.EntryTypeLink:
+			fi = entryInfo(e, e.Name)
+			return nil
+		}
+		fi, err = stat(c.c, name)
+		return err
+	})
+	return fi, err
+}
 
-// ReadLink is unsupported: FTP has no command for it.
-func (f *FS) ReadLink(string) (string, error) { return "", unsupported("reading a link") }
+// ReadLink is where the link at name leads, as its directory's listing
+// says ("name -> target").
+func (f *FS) ReadLink(name string) (string, error) {
+	name = f.abs(name)
+	var target string
+	err := f.do(func(c *conn) error {
+		e, err := f.entryIn(c, path.Dir(name), path.Base(name))
+		switch {
+		case err != nil:
+			return err
+		case e == nil:
+			return notFound(name)
+		case e.Type != ftp.EntryTypeLink:
+			return &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf("%s is not a link", name)}
+		case e.Target == "":
+			return unsupported("reading a link the server lists without its target")
+		}
+		target = e.Target
+		return nil
+	})
+	return target, err
+}
 
-// RealPath resolves name against the login directory; the server resolves
-// nothing for us.
-func (f *FS) RealPath(name string) (string, error) { return f.abs(name), nil }
+// maxLinks bounds the links RealPath follows.
+const maxLinks = 16
+
+// RealPath is name with every link resolved, as the server has them: a
+// directory is where the server says it is once changed into (PWD), a
+// link is where its directory's listing says it leads.
+func (f *FS) RealPath(name string) (string, error) {
+	name = f.abs(name)
+	var real string
+	err := f.do(func(c *conn) error {
+		var err error
+		real, err = f.realPath(c, name, 0)
+		return err
+	})
+	return real, err
+}
+
+func (f *FS) realPath(c *conn, name string, links int) (string, error) {
+	if links > maxLinks {
+		return "", &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf("%s: more than %d links in a row", name, maxLinks)}
+	}
+	if err := c.c.ChangeDir(name); err == nil {
+		wd, err := c.c.CurrentDir()
+		if err != nil {
+			return "", err
+		}
+		if !path.IsAbs(wd) {
+			return "", &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf("the server named its directory %q, not an absolute path", wd)}
+		}
+		return path.Clean(wd), nil
+	}
+	if name == "/" {
+		return "/", nil
+	}
+	dir, err := f.realPath(c, path.Dir(name), links)
+	if err != nil {
+		return "", err
+	}
+	base := path.Base(name)
+	e, err := f.entryIn(c, dir, base)
+	switch {
+	case err != nil:
+		return "", err
+	case e != nil && e.Type == ftp.EntryTypeLink && e.Target == "":
+		return "", &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf("%s is a link the server lists without its target", name)}
+	case e != nil && e.Type == ftp.EntryTypeLink:
+		target := e.Target
+		if !path.IsAbs(target) {
+			target = path.Join(dir, target)
+		}
+		return f.realPath(c, path.Clean(target), links+1)
+	}
+	return path.Join(dir, base), nil
+}
+
+// entryIn is base's own entry in the listing of dir (a link as a link),
+// or nil when it has none. FTP has no lstat: the whole directory is
+// listed.
+func (f *FS) entryIn(c *conn, dir, base string) (*ftp.Entry, error) {
+	entries, err := f.list(c, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.Name == base {
+			return e, nil
+		}
+	}
+	return nil, nil
+}
+
+// list is dir's listing, within MaxListing bytes. It changes into dir
+// first, so that a name is never read as LIST's options.
+func (f *FS) list(c *conn, dir string) ([]*ftp.Entry, error) {
+	if err := c.c.ChangeDir(dir); err != nil {
+		return nil, err
+	}
+	c.s.listing.Store(cmpOr(f.cfg.MaxListing, defaultMaxListing))
+	defer c.s.listing.Store(0)
+	return c.c.List("")
+}
 
 // Each lists dir whole (FTP reads no part of a listing), within
-// MaxListing bytes. It changes into dir first, so that a name is never
-// read as LIST's options.
+// MaxListing bytes.
 func (f *FS) Each(dir string, fn func(fs.FileInfo) error) error {
 	dir = f.abs(dir)
 	var entries []*ftp.Entry
 	limit := cmpOr(f.cfg.MaxListing, defaultMaxListing)
 	err := f.do(func(c *conn) error {
-		if err := c.c.ChangeDir(dir); err != nil {
-			return err
-		}
-		c.s.listing.Store(limit)
-		defer c.s.listing.Store(0)
 		var err error
-		entries, err = c.c.List("")
+		entries, err = f.list(c, dir)
 		return err
 	})
 	if errors.Is(err, ErrTooLarge) {
@@ -442,8 +553,58 @@ func (f *FS) ListsWhole() bool { return true }
 // ListsCapped is true: a listing stops at MaxListing bytes.
 func (f *FS) ListsCapped() (bool, error) { return true, nil }
 
-// Truncate is unsupported: FTP has no command for it.
-func (f *FS) Truncate(string, int64) error { return unsupported("truncating a file") }
+// Truncate shrinks name to size by copying what is kept to a file beside
+// it and renaming that over it: FTP has no truncate. Growing a file is
+// unsupported.
+func (f *FS) Truncate(name string, size int64) error {
+	name = f.abs(name)
+	fi, err := f.Stat(name)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return &files.StatusError{Code: files.FxFileIsADirectory, Err: fmt.Errorf("%s is a directory", name)}
+	case size == fi.Size():
+		return nil
+	case size > fi.Size():
+		return unsupported("growing a file")
+	}
+	kept := name + ".sftpgate-truncating"
+	src, err := f.Open(name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	dst, err := f.OpenFile(kept, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(struct{ io.Writer }{dst}, io.LimitReader(src, size)); err != nil {
+		_ = dst.Close()
+		_ = f.Remove(kept)
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		_ = f.Remove(kept)
+		return err
+	}
+	_ = src.Close()
+	// Servers on POSIX file systems replace name in one step; others
+	// refuse, and it is removed first.
+	return f.do(func(c *conn) error {
+		if c.c.Rename(kept, name) == nil {
+			return nil
+		}
+		if err := c.c.Delete(name); err != nil {
+			return err
+		}
+		return c.c.Rename(kept, name)
+	})
+}
+
+// Modeless marks the FS as keeping no modes: FTP has no standard command
+// for them.
+func (f *FS) Modeless() {}
 
 // Chmod is unsupported (SITE CHMOD is no standard, nor offered alike).
 func (f *FS) Chmod(string, fs.FileMode) error { return unsupported("changing a file's mode") }

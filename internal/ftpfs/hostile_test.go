@@ -29,6 +29,8 @@ type hostile struct {
 	pasvHost string
 	// dataAt records where each data connection came from.
 	dataAt chan string
+	// dirs are the folders CWD goes into (nil: any).
+	dirs map[string]bool
 }
 
 func (h *hostile) start(t testing.TB) string {
@@ -56,12 +58,13 @@ func (h *hostile) serve(c net.Conn) {
 	say := func(format string, args ...any) { _, _ = fmt.Fprintf(c, format+"\r\n", args...) }
 	say("220 hostile")
 	var data net.Listener
+	cwd := "/"
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			return
 		}
-		cmd, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch strings.ToUpper(cmd) {
 		case "USER":
 			say("331 password")
@@ -80,8 +83,13 @@ func (h *hostile) serve(c net.Conn) {
 		case "TYPE", "NOOP":
 			say("200 ok")
 		case "PWD":
-			say(`257 "/" is the current directory`)
+			say(`257 "%s" is the current directory`, cwd)
 		case "CWD":
+			if h.dirs != nil && !h.dirs[arg] {
+				say("550 no such folder")
+				continue
+			}
+			cwd = arg
 			say("250 ok")
 		case "EPSV":
 			say("500 no")
@@ -199,4 +207,30 @@ func FuzzListing(f *testing.F) {
 			t.Fatalf("listing %q: %v", listing, err)
 		}
 	})
+}
+
+// TestLinksResolved: a link a listing shows leads where it says, however
+// many links in a row, and a loop of links is refused, not followed for
+// ever.
+func TestLinksResolved(t *testing.T) {
+	h := &hostile{pasvHost: "127.0.0.1", dirs: map[string]bool{"/": true, "/etc": true}, listing: []byte(
+		"lrwxrwxrwx 1 a a 4 Jan 1 2020 out -> /etc\r\n" +
+			"lrwxrwxrwx 1 a a 4 Jan 1 2020 loop -> loop\r\n" +
+			"-rw-r--r-- 1 a a 3 Jan 1 2020 a.csv\r\n")}
+	f := dial(t, h.start(t), 0)
+	if real, err := f.RealPath("/out"); err != nil || real != "/etc" {
+		t.Fatalf("RealPath(/out) = %q, %v", real, err)
+	}
+	if real, err := f.RealPath("/a.csv"); err != nil || real != "/a.csv" {
+		t.Fatalf("RealPath(/a.csv) = %q, %v", real, err)
+	}
+	if target, err := f.ReadLink("/out"); err != nil || target != "/etc" {
+		t.Fatalf("ReadLink(/out) = %q, %v", target, err)
+	}
+	if fi, err := f.Lstat("/out"); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("Lstat(/out): %v, %v", fi, err)
+	}
+	if _, err := f.RealPath("/loop"); err == nil {
+		t.Fatal("a loop of links resolved")
+	}
 }
