@@ -206,6 +206,10 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer stopS3()
+	ftps, noFTPS := startDemoFTPS(o.dataDir)
+	if ftps != nil {
+		defer ftps.Stop()
+	}
 	// The worker's defaults, as its flags give them, with what a laptop
 	// needs instead.
 	var wOpts worker.Options
@@ -238,6 +242,11 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 	if err := createBucketStore(ctx, k8s, s3); err != nil {
 		return err
 	}
+	if ftps != nil {
+		if err := createFTPSConnection(ctx, k8s, ftps); err != nil {
+			return err
+		}
+	}
 	if err := waitReady(ctx, k8s); err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C while starting
@@ -262,6 +271,7 @@ func (o *options) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	printWelcome(os.Stdout, values, envFile)
+	printFTPS(os.Stdout, values, ftps != nil, noFTPS)
 
 	select {
 	case <-ctx.Done():
