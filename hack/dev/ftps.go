@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -19,14 +20,21 @@ import (
 const ftpsName = "demo-ftps"
 
 // startDemoFTPS runs Debian's vsftpd as the demo FTPS server (explicit
-// TLS, its files below the data directory's ftps/), where it can: vsftpd
-// logs a user in only as root. why says why not.
-func startDemoFTPS(dataDir string) (s *testftpd.Server, why string) {
-	s, err := testftpd.Run(filepath.Join(dataDir, "ftps-conf"), filepath.Join(dataDir, "ftps"))
+// TLS), where it can: vsftpd logs a user in only as root. Its files are
+// in a folder of its own under the system's temporary directory, which
+// the user it logs in can reach (the data directory may be below a home
+// only root may enter); stop removes them. why says why there is none.
+func startDemoFTPS(dataDir string) (s *testftpd.Server, stop func(), why string) {
+	files, err := os.MkdirTemp("", "sftpgate-demo-ftps-")
 	if err != nil {
-		return nil, err.Error()
+		return nil, nil, err.Error()
 	}
-	return s, ""
+	s, err = testftpd.Run(filepath.Join(dataDir, "ftps-conf"), files)
+	if err != nil {
+		_ = os.RemoveAll(files)
+		return nil, nil, err.Error()
+	}
+	return s, func() { s.Stop(); _ = os.RemoveAll(files) }, ""
 }
 
 // createFTPSConnection makes the demo FtpConnection to s, its
