@@ -2,11 +2,9 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -27,21 +25,14 @@ func ftpConnections(dialer *ftpdial.Dialer) testedKind {
 		list:   func() client.ObjectList { return &v1alpha1.FtpConnectionList{} },
 		test: func(ctx context.Context, obj testedObject, secret *corev1.Secret) testOutcome {
 			conn := obj.(*v1alpha1.FtpConnection) //nolint:forcetypeassert // the kind's
-			outcome := testOutcome{at: metav1.Now()}
 			root, err := testFTP(ctx, dialer, conn, secret)
-			var dialErr *egress.Error
-			switch {
-			case errors.As(err, &dialErr):
-				outcome.reason, outcome.message = dialErr.Reason, dialErr.Message
-			case err != nil:
-				outcome.reason, outcome.message = v1alpha1.ReasonFTPUnavailable, err.Error()
-			default:
+			if err == nil {
 				conn.Status.RootPath = root
-				outcome.passed, outcome.reason = true, v1alpha1.ReasonConnected
-				outcome.message = fmt.Sprintf("Logged in to %s as %q (TLS %s); rootPath %s is a directory that lists",
-					ftpdial.Address(conn), conn.Spec.Username, conn.Spec.TLS, root)
 			}
-			return outcome
+			return outcomeOf(err, v1alpha1.ReasonFTPUnavailable, func() string {
+				return fmt.Sprintf("Logged in to %s as %q (TLS %s); rootPath %s is a directory that lists",
+					ftpdial.Address(conn), conn.Spec.Username, conn.Spec.TLS, root)
+			})
 		},
 	}
 }

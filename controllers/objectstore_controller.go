@@ -2,15 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
-	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/s3dial"
 )
 
@@ -26,22 +23,13 @@ func objectStores(dialer *s3dial.Dialer) testedKind {
 		list:   func() client.ObjectList { return &v1alpha1.ObjectStoreList{} },
 		test: func(ctx context.Context, obj testedObject, secret *corev1.Secret) testOutcome {
 			store := obj.(*v1alpha1.ObjectStore) //nolint:forcetypeassert // the kind's
-			outcome := testOutcome{at: metav1.Now()}
 			client, err := dialer.Client(ctx, store, secret)
 			if err == nil {
 				err = client.Test(ctx, store)
 			}
-			var dialErr *egress.Error
-			switch {
-			case errors.As(err, &dialErr):
-				outcome.reason, outcome.message = dialErr.Reason, dialErr.Message
-			case err != nil:
-				outcome.reason, outcome.message = v1alpha1.ReasonStoreUnavailable, err.Error()
-			default:
-				outcome.passed, outcome.reason = true, v1alpha1.ReasonConnected
-				outcome.message = fmt.Sprintf("Listed %q in bucket %q at %s", store.Spec.Prefix, store.Spec.Bucket, client.Host)
-			}
-			return outcome
+			return outcomeOf(err, v1alpha1.ReasonStoreUnavailable, func() string {
+				return fmt.Sprintf("Listed %q in bucket %q at %s", store.Spec.Prefix, store.Spec.Bucket, client.Host)
+			})
 		},
 	}
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,6 +124,23 @@ func secretMissing(ts *v1alpha1.TestStatus, f *testFacts, err error) error {
 func testsOf(obj testedObject, what string) testStatus {
 	ts := obj.GetTestStatus()
 	return testStatus{last: &ts.LastTestTime, failed: &ts.FailedTests, what: what, secret: obj.CredentialsSecret(), namespace: obj.GetNamespace()}
+}
+
+// outcomeOf is what a test that ended with err found: the reason of a
+// dial or test error, otherwise (an error of no known step) fallback, or
+// when err is nil Connected with passed's message.
+func outcomeOf(err error, fallback string, passed func() string) testOutcome {
+	outcome := testOutcome{at: metav1.Now()}
+	var dialErr *egress.Error
+	switch {
+	case errors.As(err, &dialErr):
+		outcome.reason, outcome.message = dialErr.Reason, dialErr.Message
+	case err != nil:
+		outcome.reason, outcome.message = fallback, err.Error()
+	default:
+		outcome.passed, outcome.reason, outcome.message = true, v1alpha1.ReasonConnected, passed()
+	}
+	return outcome
 }
 
 // testedKind is what a tested kind without a slug gives the shared path.

@@ -238,16 +238,6 @@ func (s *ObjectStore) ClaimedSlug() string { return s.Spec.Slug }
 // ServedSlug is where the slug the gateway serves it under is kept.
 func (s *ObjectStore) ServedSlug() *string { return &s.Status.Slug }
 
-// SessionLimits is for the session pools: the most connections, and the
-// timeouts of a dial and of a request.
-func (s *ObjectStore) SessionLimits() (sessions int32, connect, operation time.Duration) {
-	return s.Spec.Limits.MaxConnections, s.Spec.Limits.ConnectTimeoutOrDefault(), s.Spec.Limits.OperationTimeoutOrDefault()
-}
-
-// ServedAt is what a store's clients depend on beyond its generation and
-// Secret: nothing (its prefix is its spec's).
-func (s *ObjectStore) ServedAt() (root, identity string) { return "/", "" }
-
 // GetTestStatus is for the controller path the tested kinds share.
 func (s *ObjectStore) GetTestStatus() *TestStatus { return &s.Status.TestStatus }
 

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
@@ -37,7 +34,7 @@ func TestBenchmarkFTP(t *testing.T) {
 	r.create(t, secret, conn)
 	worker := r.startWorker(t, binary, "bench")
 	waitReadyConnections(t, r.k8s, ns, "src")
-	waitReadyFTP(t, r.k8s, ns, "ftps")
+	waitReadyObject(t, r.k8s, &v1alpha1.FtpConnection{}, ns, "ftps")
 	pass, err := exec.Command(rclone, "obscure", ftpd.Password).Output()
 	if err != nil {
 		t.Fatalf("rclone obscure: %v", err)
@@ -165,18 +162,4 @@ transfers between an sshd and an FTPS server (vsftpd, explicit TLS) on loopback 
 		float64(bigRSS)/1e6, float64(smallRSS)/1e6,
 		(after[0] - before[0]).Seconds(), (after[1] - before[1]).Seconds(), (after[2] - before[2]).Seconds(),
 		(after2[0] - before2[0]).Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
-}
-
-func waitReadyFTP(t *testing.T, k8s client.Client, ns, name string) {
-	t.Helper()
-	var c v1alpha1.FtpConnection
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &c); err == nil &&
-			meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionReady) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("FTP connection %s is not Ready: %+v", name, c.Status.Conditions)
-		}
-	}
 }

@@ -40,7 +40,7 @@ func TestBenchmarkObjectStore(t *testing.T) {
 			Credentials: v1alpha1.Credentials{SecretRef: v1alpha1.LocalSecretReference{Name: "s3"}}}})
 	worker := r.startWorker(t, binary, "bench")
 	waitReadyConnections(t, r.k8s, ns, "src")
-	waitReadyStore(t, r.k8s, ns, "bucket")
+	waitReadyObject(t, r.k8s, &v1alpha1.ObjectStore{}, ns, "bucket")
 	remotes := append(rcloneSFTP(t, rclone, "SRC", r.sshd), "RCLONE_CONFIG=/dev/null",
 		"RCLONE_CONFIG_S3_TYPE=s3", "RCLONE_CONFIG_S3_PROVIDER=Other", "RCLONE_CONFIG_S3_ENDPOINT=http://"+s3.Endpoint,
 		"RCLONE_CONFIG_S3_ACCESS_KEY_ID="+s3.AccessKey, "RCLONE_CONFIG_S3_SECRET_ACCESS_KEY="+s3.SecretKey,
@@ -149,16 +149,19 @@ transfers between an sshd and an S3 server (versitygw, POSIX backend) on loopbac
 		(after2[0] - before2[0]).Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
 }
 
-func waitReadyStore(t *testing.T, k8s client.Client, ns, name string) {
+// waitReadyObject waits until obj, of namespace ns and name, is Ready.
+func waitReadyObject(t *testing.T, k8s client.Client, obj interface {
+	client.Object
+	GetConditions() *[]metav1.Condition
+}, ns, name string) {
 	t.Helper()
-	var s v1alpha1.ObjectStore
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &s); err == nil &&
-			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) {
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj); err == nil &&
+			meta.IsStatusConditionTrue(*obj.GetConditions(), v1alpha1.ConditionReady) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("object store %s is not Ready: %+v", name, s.Status.Conditions)
+			t.Fatalf("%T %s is not Ready: %+v", obj, name, *obj.GetConditions())
 		}
 	}
 }

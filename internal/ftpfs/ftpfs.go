@@ -12,6 +12,7 @@
 package ftpfs
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -500,7 +501,7 @@ func (f *FS) list(c *conn, dir string) ([]*ftp.Entry, error) {
 	if err := c.c.ChangeDir(dir); err != nil {
 		return nil, err
 	}
-	c.s.listing.Store(cmpOr(f.cfg.MaxListing, defaultMaxListing))
+	c.s.listing.Store(cmp.Or(f.cfg.MaxListing, defaultMaxListing))
 	defer c.s.listing.Store(0)
 	return c.c.List("")
 }
@@ -510,7 +511,7 @@ func (f *FS) list(c *conn, dir string) ([]*ftp.Entry, error) {
 func (f *FS) Each(dir string, fn func(fs.FileInfo) error) error {
 	dir = f.abs(dir)
 	var entries []*ftp.Entry
-	limit := cmpOr(f.cfg.MaxListing, defaultMaxListing)
+	limit := cmp.Or(f.cfg.MaxListing, defaultMaxListing)
 	err := f.do(func(c *conn) error {
 		var err error
 		entries, err = f.list(c, dir)
@@ -534,13 +535,6 @@ func (f *FS) Each(dir string, fn func(fs.FileInfo) error) error {
 		}
 	}
 	return nil
-}
-
-func cmpOr(v, d int64) int64 {
-	if v > 0 {
-		return v
-	}
-	return d
 }
 
 // ListsCoarseTimes is true where the server lists with LIST, which gives
