@@ -81,10 +81,11 @@ type endpoints []*servedKind
 
 // servedKinds are the rows of the kinds the gateway serves, dialled by
 // the dialers given, their informers indexed in c.
-func servedKinds(ctx context.Context, c cache.Informers, sftp, ftp pool.Dialer) (endpoints, error) {
+func servedKinds(ctx context.Context, c cache.Informers, sftp, ftp, s3 pool.Dialer) (endpoints, error) {
 	kinds := endpoints{
 		{name: v1alpha1.KindSftpConnection, object: func() endpoint { return &v1alpha1.SftpConnection{} }, resource: "sftpconnections", dialer: sftp},
 		{name: v1alpha1.KindFtpConnection, object: func() endpoint { return &v1alpha1.FtpConnection{} }, resource: "ftpconnections", dialer: ftp},
+		{name: v1alpha1.KindObjectStore, object: func() endpoint { return &v1alpha1.ObjectStore{} }, resource: "objectstores", dialer: s3},
 	}
 	for _, k := range kinds {
 		var err error

@@ -40,6 +40,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
+	"github.com/sftpgate/sftpgate/hack/fixtures/tests3"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsftp"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
 	"github.com/sftpgate/sftpgate/internal/apitoken"
@@ -1159,6 +1160,21 @@ func TestConformance(t *testing.T) {
 		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
 			Dir: root, UID: ftpd.UID, GID: ftpd.GID, Check: validate, Lacks: conformance.FTP}
 		conformance.Run(t, target)
+	})
+	t.Run("versitygw", func(t *testing.T) {
+		t.Parallel()
+		s3 := tests3.Start(t)
+		s3.Bucket(t, "conformance")
+		root := s3.Path("conformance", "root")
+		must(t, os.MkdirAll(root, 0o755))
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
+		must(t, k8s.Create(context.Background(), ns))
+		store := testkit.ReadyStore(t, k8s, ns.Name, "bucket", s3, "conformance", "root/", func(s *v1alpha1.ObjectStore) { s.Spec.Slug = "s3-" + ns.Name })
+		f := serveAt(t, store, store.Spec.Slug, nil)
+		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
+			Dir: root, UID: -1, GID: -1, Check: validate, Lacks: conformance.S3, PrefixFolders: true}
+		conformance.Run(t, target)
+		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 	})
 	t.Run("in-process", func(t *testing.T) {
 		t.Parallel()

@@ -1,11 +1,11 @@
 package gateway
 
-// The gateway's rights: it reads, and asks for reviews. It watches
-// the connections it serves (SftpConnections, FtpConnections) and ApiKeys
-// (its cache), and gets a connection's Secret
-// when it builds that connection's pool; it cannot list or watch Secrets.
+// The gateway's rights: it reads, and asks for reviews. It watches the
+// endpoints it serves (SftpConnections, FtpConnections, ObjectStores) and
+// ApiKeys (its cache), and gets an endpoint's Secret when it builds that
+// endpoint's pool; it cannot list or watch Secrets.
 
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections;ftpconnections;apikeys,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpconnections;ftpconnections;objectstores;apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // It records when keys were last used (package lastuse): a merge patch of

@@ -45,6 +45,8 @@ import (
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
 	"github.com/sftpgate/sftpgate/internal/recovery"
+	"github.com/sftpgate/sftpgate/internal/s3dial"
+	"github.com/sftpgate/sftpgate/internal/s3fs"
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tenants"
@@ -106,8 +108,10 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	kinds := tenants.Kinds{Reader: c}
+	memory := budget.New(opts.Limits.MemoryBudget, memoryWait)
 	served, err := servedKinds(ctx, c, &sftpdial.Dialer{Policy: policy, Tenants: kinds, Directories: opts.Directories},
-		&ftpdial.Dialer{Policy: policy, Tenants: kinds})
+		&ftpdial.Dialer{Policy: policy, Tenants: kinds},
+		&s3dial.Dialer{Policy: policy, Tenants: kinds, Memory: func(string) s3fs.Memory { return memory.Parts() }})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +138,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		document: document,
 		docs:     docs,
 		limits:   opts.Limits,
-		memory:   budget.New(opts.Limits.MemoryBudget, memoryWait),
+		memory:   memory,
 		lastUse:  lastuse.New(direct, log),
 		log:      log,
 	}

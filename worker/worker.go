@@ -294,11 +294,12 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := m.Register(pools); err != nil {
 		return nil, err
 	}
+	stores := &s3dial.Dialer{Policy: policy, Tenants: kinds,
+		Memory: s3dial.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace)).Of}
 	ends := &ends.Ends{Pools: pools, Dialers: map[string]pool.Dialer{
 		v1alpha1.KindSftpConnection: &sftpdial.Dialer{Policy: policy, Tenants: kinds}, v1alpha1.KindFtpConnection: &ftpdial.Dialer{Policy: policy, Tenants: kinds},
-	}, Stores: &ends.Stores{Dialer: &s3dial.Dialer{Policy: policy, Tenants: kinds}, Secrets: direct,
-		Idle:   cmp.Or(opts.IdleTimeout, 5*time.Minute),
-		Memory: ends.NewMemory(cmp.Or(opts.UploadMemory, DefaultUploadMemory), cmp.Or(opts.UploadMemoryPerNamespace, DefaultUploadMemoryPerNamespace))}}
+		v1alpha1.KindObjectStore: stores,
+	}}
 	records := &auditstore.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace, Budget: budget}
 	trail := audit.NewTrail("worker", opts.Log).Keep(records, opts.Audit)
 	sender, err := deliver.New(policy, kinds)

@@ -243,3 +243,14 @@ func (s *ObjectStore) GetTestStatus() *TestStatus { return &s.Status.TestStatus 
 
 // CredentialsSecret names the Secret of the store's access key.
 func (s *ObjectStore) CredentialsSecret() string { return s.Spec.Credentials.SecretRef.Name }
+
+// SessionLimits is for the session pools: a store's sessions share one
+// client of maxConnections, and each may run as many operations.
+func (s *ObjectStore) SessionLimits() (sessions int32, connect, operation time.Duration) {
+	return s.Spec.Limits.MaxConnections, s.Spec.Limits.ConnectTimeoutOrDefault(), s.Spec.Limits.OperationTimeoutOrDefault()
+}
+
+// ServedAt is what a store's sessions depend on beyond its generation and
+// Secret: nothing, its prefix being the root "/" of its files (the
+// prefix and trust are in its spec).
+func (s *ObjectStore) ServedAt() (root, identity string) { return "/", "" }

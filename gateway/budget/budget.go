@@ -190,6 +190,26 @@ func (l *Ledger) Release() {
 	l.held = 0
 }
 
+// Parts is the budget as an object store's uploads hold their parts'
+// buffers in it (s3fs.Memory): outside any request's ledger, waiting as
+// Hold does.
+func (b *Budget) Parts() Parts { return Parts{b} }
+
+// Parts holds an upload's parts' buffers in a budget.
+type Parts struct{ b *Budget }
+
+// Acquire holds n bytes, to be given back with Release.
+func (p Parts) Acquire(ctx context.Context, n int64) error {
+	l := p.b.Ledger(ctx)
+	return l.Hold(n)
+}
+
+// Release gives back n bytes taken with Acquire.
+func (p Parts) Release(n int64) { p.b.release(n) }
+
+// Size is the most one hold may have.
+func (p Parts) Size() int64 { return p.b.size - p.b.reserve }
+
 // DefaultSize is a quarter of the memory limit of the container the
 // gateway runs in (cgroup v2 or v1), or 64 MiB without one. The rest of
 // the limit is for what the budget does not count: the process itself,

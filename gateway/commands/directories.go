@@ -86,6 +86,12 @@ func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 	if err != nil {
 		return nil, notADirectory(fs, err, target)
 	}
+	if page.Len() == 0 && files.HasPrefixFolders(fs.Files) {
+		// Nothing under the prefix: a folder only if it is one.
+		if err := isFolder(fs, target); err != nil {
+			return nil, err
+		}
+	}
 	entries := []os.FileInfo(*page)
 	slices.SortFunc(entries, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
 	res := ListResult{Path: fs.Rel(target), Entries: make([]FileInfo, 0, len(entries))}
@@ -96,6 +102,18 @@ func list(ctx context.Context, fs *FS, req *listRequest) (any, error) {
 		res.Next = entries[len(entries)-1].Name()
 	}
 	return res, nil
+}
+
+// isFolder refuses target unless it is a folder: missing, or a file.
+func isFolder(fs *FS, target string) error {
+	fi, err := fs.Files.Stat(target)
+	switch {
+	case err != nil:
+		return serverFailure(err, fs.Rel(target))
+	case !fi.IsDir():
+		return fail("not_a_directory", files.FxNotADirectory, fs.Rel(target)+": is not a directory")
+	}
+	return nil
 }
 
 // byNameDesc is a max-heap of entries by name.
@@ -219,6 +237,12 @@ func tooLarge(fs *FS, err *files.TooLargeError) *Failure {
 // refuses a channel it allowed at the check, could still meet such a
 // directory midway; what is left then goes back, as for any refusal.)
 func (fs *FS) removeTree(p string) error {
+	if files.HasPrefixFolders(fs.Files) {
+		// A folder of keys cannot be moved aside in one step: its objects
+		// are removed where they are, and a removal cut off halfway
+		// leaves the rest there.
+		return fs.removeAll(p, nil)
+	}
 	tmp := tempname.In(path.Dir(p))
 	if err := fs.Files.Rename(p, tmp); err != nil {
 		return err

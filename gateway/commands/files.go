@@ -134,8 +134,19 @@ func resolveForWrite(fs *FS, p string, createParents bool) (string, error) {
 		if err := fs.Files.MkdirAll(path.Dir(target)); err != nil {
 			return "", serverFailure(err, fs.Rel(path.Dir(target)))
 		}
+		return target, nil
 	}
-	return target, nil
+	return target, fs.folderFor(target)
+}
+
+// folderFor refuses a write of target whose folder is missing, or a
+// file, where folders are key prefixes (a key needs none, but a write
+// asks for one as on a server); elsewhere the server refuses it.
+func (fs *FS) folderFor(target string) error {
+	if dir := path.Dir(target); dir != fs.Root && files.HasPrefixFolders(fs.Files) {
+		return isFolder(fs, dir)
+	}
+	return nil
 }
 
 // appendTo appends what fill writes (at most size bytes; -1 for what fill

@@ -104,6 +104,11 @@ func realpath(fs *FS, req *pathRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Where a name is its own path (folders are key prefixes), a server's
+	// rule holds still: the folder it is in must exist.
+	if err := fs.folderFor(target); err != nil {
+		return nil, err
+	}
 	real, err := fs.Files.RealPath(target)
 	if err != nil {
 		return nil, serverFailure(err, fs.Rel(target))

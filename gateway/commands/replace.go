@@ -101,6 +101,9 @@ func (fs *FS) writeFile(target string, check func() error, mode *os.FileMode, ov
 		// Its temporary file would be made outside the root.
 		return 0, fail("is_a_directory", files.FxFileIsADirectory, fs.Rel(target)+": is a directory")
 	}
+	if _, whole := fs.Files.(files.Uploader); whole {
+		return fs.writeChecked(target, check, mode, overwrite, fill)
+	}
 	tmp := tempname.In(path.Dir(target))
 	if check != nil && !fs.inScope(path.Dir(target)) {
 		// A scope's own path: its temporary file is made in the folder
@@ -251,6 +254,9 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 	if err != nil {
 		return 0, err
 	}
+	if _, whole := fs.Files.(files.Uploader); whole {
+		return fs.writeWhole(dest, target, mode, overwrite, fill)
+	}
 	tmp := tempname.In(path.Dir(dest))
 	f, err := fs.Files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
@@ -269,6 +275,66 @@ func (fs *FS) replaceExisting(target string, existing os.FileInfo, mode *os.File
 		return 0, err
 	}
 	return n, nil
+}
+
+// writeChecked is writeFile where files appear whole: the check first,
+// then the write.
+func (fs *FS) writeChecked(target string, check func() error, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
+	if check != nil {
+		if err := check(); err != nil {
+			return 0, err
+		}
+	}
+	if err := fs.folderFor(target); err != nil {
+		return 0, err
+	}
+	existing, err := fs.Files.Lstat(target)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		existing = nil
+	case err != nil:
+		return 0, serverFailure(err, fs.Rel(target))
+	}
+	return fs.replaceExisting(target, existing, mode, overwrite, fill)
+}
+
+// writeWhole writes dest on a backend whose files appear whole (an object
+// store): straight to its name, completed only once filled, and without
+// overwrite only where nothing is there by then.
+func (fs *FS) writeWhole(dest, target string, mode *os.FileMode, overwrite bool, fill filler) (int64, error) {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !overwrite {
+		flag |= os.O_EXCL
+	}
+	f, err := fs.Files.OpenFile(dest, flag)
+	if err != nil {
+		return 0, serverFailure(err, fs.Rel(target))
+	}
+	n, err := fillOpen(f, mode, fill)
+	if err != nil {
+		if !discard(f) {
+			_ = f.Close()
+		}
+		return 0, err
+	}
+	switch err := f.Close(); {
+	case errors.Is(err, os.ErrExist) && !overwrite:
+		return 0, fail("already_exists", files.FxFileAlreadyExists, fs.Rel(target)+": already exists and overwrite is false")
+	case err != nil:
+		return 0, serverFailure(err, fs.Rel(target))
+	}
+	return n, nil
+}
+
+// discard ends the writing of f keeping nothing of it, where the backend
+// can (an object store's, which complete only at Close), and reports
+// whether it could.
+func discard(f files.File) bool {
+	a, ok := f.(interface{ Abort() error })
+	if ok {
+		_ = a.Abort()
+	}
+	return ok
 }
 
 // removeTemporary undoes the making of tmp, a temporary file of a name

@@ -207,20 +207,24 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 	// What reached the server in order: past a failed write, or a body cut
 	// off, pkg/sftp leaves the file's offset at the first byte not kept.
 	end, seekErr := f.Seek(0, io.SeekCurrent)
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
 	keep := end - offset
 	if seekErr != nil {
 		keep = 0
 	}
+	discarded := false
 	if checksum != nil && (err != nil || !bytes.Equal(sum.Sum(nil), checksum.Sum)) {
 		keep = 0
 		if err == nil {
 			err = ChecksumMismatch{}
 		}
+		discarded = discard(f)
 	}
-	if err != nil {
+	if !discarded {
+		if closeErr := f.Close(); err == nil {
+			err = closeErr
+		}
+	}
+	if err != nil && !discarded {
 		fs.undo(cutBack(u.Partial, offset+keep, math.MaxInt64), err)
 	}
 	if client.err != nil {

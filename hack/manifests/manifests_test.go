@@ -182,7 +182,7 @@ var allowed = map[string][]string{
 		"* authentication.k8s.io tokenreviews create",
 		"* authorization.k8s.io subjectaccessreviews create",
 		"* core secrets get",
-		"* sftpgate.dev apikeys,ftpconnections,sftpconnections get,list,watch",
+		"* sftpgate.dev apikeys,ftpconnections,objectstores,sftpconnections get,list,watch",
 		"* sftpgate.dev apikeys/status patch",
 		"* core namespaces get,list,watch",
 		"sftpgate-system core configmaps create,delete,get,list,update",

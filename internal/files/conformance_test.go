@@ -201,6 +201,27 @@ var rows = []struct {
 			t.Fatalf("the removed folder: %v", err)
 		}
 	}},
+	{"append", func(t *testing.T, b backend, dir string) {
+		// At the end, with O_APPEND or after a Seek there, as the
+		// gateway's append and resumable uploads write.
+		write(t, b.fs, dir+"/a.csv", []byte("abc"))
+		f, err := b.fs.OpenFile(dir+"/a.csv", os.O_WRONLY|os.O_APPEND)
+		must(t, err)
+		_, err = f.ReadFromWithConcurrency(bytes.NewReader([]byte("de")), 0)
+		must(t, err)
+		must(t, f.Close())
+		f, err = b.fs.OpenFile(dir+"/a.csv", os.O_WRONLY)
+		must(t, err)
+		if end, err := f.Seek(5, io.SeekStart); err != nil || end != 5 {
+			t.Fatalf("seek to the end: %d %v", end, err)
+		}
+		_, err = f.Write([]byte("f"))
+		must(t, err)
+		must(t, f.Close())
+		if got := string(read(t, b.fs, dir+"/a.csv")); got != "abcdef" {
+			t.Fatalf("appended: %q", got)
+		}
+	}},
 	{"change-in-place", func(t *testing.T, b backend, dir string) {
 		write(t, b.fs, dir+"/a.csv", []byte("abc"))
 		f, err := b.fs.OpenFile(dir+"/a.csv", os.O_WRONLY)

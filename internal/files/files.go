@@ -132,6 +132,20 @@ type Modeless interface {
 	Modeless()
 }
 
+// PrefixFolders is an FS whose folders are key prefixes (an object
+// store): a listing of a missing folder, or of a file, is empty rather
+// than refused, and a write needs no folder to write in. Who needs the
+// difference asks with a stat.
+type PrefixFolders interface {
+	PrefixFolders()
+}
+
+// HasPrefixFolders reports whether f's folders are key prefixes.
+func HasPrefixFolders(f FS) bool {
+	_, ok := f.(PrefixFolders)
+	return ok
+}
+
 // ListsCoarseTimes is an FS whose listings may give a file's time less
 // precisely than a stat does (FTP's LIST: to the minute, or to the day
 // for older files): who compares a listed time with a stat's, or with

@@ -32,6 +32,9 @@ type Dialer struct {
 	// Tenants says which namespaces are web UI accounts', whose stores
 	// follow Policy.ForAccounts.
 	Tenants tenants.Kinds
+	// Memory, when set, is what the pooled sessions' uploads in a
+	// namespace hold their parts in.
+	Memory func(namespace string) s3fs.Memory
 }
 
 // Store is a client of one ObjectStore, and what its files need.

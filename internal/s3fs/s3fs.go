@@ -3,7 +3,8 @@
 //
 // Keys are paths: "/a/b.csv" is the object prefix+"a/b.csv", and a folder
 // is a key prefix ending in "/" that holds objects (S3 has no folders: one
-// exists while something is in it, and Mkdir makes none). A file's
+// exists while something is in it). Mkdir puts the folder's marker, the
+// empty object "a/", which keeps an empty folder. A file's
 // modification time is the object's "mtime" metadata where a writer set
 // it (sftpgate and rclone do), else its Last-Modified; listings give
 // Last-Modified, which is all S3 lists. What an object cannot do (change
@@ -11,6 +12,7 @@
 package s3fs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -249,21 +251,30 @@ func (f *fsys) Open(name string) (files.File, error) {
 }
 
 // OpenFile opens name for reading, or for writing it whole: an object is
-// never changed in place, so a write needs O_TRUNC or a new name, and
-// ends in a complete object only when the file is closed.
+// never changed in place, so a write makes it anew (O_TRUNC, or a new
+// name), or appends to it (O_APPEND; or without O_TRUNC, once a Seek
+// moved to its end), and ends in a complete object only when the file
+// is closed.
 func (f *fsys) OpenFile(name string, flag int) (files.File, error) {
 	const writing = 0x1 | 0x2 // os.O_WRONLY | os.O_RDWR
 	if flag&writing == 0 {
 		return f.Open(name)
 	}
 	const create, trunc, excl, appendTo = 0x40, 0x200, 0x80, 0x400 // os.O_CREATE, O_TRUNC, O_EXCL, O_APPEND
-	if flag&appendTo != 0 {
-		return nil, unsupported("an object cannot be appended to")
-	}
-	if flag&trunc == 0 || flag&create == 0 {
-		if _, err := f.Stat(name); err == nil {
-			return nil, unsupported("an object cannot be changed in place; write it whole (O_TRUNC)")
-		} else if flag&create == 0 || !errors.Is(err, fs.ErrNotExist) {
+	if flag&appendTo != 0 || flag&trunc == 0 || flag&excl != 0 {
+		fi, err := f.Stat(name)
+		switch {
+		case err == nil && flag&excl != 0:
+			return nil, &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s exists", name)}}
+		case err == nil && fi.IsDir():
+			return nil, &files.StatusError{Code: files.FxFileIsADirectory, Err: fmt.Errorf("%s is a folder", name)}
+		case err == nil && flag&trunc == 0:
+			off := int64(0)
+			if flag&appendTo != 0 {
+				off = fi.Size()
+			}
+			return f.appender(name, fi.(*info), off) //nolint:forcetypeassert // Stat's
+		case err != nil && (flag&create == 0 || !errors.Is(err, fs.ErrNotExist)):
 			return nil, err
 		}
 	}
@@ -271,7 +282,7 @@ func (f *fsys) OpenFile(name string, flag int) (files.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &writer{upload: u.(*upload), name: name}, nil
+	return &writer{upload: u.(*upload), name: name}, nil //nolint:forcetypeassert // Upload's
 }
 
 func (f *fsys) Truncate(string, int64) error {
@@ -362,25 +373,65 @@ func (f *fsys) PosixRename(from, to string) error { return f.rename(from, to, tr
 
 func (f *fsys) HasPosixRename() bool { return true }
 
-// Mkdir makes nothing (a folder exists while it holds objects), but
-// refuses a name an object has.
+// Mkdir makes a folder's marker object (name + "/", empty, as S3 consoles
+// and rclone make them), so that an empty folder shows: in a folder that
+// exists, where nothing has the name.
 func (f *fsys) Mkdir(name string) error {
+	if isRoot(name) {
+		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: errors.New("/ exists")}}
+	}
+	if _, err := f.Stat(name); err == nil {
+		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s exists", name)}}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if dir := path.Dir(path.Clean("/" + name)); dir != "/" {
+		switch fi, err := f.Stat(dir); {
+		case err != nil:
+			return err
+		case !fi.IsDir():
+			return notADirectory(dir)
+		}
+	}
+	return f.mark(name)
+}
+
+// MkdirAll makes name's marker unless it is a folder already; no folder
+// on the way may be an object.
+func (f *fsys) MkdirAll(name string) error {
 	if isRoot(name) {
 		return nil
 	}
-	ctx, cancel := f.op()
-	defer cancel()
-	if _, err := f.c.Core.StatObject(ctx, f.c.Bucket, f.key(name), minio.StatObjectOptions{}); err == nil {
-		return &files.StatusError{Code: files.FxFileAlreadyExists, Err: &storeError{is: fs.ErrExist, err: fmt.Errorf("%s is an object", name)}}
-	} else if !errors.Is(wrap(err), fs.ErrNotExist) {
-		return wrap(err)
+	name = path.Clean("/" + name)
+	for dir := name; dir != "/"; dir = path.Dir(dir) {
+		ctx, cancel := f.op()
+		_, err := f.c.Core.StatObject(ctx, f.c.Bucket, f.key(dir), minio.StatObjectOptions{})
+		cancel()
+		if err == nil {
+			return notADirectory(dir)
+		} else if !errors.Is(wrap(err), fs.ErrNotExist) {
+			return wrap(err)
+		}
 	}
-	return nil
+	if held, err := f.holds(name); err != nil || held {
+		return err
+	}
+	return f.mark(name)
 }
 
-func (f *fsys) MkdirAll(name string) error { return f.Mkdir(name) }
+// mark puts the marker object of the folder name.
+func (f *fsys) mark(name string) error {
+	ctx, cancel := f.op()
+	defer cancel()
+	_, err := f.c.Core.PutObject(ctx, f.c.Bucket, f.dirKey(name), bytes.NewReader(nil), 0, "", "", minio.PutObjectOptions{DisableContentSha256: true})
+	return wrap(err)
+}
 
-// RemoveDirectory removes an empty folder, which is nothing to remove.
+func notADirectory(name string) error {
+	return &files.StatusError{Code: files.FxNotADirectory, Err: fmt.Errorf("%s is an object, not a folder", name)}
+}
+
+// RemoveDirectory removes an empty folder: its marker, if it has one.
 func (f *fsys) RemoveDirectory(name string) error {
 	err := f.Each(name, func(fs.FileInfo) error {
 		return &files.StatusError{Code: files.FxDirNotEmpty, Err: fmt.Errorf("%s is not empty", name)}
@@ -388,11 +439,16 @@ func (f *fsys) RemoveDirectory(name string) error {
 	if err != nil || isRoot(name) {
 		return err
 	}
-	// A marker object another client made for the folder goes with it.
 	ctx, cancel := f.op()
 	defer cancel()
 	return files.IgnoreMissing(wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
 }
+
+// PrefixFolders: folders are key prefixes (files.PrefixFolders).
+func (f *fsys) PrefixFolders() {}
+
+// Modeless: an object keeps no mode.
+func (f *fsys) Modeless() {}
 
 func (f *fsys) Space(string) (files.Space, error) { return files.Space{}, files.ErrUnsupported }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -426,47 +427,144 @@ func (u *upload) Abort() error {
 }
 
 // writer is an object open for writing whole (OpenFile): what is written
-// goes to the upload as it comes, and Close completes it.
+// goes to the upload as it comes, and Close completes it, only if every
+// write went through.
 type writer struct {
 	upload *upload
 	name   string
-	off    int64
-	pipe   *io.PipeWriter
-	done   chan error
+	// base is the object appended to: its bytes go first.
+	base *info
+	// off is where the next byte goes; written says that bytes went.
+	off     int64
+	written bool
+	pipe    *io.PipeWriter
+	done    chan error
+	// failed is the first write that failed: nothing is kept then.
+	failed error
 }
 
 var _ files.File = (*writer)(nil)
 
+// appender appends to the object name, described by fi, from off (its
+// end, or 0 until a Seek moves it there): an object cannot change in
+// place, so it is written again, its bytes read from the store (the
+// version fi describes) ahead of what is added.
+func (f *fsys) appender(name string, fi *info, off int64) (files.File, error) {
+	u, err := f.Upload(name, files.UploadOptions{ModTime: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	return &writer{upload: u.(*upload), name: name, base: fi, off: off}, nil //nolint:forcetypeassert // Upload's
+}
+
+// start checks, before the first byte, that it goes at the end.
+func (w *writer) start() error {
+	if w.written {
+		return nil
+	}
+	end := int64(0)
+	if w.base != nil {
+		end = w.base.size
+	}
+	if w.off != end {
+		return unsupported("an object is written from its start to its end, and appended to at its end")
+	}
+	w.written = true
+	return nil
+}
+
+// send sends r, after base's bytes the first time.
+func (w *writer) send(r io.Reader, concurrency int, first bool) (int64, error) {
+	var prefix int64
+	if first && w.base != nil && w.base.size > 0 {
+		body, err := (&object{f: w.upload.f, name: w.name, info: w.base}).get(0, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = body.Close() }()
+		prefix = w.base.size
+		r = io.MultiReader(exactly(body, prefix), r)
+	}
+	n, err := w.upload.ReadFromWithConcurrency(r, concurrency)
+	return max(n-prefix, 0), err
+}
+
+// exactly is r, which must give n bytes: fewer is io.ErrUnexpectedEOF.
+func exactly(r io.Reader, n int64) io.Reader { return &exact{r: io.LimitReader(r, n), left: n} }
+
+type exact struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exact) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if errors.Is(err, io.EOF) && e.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
 func (w *writer) Write(p []byte) (int, error) {
+	if w.failed != nil {
+		return 0, w.failed
+	}
 	if w.pipe == nil {
+		first := !w.written
+		if err := w.start(); err != nil {
+			return 0, err
+		}
 		r, pw := io.Pipe()
 		w.pipe, w.done = pw, make(chan error, 1)
 		go func() {
-			_, err := w.upload.ReadFromWithConcurrency(r, 0)
+			_, err := w.send(r, 0, first)
 			_ = r.CloseWithError(err)
 			w.done <- err
 		}()
 	}
 	n, err := w.pipe.Write(p)
 	w.off += int64(n)
+	if err != nil {
+		w.failed = err
+	}
 	return n, err
 }
 
 func (w *writer) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, error) {
-	if w.pipe != nil {
-		return io.Copy(w.pipe, r)
+	if w.failed != nil {
+		return 0, w.failed
 	}
-	n, err := w.upload.ReadFromWithConcurrency(r, concurrency)
+	if w.pipe != nil {
+		n, err := io.Copy(w.pipe, r)
+		w.off += n
+		if err != nil {
+			w.failed = err
+		}
+		return n, err
+	}
+	first := !w.written
+	if err := w.start(); err != nil {
+		return 0, err
+	}
+	n, err := w.send(r, concurrency, first)
 	w.off += n
+	if err != nil {
+		w.failed = err
+	}
 	return n, err
 }
 
-// Close completes the object; one whose writes failed is aborted.
+// Close completes the object; one whose writes failed is aborted, and
+// stays as it was, as does one appended nothing to.
 func (w *writer) Close() error {
-	var err error
+	if w.base != nil && !w.written {
+		return w.upload.Abort()
+	}
+	err := w.failed
 	if w.pipe != nil {
 		_ = w.pipe.Close()
-		err = <-w.done
+		err = cmpErr(err, <-w.done)
 		w.pipe = nil
 	}
 	if err == nil {
@@ -478,12 +576,44 @@ func (w *writer) Close() error {
 	return err
 }
 
-func (w *writer) Seek(offset int64, whence int) (int64, error) {
-	if whence == io.SeekCurrent {
-		offset += w.off
+// Abort ends the object's writing without completing it: it stays as it
+// was.
+func (w *writer) Abort() error {
+	if w.pipe != nil {
+		_ = w.pipe.CloseWithError(errAborted)
+		w.failed = cmpErr(w.failed, <-w.done)
+		w.pipe = nil
 	}
-	if offset != w.off || whence == io.SeekEnd {
-		return w.off, unsupported("an object is written from its start to its end")
+	return w.upload.Abort()
+}
+
+var errAborted = errors.New("the write was aborted")
+
+// Seek moves where the next byte goes, before the first: to the
+// object's end (appending), or its start. Once bytes went, it only says
+// where the next goes; a write that failed keeps nothing, so it is then
+// where the object ended before.
+func (w *writer) Seek(offset int64, whence int) (int64, error) {
+	end := int64(0)
+	if w.base != nil {
+		end = w.base.size
+	}
+	at := w.off
+	if w.failed != nil {
+		at = end
+	}
+	switch whence {
+	case io.SeekCurrent:
+		offset += at
+	case io.SeekEnd:
+		offset += end
+	}
+	switch {
+	case offset == at:
+	case w.written || offset < 0:
+		return at, unsupported("an object is written from its start to its end")
+	default:
+		w.off = offset
 	}
 	return w.off, nil
 }

@@ -1,24 +1,21 @@
 // Package ends is what the worker's watches and transfers work on: the
 // SftpConnection, FtpConnection or ObjectStore of their namespace that a
 // ConnectionReference names, resolved, and its files, through the
-// session pools or a client per store.
+// session pools.
 package ends
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
-	"github.com/sftpgate/sftpgate/internal/s3dial"
 )
 
 // End is a connection or a store, as the cache has it now.
@@ -51,6 +48,11 @@ type kind struct {
 	warm func(x *Ends, ctx context.Context, e *End)
 	// slug is e's path at the gateway, where the gateway serves it.
 	slug func(e *End) string
+	writes
+}
+
+// writes is how a kind's files are written.
+type writes struct {
 	// partialFiles: a copy cut off leaves its temporary file in the
 	// folder, for someone to remove (a store's upload never shows).
 	partialFiles bool
@@ -66,53 +68,30 @@ var kinds = map[string]*kind{
 			c := obj.(*v1alpha1.SftpConnection) //nolint:forcetypeassert // the row's type
 			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: c}, c.Unusable()
 		},
-		func(e *End) string { return e.Object.(*v1alpha1.SftpConnection).Status.Slug }, true), //nolint:forcetypeassert // the row's type
+		func(e *End) string { return e.Object.(*v1alpha1.SftpConnection).Status.Slug }, //nolint:forcetypeassert // the row's type
+		writes{partialFiles: true, anyOffset: true}),
 	v1alpha1.KindFtpConnection: pooled("ftpconnections", func() client.Object { return &v1alpha1.FtpConnection{} },
 		func(obj client.Object) (*End, string) {
 			c := obj.(*v1alpha1.FtpConnection) //nolint:forcetypeassert // the row's type
 			return &End{UID: c.UID, Root: c.Status.RootPath, OperationTimeout: c.Spec.Limits.OperationTimeoutOrDefault(), Object: c}, c.Unusable()
 		},
-		func(*End) string { return "" }, false),
-	v1alpha1.KindObjectStore: {
-		resource: "objectstores",
-		object:   func() client.Object { return &v1alpha1.ObjectStore{} },
-		end: func(obj client.Object) (*End, string) {
+		func(*End) string { return "" }, writes{partialFiles: true}),
+	v1alpha1.KindObjectStore: pooled("objectstores", func() client.Object { return &v1alpha1.ObjectStore{} },
+		func(obj client.Object) (*End, string) {
 			s := obj.(*v1alpha1.ObjectStore) //nolint:forcetypeassert // the row's type
 			return &End{UID: s.UID, Root: "/", OperationTimeout: s.Spec.Limits.OperationTimeoutOrDefault(), Object: s}, s.Unusable()
 		},
-		// A store's requests each have its operationTimeout, but a
-		// listing is many: op.Timeout bounds them all, and abort cancels
-		// them.
-		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
-			s, err := x.Stores.Get(ctx, e.Object.(*v1alpha1.ObjectStore)) //nolint:forcetypeassert // the row's type
-			if err != nil {
-				return err
-			}
-			if op.Timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, op.Timeout)
-				defer cancel()
-			}
-			f := s.FS()
-			defer func() { _ = f.Close() }()
-			abort := func() { _ = f.Close() }
-			defer context.AfterFunc(ctx, abort)()
-			return fn(f, abort)
-		},
-		warm: func(*Ends, context.Context, *End) {},
-		slug: func(*End) string { return "" },
-	},
+		func(*End) string { return "" }, writes{}),
 }
 
-// pooled is a kind whose ends have sessions, kept in pools and dialled by
-// the Ends' dialer of the kind: a copy to it goes under a temporary name,
-// which a cut-off copy leaves behind.
-func pooled(resource string, object func() client.Object, end func(client.Object) (*End, string), slug func(*End) string, anyOffset bool) *kind {
+// pooled is a kind whose ends' sessions are kept in pools and dialled by
+// the Ends' dialer of the kind (a store's are its client's files).
+func pooled(resource string, object func() client.Object, end func(client.Object) (*End, string), slug func(*End) string, w writes) *kind {
 	get := func(x *Ends, ctx context.Context, e *End) (*pool.Pool, error) {
 		return x.Pools.Get(ctx, x.Dialers[kindOf(e.Ref)], e.Object.(pool.Endpoint)) //nolint:forcetypeassert // a pooled kind's
 	}
 	return &kind{
-		resource: resource, object: object, end: end, slug: slug, partialFiles: true, anyOffset: anyOffset,
+		resource: resource, object: object, end: end, slug: slug, writes: w,
 		do: func(x *Ends, ctx context.Context, e *End, op pool.Op, fn func(files.FS, func()) error) error {
 			p, err := get(x, ctx, e)
 			if err != nil {
@@ -183,79 +162,17 @@ func (e *End) WritesAnywhere() bool { return e.kind.anyOffset }
 // Ends runs operations on ends' files.
 type Ends struct {
 	Pools *pool.Pools
-	// Dialers dial the pooled kinds' sessions, by kind.
+	// Dialers dial the kinds' sessions, by kind.
 	Dialers map[string]pool.Dialer
-	Stores  *Stores
 }
 
-// Do runs fn on e's files: on a session of a connection's pool (a
-// failure of the session's takes it out of the pool), or on a store's
-// client. abort ends what fn has running: it closes the session, or
-// cancels the store's requests, as op.Timeout does.
+// Do runs fn on e's files, on a session of its pool (a failure of the
+// session's takes it out of the pool). abort ends what fn has running:
+// it closes the session (a store's cancels its requests), as op.Timeout
+// does.
 func (x *Ends) Do(ctx context.Context, e *End, op pool.Op, fn func(f files.FS, abort func()) error) error {
 	return e.kind.do(x, ctx, e, op, fn)
 }
 
 // Warm readies e's first session ahead of its use, where it has sessions.
 func (x *Ends) Warm(ctx context.Context, e *End) { e.kind.warm(x, ctx, e) }
-
-// Stores keeps a client per ObjectStore, made again when its spec or
-// Secret changed, and forgotten once unused for idle.
-type Stores struct {
-	Dialer *s3dial.Dialer
-	// Secrets reads a store's credentials when its client is made.
-	Secrets client.Reader
-	// Idle forgets a client unused this long (and its credentials).
-	Idle time.Duration
-	// Memory bounds the parts uploads hold.
-	Memory *Memory
-
-	mu      sync.Mutex
-	clients map[types.UID]*storeClient
-}
-
-type storeClient struct {
-	generation int64
-	hash       string
-	store      *s3dial.Store
-	used       time.Time
-}
-
-// Get is the client of store, made (its Secret read) when it has none
-// of its current spec and Secret.
-func (s *Stores) Get(ctx context.Context, store *v1alpha1.ObjectStore) (*s3dial.Store, error) {
-	now := time.Now()
-	s.mu.Lock()
-	if s.clients == nil {
-		s.clients = map[types.UID]*storeClient{}
-	}
-	for uid, c := range s.clients {
-		if now.Sub(c.used) > s.Idle {
-			delete(s.clients, uid)
-		}
-	}
-	c := s.clients[store.UID]
-	if c != nil && c.generation == store.Generation && c.hash == store.Status.CredentialsHash {
-		c.used = now
-		s.mu.Unlock()
-		return c.store, nil
-	}
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, store.Spec.Limits.ConnectTimeoutOrDefault())
-	defer cancel()
-	var secret corev1.Secret
-	if err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: store.Namespace, Name: store.Spec.Credentials.SecretRef.Name}, &secret); err != nil {
-		return nil, fmt.Errorf("%w: %w", pool.ErrCredentials, err)
-	}
-	made, err := s.Dialer.Client(ctx, store, &secret)
-	if err != nil {
-		return nil, err
-	}
-	if s.Memory != nil {
-		made.Config.Memory = s.Memory.Of(store.Namespace)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.clients[store.UID] = &storeClient{generation: store.Generation, hash: store.Status.CredentialsHash, store: made, used: now}
-	return made, nil
-}

@@ -1,4 +1,4 @@
-package ends
+package s3dial
 
 import (
 	"context"
