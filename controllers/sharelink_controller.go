@@ -60,12 +60,13 @@ func (r *ShareLinkReconciler) assess(ctx context.Context, link *v1alpha1.ShareLi
 	case v1alpha1.ReasonExpired, v1alpha1.ReasonUsedUp:
 		return metav1.Condition{Status: metav1.ConditionFalse, Reason: state, Message: message}, true, ctrl.Result{}, nil
 	}
-	var conn v1alpha1.SftpConnection
-	err := r.Get(ctx, client.ObjectKey{Namespace: link.Namespace, Name: link.Spec.Connection}, &conn)
+	ref := v1alpha1.ParseConnectionReference(link.Spec.Connection)
+	conn, _ := v1alpha1.NewEndpoint(ref.Kind) // the pattern allows no other kind
+	err := r.Get(ctx, client.ObjectKey{Namespace: link.Namespace, Name: ref.Name}, conn)
 	switch {
 	case apierrors.IsNotFound(err):
 		return metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonConnectionNotFound,
-			Message: fmt.Sprintf("no SftpConnection %q in this namespace", link.Spec.Connection)}, false, ctrl.Result{}, nil
+			Message: fmt.Sprintf("no %s %q in this namespace", ref.Kind, ref.Name)}, false, ctrl.Result{}, nil
 	case err != nil:
 		return metav1.Condition{}, false, ctrl.Result{}, err
 	}
@@ -79,11 +80,17 @@ func (r *ShareLinkReconciler) assess(ctx context.Context, link *v1alpha1.ShareLi
 // SetupWithManager watches ShareLinks (their uses too), and their
 // connections.
 func (r *ShareLinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("sharelink").For(&v1alpha1.ShareLink{}).
-		WatchesMetadata(&v1alpha1.SftpConnection{}, handler.EnqueueRequestsFromMapFunc(r.sharesOf)).Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).Named("sharelink").For(&v1alpha1.ShareLink{})
+	for _, kind := range v1alpha1.EndpointKinds {
+		obj, _ := v1alpha1.NewEndpoint(kind)
+		b = b.WatchesMetadata(obj, handler.EnqueueRequestsFromMapFunc(r.sharesOf))
+	}
+	return b.Complete(r)
 }
 
-// sharesOf are the links of a connection made or deleted.
+// sharesOf are the links of a connection made or deleted (and those of
+// another kind's object of the same name: a metadata event does not say
+// its kind, and assessing a link again costs a read).
 func (r *ShareLinkReconciler) sharesOf(ctx context.Context, conn client.Object) []reconcile.Request {
 	var links v1alpha1.ShareLinkList
 	if err := r.List(ctx, &links, client.InNamespace(conn.GetNamespace())); err != nil {
@@ -91,7 +98,7 @@ func (r *ShareLinkReconciler) sharesOf(ctx context.Context, conn client.Object) 
 	}
 	var out []reconcile.Request
 	for _, l := range links.Items {
-		if l.Spec.Connection == conn.GetName() {
+		if ref := v1alpha1.ParseConnectionReference(l.Spec.Connection); ref.Name == conn.GetName() {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l)})
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api"
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/audit"
 	"github.com/sftpgate/sftpgate/internal/auditstore"
 	"github.com/sftpgate/sftpgate/internal/cmdline"
@@ -328,30 +329,22 @@ var noPermission = team.Permission{Verb: "none"}
 // signedInRoutes is every route behind the log-in, each with what it
 // needs (TestSignedInRoutesNeedPermissions: no route without one).
 func (u *ui) signedInRoutes() []signedInRoute {
-	get, post, tus, conn := http.MethodGet, http.MethodPost, tusMethods, u.tenant.WithConnection
-	return []signedInRoute{
-		{tus, "/connections/{name}/uploads/*", team.WriteFiles, "file.upload", web.All(web.OnConnection, web.UploadPath), conn(u.tenant.UploadProxy)},
+	get, post, conn := http.MethodGet, http.MethodPost, u.tenant.WithConnection
+	on := web.OnEndpoint(v1alpha1.KindSftpConnection)
+	routes := []signedInRoute{
 		{get, "/connections", team.SeeConnections, "", nil, u.tenant.ListConnections},
 		{get, "/connections/new", team.CreateConnections, "", nil, u.tenant.NewConnection},
 		{post, "/connections", team.CreateConnections, "connection.create", web.FormNamed("SftpConnection", "name"), u.tenant.CreateConnection},
 		{get, "/connections/{name}", team.SeeConnections, "", nil, conn(u.tenant.ShowConnection)},
-		{get, "/connections/{name}/status", team.SeeConnections, "", nil, conn(u.tenant.ConnectionStatus)},
 		{get, "/connections/{name}/edit", team.UpdateConnections, "", nil, conn(u.tenant.EditConnection)},
-		{post, "/connections/{name}/edit", team.UpdateConnections, "connection.update", web.All(web.OnConnection, web.URLNamed("SftpConnection", "name")), conn(u.tenant.UpdateConnection)},
+		{post, "/connections/{name}/edit", team.UpdateConnections, "connection.update", web.All(on, web.URLNamed("SftpConnection", "name")), conn(u.tenant.UpdateConnection)},
 		{get, "/connections/{name}/delete", team.DeleteConnections, "", nil, conn(u.tenant.ConfirmDeleteConnection)},
-		{post, "/connections/{name}/delete", team.DeleteConnections, "connection.delete", web.All(web.OnConnection, web.URLNamed("SftpConnection", "name")), conn(u.tenant.DeleteConnection)},
-		{post, "/connections/{name}/try", team.ReadFiles, "connection.try", web.OnConnection, conn(u.tenant.TryIt)},
+		{post, "/connections/{name}/delete", team.DeleteConnections, "connection.delete", web.All(on, web.URLNamed("SftpConnection", "name")), conn(u.tenant.DeleteConnection)},
+		{post, "/connections/{name}/try", team.ReadFiles, "connection.try", on, conn(u.tenant.TryIt)},
 		{get, "/connections/{name}/watches/new", team.CreateWatches, "", nil, conn(u.tenant.NewWatchForm)},
-		{post, "/connections/{name}/watches", team.CreateWatches, "watch.create", web.All(web.OnConnection, web.FormPath), conn(u.tenant.CreateWatch)},
+		{post, "/connections/{name}/watches", team.CreateWatches, "watch.create", web.All(on, web.FormPath), conn(u.tenant.CreateWatch)},
 		{get, "/connections/{name}/watches/{watch}/delete", team.DeleteWatches, "", nil, conn(u.tenant.ConfirmDeleteWatch)},
-		{post, "/connections/{name}/watches/{watch}/delete", team.DeleteWatches, "watch.delete", web.All(web.OnConnection, web.URLNamed("SftpWatch", "watch")), conn(u.tenant.DeleteWatch)},
-		{get, "/connections/{name}/files", team.ReadFiles, "file.list", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.Folder)},
-		{get, "/connections/{name}/files/view", team.ReadFiles, "file.view", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.ShowFile)},
-		{get, "/connections/{name}/files/download", team.ReadFiles, "file.download", web.All(web.OnConnection, web.QueryPath), conn(u.tenant.Download)},
-		{post, "/connections/{name}/files/mkdir", team.WriteFiles, "file.mkdir", web.All(web.OnConnection, web.NewFolderPath), conn(u.tenant.NewFolder)},
-		{post, "/connections/{name}/files/rename", team.RenameFiles, "file.rename", web.All(web.OnConnection, web.RenamePaths), conn(u.tenant.Rename)},
-		{get, "/connections/{name}/files/delete", team.DeleteFiles, "", nil, conn(u.tenant.ConfirmDelete)},
-		{post, "/connections/{name}/files/delete", team.DeleteFiles, "file.delete", web.All(web.OnConnection, web.FormPath), conn(u.tenant.DeleteEntry)},
+		{post, "/connections/{name}/watches/{watch}/delete", team.DeleteWatches, "watch.delete", web.All(on, web.URLNamed("SftpWatch", "watch")), conn(u.tenant.DeleteWatch)},
 		{get, "/transfers", team.SeeTransfers, "", nil, u.tenant.ListTransfers},
 		{get, "/transfers/new", team.CreateTransfers, "", nil, u.tenant.NewTransferForm},
 		{post, "/transfers", team.CreateTransfers, "transfer.create", nil, u.tenant.CreateTransfer},
@@ -373,8 +366,6 @@ func (u *ui) signedInRoutes() []signedInRoute {
 		{get, "/members/{name}/remove", team.RemoveMembers, "", nil, u.tenant.ConfirmRemoveMember},
 		{post, "/members/{name}/remove", team.RemoveMembers, "member.remove", web.URLNamed("RoleBinding", "name"), u.tenant.RemoveMember},
 		{get, "/shares", team.SeeShares, "", nil, u.tenant.ListShares},
-		{get, "/connections/{name}/shares/new", team.CreateShares, "", nil, conn(u.tenant.NewShareForm)},
-		{post, "/connections/{name}/shares", team.CreateShares, "share.create", web.OnConnection, conn(u.tenant.CreateShare)},
 		{get, "/shares/{name}/created", team.CreateShares, "", nil, u.tenant.ShowNewShare},
 		{get, "/shares/{name}/delete", team.DeleteShares, "", nil, u.tenant.ConfirmDeleteShare},
 		{post, "/shares/{name}/delete", team.DeleteShares, "share.delete", web.URLNamed("ShareLink", "name"), u.tenant.DeleteShare},
@@ -382,6 +373,32 @@ func (u *ui) signedInRoutes() []signedInRoute {
 		{post, "/teams", noPermission, "team.switch", nil, u.tenant.SwitchTeam},
 		{post, "/teams/own", noPermission, "team.create", nil, u.tenant.MakeOwnTeam},
 		{post, "/members/team-name", team.NameTeam, "team.rename", nil, u.tenant.RenameTeam},
+	}
+	for _, k := range tenant.EndpointKinds {
+		routes = append(routes, u.fileRoutes(k)...)
+	}
+	return routes
+}
+
+// fileRoutes are the routes of the files of kind k's objects: the file
+// browser, its uploads, and the share links made from it.
+func (u *ui) fileRoutes(k *tenant.EndpointKind) []signedInRoute {
+	get, post, at := http.MethodGet, http.MethodPost, "/"+k.Path+"/{name}"
+	files, on, e := team.FilesOf(k.Resource), web.OnEndpoint(k.Kind), func(fn func(http.ResponseWriter, *http.Request, v1alpha1.Endpoint) error) web.PageFunc {
+		return u.tenant.WithEndpoint(k.Kind, fn)
+	}
+	return []signedInRoute{
+		{tusMethods, at + "/uploads/*", files.Write, "file.upload", web.All(on, web.UploadPath), e(u.tenant.UploadProxy)},
+		{get, at + "/status", team.SeeConnections, "", nil, e(u.tenant.EndpointStatus)},
+		{get, at + "/files", files.Read, "file.list", web.All(on, web.QueryPath), e(u.tenant.Folder)},
+		{get, at + "/files/view", files.Read, "file.view", web.All(on, web.QueryPath), e(u.tenant.ShowFile)},
+		{get, at + "/files/download", files.Read, "file.download", web.All(on, web.QueryPath), e(u.tenant.Download)},
+		{post, at + "/files/mkdir", files.Write, "file.mkdir", web.All(on, web.NewFolderPath), e(u.tenant.NewFolder)},
+		{post, at + "/files/rename", files.Rename, "file.rename", web.All(on, web.RenamePaths), e(u.tenant.Rename)},
+		{get, at + "/files/delete", files.Delete, "", nil, e(u.tenant.ConfirmDelete)},
+		{post, at + "/files/delete", files.Delete, "file.delete", web.All(on, web.FormPath), e(u.tenant.DeleteEntry)},
+		{get, at + "/shares/new", team.CreateShares, "", nil, e(u.tenant.NewShareForm)},
+		{post, at + "/shares", team.CreateShares, "share.create", on, e(u.tenant.CreateShare)},
 	}
 }
 

@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // WatchEvent is a change to a watched folder that a watch reports.
@@ -128,6 +131,15 @@ func (r ConnectionReference) String() string {
 		return r.Kind + "/" + r.Name
 	}
 	return r.Name
+}
+
+// ParseConnectionReference reads what String writes, as ApiKeys' and
+// ShareLinks' connections name an object: "name" or "Kind/name".
+func ParseConnectionReference(s string) ConnectionReference {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return ConnectionReference{Kind: s[:i], Name: s[i+1:]}
+	}
+	return ConnectionReference{Kind: KindSftpConnection, Name: s}
 }
 
 // KReference names an object of the same namespace whose
@@ -449,4 +461,33 @@ type SftpWatchList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SftpWatch `json:"items"`
+}
+
+// Endpoint is an object the gateway serves at its slug: an
+// SftpConnection, an FtpConnection or an ObjectStore.
+// +kubebuilder:object:generate=false
+type Endpoint interface {
+	metav1.Object
+	runtime.Object
+	ClaimedSlug() string
+	ServedSlug() *string
+	GetConditions() *[]metav1.Condition
+	GetTestStatus() *TestStatus
+}
+
+// EndpointKinds are the kinds of Endpoint, as a ConnectionReference
+// names them.
+var EndpointKinds = []string{KindSftpConnection, KindFtpConnection, KindObjectStore}
+
+// NewEndpoint is an empty object of kind, if it is an Endpoint's.
+func NewEndpoint(kind string) (Endpoint, bool) {
+	switch kind {
+	case KindSftpConnection, "":
+		return &SftpConnection{}, true
+	case KindFtpConnection:
+		return &FtpConnection{}, true
+	case KindObjectStore:
+		return &ObjectStore{}, true
+	}
+	return nil, false
 }

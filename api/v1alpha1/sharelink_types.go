@@ -27,8 +27,8 @@ const (
 	ReasonActive = "Active"
 	// ReasonUsedUp: status.uses reached spec.maxUses.
 	ReasonUsedUp = "UsedUp"
-	// ReasonConnectionNotFound: spec.connection names no SftpConnection
-	// of the namespace.
+	// ReasonConnectionNotFound: spec.connection names nothing of the
+	// namespace.
 	ReasonConnectionNotFound = "ConnectionNotFound"
 )
 
@@ -48,10 +48,13 @@ func ShareState(link *ShareLink, now time.Time) (reason, message string) {
 // ShareLinkSpec is what a link shares, with whom, until when.
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Upload' || !has(self.upload)",message="upload limits apply to Upload links only"
 type ShareLinkSpec struct {
-	// Connection names the SftpConnection of this namespace whose files
-	// the link shares.
+	// Connection names what of this namespace the link shares the files
+	// of: an SftpConnection by its name, or another kind the gateway
+	// serves as Kind/name (FtpConnection/partner, ObjectStore/landing),
+	// as an ApiKey's connections do. It must have a slug.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=267
+	// +kubebuilder:validation:Pattern=`^((FtpConnection|ObjectStore)/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	Connection string `json:"connection"`
 
 	// Path is a file or a folder (Download), or a folder (Upload), below

@@ -269,5 +269,5 @@ func Refused(f *commands.Failure) *Error {
 	case "unsupported":
 		status = http.StatusNotImplemented
 	}
-	return &Error{Status: status, Code: f.Code, Message: f.Message}
+	return &Error{Status: status, Code: f.Code, Message: f.Message, Cause: f.Cause}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/sftpgate/sftpgate/gateway/budget"
 	"github.com/sftpgate/sftpgate/internal/files"
 )
 
@@ -17,6 +18,10 @@ type Failure struct {
 	// SFTPStatus is the SSH_FX status code: the server's, or for conditions
 	// the gateway detects itself, the code SFTP version 6 has for them.
 	SFTPStatus *uint32 `json:"sftpStatus"`
+	// Cause is the server's error behind a plain "failure", for the
+	// gateway's log: the answer says less, as it may name the server's
+	// paths.
+	Cause error `json:"-"`
 }
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }
@@ -47,7 +52,8 @@ func serverFailure(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
-	case files.SessionFailed(err), errors.As(err, &failure), refused(err):
+	case files.SessionFailed(err), errors.As(err, &failure), refused(err),
+		errors.Is(err, budget.ErrBusy): // the gateway's own wait (an object store's parts), answered 503
 		return err
 	case errors.Is(err, os.ErrNotExist):
 		return fail("not_found", files.FxNoSuchFile, what+": no such file or directory")
@@ -66,12 +72,16 @@ func serverFailure(err error, what string) error {
 		case files.FxFileIsADirectory:
 			return fail("is_a_directory", status.Code, what+": is a directory")
 		}
-		return fail("failure", status.Code, what+": the server reported a failure")
+		f := fail("failure", status.Code, what+": the server reported a failure")
+		f.Cause = err
+		return f
 	case errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.ENOTDIR):
 		// pkg/sftp's MkdirAll meeting a file on the way.
 		return fail("not_a_directory", files.FxNotADirectory, what+": a part of the path is a file, not a directory")
 	}
-	return fail("failure", files.FxFailure, what+": the server reported a failure")
+	f := fail("failure", files.FxFailure, what+": the server reported a failure")
+	f.Cause = err
+	return f
 }
 
 // ConfirmEnd checks, when reading f ended (io.EOF) at offset end before

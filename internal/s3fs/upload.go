@@ -162,7 +162,7 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 	}
 	res := &reservation{u: u, parts: int64(inFlight)}
 	defer res.release()
-	if !u.small() {
+	if !u.small() && !u.unsized() {
 		if err := res.take(); err != nil {
 			return 0, err
 		}
@@ -225,15 +225,25 @@ func (u *upload) small() bool {
 	return u.id == "" && u.next == 1 && u.o.Size > 0 && u.o.Size < min(u.f.c.PartSize, maxSingle)
 }
 
+// unsized reports whether the file's size was not told (a write through
+// OpenFile): its start is read as a small file's, lest a file of a few
+// bytes wait for a part's room.
+func (u *upload) unsized() bool {
+	return u.id == "" && u.next == 1 && u.o.Size == 0
+}
+
 // readPart reads the next part from r into buf, or into a buffer of the
-// pool's (res taken first). A file told to be small is read into a
-// buffer of its size (and one byte more, to see that it ends), not a
-// part's.
+// pool's (res taken first). A file told to be small, or not told its
+// size, is read first into a buffer of its size or of maxSingle (and one
+// byte more, to see that it ends), not a part's.
 func (u *upload) readPart(r io.Reader, buf []byte, res *reservation) ([]byte, int, error) {
 	size := u.f.c.PartSize
-	if buf == nil && u.small() {
-		small := make([]byte, u.o.Size+1)
-		n, err := io.ReadFull(r, small)
+	if buf == nil && (u.small() || u.unsized()) {
+		var small []byte
+		if u.small() {
+			small = make([]byte, u.o.Size+1)
+		}
+		n, err := readSmall(r, &small)
 		if err != nil {
 			return small, n, err
 		}
@@ -254,6 +264,24 @@ func (u *upload) readPart(r io.Reader, buf []byte, res *reservation) ([]byte, in
 	}
 	n, err := io.ReadFull(r, buf)
 	return buf, n, err
+}
+
+// readSmall reads r into *buf, to its length, or when it has none up to
+// maxSingle+1 bytes, growing it as they come.
+func readSmall(r io.Reader, buf *[]byte) (int, error) {
+	if len(*buf) > 0 {
+		return io.ReadFull(r, *buf)
+	}
+	var b bytes.Buffer
+	n, err := b.ReadFrom(io.LimitReader(r, maxSingle+1))
+	*buf = b.Bytes()
+	switch {
+	case err != nil:
+		return int(n), err
+	case n <= maxSingle:
+		return int(n), io.ErrUnexpectedEOF // it ended: short, as ReadFull says
+	}
+	return int(n), nil
 }
 
 // reservation is the Memory one ReadFromWithConcurrency holds for its

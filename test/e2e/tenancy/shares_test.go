@@ -29,7 +29,13 @@ import (
 // form's values, and returns the link the one page shows.
 func shareLinkURL(t *testing.T, tn *tenant, values url.Values) string {
 	t.Helper()
-	status, body := tn.ui.Form(t, "/connections/"+tn.uiConn+"/shares", values)
+	return shareLinkAt(t, tn, "/connections/"+tn.uiConn, values)
+}
+
+// shareLinkAt makes a link from the files of the pages at base.
+func shareLinkAt(t *testing.T, tn *tenant, base string, values url.Values) string {
+	t.Helper()
+	status, body := tn.ui.Form(t, base+"/shares", values)
 	m := regexp.MustCompile(`id="share-url">([^<]+)<`).FindStringSubmatch(body)
 	if status != http.StatusOK || m == nil {
 		t.Fatalf("making a share link of %v: %d %s", values, status, body)

@@ -44,8 +44,8 @@ func gatewayError(status int, f *GatewayFailure) error {
 
 // Call runs command on connection c as the account, with a JSON body,
 // and decodes its result into out.
-func (u *Gateway) Call(ctx context.Context, c *v1alpha1.SftpConnection, command string, body, out any) error {
-	token, err := u.FilesKey(ctx, c.Namespace)
+func (u *Gateway) Call(ctx context.Context, c v1alpha1.Endpoint, command string, body, out any) error {
+	token, err := u.FilesKey(ctx, c.GetNamespace())
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (u *Gateway) Call(ctx context.Context, c *v1alpha1.SftpConnection, command 
 }
 
 // CallAs is call with the key of token.
-func (u *Gateway) CallAs(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body, out any) error {
+func (u *Gateway) CallAs(ctx context.Context, token string, c v1alpha1.Endpoint, command string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (u *Gateway) CallAs(ctx context.Context, token string, c *v1alpha1.SftpConn
 // for the file's bytes. The UI sends only keys it found issued, but the
 // gateway learns of a key from its own watch, a moment later: a key it
 // does not know yet (401) is sent again for up to keyWait.
-func (u *Gateway) gatewayRequest(ctx context.Context, token string, c *v1alpha1.SftpConnection, command string, body []byte, accept string) (*http.Response, error) {
+func (u *Gateway) gatewayRequest(ctx context.Context, token string, c v1alpha1.Endpoint, command string, body []byte, accept string) (*http.Response, error) {
 	slug := Slug(c)
 	var resp *http.Response
 	_, err := untilKnown(ctx, func() (bool, error) {
@@ -131,7 +131,7 @@ type Entry struct {
 // ListPage lists a page of dir with the key of token, after the name the
 // request's "after" gives: the entries, the name the next page starts
 // after, or the gateway's refusal in words.
-func (u *Gateway) ListPage(r *http.Request, token string, c *v1alpha1.SftpConnection, dir string) (entries []Entry, next, failure string, err error) {
+func (u *Gateway) ListPage(r *http.Request, token string, c v1alpha1.Endpoint, dir string) (entries []Entry, next, failure string, err error) {
 	var listing struct {
 		Entries []Entry `json:"entries"`
 		Next    string  `json:"next"`
@@ -148,7 +148,7 @@ func (u *Gateway) ListPage(r *http.Request, token string, c *v1alpha1.SftpConnec
 }
 
 // SendFile streams file p of c, read with the key of token.
-func (u *Gateway) SendFile(w http.ResponseWriter, r *http.Request, token string, c *v1alpha1.SftpConnection, p string, inline bool) error {
+func (u *Gateway) SendFile(w http.ResponseWriter, r *http.Request, token string, c v1alpha1.Endpoint, p string, inline bool) error {
 	body, err := json.Marshal(map[string]string{"path": p})
 	if err != nil {
 		return err
@@ -186,11 +186,6 @@ func (u *Gateway) SendFile(w http.ResponseWriter, r *http.Request, token string,
 	return nil
 }
 
-// FilesAt is the folder page of dir.
-func FilesAt(c *v1alpha1.SftpConnection, dir string) string {
-	return "/connections/" + c.Name + "/files?path=" + url.QueryEscape(dir)
-}
-
 // EntryName checks a new name for an entry: one name, no path.
 func EntryName(name string) (string, error) {
 	name = strings.TrimSpace(name)
@@ -220,7 +215,7 @@ type UploadRules struct {
 
 // ProxyUpload forwards a tus request for connection c as the key of
 // token, by rules; uiUploads is the UI's path of these uploads.
-func (u *Gateway) ProxyUpload(w http.ResponseWriter, r *http.Request, token string, c *v1alpha1.SftpConnection, uiUploads string,
+func (u *Gateway) ProxyUpload(w http.ResponseWriter, r *http.Request, token string, c v1alpha1.Endpoint, uiUploads string,
 	rules UploadRules) error {
 	target, err := url.Parse(u.TryURL)
 	if err != nil {

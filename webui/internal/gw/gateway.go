@@ -34,7 +34,9 @@ func New(core *web.Core, secret []byte) *Gateway {
 // listing, or a refusal, is far less.
 const maxAnswer = 128 << 10
 
-// Slug is the connection's path at the gateway.
-func Slug(c *v1alpha1.SftpConnection) string {
-	return cmp.Or(c.Status.Slug, c.EffectiveSlug())
+// Slug is the connection's path at the gateway: the one it serves, or
+// while it is tested the one it claims ("" for a kind whose slug is
+// optional, and none given).
+func Slug(c v1alpha1.Endpoint) string {
+	return cmp.Or(*c.ServedSlug(), c.ClaimedSlug())
 }

@@ -76,7 +76,7 @@ func (u *Pages) shareKey(ctx context.Context, share *v1alpha1.ShareLink) (string
 // connection and its key's token.
 type shared struct {
 	share *v1alpha1.ShareLink
-	conn  *v1alpha1.SftpConnection
+	conn  v1alpha1.Endpoint
 	token string
 }
 
@@ -165,11 +165,15 @@ func (u *Pages) openShare(w http.ResponseWriter, r *http.Request) (*shared, erro
 			return nil, err
 		}
 	}
-	conn := &v1alpha1.SftpConnection{}
-	if err := u.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: share.Spec.Connection}, conn); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, &shareRefusal{status: http.StatusServiceUnavailable, title: "Not available", message: "The files of this link are not available now."}
-		}
+	ref := v1alpha1.ParseConnectionReference(share.Spec.Connection)
+	conn, ok := v1alpha1.NewEndpoint(ref.Kind)
+	if ok {
+		err = u.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: ref.Name}, conn)
+	}
+	switch {
+	case !ok || apierrors.IsNotFound(err):
+		return nil, &shareRefusal{status: http.StatusServiceUnavailable, title: "Not available", message: "The files of this link are not available now."}
+	case err != nil:
 		return nil, err
 	}
 	keyToken, err := u.shareKey(r.Context(), share)

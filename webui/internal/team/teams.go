@@ -28,16 +28,26 @@ import (
 // sftpgate.dev in the team's namespace.
 type Permission struct{ Verb, resource string }
 
+// FilePermissions are what the file browser's actions on a kind's files
+// need: browse and download, upload, rename, delete.
+type FilePermissions struct{ Read, Write, Rename, Delete Permission }
+
+// FilesOf are the permissions on the files of resource's objects
+// ("sftpconnections"): verbs on its files subresource, which only the
+// web UI asks about.
+func FilesOf(resource string) FilePermissions {
+	files := resource + "/files"
+	return FilePermissions{Read: Permission{"get", files}, Write: Permission{"create", files},
+		Rename: Permission{"update", files}, Delete: Permission{"delete", files}}
+}
+
 // What pages need, by the rules of config/rbac/webui/team_roles.yaml.
 var (
 	SeeConnections    = Permission{"list", "sftpconnections"}
 	CreateConnections = Permission{"create", "sftpconnections"}
 	UpdateConnections = Permission{"update", "sftpconnections"}
 	DeleteConnections = Permission{"delete", "sftpconnections"}
-	ReadFiles         = Permission{"get", "sftpconnections/files"}
-	WriteFiles        = Permission{"create", "sftpconnections/files"}
-	RenameFiles       = Permission{"update", "sftpconnections/files"}
-	DeleteFiles       = Permission{"delete", "sftpconnections/files"}
+	ReadFiles         = FilesOf("sftpconnections").Read
 	CreateWatches     = Permission{"create", "sftpwatches"}
 	DeleteWatches     = Permission{"delete", "sftpwatches"}
 	SeeTransfers      = Permission{"list", "transfers"}
@@ -58,7 +68,7 @@ var (
 	CreateShares      = Permission{"create", "sharelinks"}
 	DeleteShares      = Permission{"delete", "sharelinks"}
 	// roleMarkers tell admin, editor and viewer apart.
-	roleMarkers = []Permission{AddMembers, WriteFiles, SeeConnections}
+	roleMarkers = []Permission{AddMembers, FilesOf("sftpconnections").Write, SeeConnections}
 )
 
 // NewMember is the person of acct and their session's groups.

@@ -16,7 +16,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
@@ -26,12 +25,18 @@ import (
 	"github.com/sftpgate/sftpgate/webui/internal/web"
 )
 
-// connView is a connection as the pages show it.
+// connView is a connection, an FTP connection or a store as the pages
+// show it.
 type connView struct {
 	Name, Slug, Endpoint string
-	Host                 string
-	Port                 int32
-	Username             string
+	// Kind says in a word what it is (EndpointKind.Label); Base is where
+	// its pages are, Home the one its name links to.
+	Kind, Base, Home string
+	// Server is where it leads, in words.
+	Server   string
+	Host     string
+	Port     int32
+	Username string
 	// State is "testing", "ready" or "failed".
 	State         string
 	Headline      string
@@ -62,54 +67,39 @@ var headlines = map[string]string{
 	v1alpha1.ReasonRootPathNotFound:      "The folder does not exist on the server",
 	v1alpha1.ReasonRootPathInaccessible:  "The folder cannot be opened",
 	v1alpha1.ReasonSlugConflict:          "The endpoint name is taken",
+	v1alpha1.ReasonTLSHandshakeFailed:    "The TLS handshake failed",
+	v1alpha1.ReasonCertificateNotTrusted: "The server's certificate is not the one trusted",
+	v1alpha1.ReasonPassiveModeFailed:     "Logged in, but no data connection opened",
+	v1alpha1.ReasonFTPUnavailable:        "The server does not speak FTP",
+	v1alpha1.ReasonPlaintextNotAllowed:   "Plain FTP is not allowed here",
+	v1alpha1.ReasonBucketNotFound:        "The bucket does not exist",
+	v1alpha1.ReasonStoreUnavailable:      "The store did not answer",
 }
 
-// View is a connection as its pages show it.
+// View is a connection as its own pages show it.
 func (u *Pages) View(c *v1alpha1.SftpConnection) connView {
-	v := connView{
-		Name: c.Name, Slug: c.Status.Slug, Host: c.Spec.Host, Port: c.Spec.Port, Username: c.Spec.Username,
-		Fingerprint: c.Status.HostKeyFingerprint, ServerVersion: c.Status.ServerVersion, State: "testing",
-		Headline: "Testing the connection…", CallerRBAC: callerRBAC(c.Namespace, c.Name),
-	}
-	if v.Slug == "" {
-		v.Slug = c.EffectiveSlug()
-	}
-	v.Endpoint = u.GatewayURL + "/" + v.Slug + "/"
-	if c.Status.LastTestTime != nil {
-		v.LastTest = c.Status.LastTestTime.Time
-	}
-	ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
-	requested := c.Annotations[v1alpha1.AnnotationTestRequestedAt]
-	if ready == nil || ready.ObservedGeneration != c.Generation || (requested != "" && requested != c.Status.LastHandledTestRequest) {
-		return v
-	}
-	v.Message = ready.Message
-	v.Headline = headlines[ready.Reason]
-	if v.Headline == "" {
-		v.Headline = ready.Reason
-	}
-	v.State = "failed"
-	if ready.Status == metav1.ConditionTrue {
-		v.State = "ready"
-	}
+	v := u.endpointView(c)
+	v.Host, v.Port, v.Username = c.Spec.Host, c.Spec.Port, c.Spec.Username
+	v.Fingerprint, v.ServerVersion, v.CallerRBAC = c.Status.HostKeyFingerprint, c.Status.ServerVersion, callerRBAC(c.Namespace, c.Name)
 	return v
 }
 
-// ListConnections answers GET /connections.
+// ListConnections answers GET /connections: the account's SFTP
+// connections, and its FTP connections and stores, whose names lead to
+// their files.
 func (u *Pages) ListConnections(w http.ResponseWriter, r *http.Request) error {
-	acct := web.AccountFrom(r.Context())
-	var list v1alpha1.SftpConnectionList
-	if err := u.Client.List(r.Context(), &list, client.InNamespace(acct.Namespace)); err != nil {
+	all, err := u.endpoints(r.Context(), web.AccountFrom(r.Context()).Namespace)
+	if err != nil {
 		return err
 	}
-	views := make([]connView, 0, len(list.Items))
+	views := make([]connView, 0, len(all))
 	testing := false
-	for i := range list.Items {
-		v := u.View(&list.Items[i])
+	for _, e := range all {
+		v := u.endpointView(e)
 		testing = testing || v.State == "testing"
 		views = append(views, v)
 	}
-	slices.SortFunc(views, func(a, b connView) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(views, func(a, b connView) int { return strings.Compare(a.Name, b.Name) })
 	u.Render(w, r, http.StatusOK, "connections", web.Page{Title: "Connections", Data: views, Refresh: testing})
 	return nil
 }
@@ -157,15 +147,6 @@ func (u *Pages) renderConnection(w http.ResponseWriter, r *http.Request, c *v1al
 	v := u.View(c)
 	u.Render(w, r, http.StatusOK, "connection", web.Page{Title: c.Name, Data: connectionPage{Conn: v, Keys: keys, Watches: watches, Try: try, Commands: tryCommands},
 		Refresh: v.State == "testing"})
-	return nil
-}
-
-// ConnectionStatus is the live status the connection page polls.
-func (u *Pages) ConnectionStatus(w http.ResponseWriter, _ *http.Request, c *v1alpha1.SftpConnection) error {
-	v := u.View(c)
-	w.Header().Set("Cache-Control", "no-store")
-	web.WriteJSON(w, http.StatusOK, map[string]any{"state": v.State, "headline": v.Headline, "message": v.Message,
-		"fingerprint": v.Fingerprint, "serverVersion": v.ServerVersion, "lastTested": web.Ago(v.LastTest)})
 	return nil
 }
 

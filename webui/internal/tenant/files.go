@@ -43,34 +43,38 @@ type filesPage struct {
 // connection's page, which says why and how to fix it: its files cannot
 // be reached meanwhile. It says whether it did. (One being tested again
 // serves as it did.)
-func (u *Pages) untilReady(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) bool {
-	v := u.View(c)
+func (u *Pages) untilReady(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) bool {
+	v := u.endpointView(c)
 	if v.State != "failed" {
 		return false
 	}
-	u.Notify(w, r, "The files of "+c.Name+" cannot be reached until its test passes: "+v.Headline+".")
-	http.Redirect(w, r, "/connections/"+c.Name, http.StatusSeeOther)
+	u.Notify(w, r, "The files of "+c.GetName()+" cannot be reached: "+v.Headline+". "+v.Message)
+	to := "/connections"
+	if _, own := c.(*v1alpha1.SftpConnection); own {
+		to = base(c) // which says why, and how to fix it
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 	return true
 }
 
 // missing says whether the gateway finds nothing at p.
-func (u *Pages) missing(r *http.Request, token string, c *v1alpha1.SftpConnection, p string) bool {
+func (u *Pages) missing(r *http.Request, token string, c v1alpha1.Endpoint, p string) bool {
 	err := u.CallAs(r.Context(), token, c, "stat", map[string]any{"path": p}, nil)
 	f, ok := errors.AsType[*gw.GatewayFailure](err)
 	return ok && f.Code == "not_found"
 }
 
 // Folder lists a folder: a page of it, after a name.
-func (u *Pages) Folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) Folder(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	if u.untilReady(w, r, c) {
 		return nil
 	}
 	dir := web.BrowsePath(r.URL.Query().Get("path"))
-	token, err := u.FilesKey(r.Context(), c.Namespace)
+	token, err := u.FilesKey(r.Context(), c.GetNamespace())
 	if err != nil {
 		return err
 	}
-	data := filesPage{Conn: u.View(c), Namespace: c.Namespace, Dir: dir, Crumbs: crumbs(dir)}
+	data := filesPage{Conn: u.endpointView(c), Namespace: c.GetNamespace(), Dir: dir, Crumbs: crumbs(dir)}
 	if dir != "/" {
 		data.Parent = path.Dir(dir)
 	}
@@ -82,7 +86,7 @@ func (u *Pages) Folder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpC
 	if data.Failure != "" && u.missing(r, token, c, dir) {
 		status, data.Missing = http.StatusNotFound, true
 	}
-	u.Render(w, r, status, "files", web.Page{Title: c.Name + ": " + dir, Data: data})
+	u.Render(w, r, status, "files", web.Page{Title: c.GetName() + ": " + dir, Data: data})
 	return nil
 }
 
@@ -117,12 +121,12 @@ type viewPage struct {
 }
 
 // ShowFile shows a text file's start, or an image, in place.
-func (u *Pages) ShowFile(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) ShowFile(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	if u.untilReady(w, r, c) {
 		return nil
 	}
 	p := web.BrowsePath(r.URL.Query().Get("path"))
-	data := viewPage{Conn: u.View(c), Path: p, Dir: path.Dir(p), Crumbs: crumbs(p), Image: gw.ImageType(p) != ""}
+	data := viewPage{Conn: u.endpointView(c), Path: p, Dir: path.Dir(p), Crumbs: crumbs(p), Image: gw.ImageType(p) != ""}
 	if !data.Image {
 		var read struct {
 			Content string `json:"content"`
@@ -150,13 +154,13 @@ func (u *Pages) ShowFile(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 // Download sends a file's bytes as they come from the gateway: as an
 // attachment, or (raw=1, an image the view page shows) inline, in a
 // sandbox. Nothing is held whole.
-func (u *Pages) Download(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) Download(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	p := web.BrowsePath(r.URL.Query().Get("path"))
 	inline := r.URL.Query().Get("inline") == "1"
 	if inline && gw.ImageType(p) == "" {
 		return web.ErrNotFound
 	}
-	token, err := u.FilesKey(r.Context(), c.Namespace)
+	token, err := u.FilesKey(r.Context(), c.GetNamespace())
 	if err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func (u *Pages) Download(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sft
 }
 
 // NewFolder makes a folder in the folder shown.
-func (u *Pages) NewFolder(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) NewFolder(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	dir := web.BrowsePath(r.PostFormValue("dir"))
 	name, err := gw.EntryName(r.PostFormValue("name"))
 	if err != nil {
@@ -173,12 +177,12 @@ func (u *Pages) NewFolder(w http.ResponseWriter, r *http.Request, c *v1alpha1.Sf
 	if err := u.change(r, c, "mkdir", map[string]any{"path": path.Join(dir, name)}); err != nil {
 		return err
 	}
-	http.Redirect(w, r, gw.FilesAt(c, dir), http.StatusSeeOther) //nolint:gosec // a path of this site
+	http.Redirect(w, r, filesAt(c, dir), http.StatusSeeOther) //nolint:gosec // a path of this site
 	return nil
 }
 
 // Rename gives an entry a new name in its folder.
-func (u *Pages) Rename(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) Rename(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	p := web.BrowsePath(r.PostFormValue("path"))
 	name, err := gw.EntryName(r.PostFormValue("name"))
 	if err != nil {
@@ -190,13 +194,13 @@ func (u *Pages) Rename(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpC
 	if err := u.change(r, c, "rename", map[string]any{"from": p, "to": path.Join(path.Dir(p), name)}); err != nil {
 		return err
 	}
-	http.Redirect(w, r, gw.FilesAt(c, path.Dir(p)), http.StatusSeeOther) //nolint:gosec // a path of this site
+	http.Redirect(w, r, filesAt(c, path.Dir(p)), http.StatusSeeOther) //nolint:gosec // a path of this site
 	return nil
 }
 
 // ConfirmDelete asks before a file or a folder, with all it holds, is
 // deleted.
-func (u *Pages) ConfirmDelete(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) ConfirmDelete(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	p := web.BrowsePath(r.URL.Query().Get("path"))
 	if p == "/" {
 		return &web.PersonError{Msg: "the root cannot be deleted"}
@@ -205,17 +209,17 @@ func (u *Pages) ConfirmDelete(w http.ResponseWriter, r *http.Request, c *v1alpha
 	if err := u.change(r, c, "stat", map[string]any{"path": p, "followSymlinks": false}, &st); err != nil {
 		return err
 	}
-	consequence, directory := "The file is deleted from "+c.Name+". This cannot be undone.", st.Type == "directory"
+	consequence, directory := "The file is deleted from "+c.GetName()+". This cannot be undone.", st.Type == "directory"
 	if directory {
-		consequence = "The folder and everything in it are deleted from " + c.Name + ". This cannot be undone."
+		consequence = "The folder and everything in it are deleted from " + c.GetName() + ". This cannot be undone."
 	}
 	return u.Confirm(w, r, web.Confirmation{Question: "Delete " + p + "?", Consequence: consequence,
-		Action: "/connections/" + c.Name + "/files/delete", Button: "Delete",
-		Hidden: map[string]string{"path": p, "directory": strconv.FormatBool(directory)}, Back: gw.FilesAt(c, path.Dir(p))})
+		Action: base(c) + "/files/delete", Button: "Delete",
+		Hidden: map[string]string{"path": p, "directory": strconv.FormatBool(directory)}, Back: filesAt(c, path.Dir(p))})
 }
 
 // DeleteEntry deletes a file, or a folder and all it holds.
-func (u *Pages) DeleteEntry(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) DeleteEntry(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	p := web.BrowsePath(r.PostFormValue("path"))
 	if p == "/" {
 		return &web.PersonError{Msg: "the root cannot be deleted"}
@@ -230,12 +234,12 @@ func (u *Pages) DeleteEntry(w http.ResponseWriter, r *http.Request, c *v1alpha1.
 		return err
 	}
 	u.Notify(w, r, p+" is deleted.")
-	http.Redirect(w, r, gw.FilesAt(c, path.Dir(p)), http.StatusSeeOther) //nolint:gosec // a path of this site
+	http.Redirect(w, r, filesAt(c, path.Dir(p)), http.StatusSeeOther) //nolint:gosec // a path of this site
 	return nil
 }
 
 // change runs a command whose failure the person should read.
-func (u *Pages) change(r *http.Request, c *v1alpha1.SftpConnection, command string, body any, out ...any) error {
+func (u *Pages) change(r *http.Request, c v1alpha1.Endpoint, command string, body any, out ...any) error {
 	var result any
 	if len(out) > 0 {
 		result = out[0]

@@ -44,20 +44,21 @@ func (u *Pages) ListShares(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// shareForm is the new-link form's data.
+// shareForm is the new-link form's data: what it shares from, and its
+// pages' base.
 type shareForm struct {
-	Conn string
+	Conn, Base string
 }
 
 // NewShareForm answers GET /connections/{name}/shares/new.
-func (u *Pages) NewShareForm(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) NewShareForm(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	form := map[string]string{"path": web.BrowsePath(r.URL.Query().Get("path")), "mode": "Download", "expires": "7d"}
 	return u.sharePage(c, form)(w, r, http.StatusOK, web.Problems{})
 }
 
-func (u *Pages) sharePage(c *v1alpha1.SftpConnection, form map[string]string) web.DrawForm {
+func (u *Pages) sharePage(c v1alpha1.Endpoint, form map[string]string) web.DrawForm {
 	return func(w http.ResponseWriter, r *http.Request, status int, problem web.Problems) error {
-		u.Render(w, r, status, "share_form", web.Page{Title: "Share " + form["path"], Error: problem.Form, Errors: problem.Fields, Form: form, Data: shareForm{Conn: c.Name}})
+		u.Render(w, r, status, "share_form", web.Page{Title: "Share " + form["path"], Error: problem.Form, Errors: problem.Fields, Form: form, Data: shareForm{Conn: c.GetName(), Base: base(c)}})
 		return nil
 	}
 }
@@ -66,12 +67,12 @@ func (u *Pages) sharePage(c *v1alpha1.SftpConnection, form map[string]string) we
 var shareExpiries = map[string]time.Duration{"1d": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
 // CreateShare makes a link from the form, and shows it once.
-func (u *Pages) CreateShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.SftpConnection) error {
+func (u *Pages) CreateShare(w http.ResponseWriter, r *http.Request, c v1alpha1.Endpoint) error {
 	form := formValues(r, "name", "path", "mode", "expires", "maxUses", "password", "cidrs", "maxFileMB", "names")
 	again := u.sharePage(c, form)
 	mistakes := web.FieldErrors{}
-	share := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: strings.TrimSpace(form["name"])},
-		Spec: v1alpha1.ShareLinkSpec{Connection: c.Name, Path: web.BrowsePath(form["path"]), Mode: v1alpha1.ShareMode(form["mode"])}}
+	share := &v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: c.GetNamespace(), Name: strings.TrimSpace(form["name"])},
+		Spec: v1alpha1.ShareLinkSpec{Connection: ref(c), Path: web.BrowsePath(form["path"]), Mode: v1alpha1.ShareMode(form["mode"])}}
 	if share.Name == "" {
 		share.Name = "share-" + strings.ToLower(rand.Text()[:8])
 	}
@@ -137,11 +138,11 @@ func (u *Pages) CreateShare(w http.ResponseWriter, r *http.Request, c *v1alpha1.
 		f, ok := errors.AsType[*gw.GatewayFailure](err)
 		switch {
 		case ok && f.Code == "connection_not_ready":
-			mistakes.Add("", "The files of "+c.Name+" cannot be reached now ("+f.Message+"): make the link once its test passed.")
+			mistakes.Add("", "The files of "+c.GetName()+" cannot be reached now ("+f.Message+"): make the link once its test passed.")
 		case !ok || f.Status == http.StatusTooManyRequests || f.Status >= http.StatusInternalServerError:
 			return err
 		case f.Code == "not_found":
-			mistakes.Add("path", "There is no file or folder "+share.Spec.Path+" on "+c.Name+".")
+			mistakes.Add("path", "There is no file or folder "+share.Spec.Path+" on "+c.GetName()+".")
 		default:
 			mistakes.Add("path", "The server would not show "+share.Spec.Path+": "+f.Message)
 		}

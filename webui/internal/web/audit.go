@@ -155,8 +155,14 @@ func All(whats ...What) What {
 	}
 }
 
-// OnConnection notes the connection of the URL's {name}.
-func OnConnection(r *http.Request, n *auditNote) { n.connection = chi.URLParam(r, "name") }
+// OnEndpoint notes the object of kind the URL's {name} names (an
+// SftpConnection by its name, another kind as Kind/name): what the
+// request's files are on.
+func OnEndpoint(kind string) What {
+	return func(r *http.Request, n *auditNote) {
+		n.connection = v1alpha1.ConnectionReference{Kind: kind, Name: chi.URLParam(r, "name")}.String()
+	}
+}
 
 // URLNamed notes the object of kind the URL's {param} names.
 func URLNamed(kind, param string) What {

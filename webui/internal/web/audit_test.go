@@ -51,12 +51,12 @@ func TestAuditRecordOfOneNote(t *testing.T) {
 	}{
 		"an account's change of the object its URL names": {
 			r: request("/connections/box/edit", "box", nil), handler: auditNote{account: acct},
-			what: All(OnConnection, URLNamed("SftpConnection", "name")), status: http.StatusSeeOther,
+			what: All(OnEndpoint(v1alpha1.KindSftpConnection), URLNamed("SftpConnection", "name")), status: http.StatusSeeOther,
 			want: said{"team", audit.Actor{Kind: audit.ActorAccount, Name: acct.Email}, "box", "SftpConnection/box", nil, audit.ResultOK},
 		},
 		"the object the handler made, over the one the form names": {
 			r: request("/connections/box/shares", "box", url.Values{"name": {"asked"}}), handler: auditNote{account: acct, object: "ShareLink/made"},
-			what: All(OnConnection, FormNamed("ShareLink", "name")), status: http.StatusOK,
+			what: All(OnEndpoint(v1alpha1.KindSftpConnection), FormNamed("ShareLink", "name")), status: http.StatusOK,
 			want: said{"team", audit.Actor{Kind: audit.ActorAccount, Name: acct.Email}, "box", "ShareLink/made", nil, audit.ResultOK},
 		},
 		"a share link's request: the link, its connection, the path reached": {
