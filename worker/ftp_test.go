@@ -13,6 +13,7 @@ import (
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testftpd"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testgpg"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsshd"
@@ -143,5 +144,51 @@ func TestWatchFTP(t *testing.T) {
 	}
 	if string(sftp.read(t, "from-ftp/report.csv")) != "figures" {
 		t.Error("the copy differs")
+	}
+}
+
+// TestTransferFTPAndStore: a partner's encrypted, signed file goes from
+// an FTPS server into a bucket decrypted and verified, and back to the
+// FTPS server encrypted for the partner, whose gpg reads it: ends of any
+// two kinds, with OpenPGP between.
+func TestTransferFTPAndStore(t *testing.T) {
+	t.Parallel()
+	ftpd := ftpServer{testftpd.Start(t)}
+	bucket := newStore(t, "landing", "in/")
+	ns := transferNamespace(t, nil)
+	conn, secret := ftpd.Connection(ns, "ftps")
+	testkit.ReadyFtp(t, k8s, conn, secret)
+	testkit.ReadyStore(t, k8s, ns, "landing", bucket.Server, bucket.bucket, bucket.prefix)
+	startWorker(t)
+	ours := testgpg.Start(t, "ours", testgpg.Curve25519)
+	partner := testgpg.Start(t, "partner", testgpg.RSA)
+	partner.Trust(t, ours)
+	ours.Trust(t, partner)
+	keySecret(t, ns, "ours", ours.Private(t), testgpg.Passphrase)
+	keySecret(t, ns, "partner", partner.Public(t, true), "")
+	clear := random(t, 3<<20+5)
+	ftpd.file(t, "drop/report.csv.pgp", partner.EncryptSign(t, clear, []*testgpg.Home{ours}))
+
+	in := transfer(t, ns, "in", "/drop", func(s *v1alpha1.TransferSpec) {
+		s.Source.ConnectionRef, s.Verify = ftpRef("ftps"), v1alpha1.VerifySHA256
+		s.OpenPGP = &v1alpha1.TransferOpenPGP{Decrypt: &v1alpha1.OpenPGPDecrypt{
+			KeySecretRef: v1alpha1.OpenPGPKeyRef{Name: "ours"}, VerifyWith: []v1alpha1.OpenPGPKeyRef{{Name: "partner"}}}}
+	}, toStore("landing"))
+	if got := finished(t, in); readyReason(got) != "True/Succeeded" || got.Status.Files.Done != 1 {
+		t.Fatalf("FTPS to bucket: %s %+v", readyReason(got), got.Status)
+	}
+	if !bytes.Equal(bucket.read(t, "out/report.csv"), clear) {
+		t.Fatal("FTPS to bucket: the decrypted object differs")
+	}
+	out := transfer(t, ns, "out", "/out/report.csv", fromStore("landing"), func(s *v1alpha1.TransferSpec) {
+		s.Destination.ConnectionRef, s.Destination.Path = ftpRef("ftps"), "/outbox"
+		s.OpenPGP = &v1alpha1.TransferOpenPGP{Encrypt: &v1alpha1.OpenPGPEncrypt{
+			Recipients: []v1alpha1.OpenPGPKeyRef{{Name: "partner"}}, SignWith: &v1alpha1.OpenPGPKeyRef{Name: "ours"}}}
+	})
+	if got := finished(t, out); readyReason(got) != "True/Succeeded" {
+		t.Fatalf("bucket to FTPS: %s %+v", readyReason(got), got.Status)
+	}
+	if plain := partner.DecryptVerify(t, ftpd.read(t, "outbox/report.csv.pgp"), ours); !bytes.Equal(plain, clear) {
+		t.Error("bucket to FTPS: the partner's gpg reads other than what was encrypted")
 	}
 }

@@ -46,6 +46,7 @@ func createBucketStore(ctx context.Context, k8s client.Client, s *tests3.Server)
 	store.Namespace, store.Name = demoNamespace, bucketName
 	_, err := controllerutil.CreateOrUpdate(ctx, k8s, store, func() error {
 		store.Spec.Endpoint, store.Spec.Region, store.Spec.Bucket = "http://"+s.Endpoint, s.Region, bucketName
+		store.Spec.Slug = bucketName
 		store.Spec.Addressing = v1alpha1.AddressingPath
 		store.Spec.Credentials.SecretRef.Name = secret.Name
 		return nil

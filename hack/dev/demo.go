@@ -342,6 +342,14 @@ reads it with the keys in dev.env), each object checked by SHA-256:
   kubectl apply -f hack/dev/demo-bucket.yaml
   ls %s/incoming
 
+The bucket is served at the gateway too (its slug: %s), and browsed in
+the web UI as the connections are:
+
+  curl -X POST %s/%s/list \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "incoming"}'
+
 A partner drops a payroll file encrypted to the demo's OpenPGP key and
 signed by theirs into partner/inbox/; the watch there decrypts it into
 clear/, checks the signature, files the original in partner/done/, and
@@ -361,6 +369,7 @@ All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"], v["DEMO_VIEWER_EMAIL"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], v["S3_ENDPOINT"], v["DEMO_BUCKET_DIR"],
+		bucketName, v["GATEWAY_URL"], bucketName, v["DEMO_API_KEY"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], tourMessage, filepath.Join(filepath.Dir(envFile), tourMessage),
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], envFile)
 }

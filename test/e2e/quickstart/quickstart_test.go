@@ -176,6 +176,10 @@ func TestQuickstart(t *testing.T) {
 	if status, body = callSlug(t, env, "archive", "read", `{"path": "reports/report.csv"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"content":"id,total\n1,42\n"`) {
 		t.Errorf("the copy, read through the archive connection: %d %s", status, body)
 	}
+	// The bucket at the gateway, as the tour lists it.
+	if status, body = callSlug(t, env, "bucket", "list", `{"path": "incoming"}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"name":"report.csv"`) {
+		t.Errorf("the bucket's incoming/, listed at the gateway: %d %s", status, body)
+	}
 
 	// The OpenPGP tour: the partner's encrypted, signed file dropped into
 	// partner/inbox/ is decrypted into clear/ and filed in
