@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 
 	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,19 +50,12 @@ var EndpointKinds = []*EndpointKind{
 
 // kindOf is e's row.
 func kindOf(e v1alpha1.Endpoint) *EndpointKind {
-	kind := v1alpha1.KindSftpConnection
-	switch e.(type) {
-	case *v1alpha1.FtpConnection:
-		kind = v1alpha1.KindFtpConnection
-	case *v1alpha1.ObjectStore:
-		kind = v1alpha1.KindObjectStore
-	}
 	for _, k := range EndpointKinds {
-		if k.Kind == kind {
+		if empty, _ := v1alpha1.NewEndpoint(k.Kind); reflect.TypeOf(empty) == reflect.TypeOf(e) {
 			return k
 		}
 	}
-	panic("no row for " + kind)
+	panic(fmt.Sprintf("no row for a %T", e))
 }
 
 // base is where e's pages are.

@@ -48,11 +48,19 @@ func (u *Pages) untilReady(w http.ResponseWriter, r *http.Request, c v1alpha1.En
 	if v.State != "failed" {
 		return false
 	}
-	u.Notify(w, r, "The files of "+c.GetName()+" cannot be reached: "+v.Headline+". "+v.Message)
-	to := "/connections"
-	if _, own := c.(*v1alpha1.SftpConnection); own {
-		to = base(c) // which says why, and how to fix it
+	said := "The files of " + c.GetName() + " cannot be reached until its test passes: " + v.Headline + "."
+	if v.Slug == "" {
+		said = "The files of " + c.GetName() + " cannot be reached: " + v.Message
 	}
+	to := base(c) // its page, which says why and how to fix it
+	if _, own := c.(*v1alpha1.SftpConnection); !own {
+		// The list, beside which this page says why.
+		to = "/connections"
+		if v.Slug != "" {
+			said += " " + v.Message
+		}
+	}
+	u.Notify(w, r, said)
 	http.Redirect(w, r, to, http.StatusSeeOther)
 	return true
 }
