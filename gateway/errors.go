@@ -117,7 +117,8 @@ func waitError(err error) error {
 	return nil
 }
 
-// upstreamError says why the SFTP server could not serve the request.
+// upstreamError says why the server (SFTP, FTP or a store) could not
+// serve the request.
 func upstreamError(err error) error {
 	var dialErr *egress.Error
 	switch {
@@ -133,5 +134,5 @@ func upstreamError(err error) error {
 		return answer.ConnectionNotReady(err.Error(), err)
 	}
 	// The error's text may name the server's absolute paths: say less.
-	return answer.UpstreamUnavailable("the connection to the SFTP server broke; retry", err)
+	return answer.UpstreamUnavailable("the connection to the server broke; retry", err)
 }

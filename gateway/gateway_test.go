@@ -1160,6 +1160,7 @@ func TestConformance(t *testing.T) {
 		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
 			Dir: root, UID: ftpd.UID, GID: ftpd.GID, Check: validate, Lacks: conformance.FTP}
 		conformance.Run(t, target)
+		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 	})
 	t.Run("versitygw", func(t *testing.T) {
 		t.Parallel()

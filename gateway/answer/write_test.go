@@ -60,7 +60,7 @@ func TestErrLogsEvery5xxOnce(t *testing.T) {
 		logged  bool
 		headers map[string]string
 	}{
-		{"upstream", UpstreamUnavailable("the connection to the SFTP server broke; retry", secret), http.StatusBadGateway, true, nil},
+		{"upstream", UpstreamUnavailable("the connection to the server broke; retry", secret), http.StatusBadGateway, true, nil},
 		{"not an API error", secret, http.StatusInternalServerError, true, nil},
 		{"a recovered panic, logged where it happened", Internal(recovery.ErrPanic), http.StatusInternalServerError, false, nil},
 		{"unauthorized", Unauthorized("send an API key"), http.StatusUnauthorized, false, map[string]string{"WWW-Authenticate": `Bearer realm="sftpgate"`}},
