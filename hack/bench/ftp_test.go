@@ -2,7 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jlaffaye/ftp"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/procs"
@@ -162,4 +171,110 @@ transfers between an sshd and an FTPS server (vsftpd, explicit TLS) on loopback 
 		float64(bigRSS)/1e6, float64(smallRSS)/1e6,
 		(after[0] - before[0]).Seconds(), (after[1] - before[1]).Seconds(), (after[2] - before[2]).Seconds(),
 		(after2[0] - before2[0]).Seconds(), (after2[1] - before2[1]).Seconds(), (after2[2] - before2[2]).Seconds())
+}
+
+// TestBenchmarkFTPGateway measures the gateway serving an FtpConnection of
+// vsftpd (explicit TLS) on this machine against jlaffaye/ftp, a control
+// connection per worker, on the same server in the same run:
+// measureGateway's measures.
+func TestBenchmarkFTPGateway(t *testing.T) {
+	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
+	if binary == "" {
+		t.Fatal("run it with make bench, which builds the binary it measures")
+	}
+	const ns = "ftp"
+	r := startRig(t, binary, ns, map[string]string{}, io.Discard)
+	ftpd := testftpd.Start(t)
+	conn, secret := ftpd.Connection(ns, "ftps")
+	conn.Spec.Slug = "ftps"
+	// A session per worker of the small writes, as the direct client has
+	// a control connection per worker: an FTP session runs one command
+	// at a time.
+	conn.Spec.Limits.MaxConnections = gatewayConcurrency
+	r.create(t, secret, conn)
+	waitReadyObject(t, r.k8s, &v1alpha1.FtpConnection{}, ns, conn.Name)
+	g := r.client(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, conn.Spec.Slug, r.token)
+	waitServed(t, g)
+	figures := measureGateway(t, g, dialFTP(t, ftpd, gatewayConcurrency), "ftp")
+	var rows strings.Builder
+	for _, row := range figures.rows() {
+		fmt.Fprintf(&rows, "| %s |\n", row)
+	}
+	fmt.Printf(`
+the gateway serving an FtpConnection of vsftpd (explicit TLS) on loopback, against jlaffaye/ftp with a control connection per worker (make bench)
+| measure | direct client | gateway | ratio |
+|---|---|---|---|
+%s`, rows.String())
+}
+
+// ftpDirect is jlaffaye/ftp on the gateway's server, logged in to its
+// root: the large file on the first control connection, small files each
+// on its worker's.
+type ftpDirect []*ftp.ServerConn
+
+// dialFTP logs in n control connections to s, with explicit TLS and the
+// FtpConnection's trust (s's certificate pinned), its data connections
+// resuming TLS sessions as ftpdial's do. At most TLS 1.2, as rclone in
+// TestBenchmarkFTP: under TLS 1.3, jlaffaye/ftp closes a data connection
+// with the server's session tickets unread, the socket answers them with a
+// reset, and vsftpd fails the upload (426).
+func dialFTP(t *testing.T, s *testftpd.Server, n int) ftpDirect {
+	t.Helper()
+	pin, err := hex.DecodeString(s.Fingerprint)
+	must(t, err)
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12, ServerName: s.Host,
+		InsecureSkipVerify: true, // verified in VerifyConnection, as ftpdial does
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no certificate")
+			}
+			if sum := sha256.Sum256(cs.PeerCertificates[0].Raw); !bytes.Equal(sum[:], pin) {
+				return errors.New("not the pinned certificate")
+			}
+			return nil
+		},
+		ClientSessionCache: tls.NewLRUClientSessionCache(8),
+	}
+	conns := make(ftpDirect, n)
+	for i := range conns {
+		c, err := ftp.Dial(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), ftp.DialWithTimeout(10*time.Second), ftp.DialWithExplicitTLS(cfg))
+		must(t, err)
+		t.Cleanup(func() { _ = c.Quit() })
+		must(t, c.Login(s.User, s.Password))
+		conns[i] = c
+	}
+	return conns
+}
+
+func (d ftpDirect) upload(name string, size int64) error {
+	return d[0].Stor(name, io.LimitReader(zeros{}, size))
+}
+
+func (d ftpDirect) download(name string, size int64) error { return d.retr(d[0], name, size) }
+
+func (d ftpDirect) mkdir(dir string) error { return d[0].MakeDir(dir) }
+
+func (d ftpDirect) write(op int, name, content string) error {
+	return d[op%len(d)].Stor(name, strings.NewReader(content))
+}
+
+func (d ftpDirect) read(op int, name string, size int) error {
+	return d.retr(d[op%len(d)], name, int64(size))
+}
+
+// retr reads name, of size bytes, to its end on c.
+func (ftpDirect) retr(c *ftp.ServerConn, name string, size int64) error {
+	r, err := c.Retr(name)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, r)
+	if closeErr := r.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: %d bytes read of %d", name, n, size)
+	}
+	return err
 }

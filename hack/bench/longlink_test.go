@@ -222,9 +222,8 @@ func heldOf(t *testing.T, source, dir string) int64 {
 
 // TestBenchmarkLongLinksGateway measures the gateway, its sshd behind a
 // delay proxy of each round trip at 1 Gbit/s, against pkg/sftp with its
-// defaults over one SSH connection through the same link: 256 MiB
-// uploaded and downloaded (one turn each), 1 KiB writes at concurrency
-// 16 for longPhase, then reads of them.
+// defaults over one SSH connection through the same link:
+// measureGateway's measures at each round trip.
 func TestBenchmarkLongLinksGateway(t *testing.T) {
 	binary := os.Getenv("SFTPGATE_BENCH_BINARY")
 	if binary == "" {
@@ -241,61 +240,15 @@ func TestBenchmarkLongLinksGateway(t *testing.T) {
 		r.addConnectionAt(t, ns, slug, host, port, r.sshd, "")
 		g := r.client(httpClient, slug, r.token)
 		waitServed(t, g)
-		direct := directClient(t, r.sshd, host, port)
-		large := fmt.Sprintf("large-%d", i)
-		upDirect := timed(func() error {
-			f, err := direct.OpenFile(filepath.Join(r.sshd.Dir, large+"-direct"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-			if err != nil {
-				return err
-			}
-			if _, err := f.ReadFromWithConcurrency(io.LimitReader(zeros{}, largeSize), 0); err != nil {
-				return err
-			}
-			return f.Close()
-		})
-		upGateway := timed(func() error {
-			return g.call("write?path="+large, "application/octet-stream", io.LimitReader(zeros{}, largeSize), largeSize)
-		})
-		downDirect := timed(func() error {
-			f, err := direct.Open(filepath.Join(r.sshd.Dir, large+"-direct"))
-			if err != nil {
-				return err
-			}
-			defer func() { _ = f.Close() }()
-			_, err = f.WriteTo(io.Discard)
-			return err
-		})
-		downGateway := timed(func() error { return g.download(large, largeSize) })
-		dir := fmt.Sprintf("writes-%d", i)
-		must(t, direct.MkdirAll(filepath.Join(r.sshd.Dir, dir)))
-		const writes = 16
-		kib := strings.Repeat("x", 1024)
-		smallDirect := runFor(longPhase, writes, func(j int) error {
-			return writeFile(direct, filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j)), kib)
-		})
-		smallGateway := runFor(longPhase, writes, func(j int) error {
-			return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt", "file": {"text": "%s"}}`, dir, j, kib)), -1)
-		})
-		// Reads of the first files just written (each writer wrote
-		// one), as a user of pkg/sftp would read one: open, read, close.
-		readDirect := runFor(longPhase, writes, func(j int) error {
-			return readFile(direct, filepath.Join(r.sshd.Dir, dir, fmt.Sprintf("d-%d.txt", j%writes)), len(kib))
-		})
-		readGateway := runFor(longPhase, writes, func(j int) error {
-			return g.call("read", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/g-%d.txt"}`, dir, j%writes)), -1)
-		})
-		target, smallTarget := "", ""
+		figures := measureGateway(t, g, sftpDirect{directClient(t, r.sshd, host, port), r.sshd.Dir}, strconv.Itoa(i))
+		// Targets of the upload, the download, the writes and the reads.
+		var targets [4]string
 		if rtt == 50*time.Millisecond {
-			target, smallTarget = ">= 0.80", ">= 0.95"
+			targets = [4]string{">= 0.80", ">= 0.80", ">= 0.95", ""}
 		}
-		fmt.Fprintf(&rows, "| %d ms | 256 MiB upload | %.0f MB/s | %.0f MB/s | %.2f | %s |\n", rtt.Milliseconds(), mbps(upDirect), mbps(upGateway),
-			upDirect.Seconds()/upGateway.Seconds(), target)
-		fmt.Fprintf(&rows, "| %d ms | 256 MiB download | %.0f MB/s | %.0f MB/s | %.2f | %s |\n", rtt.Milliseconds(), mbps(downDirect), mbps(downGateway),
-			downDirect.Seconds()/downGateway.Seconds(), target)
-		fmt.Fprintf(&rows, "| %d ms | 1 KiB writes, concurrency 16 | %.0f/s (%s) | %.0f/s (%s) | %.2f | %s |\n", rtt.Milliseconds(),
-			smallDirect.rate(), smallDirect.percentiles(), smallGateway.rate(), smallGateway.percentiles(), smallGateway.rate()/smallDirect.rate(), smallTarget)
-		fmt.Fprintf(&rows, "| %d ms | 1 KiB reads, concurrency 16 | %.0f/s (%s) | %.0f/s (%s) | %.2f | |\n", rtt.Milliseconds(),
-			readDirect.rate(), readDirect.percentiles(), readGateway.rate(), readGateway.percentiles(), readGateway.rate()/readDirect.rate())
+		for j, row := range figures.rows() {
+			fmt.Fprintf(&rows, "| %d ms | %s | %s |\n", rtt.Milliseconds(), row, targets[j])
+		}
 	}
 	fmt.Printf(`
 the gateway over long links: sshd behind a delay proxy at 1 Gbit/s, against pkg/sftp over one SSH connection through it (make bench)
@@ -304,8 +257,134 @@ the gateway over long links: sshd behind a delay proxy at 1 Gbit/s, against pkg/
 %s`, rows.String())
 }
 
-// longPhase is how long the small writes run at each round trip.
-const longPhase = 5 * time.Second
+const (
+	// longPhase is how long measureGateway's small writes, and then its
+	// reads, run.
+	longPhase = 5 * time.Second
+	// gatewayConcurrency is how many writes (or reads) run at once in
+	// measureGateway's small writes and reads.
+	gatewayConcurrency = 16
+)
+
+// directFS is a client of the server a gateway benchmark's connection
+// reaches, used directly: what the gateway is measured against. Names are
+// relative to the connection's root.
+type directFS interface {
+	// upload stores size zero bytes as name; download reads name, of size
+	// bytes, whole.
+	upload(name string, size int64) error
+	download(name string, size int64) error
+	mkdir(dir string) error
+	// write stores content as the new file name, and read reads name, of
+	// size bytes, as a user would: open, write or read, close. op is
+	// runFor's operation, which runs in its worker op%gatewayConcurrency.
+	write(op int, name, content string) error
+	read(op int, name string, size int) error
+}
+
+// gatewayFigures are what measureGateway measured.
+type gatewayFigures struct {
+	upDirect, upGateway, downDirect, downGateway       time.Duration
+	writeDirect, writeGateway, readDirect, readGateway result
+}
+
+// measureGateway measures the gateway, through g, against direct on the
+// same server, with names ending in suffix: largeSize bytes uploaded and
+// downloaded (one turn each, the direct client first), 1 KiB writes of new
+// files at concurrency gatewayConcurrency for longPhase, then reads of
+// them for longPhase.
+func measureGateway(t *testing.T, g *gatewayClient, direct directFS, suffix string) gatewayFigures {
+	t.Helper()
+	var f gatewayFigures
+	large := "large-" + suffix
+	f.upDirect = timed(func() error { return direct.upload(large+"-direct", largeSize) })
+	f.upGateway = timed(func() error {
+		return g.call("write?path="+large, "application/octet-stream", io.LimitReader(zeros{}, largeSize), largeSize)
+	})
+	f.downDirect = timed(func() error { return direct.download(large+"-direct", largeSize) })
+	f.downGateway = timed(func() error { return g.download(large, largeSize) })
+	// A folder each: where a stat lists the folder (FTP's), neither pays
+	// for the other's files.
+	dirDirect, dirGateway := "writes-"+suffix+"-direct", "writes-"+suffix
+	must(t, direct.mkdir(dirDirect))
+	must(t, direct.mkdir(dirGateway))
+	kib := strings.Repeat("x", 1024)
+	f.writeDirect = runFor(longPhase, gatewayConcurrency, func(j int) error {
+		return direct.write(j, fmt.Sprintf("%s/%d.txt", dirDirect, j), kib)
+	})
+	f.writeGateway = runFor(longPhase, gatewayConcurrency, func(j int) error {
+		return g.call("write", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/%d.txt", "file": {"text": "%s"}}`, dirGateway, j, kib)), -1)
+	})
+	// Reads of the first files just written (each writer wrote one).
+	f.readDirect = runFor(longPhase, gatewayConcurrency, func(j int) error {
+		return direct.read(j, fmt.Sprintf("%s/%d.txt", dirDirect, j%gatewayConcurrency), len(kib))
+	})
+	f.readGateway = runFor(longPhase, gatewayConcurrency, func(j int) error {
+		return g.call("read", "application/json", strings.NewReader(fmt.Sprintf(`{"path": "%s/%d.txt"}`, dirGateway, j%gatewayConcurrency)), -1)
+	})
+	return f
+}
+
+// rows are the figures' rows of a table, cells of measure, direct client,
+// gateway and ratio (the gateway's rate over the direct client's), without
+// the outer bars: the upload, the download, the writes and the reads.
+func (f gatewayFigures) rows() [4]string {
+	big := func(what string, direct, gateway time.Duration) string {
+		return fmt.Sprintf("%s | %.0f MB/s | %.0f MB/s | %.2f", what, mbps(direct), mbps(gateway), direct.Seconds()/gateway.Seconds())
+	}
+	small := func(what string, direct, gateway result) string {
+		return fmt.Sprintf("%s, concurrency %d | %.0f/s (%s) | %.0f/s (%s) | %.2f", what, gatewayConcurrency,
+			direct.rate(), direct.percentiles(), gateway.rate(), gateway.percentiles(), gateway.rate()/direct.rate())
+	}
+	return [4]string{
+		big("256 MiB upload", f.upDirect, f.upGateway),
+		big("256 MiB download", f.downDirect, f.downGateway),
+		small("1 KiB writes", f.writeDirect, f.writeGateway),
+		small("1 KiB reads", f.readDirect, f.readGateway),
+	}
+}
+
+// sftpDirect is pkg/sftp on the gateway's server, its names below root.
+type sftpDirect struct {
+	c    *sftp.Client
+	root string
+}
+
+func (d sftpDirect) upload(name string, size int64) error {
+	f, err := d.c.OpenFile(filepath.Join(d.root, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	if _, err := f.ReadFromWithConcurrency(io.LimitReader(zeros{}, size), 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (d sftpDirect) download(name string, size int64) error {
+	f, err := d.c.Open(filepath.Join(d.root, name))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	n, err := f.WriteTo(io.Discard)
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: %d bytes downloaded of %d", name, n, size)
+	}
+	return err
+}
+
+func (d sftpDirect) mkdir(dir string) error { return d.c.MkdirAll(filepath.Join(d.root, dir)) }
+
+// write and read share the one SSH connection among the workers.
+func (d sftpDirect) write(_ int, name, content string) error {
+	return writeFile(d.c, filepath.Join(d.root, name), content)
+}
+
+func (d sftpDirect) read(_ int, name string, size int) error {
+	return readFile(d.c, filepath.Join(d.root, name), size)
+}
 
 // directClient is pkg/sftp with its defaults over one SSH connection to s,
 // reached at host:port.
