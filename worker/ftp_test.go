@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -190,5 +191,43 @@ func TestTransferFTPAndStore(t *testing.T) {
 	}
 	if plain := partner.DecryptVerify(t, ftpd.read(t, "outbox/report.csv.pgp"), ours); !bytes.Equal(plain, clear) {
 		t.Error("bucket to FTPS: the partner's gpg reads other than what was encrypted")
+	}
+}
+
+// TestTransferToFTPResumes: a copy to an FTPS server whose session ends
+// mid-file continues from what the server holds (REST, then STOR from
+// there), and the file arrives whole.
+func TestTransferToFTPResumes(t *testing.T) {
+	t.Parallel()
+	sftp := sshdServer(testsshd.Start(t))
+	ftpd := ftpServer{testftpd.Start(t)}
+	ns := transferNamespace(t, map[string]server{"src": sftp})
+	conn, secret := ftpd.Connection(ns, "ftps")
+	testkit.ReadyFtp(t, k8s, conn, secret)
+	startWorker(t)
+	data := random(t, 96<<20+7)
+	sftp.file(t, "in/big.bin", data)
+	tr := transfer(t, ns, "cut", "/in/big.bin", func(s *v1alpha1.TransferSpec) {
+		s.Destination.ConnectionRef, s.Verify = ftpRef("ftps"), v1alpha1.VerifySHA256
+	})
+	// The copy's temporary file, once it holds a sixth of the file.
+	var partial string
+	for partial == "" {
+		entries, _ := os.ReadDir(filepath.Join(ftpd.Dir, "out"))
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && tempname.Is(e.Name()) && fi.Size() >= int64(len(data))/6 {
+				partial = e.Name()
+			}
+		}
+		if partial == "" && ftpd.has("out/big.bin") {
+			t.Fatal("the copy ended before it could be cut: the file is too small for this machine")
+		}
+	}
+	ftpd.EndSessions()
+	if got := finished(t, tr); readyReason(got) != "True/Succeeded" || !bytes.Equal(ftpd.read(t, "out/big.bin"), data) {
+		t.Fatalf("%s %+v", readyReason(got), got.Status)
+	}
+	if !regexp.MustCompile(`"REST [1-9][0-9]*"`).MatchString(ftpd.Log()) {
+		t.Errorf("the copy started over: no STOR continued from an offset (REST):\n%s", ftpd.Log())
 	}
 }

@@ -132,6 +132,13 @@ type Modeless interface {
 	Modeless()
 }
 
+// WritesInOrder is an FS whose files are written at their end only, one
+// stream each (FTP): what a write cut off left is a prefix of what was
+// sent, none of it out of order.
+type WritesInOrder interface {
+	WritesInOrder()
+}
+
 // PrefixFolders is an FS whose folders are key prefixes (an object
 // store): a listing of a missing folder, or of a file, is empty rather
 // than refused, and a write needs no folder to write in. Who needs the

@@ -600,6 +600,9 @@ func (f *FS) Truncate(name string, size int64) error {
 // for them.
 func (f *FS) Modeless() {}
 
+// WritesInOrder: a file is written at its end, one STOR or APPE stream.
+func (f *FS) WritesInOrder() {}
+
 // Chmod is unsupported (SITE CHMOD is no standard, nor offered alike).
 func (f *FS) Chmod(string, fs.FileMode) error { return unsupported("changing a file's mode") }
 

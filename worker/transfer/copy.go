@@ -366,8 +366,9 @@ func (j *Job) decideTransformed(tfi *entry, r Result) (replace bool, done FileSt
 }
 
 // resumeFrom is where the copy to tmp continues: the size of what tmp
-// holds less what was in flight, when the MiB before that point matches
-// the source's; else 0 (tmp is started over).
+// holds less what was in flight (none, where writes land in order), when
+// the MiB before that point matches the source's; else 0 (tmp is started
+// over).
 func resumeFrom(src, dst files.FS, srcPath, tmp string, size int64) (int64, error) {
 	pfi, err := dst.Stat(tmp)
 	if err != nil || pfi.Size() == 0 || pfi.Size() > size {
@@ -375,8 +376,12 @@ func resumeFrom(src, dst files.FS, srcPath, tmp string, size int64) (int64, erro
 	}
 	// The last writes in flight when the copy was cut may have landed in
 	// any order (a server may run them at once): only what lies before
-	// them is sure to be whole.
+	// them is sure to be whole. A server written in one stream holds a
+	// prefix, and takes the rest at its end only.
 	have := pfi.Size() - inFlight
+	if _, inOrder := dst.(files.WritesInOrder); inOrder {
+		have = pfi.Size()
+	}
 	if have <= 0 {
 		return 0, nil
 	}
