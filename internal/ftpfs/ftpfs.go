@@ -600,7 +600,8 @@ func (f *FS) Truncate(name string, size int64) error {
 // for them.
 func (f *FS) Modeless() {}
 
-// WritesInOrder: a file is written at its end, one STOR or APPE stream.
+// WritesInOrder says a file is written at its end, one STOR or APPE
+// stream (files.WritesInOrder).
 func (f *FS) WritesInOrder() {}
 
 // Chmod is unsupported (SITE CHMOD is no standard, nor offered alike).

@@ -444,10 +444,10 @@ func (f *fsys) RemoveDirectory(name string) error {
 	return files.IgnoreMissing(wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
 }
 
-// PrefixFolders: folders are key prefixes (files.PrefixFolders).
+// PrefixFolders marks folders as key prefixes (files.PrefixFolders).
 func (f *fsys) PrefixFolders() {}
 
-// Modeless: an object keeps no mode.
+// Modeless marks the FS as keeping no modes: an object has none.
 func (f *fsys) Modeless() {}
 
 func (f *fsys) Space(string) (files.Space, error) { return files.Space{}, files.ErrUnsupported }
