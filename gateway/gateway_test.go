@@ -1158,7 +1158,7 @@ func TestConformance(t *testing.T) {
 		must(t, k8s.Create(context.Background(), conn))
 		f := serveAt(t, conn, conn.Spec.Slug, nil)
 		target := conformance.Target{URL: baseURL + "/" + f.slug, Token: f.token, ScopedToken: scopedKey(t, f),
-			Dir: root, UID: ftpd.UID, GID: ftpd.GID, Check: validate, Lacks: conformance.FTP}
+			Dir: root, UID: ftpd.UID, GID: ftpd.GID, Check: validate, Lacks: conformance.FTP, RaceTries: conformance.RaceTries / 4}
 		conformance.Run(t, target)
 		t.Run("race", func(t *testing.T) { conformance.Race(t, target) })
 	})

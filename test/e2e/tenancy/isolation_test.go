@@ -667,6 +667,20 @@ func TestIsolation(t *testing.T) {
 			refusedReason(t, claim, v1alpha1.ReasonSlugConflict)
 			victim.writes(t, "after-the-claim")
 		}},
+		{"a bucket's claim on the victim's slug, and the victim's bucket with the attacker's key", func(t *testing.T) {
+			// Slugs are one namespace across kinds: a store cannot take a
+			// connection's, and a store's is as out of reach as one.
+			s3 := tests3.Start(t)
+			s3.Bucket(t, "claims")
+			claim := testkit.NewStore(t, k8s, attacker.ns, "claim-store", s3, "claims", "", func(st *v1alpha1.ObjectStore) { st.Spec.Slug = victim.slug })
+			refusedReason(t, claim, v1alpha1.ReasonSlugConflict)
+			victim.writes(t, "after-the-bucket-claim")
+			vault := testkit.ReadyStore(t, k8s, victim.ns, "vault-store", s3, "claims", "victim/", func(st *v1alpha1.ObjectStore) { st.Spec.Slug = "vs-" + victim.slug })
+			status, body := testhttp.PostJSON(t, gatewayURL+"/"+vault.Spec.Slug+"/write", attacker.token, `{"path": "planted", "file": {"text": "x"}}`)
+			if status != http.StatusNotFound {
+				t.Errorf("the victim's bucket with the attacker's key: %d %s, want 404", status, body)
+			}
+		}},
 		{"the victim's slug, freed by delete-and-recreate", func(t *testing.T) {
 			// The attacker's claim is older than the victim's new object;
 			// the victim's CI goes on calling its slug with its token.
