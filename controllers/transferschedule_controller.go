@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/calendar"
 )
 
 // LabelSchedule names, on a Transfer, the TransferSchedule that made it.
@@ -70,7 +71,7 @@ func (r *TransferScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if len(succeeded) > 0 {
 		s.Status.LastSuccessfulTime = succeeded[len(succeeded)-1].Status.CompletionTime
 	}
-	sched, err := parseSchedule(s.Spec.Schedule, s.Spec.TimeZone)
+	sched, err := calendar.Parse(s.Spec.Schedule, s.Spec.TimeZone)
 	if err == nil && sched.Next(now).IsZero() {
 		err = fmt.Errorf("the schedule %q never comes due", s.Spec.Schedule)
 	}
@@ -190,26 +191,6 @@ func split(s *v1alpha1.TransferSchedule, items []v1alpha1.Transfer) (active, suc
 	slices.SortFunc(failed, byCompletion)
 	slices.SortFunc(active, func(a, b *v1alpha1.Transfer) int { return cmp.Compare(a.Name, b.Name) })
 	return active, succeeded, failed
-}
-
-// parseSchedule reads a cron expression (five fields or a descriptor) in
-// the time zone tz (UTC when empty).
-func parseSchedule(expr, tz string) (cron.Schedule, error) {
-	loc := time.UTC
-	if tz != "" {
-		var err error
-		if loc, err = time.LoadLocation(tz); err != nil {
-			return nil, fmt.Errorf("the time zone %q is unknown", tz)
-		}
-	}
-	sched, err := cron.ParseStandard(expr)
-	if err != nil {
-		return nil, fmt.Errorf("the schedule %q: %w", expr, err)
-	}
-	if spec, ok := sched.(*cron.SpecSchedule); ok {
-		spec.Location = loc
-	}
-	return sched, nil
 }
 
 // lastDue is the latest run due after the last one handled (or the
