@@ -13,7 +13,9 @@ var (
 	next   = day.Add(24 * time.Hour)
 )
 
-func at(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+func at(h, m int) time.Time {
+	return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute)
+}
 
 func came(name string, size int64, t time.Time) Seen { return Seen{Name: name, Size: size, Came: t} }
 
