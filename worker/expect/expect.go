@@ -76,11 +76,10 @@ func (r Rule) matches(f Seen) bool {
 
 func (r Rule) count() int { return max(r.MinCount, 1) }
 
-// Next is the next outcome of window w, whose files may come until next
-// (the following window's opening), at now, given those it had already
-// (in order): false when there is none to announce now (none yet, or the
-// window's last was had).
-func Next(w calendar.Window, next time.Time, r Rule, files []Seen, now time.Time, had []Outcome) (Decision, bool) {
+// counted are the files that count for window w (whose files may come
+// until next) at now: the first MinCount to come, and whether that many
+// came.
+func (r Rule) counted(w calendar.Window, next time.Time, files []Seen, now time.Time) ([]Seen, bool) {
 	var counted []Seen
 	for _, f := range files {
 		if r.matches(f) && !f.Came.Before(w.Opens) && f.Came.Before(next) && !f.Came.After(now) {
@@ -88,18 +87,24 @@ func Next(w calendar.Window, next time.Time, r Rule, files []Seen, now time.Time
 		}
 	}
 	slices.SortStableFunc(counted, func(a, b Seen) int { return a.Came.Compare(b.Came) })
-	need := r.count()
-	var (
-		last    Outcome
-		enough  = len(counted) >= need
-		reached time.Time // when the last needed file came
-	)
+	if need := r.count(); len(counted) >= need {
+		return counted[:need], true
+	}
+	return counted, false
+}
+
+// Next is the next outcome of window w, whose files may come until next
+// (the following window's opening), at now, given those it had already
+// (in order): false when there is none to announce now (none yet, or the
+// window's last was had).
+func Next(w calendar.Window, next time.Time, r Rule, files []Seen, now time.Time, had []Outcome) (Decision, bool) {
+	counted, enough := r.counted(w, next, files, now)
+	var last, reached = Outcome(""), time.Time{}
 	if len(had) > 0 {
 		last = had[len(had)-1]
 	}
 	if enough {
-		counted = counted[:need]
-		reached = counted[need-1].Came
+		reached = counted[len(counted)-1].Came // the last needed file's
 	}
 	switch last {
 	case "":

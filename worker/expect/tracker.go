@@ -1,0 +1,145 @@
+package expect
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sftpgate/sftpgate/internal/calendar"
+)
+
+// MaxFiles bounds the files a Tracker keeps of a window: a folder that
+// fills with more matching files than a window expects keeps the first.
+const MaxFiles = 1000
+
+// Entry is a settled file of a listing of the expectation's folder.
+type Entry struct {
+	Name    string
+	Size    int64
+	ModTime time.Time
+}
+
+// State is what a Tracker keeps between listings, all of it: a replica
+// stores it, and another takes over from it after the first one's death.
+type State struct {
+	// Window is the window being decided; zero before the first.
+	Window calendar.Window `json:"window"`
+	// Had are its outcomes so far, in order.
+	Had []Outcome `json:"had,omitempty"`
+	// Files are the matching files seen in the folder since the window
+	// opened, by when they came.
+	Files []Seen `json:"files,omitempty"`
+	// Listed is when the last listing was taken; zero before the first.
+	Listed time.Time `json:"listed"`
+}
+
+// Tracker follows one expectation's folder across listings and decides
+// its windows' outcomes.
+type Tracker struct {
+	Windows *calendar.Windows
+	Rule    Rule
+	State   State
+}
+
+// Observe takes a listing of the folder's settled files at t. A file new
+// to it came by t, after the listing before: at its modification time
+// when that lies between the two (a file that settled while no one
+// listed, the worker down), else at t. A file it no longer shows went at
+// t.
+func (k *Tracker) Observe(listing []Entry, t time.Time) {
+	shown := make(map[string]Entry, len(listing))
+	for _, e := range listing {
+		shown[e.Name] = e
+	}
+	known := make(map[string]bool, len(k.State.Files))
+	for i := range k.State.Files {
+		f := &k.State.Files[i]
+		known[f.Name] = true
+		if _, ok := shown[f.Name]; !ok && f.Gone.IsZero() {
+			f.Gone = t
+		}
+	}
+	for _, e := range listing {
+		if known[e.Name] || len(k.State.Files) >= MaxFiles {
+			continue
+		}
+		came := t
+		if e.ModTime.After(k.State.Listed) && !e.ModTime.After(t) && !k.State.Listed.IsZero() {
+			came = e.ModTime
+		}
+		f := Seen{Name: e.Name, Size: e.Size, Came: came}
+		if k.Rule.matches(f) {
+			k.State.Files = append(k.State.Files, f)
+		}
+	}
+	slices.SortStableFunc(k.State.Files, func(a, b Seen) int { return a.Came.Compare(b.Came) })
+	k.State.Listed = t
+}
+
+// Decide is what the windows had by now that was not decided before, in
+// order. from is when the expectation began: its first window is the
+// first to open after it. The tracker moves on to the next window once
+// that one has opened and its own can have no more outcomes: a pick-up
+// still pending holds it (and the next window's outcomes wait, decided
+// late, as their times say).
+func (k *Tracker) Decide(now, from time.Time) []Decision {
+	var out []Decision
+	s := &k.State
+	if s.Window.IsZero() {
+		if s.Window = k.Windows.After(from); s.Window.IsZero() {
+			return nil // the schedule never opens one
+		}
+	}
+	for range maxWindowsAtOnce {
+		next := k.Windows.After(s.Window.Opens)
+		until := next.Opens
+		if next.IsZero() {
+			until = forever
+		}
+		for {
+			d, ok := Next(s.Window, until, k.Rule, s.Files, now, s.Had)
+			if !ok {
+				break
+			}
+			s.Had = append(s.Had, d.Outcome)
+			out = append(out, d)
+		}
+		if next.IsZero() || now.Before(until) || !k.done(until, now) {
+			return out
+		}
+		// Files that came since the next window opened are its own.
+		kept := s.Files[:0]
+		for _, f := range s.Files {
+			if !f.Came.Before(until) {
+				kept = append(kept, f)
+			}
+		}
+		s.Window, s.Had, s.Files = next, nil, kept
+	}
+	return out
+}
+
+// forever is the end of a window no other follows.
+var forever = time.Unix(1<<40, 0)
+
+// done reports whether the window can have no more outcomes.
+func (k *Tracker) done(until, now time.Time) bool {
+	s := k.State
+	if len(s.Had) == 0 {
+		return false
+	}
+	switch s.Had[len(s.Had)-1] {
+	case Met, NotProcessed:
+		return true
+	case Missed:
+		return !now.Before(until)
+	}
+	// Late: done once its files' pick-up is decided.
+	counted, _ := k.Rule.counted(s.Window, until, s.Files, now)
+	_, decided := settled(Late, counted, time.Time{}, k.Rule, now)
+	return decided
+}
+
+// maxWindowsAtOnce bounds the windows one Decide walks (a worker back
+// after a long time, a window every minute): it decides the rest at its
+// next call.
+const maxWindowsAtOnce = 100
