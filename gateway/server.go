@@ -111,7 +111,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	memory := budget.New(opts.Limits.MemoryBudget, memoryWait)
 	served, err := servedKinds(ctx, c, &sftpdial.Dialer{Policy: policy, Tenants: kinds, Directories: opts.Directories},
 		&ftpdial.Dialer{Policy: policy, Tenants: kinds},
-		&s3dial.Dialer{Policy: policy, Tenants: kinds, Memory: func(string) s3fs.Memory { return memory.Parts() }})
+		&s3dial.Dialer{Policy: policy, Tenants: kinds, Memory: func(ns string) s3fs.Memory { return memory.Parts(ns) }})
 	if err != nil {
 		return nil, err
 	}

@@ -389,7 +389,7 @@ func (u *ui) fileRoutes(k *tenant.EndpointKind) []signedInRoute {
 	}
 	return []signedInRoute{
 		{tusMethods, at + "/uploads/*", files.Write, "file.upload", web.All(on, web.UploadPath), e(u.tenant.UploadProxy)},
-		{get, at + "/status", team.SeeConnections, "", nil, e(u.tenant.EndpointStatus)},
+		{get, at + "/status", team.SeeOf(k.Resource), "", nil, e(u.tenant.EndpointStatus)},
 		{get, at + "/files", files.Read, "file.list", web.All(on, web.QueryPath), e(u.tenant.Folder)},
 		{get, at + "/files/view", files.Read, "file.view", web.All(on, web.QueryPath), e(u.tenant.ShowFile)},
 		{get, at + "/files/download", files.Read, "file.download", web.All(on, web.QueryPath), e(u.tenant.Download)},

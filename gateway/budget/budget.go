@@ -43,6 +43,9 @@ type Budget struct {
 	// channel.
 	freed   chan struct{}
 	waiting bool
+	// parts are the bytes each namespace's object store uploads hold
+	// (Parts), within half of what large holds may take.
+	parts map[string]int64
 
 	// watch, when set, hears the bytes held rounded up to a step, as they
 	// change by a step or more (see Watch).
@@ -56,7 +59,7 @@ const SmallHold = 64 << 10
 // New returns a budget of size bytes, an eighth of it reserved for small
 // holds; a hold waits at most wait for room.
 func New(size int64, wait time.Duration) *Budget {
-	return &Budget{size: size, reserve: size / 8, wait: wait, freed: make(chan struct{})}
+	return &Budget{size: size, reserve: size / 8, wait: wait, freed: make(chan struct{}), parts: map[string]int64{}}
 }
 
 // Size is the whole budget.
@@ -69,13 +72,17 @@ func (b *Budget) Held() int64 {
 	return b.held
 }
 
-// take holds n if there is room, or returns a channel closed when there
-// may be.
-func (b *Budget) take(n, limit int64) (bool, <-chan struct{}) {
+// take holds n if there is room, within limit and, for a namespace's
+// parts (ns set), its share; or returns a channel closed when there may
+// be.
+func (b *Budget) take(n, limit int64, ns string, share int64) (bool, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held+n <= limit {
+	if b.held+n <= limit && (ns == "" || b.parts[ns]+n <= share) {
 		b.held += n
+		if ns != "" {
+			b.parts[ns] += n
+		}
 		b.report()
 		return true, nil
 	}
@@ -83,10 +90,15 @@ func (b *Budget) take(n, limit int64) (bool, <-chan struct{}) {
 	return false, b.freed
 }
 
-func (b *Budget) release(n int64) {
+func (b *Budget) release(n int64, ns string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held -= n
+	if ns != "" {
+		if b.parts[ns] -= n; b.parts[ns] <= 0 {
+			delete(b.parts, ns)
+		}
+	}
 	b.report()
 	if b.waiting {
 		close(b.freed)
@@ -151,11 +163,20 @@ func (l *Ledger) Hold(n int64) error {
 	if n > limit {
 		return &TooLargeError{Size: n, Budget: limit}
 	}
+	if err := b.hold(l.ctx, n, limit, "", 0); err != nil {
+		return err
+	}
+	l.held += n
+	return nil
+}
+
+// hold takes n within limit (and ns's share, for its parts), waiting at
+// most the budget's wait for room, or until ctx ends.
+func (b *Budget) hold(ctx context.Context, n, limit int64, ns string, share int64) error {
 	var expired <-chan time.Time
 	for {
-		ok, freed := b.take(n, limit)
+		ok, freed := b.take(n, limit, ns, share)
 		if ok {
-			l.held += n
 			return nil
 		}
 		if expired == nil {
@@ -167,8 +188,8 @@ func (l *Ledger) Hold(n int64) error {
 		case <-freed:
 		case <-expired:
 			return ErrBusy
-		case <-l.ctx.Done():
-			return l.ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -186,29 +207,36 @@ func (l *Ledger) Release() {
 	if l == nil || l.b == nil || l.held == 0 {
 		return
 	}
-	l.b.release(l.held)
+	l.b.release(l.held, "")
 	l.held = 0
 }
 
-// Parts is the budget as an object store's uploads hold their parts'
-// buffers in it (s3fs.Memory): outside any request's ledger, waiting as
-// Hold does.
-func (b *Budget) Parts() Parts { return Parts{b} }
+// Parts is the budget as namespace ns's object store uploads hold their
+// parts' buffers in it (s3fs.Memory): outside any request's ledger,
+// waiting as Hold does, and at most half of what large holds may take for
+// one namespace, so that one tenant's uploads leave room for another's.
+func (b *Budget) Parts(ns string) Parts { return Parts{b, ns} }
 
-// Parts holds an upload's parts' buffers in a budget.
-type Parts struct{ b *Budget }
+// Parts holds a namespace's uploads' parts' buffers in a budget.
+type Parts struct {
+	b  *Budget
+	ns string
+}
 
 // Acquire holds n bytes, to be given back with Release.
 func (p Parts) Acquire(ctx context.Context, n int64) error {
-	l := p.b.Ledger(ctx)
-	return l.Hold(n)
+	if n > p.Size() {
+		return &TooLargeError{Size: n, Budget: p.Size()}
+	}
+	return p.b.hold(ctx, n, p.b.size-p.b.reserve, p.ns, p.Size())
 }
 
 // Release gives back n bytes taken with Acquire.
-func (p Parts) Release(n int64) { p.b.release(n) }
+func (p Parts) Release(n int64) { p.b.release(n, p.ns) }
 
-// Size is the most one hold may have.
-func (p Parts) Size() int64 { return p.b.size - p.b.reserve }
+// Size is the most a namespace's parts may hold: half of what large
+// holds may.
+func (p Parts) Size() int64 { return (p.b.size - p.b.reserve) / 2 }
 
 // DefaultSize is a quarter of the memory limit of the container the
 // gateway runs in (cgroup v2 or v1), or 64 MiB without one. The rest of

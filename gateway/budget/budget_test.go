@@ -114,3 +114,31 @@ func TestWatch(t *testing.T) {
 		t.Errorf("heard %v, want %v", heard, want)
 	}
 }
+
+// TestPartsShareByNamespace: a namespace's store uploads hold at most
+// half of what large holds may, so another's still find room; a hold
+// larger than the share is refused at once.
+func TestPartsShareByNamespace(t *testing.T) {
+	const large = SmallHold + 1
+	b := New(8*large, 10*time.Millisecond) // large holds: 7; a share: 3
+	greedy, other := b.Parts("greedy"), b.Parts("other")
+	ctx := context.Background()
+	if err := greedy.Acquire(ctx, 3*large); err != nil {
+		t.Fatal(err)
+	}
+	if err := greedy.Acquire(ctx, large); !errors.Is(err, ErrBusy) {
+		t.Fatalf("past the namespace's share: %v, want ErrBusy", err)
+	}
+	if err := other.Acquire(ctx, 3*large); err != nil {
+		t.Fatalf("another namespace within its share: %v", err)
+	}
+	var tooLarge *TooLargeError
+	if err := other.Acquire(ctx, 4*large); !errors.As(err, &tooLarge) {
+		t.Fatalf("a hold larger than a share: %v", err)
+	}
+	greedy.Release(3 * large)
+	other.Release(3 * large)
+	if b.Held() != 0 || len(b.parts) != 0 {
+		t.Errorf("held %d, parts %v after every release", b.Held(), b.parts)
+	}
+}

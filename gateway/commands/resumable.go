@@ -220,7 +220,11 @@ func (fs *FS) WriteResumable(u Resumable, offset int64, body io.Reader, checksum
 		discarded = discard(f)
 	}
 	if !discarded {
-		if closeErr := f.Close(); err == nil {
+		closeErr := f.Close()
+		if _, atClose := f.(interface{ Abort() error }); atClose && closeErr != nil {
+			keep = 0 // a write that completes at Close (a store's) kept nothing
+		}
+		if err == nil {
 			err = closeErr
 		}
 	}

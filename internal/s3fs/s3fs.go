@@ -441,7 +441,17 @@ func (f *fsys) RemoveDirectory(name string) error {
 	}
 	ctx, cancel := f.op()
 	defer cancel()
-	return files.IgnoreMissing(wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{})))
+	if err := files.IgnoreMissing(wrap(f.c.Core.RemoveObject(ctx, f.c.Bucket, f.dirKey(name), minio.RemoveObjectOptions{}))); err != nil {
+		return err
+	}
+	// Keys a listing leaves out (a//b, a/../b) keep the folder.
+	switch held, err := f.holds(name); {
+	case err != nil:
+		return err
+	case held:
+		return &files.StatusError{Code: files.FxDirNotEmpty, Err: fmt.Errorf("%s holds keys that are no file names (a//b, ..)", name)}
+	}
+	return nil
 }
 
 // PrefixFolders marks folders as key prefixes (files.PrefixFolders).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -268,7 +269,13 @@ func TestUploadMemory(t *testing.T) {
 	}
 	small := s3fs.New(s3fs.Config{Core: &minio.Core{Client: s.Client(t)}, Bucket: "data", PartSize: 2 * partSize, Memory: memory})
 	defer func() { _ = small.Close() }()
-	if _, err := small.Upload("/b.bin", files.UploadOptions{}); !errors.Is(err, s3fs.ErrTooLargeParts) {
+	// A file of one short part needs no part's room; a larger one fails.
+	write(t, small, "/tiny.bin", []byte("tiny"))
+	u, err := small.Upload("/b.bin", files.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.ReadFromWithConcurrency(bytes.NewReader(make([]byte, 2<<20)), 0); !errors.Is(err, s3fs.ErrTooLargeParts) {
 		t.Fatalf("parts larger than the memory: %v", err)
 	}
 }
@@ -289,3 +296,53 @@ func (b *budget) Acquire(_ context.Context, n int64) error {
 
 func (b *budget) Release(n int64) { b.held -= n }
 func (b *budget) Size() int64     { return b.size }
+
+// TestWritesKeepNothingCut: a write whose source fails, even with an
+// error that wraps io.ErrUnexpectedEOF as a client's cut-off body does,
+// leaves the object as it was; an append that another write overtook
+// keeps nothing of its own.
+func TestWritesKeepNothingCut(t *testing.T) {
+	f, _ := newFS(t)
+	write(t, f, "/a.txt", []byte("before"))
+	for _, size := range []int{100, 2 << 20} { // one request; parts
+		w, err := f.OpenFile("/a.txt", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := io.MultiReader(bytes.NewReader(make([]byte, size)), failingWith{fmt.Errorf("client: %w", io.ErrUnexpectedEOF)})
+		if _, err := w.ReadFromWithConcurrency(cut, 0); err == nil {
+			t.Fatalf("%d bytes, then a cut: no error", size)
+		}
+		if err := w.Close(); err == nil {
+			t.Fatalf("%d bytes, then a cut: closed without error", size)
+		}
+		if got := read(t, f, "/a.txt"); string(got) != "before" {
+			t.Fatalf("%d bytes, then a cut: the object holds %d bytes", size, len(got))
+		}
+	}
+	// An append at the end, Stat telling where that is first.
+	a, err := f.OpenFile("/a.txt", os.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := a.Stat(); err != nil || fi.Size() != int64(len("before")) {
+		t.Fatalf("an append's Stat: %v %v", fi, err)
+	}
+	if _, err := a.Seek(int64(len("before")), io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte(" mine")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, f, "/a.txt", []byte("theirs")) // another write, meanwhile
+	if err := a.Close(); err == nil {
+		t.Error("an append another write overtook completed")
+	}
+	if got := read(t, f, "/a.txt"); string(got) != "theirs" {
+		t.Errorf("the object holds %q, want the other write's", got)
+	}
+}
+
+type failingWith struct{ err error }
+
+func (f failingWith) Read([]byte) (int, error) { return 0, f.err }

@@ -43,6 +43,9 @@ type upload struct {
 	held   int64
 	single []byte
 	err    error
+	// ifMatch, when set, is the ETag the object must still have when the
+	// upload completes (an append's, which read it first).
+	ifMatch string
 
 	verified bool
 }
@@ -60,10 +63,6 @@ var ErrTooLargeParts = errors.New("the object store's parts do not fit the memor
 
 // Upload starts writing name whole, or continues o.Resume.
 func (f *fsys) Upload(name string, o files.UploadOptions) (files.Upload, error) {
-	if m := f.c.Memory; m != nil && f.c.PartSize > m.Size() {
-		return nil, &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf(
-			"%w: a part of %d MiB, %d MiB given; lower the ObjectStore's limits.partSizeMiB", ErrTooLargeParts, f.c.PartSize>>20, m.Size()>>20)}
-	}
 	u := &upload{f: f, name: name, key: f.key(name), o: o, next: 1}
 	if o.Resume != "" {
 		if err := u.resume(); err != nil {
@@ -186,7 +185,10 @@ func (u *upload) ReadFromWithConcurrency(r io.Reader, concurrency int) (int64, e
 	for {
 		buf, n, err := u.readPart(r, <-free, res)
 		total += int64(n)
-		short := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		// The source's own end, as io.ReadFull says it: a source's error
+		// that wraps io.ErrUnexpectedEOF (a client's body cut off) is a
+		// failure, never the file's end.
+		short := err == io.EOF || err == io.ErrUnexpectedEOF //nolint:errorlint // ReadFull's own values, not a source's
 		if err != nil && !short {
 			free <- buf
 			sent.Wait()
@@ -297,6 +299,11 @@ func (r *reservation) take() error {
 	if m == nil || r.taken {
 		return nil
 	}
+	if size := r.u.f.c.PartSize; size > m.Size() {
+		// A file of one short part never asks: only a larger one fails.
+		return &files.StatusError{Code: files.FxFailure, Err: fmt.Errorf(
+			"%w: a part of %d MiB, %d MiB given; lower the ObjectStore's limits.partSizeMiB", ErrTooLargeParts, size>>20, m.Size()>>20)}
+	}
 	if err := m.Acquire(r.u.f.ctx, r.parts*r.u.f.c.PartSize); err != nil {
 		return err
 	}
@@ -406,8 +413,11 @@ func (u *upload) Complete() error {
 	ctx, cancel := u.f.op()
 	defer cancel()
 	opts := u.options()
-	if u.o.Exclusive {
+	switch {
+	case u.o.Exclusive:
 		opts.SetMatchETagExcept("*")
+	case u.ifMatch != "":
+		opts.SetMatchETag(u.ifMatch)
 	}
 	var (
 		want string
@@ -482,19 +492,21 @@ func (f *fsys) appender(name string, fi *info, off int64) (files.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &writer{upload: u.(*upload), name: name, base: fi, off: off}, nil //nolint:forcetypeassert // Upload's
+	up := u.(*upload) //nolint:forcetypeassert // Upload's
+	up.ifMatch = fi.etag
+	return &writer{upload: up, name: name, base: fi, off: off}, nil
 }
+
+// errChanged is an object that changed while it was appended to: the
+// append keeps nothing, and the other write stays.
+var errChanged = &files.StatusError{Code: files.FxFailure, Err: errors.New("the object changed while it was appended to; nothing was appended")}
 
 // start checks, before the first byte, that it goes at the end.
 func (w *writer) start() error {
 	if w.written {
 		return nil
 	}
-	end := int64(0)
-	if w.base != nil {
-		end = w.base.size
-	}
-	if w.off != end {
+	if w.off != w.end() {
 		return unsupported("an object is written from its start to its end, and appended to at its end")
 	}
 	w.written = true
@@ -506,6 +518,9 @@ func (w *writer) send(r io.Reader, concurrency int, first bool) (int64, error) {
 	var prefix int64
 	if first && w.base != nil && w.base.size > 0 {
 		body, err := (&object{f: w.upload.f, name: w.name, info: w.base}).get(0, 0)
+		if errors.Is(err, fs.ErrExist) { // 412: no longer the ETag read
+			return 0, errChanged
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -517,8 +532,12 @@ func (w *writer) send(r io.Reader, concurrency int, first bool) (int64, error) {
 	return max(n-prefix, 0), err
 }
 
-// exactly is r, which must give n bytes: fewer is io.ErrUnexpectedEOF.
+// exactly is r, which must give n bytes: fewer is errBaseShort, never an
+// end an upload would take for the file's.
 func exactly(r io.Reader, n int64) io.Reader { return &exact{r: io.LimitReader(r, n), left: n} }
+
+// errBaseShort is an object appended to whose bytes ended early.
+var errBaseShort = errors.New("the object appended to ended before its size")
 
 type exact struct {
 	r    io.Reader
@@ -529,7 +548,7 @@ func (e *exact) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
 	e.left -= int64(n)
 	if errors.Is(err, io.EOF) && e.left > 0 {
-		err = io.ErrUnexpectedEOF
+		err = errBaseShort
 	}
 	return n, err
 }
@@ -597,6 +616,9 @@ func (w *writer) Close() error {
 	}
 	if err == nil {
 		err = w.upload.Complete()
+		if w.base != nil && errors.Is(err, fs.ErrExist) { // 412 at If-Match
+			err = errChanged
+		}
 	}
 	if err != nil {
 		_ = w.upload.Abort()
@@ -622,10 +644,7 @@ var errAborted = errors.New("the write was aborted")
 // where the next goes; a write that failed keeps nothing, so it is then
 // where the object ended before.
 func (w *writer) Seek(offset int64, whence int) (int64, error) {
-	end := int64(0)
-	if w.base != nil {
-		end = w.base.size
-	}
+	end := w.end()
 	at := w.off
 	if w.failed != nil {
 		at = end
@@ -648,8 +667,22 @@ func (w *writer) Seek(offset int64, whence int) (int64, error) {
 
 func (w *writer) Name() string { return w.name }
 
+// Stat is the object as it will be: its size before a byte is written
+// (the object appended to's), then what is written added.
 func (w *writer) Stat() (fs.FileInfo, error) {
-	return &info{name: w.name, size: w.off, modTime: w.upload.o.ModTime}, nil
+	size := w.off
+	if !w.written {
+		size = w.end()
+	}
+	return &info{name: w.name, size: size, modTime: w.upload.o.ModTime}, nil
+}
+
+// end is where the object ends before this writer's bytes.
+func (w *writer) end() int64 {
+	if w.base != nil {
+		return w.base.size
+	}
+	return 0
 }
 
 func (w *writer) Read([]byte) (int, error) { return 0, unsupported("the object is open for writing") }

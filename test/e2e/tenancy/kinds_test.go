@@ -79,7 +79,7 @@ func TestFilesOfEveryKind(t *testing.T) {
 }
 
 // upload sends content to p through the UI's resumable uploads at base,
-// as the file browser's script does.
+// in two parts, as the file browser's script does.
 func upload(t *testing.T, tn *tenant, base, p, content string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, tn.ui.Base+base+"/uploads/", nil)
@@ -100,13 +100,20 @@ func upload(t *testing.T, tn *tenant, base, p, content string) {
 	must(t, err)
 	at, err := target.Parse(location)
 	must(t, err)
-	req, err = http.NewRequest(http.MethodPatch, at.String(), strings.NewReader(content))
-	must(t, err)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("Tus-Resumable", "1.0.0")
-	req.Header.Set("Upload-Offset", "0")
-	req.Header.Set("Content-Type", "application/offset+octet-stream")
-	if status, body := tn.ui.Do(t, req); status != http.StatusNoContent {
-		t.Fatalf("the upload's part: %d %.300s", status, body)
+	// In two parts, as the browser sends a file larger than its part.
+	half := len(content) / 2
+	for _, part := range []struct {
+		offset int
+		body   string
+	}{{0, content[:half]}, {half, content[half:]}} {
+		req, err = http.NewRequest(http.MethodPatch, at.String(), strings.NewReader(part.body))
+		must(t, err)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		req.Header.Set("Upload-Offset", strconv.Itoa(part.offset))
+		req.Header.Set("Content-Type", "application/offset+octet-stream")
+		if status, body := tn.ui.Do(t, req); status != http.StatusNoContent {
+			t.Fatalf("the upload's part at %d: %d %.300s", part.offset, status, body)
+		}
 	}
 }

@@ -32,6 +32,9 @@ type Permission struct{ Verb, resource string }
 // need: browse and download, upload, rename, delete.
 type FilePermissions struct{ Read, Write, Rename, Delete Permission }
 
+// SeeOf is the permission to list resource's objects ("ftpconnections").
+func SeeOf(resource string) Permission { return Permission{"list", resource} }
+
 // FilesOf are the permissions on the files of resource's objects
 // ("sftpconnections"): verbs on its files subresource, which only the
 // web UI asks about.
@@ -43,7 +46,7 @@ func FilesOf(resource string) FilePermissions {
 
 // What pages need, by the rules of config/rbac/webui/team_roles.yaml.
 var (
-	SeeConnections    = Permission{"list", "sftpconnections"}
+	SeeConnections    = SeeOf("sftpconnections")
 	CreateConnections = Permission{"create", "sftpconnections"}
 	UpdateConnections = Permission{"update", "sftpconnections"}
 	DeleteConnections = Permission{"delete", "sftpconnections"}
