@@ -7,8 +7,12 @@
 package expect
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sftpgate/sftpgate/internal/calendar"
@@ -153,4 +157,20 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// EventTypePrefix starts the type of an outcome's event:
+// dev.sftpgate.expectation.met, .missed, .late, .notprocessed.
+const EventTypePrefix = "dev.sftpgate.expectation."
+
+// EventType is d's CloudEvent type.
+func (d Decision) EventType() string { return EventTypePrefix + strings.ToLower(string(d.Outcome)) }
+
+// EventID is the CloudEvent id of outcome o of window w of the
+// expectation whose UID is uid: the same on every try, and after another
+// replica took the expectation over, so that a receiver drops repeats;
+// another for each outcome a window has.
+func EventID(uid string, w calendar.Window, o Outcome) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", uid, w.Opens.UnixNano(), o))
+	return hex.EncodeToString(sum[:16])
 }

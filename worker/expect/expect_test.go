@@ -72,3 +72,21 @@ func TestNext(t *testing.T) {
 		})
 	}
 }
+
+// TestEventID: one id per expectation, window and outcome, whoever
+// decides it.
+func TestEventID(t *testing.T) {
+	a := EventID("uid-1", window, Missed)
+	for _, other := range []string{EventID("uid-2", window, Missed), EventID("uid-1", window, Late),
+		EventID("uid-1", calendar.Window{Opens: next, Deadline: next.Add(6 * time.Hour)}, Missed)} {
+		if other == a {
+			t.Errorf("two outcomes share the id %s", a)
+		}
+	}
+	if EventID("uid-1", window, Missed) != a || len(a) != 32 {
+		t.Errorf("the id %q is not stable, or not 32 hex digits", a)
+	}
+	if got := (Decision{Outcome: NotProcessed}).EventType(); got != "dev.sftpgate.expectation.notprocessed" {
+		t.Errorf("type %q", got)
+	}
+}
