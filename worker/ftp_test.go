@@ -47,6 +47,20 @@ func (s ftpServer) has(name string) bool {
 	return err == nil
 }
 
+// sftpAndFTP starts an sshd and a vsftpd, and a worker, with a
+// namespace whose connection "src" is the sshd and FtpConnection "ftps"
+// the vsftpd.
+func sftpAndFTP(t *testing.T) (server, ftpServer, string) {
+	t.Helper()
+	sftp := sshdServer(testsshd.Start(t))
+	ftpd := ftpServer{testftpd.Start(t)}
+	ns := transferNamespace(t, map[string]server{"src": sftp})
+	conn, secret := ftpd.Connection(ns, "ftps")
+	testkit.ReadyFtp(t, k8s, conn, secret)
+	startWorker(t)
+	return sftp, ftpd, ns
+}
+
 func ftpRef(name string) v1alpha1.ConnectionReference {
 	return v1alpha1.ConnectionReference{Kind: v1alpha1.KindFtpConnection, Name: name}
 }
@@ -56,12 +70,7 @@ func ftpRef(name string) v1alpha1.ConnectionReference {
 // file is left on either server.
 func TestTransferFTP(t *testing.T) {
 	t.Parallel()
-	sftp := sshdServer(testsshd.Start(t))
-	ftpd := ftpServer{testftpd.Start(t)}
-	ns := transferNamespace(t, map[string]server{"src": sftp})
-	conn, secret := ftpd.Connection(ns, "ftps")
-	testkit.ReadyFtp(t, k8s, conn, secret)
-	startWorker(t)
+	sftp, ftpd, ns := sftpAndFTP(t)
 	big := random(t, 3<<20+5)
 	sftp.file(t, "in/big.bin", big)
 	for i := range 12 {
@@ -199,12 +208,7 @@ func TestTransferFTPAndStore(t *testing.T) {
 // there), and the file arrives whole.
 func TestTransferToFTPResumes(t *testing.T) {
 	t.Parallel()
-	sftp := sshdServer(testsshd.Start(t))
-	ftpd := ftpServer{testftpd.Start(t)}
-	ns := transferNamespace(t, map[string]server{"src": sftp})
-	conn, secret := ftpd.Connection(ns, "ftps")
-	testkit.ReadyFtp(t, k8s, conn, secret)
-	startWorker(t)
+	sftp, ftpd, ns := sftpAndFTP(t)
 	data := random(t, 96<<20+7)
 	sftp.file(t, "in/big.bin", data)
 	tr := transfer(t, ns, "cut", "/in/big.bin", func(s *v1alpha1.TransferSpec) {

@@ -104,20 +104,12 @@ func (u *Pages) ListConnections(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// WithConnection runs fn with the named connection of the request's
-// account, or answers 404: any other account's is simply not found.
+// WithConnection runs fn with the named SftpConnection of the request's
+// account, or answers 404 (WithEndpoint).
 func (u *Pages) WithConnection(fn func(http.ResponseWriter, *http.Request, *v1alpha1.SftpConnection) error) web.PageFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		c := &v1alpha1.SftpConnection{}
-		err := u.Client.Get(r.Context(), client.ObjectKey{Namespace: web.AccountFrom(r.Context()).Namespace, Name: chi.URLParam(r, "name")}, c)
-		switch {
-		case apierrors.IsNotFound(err):
-			return web.ErrNotFound
-		case err != nil:
-			return err
-		}
-		return fn(w, r, c)
-	}
+	return u.WithEndpoint(v1alpha1.KindSftpConnection, func(w http.ResponseWriter, r *http.Request, e v1alpha1.Endpoint) error {
+		return fn(w, r, e.(*v1alpha1.SftpConnection)) //nolint:forcetypeassert // NewEndpoint's of the kind
+	})
 }
 
 // connectionPage is the data of a connection's page.
