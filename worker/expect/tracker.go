@@ -7,8 +7,8 @@ import (
 	"github.com/sftpgate/sftpgate/internal/calendar"
 )
 
-// MaxFiles bounds the files a Tracker keeps of a window: a folder that
-// fills with more matching files than a window expects keeps the first.
+// MaxFiles bounds the files a Tracker keeps: those still in the folder,
+// and of those gone, the first each window counts (compact).
 const MaxFiles = 1000
 
 // Entry is a settled file of a listing of the expectation's folder.
@@ -44,22 +44,26 @@ type Tracker struct {
 // to it came by t, after the listing before: at its modification time
 // when that lies between the two (a file that settled while no one
 // listed, the worker down), else at t. A file it no longer shows went at
-// t.
+// t; one of the same name shown again later is a new file (the next
+// day's report.csv).
 func (k *Tracker) Observe(listing []Entry, t time.Time) {
-	shown := make(map[string]Entry, len(listing))
+	shown := make(map[string]bool, len(listing))
 	for _, e := range listing {
-		shown[e.Name] = e
+		shown[e.Name] = true
 	}
-	known := make(map[string]bool, len(k.State.Files))
+	present := make(map[string]bool, len(k.State.Files))
 	for i := range k.State.Files {
 		f := &k.State.Files[i]
-		known[f.Name] = true
-		if _, ok := shown[f.Name]; !ok && f.Gone.IsZero() {
+		switch {
+		case !f.Gone.IsZero():
+		case shown[f.Name]:
+			present[f.Name] = true
+		default:
 			f.Gone = t
 		}
 	}
 	for _, e := range listing {
-		if known[e.Name] || len(k.State.Files) >= MaxFiles {
+		if present[e.Name] {
 			continue
 		}
 		came := t
@@ -67,12 +71,46 @@ func (k *Tracker) Observe(listing []Entry, t time.Time) {
 			came = e.ModTime
 		}
 		f := Seen{Name: e.Name, Size: e.Size, Came: came}
-		if k.Rule.matches(f) {
+		if !k.Rule.matches(f) {
+			continue
+		}
+		if len(k.State.Files) >= MaxFiles {
+			k.compact()
+		}
+		if len(k.State.Files) < MaxFiles {
 			k.State.Files = append(k.State.Files, f)
+			present[f.Name] = true
 		}
 	}
 	slices.SortStableFunc(k.State.Files, func(a, b Seen) int { return a.Came.Compare(b.Came) })
 	k.State.Listed = t
+}
+
+// compact forgets the files gone that no decision needs: all but the
+// first MinCount to come in the current window, and in the windows
+// after it. A file still there is kept, so that it is never taken for a
+// new one; a folder of more than MaxFiles of them keeps the first.
+func (k *Tracker) compact() {
+	slices.SortStableFunc(k.State.Files, func(a, b Seen) int { return a.Came.Compare(b.Came) })
+	need, until := k.Rule.count(), forever
+	if !k.State.Window.IsZero() {
+		if next := k.Windows.After(k.State.Window.Opens); !next.IsZero() {
+			until = next.Opens
+		}
+	}
+	kept := k.State.Files[:0]
+	current, later := 0, 0
+	for _, f := range k.State.Files {
+		n := &later
+		if f.Came.Before(until) {
+			n = &current
+		}
+		*n++
+		if f.Gone.IsZero() || *n <= need {
+			kept = append(kept, f)
+		}
+	}
+	k.State.Files = kept
 }
 
 // Decide is what the windows had by now that was not decided before, in

@@ -182,3 +182,28 @@ func TestTrackerBounded(t *testing.T) {
 		t.Errorf("%d files kept, want %d", n, MaxFiles)
 	}
 }
+
+// TestTrackerTurnover: files that come and are picked up, far more than
+// MaxFiles in a window, keep the state bounded and the next window's
+// file counted; a file of the same name the next day is a new one.
+func TestTrackerTurnover(t *testing.T) {
+	k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"*.csv"}, MinCount: 2}}
+	begun := day.Add(-time.Hour)
+	var got []Decision
+	for i := range 3 * MaxFiles {
+		at := clock(1, 0).Add(time.Duration(i) * time.Second)
+		k.Observe([]Entry{entry(fmt.Sprintf("f%d.csv", i), at)}, at)
+		got = append(got, k.Decide(at, begun)...)
+		if len(k.State.Files) > MaxFiles {
+			t.Fatalf("%d files kept", len(k.State.Files))
+		}
+	}
+	// report.csv comes and is picked up; the next day's has its name.
+	k.Observe([]Entry{entry("report.csv", clock(22, 0))}, clock(22, 30))
+	k.Observe(nil, clock(23, 30))
+	k.Observe([]Entry{entry("report.csv", clock(24, 10)), entry("other.csv", clock(24, 20))}, clock(24, 30))
+	got = append(got, k.Decide(clock(24, 30), begun)...)
+	if s := outcomes(got); s != "Met@03-02T01:00 Met@03-03T00:20 " {
+		t.Errorf("decided %q", s)
+	}
+}
