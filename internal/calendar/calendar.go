@@ -91,16 +91,19 @@ type Windows struct {
 	skip     map[Date]bool
 }
 
-// maxSkipped bounds how many openings in a row After passes over on
-// skipped dates before it says there is none.
+// MaxLength is the longest window: a month's.
+const MaxLength = 31 * 24 * time.Hour
+
+// maxSkipped bounds how many skipped dates (and openings before the time
+// asked) in a row After passes over before it says there is none.
 const maxSkipped = 1000
 
 // NewWindows are the windows that open when expr fires in the zone tz,
 // each length long on the zone's wall clock, except those opening on a
 // date of skip.
 func NewWindows(expr, tz string, length time.Duration, skip []Date) (*Windows, error) {
-	if length <= 0 {
-		return nil, fmt.Errorf("a window's length must be positive, not %s", length)
+	if length <= 0 || length > MaxLength {
+		return nil, fmt.Errorf("a window's length must be positive and at most %s, not %s", MaxLength, length)
 	}
 	loc, err := Zone(tz)
 	if err != nil {
@@ -129,10 +132,16 @@ func (w *Windows) After(t time.Time) Window {
 			return Window{}
 		}
 		at = next
+		if d := DateOf(next); w.skip[d] {
+			// On to the day's last second: a skipped day is one step
+			// however often the expression fires in it.
+			at = time.Date(d.Year, d.Month, d.Day+1, 0, 0, -1, 0, time.UTC)
+			continue
+		}
 		opens := onClock(next, w.loc)
 		// In the hour the clock reads twice, a reading after t's may be
 		// placed at its first, before t.
-		if !opens.After(t) || w.skip[DateOf(next)] {
+		if !opens.After(t) {
 			continue
 		}
 		return Window{Opens: opens, Deadline: onClock(next.Add(w.length), w.loc)}

@@ -59,6 +59,7 @@ func TestWindows(t *testing.T) {
 		{"a deadline at 02:30, which the clock skips", "0 1 * * *", 90 * time.Minute, nil, at("2026-03-28 12:00"), "2026-03-29 01:00 +0100", "2026-03-29 03:00 +0200", 1},
 		{"a deadline at midnight", "0 18 * * *", 6 * time.Hour, nil, at("2026-06-01 12:00"), "2026-06-01 18:00 +0200", "2026-06-02 00:00 +0200", 6},
 		{"a leap day", "0 0 29 2 *", 24 * time.Hour, nil, at("2026-03-01 00:00"), "2028-02-29 00:00 +0100", "2028-03-01 00:00 +0100", 24},
+		{"every minute, a whole day skipped", "* * * * *", time.Minute, []string{"2026-03-30"}, at("2026-03-29 23:59"), "2026-03-31 00:00 +0200", "2026-03-31 00:01 +0200", 1.0 / 60},
 		{"business days, Christmas skipped", "0 0 * * 1-5", 6 * time.Hour, []string{"2026-12-25"}, at("2026-12-24 12:00"), "2026-12-28 00:00 +0100", "2026-12-28 06:00 +0100", 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
