@@ -72,8 +72,13 @@ func (r Rule) matches(f Seen) bool {
 	if f.Size < r.MinSize || r.MaxSize > 0 && f.Size > r.MaxSize {
 		return false
 	}
+	return r.named(f.Name)
+}
+
+// named reports whether a file's name matches r's globs.
+func (r Rule) named(name string) bool {
 	return slices.ContainsFunc(r.Globs, func(g string) bool {
-		ok, err := path.Match(g, f.Name)
+		ok, err := path.Match(g, name)
 		return err == nil && ok
 	})
 }

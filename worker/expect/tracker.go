@@ -37,15 +37,35 @@ type State struct {
 type Tracker struct {
 	Windows *calendar.Windows
 	Rule    Rule
-	State   State
+	// Settle is how long a file's size and modification time must stay
+	// the same, seen by two listings at least that far apart, before it
+	// counts (a watch's stability rule): a file still being written never
+	// does. Zero counts a file at the first listing that shows it.
+	Settle time.Duration
+	// Hold is how long past a deadline Missed waits for a file that came
+	// before it and is still settling.
+	Hold  time.Duration
+	State State
+	// settling are the matching files listed that have not settled yet,
+	// by name. They are not stored: a replica that takes over lists them
+	// again, and their times still say when they came.
+	settling map[string]settling
 }
 
-// Observe takes a listing of the folder's settled files at t. A file new
-// to it came by t, after the listing before: at its modification time
-// when that lies between the two (a file that settled while no one
-// listed, the worker down), else at t. A file it no longer shows went at
-// t; one of the same name shown again later is a new file (the next
-// day's report.csv).
+// settling is a file as listings showed it while it settles: since when
+// it is as it is, and when it came by Observe's rule.
+type settling struct {
+	size        int64
+	mod         time.Time
+	since, came time.Time
+}
+
+// Observe takes a listing of the folder at t. A file new to it came by
+// t, after the listing before: at its modification time when that lies
+// between the two (a file that came while no one listed, the worker
+// down), else at t; it counts once it settled (Settle), as having come
+// then. A file it no longer shows went at t; one of the same name shown
+// again later is a new file (the next day's report.csv).
 func (k *Tracker) Observe(listing []Entry, t time.Time) {
 	shown := make(map[string]bool, len(listing))
 	for _, e := range listing {
@@ -62,15 +82,26 @@ func (k *Tracker) Observe(listing []Entry, t time.Time) {
 			f.Gone = t
 		}
 	}
+	was := k.settling
+	k.settling = make(map[string]settling, len(was))
 	for _, e := range listing {
-		if present[e.Name] {
+		if present[e.Name] || !k.Rule.named(e.Name) {
 			continue
 		}
-		came := t
-		if e.ModTime.After(k.State.Listed) && !e.ModTime.After(t) && !k.State.Listed.IsZero() {
-			came = e.ModTime
+		s, ok := was[e.Name]
+		if !ok || s.size != e.Size || !s.mod.Equal(e.ModTime) {
+			s = settling{size: e.Size, mod: e.ModTime, since: t, came: t}
+			if e.ModTime.After(k.State.Listed) && !e.ModTime.After(t) && !k.State.Listed.IsZero() {
+				s.came = e.ModTime
+			}
 		}
-		f := Seen{Name: e.Name, Size: e.Size, Came: came}
+		if t.Sub(s.since) < k.Settle {
+			if len(k.settling) < MaxFiles {
+				k.settling[e.Name] = s
+			}
+			continue
+		}
+		f := Seen{Name: e.Name, Size: e.Size, Came: s.came}
 		if !k.Rule.matches(f) {
 			continue
 		}
@@ -135,7 +166,7 @@ func (k *Tracker) Decide(now, from time.Time) []Decision {
 		}
 		for {
 			d, ok := Next(s.Window, until, k.Rule, s.Files, now, s.Had)
-			if !ok {
+			if !ok || d.Outcome == Missed && k.holding(s.Window.Deadline, now) {
 				break
 			}
 			s.Had = append(s.Had, d.Outcome)
@@ -155,6 +186,24 @@ func (k *Tracker) Decide(now, from time.Time) []Decision {
 	}
 	return out
 }
+
+// holding says whether Missed waits at now: a matching file that came
+// before deadline is still settling, and Hold has not passed since.
+func (k *Tracker) holding(deadline, now time.Time) bool {
+	if now.Sub(deadline) >= k.Hold {
+		return false
+	}
+	for _, s := range k.settling {
+		if s.came.Before(deadline) {
+			return true
+		}
+	}
+	return false
+}
+
+// Settling says whether a file waits to settle: the folder should be
+// listed again after Settle.
+func (k *Tracker) Settling() bool { return len(k.settling) > 0 }
 
 // forever is the end of a window no other follows.
 var forever = time.Unix(1<<40, 0)

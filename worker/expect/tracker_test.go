@@ -207,3 +207,48 @@ func TestTrackerTurnover(t *testing.T) {
 		t.Errorf("decided %q", s)
 	}
 }
+
+// TestTrackerSettles: a file counts once two listings Settle apart show
+// it unchanged, as having come when it first showed so; Missed waits for
+// a file that came before the deadline and still settles, at most Hold.
+func TestTrackerSettles(t *testing.T) {
+	begun := day.Add(-time.Hour)
+	grow := func(size int64, mod time.Time) Entry { return Entry{Name: "pay.xml", Size: size, ModTime: mod} }
+	for _, c := range []struct {
+		name     string
+		listings []struct {
+			at      time.Time
+			entries []Entry
+		}
+		want string
+	}{
+		{"written across the deadline, settled after it: came when it stopped changing", []struct {
+			at      time.Time
+			entries []Entry
+		}{{clock(5, 50), nil}, {clock(5, 59), []Entry{grow(5, clock(5, 58))}}, {clock(6, 0), []Entry{grow(10, clock(5, 59).Add(30 * time.Second))}}, {clock(6, 1), []Entry{grow(10, clock(5, 59).Add(30 * time.Second))}}},
+			"Met@03-02T05:59 "},
+		{"still written at the deadline, settled after it", []struct {
+			at      time.Time
+			entries []Entry
+		}{{clock(5, 50), nil}, {clock(6, 0), []Entry{grow(5, clock(5, 59))}}, {clock(6, 0).Add(20 * time.Second), []Entry{grow(10, clock(6, 0))}}, {clock(6, 2), []Entry{grow(10, clock(6, 0))}}},
+			"Missed@03-02T06:00 Late@03-02T06:00 "},
+		{"never settles: Missed after Hold", []struct {
+			at      time.Time
+			entries []Entry
+		}{{clock(5, 50), nil}, {clock(5, 59), []Entry{grow(5, clock(5, 58))}}, {clock(6, 0), []Entry{grow(6, clock(5, 59))}}, {clock(6, 5), []Entry{grow(7, clock(6, 4))}}},
+			"Missed@03-02T06:00 "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"pay*.xml"}, MinSize: 8},
+				Settle: time.Minute, Hold: 2 * time.Minute}
+			var got []Decision
+			for _, l := range c.listings {
+				k.Observe(l.entries, l.at)
+				got = append(got, k.Decide(l.at, begun)...)
+			}
+			if s := outcomes(got); s != c.want {
+				t.Errorf("decided %q, want %q", s, c.want)
+			}
+		})
+	}
+}
