@@ -225,7 +225,7 @@ func TestTrackerSettles(t *testing.T) {
 		{"written across the deadline, settled after it: came when it stopped changing", []struct {
 			at      time.Time
 			entries []Entry
-		}{{clock(5, 50), nil}, {clock(5, 59), []Entry{grow(5, clock(5, 58))}}, {clock(6, 0), []Entry{grow(10, clock(5, 59).Add(30 * time.Second))}}, {clock(6, 1), []Entry{grow(10, clock(5, 59).Add(30 * time.Second))}}},
+		}{{clock(5, 50), nil}, {clock(5, 59), []Entry{grow(5, clock(5, 58))}}, {clock(6, 0), []Entry{grow(10, clock(5, 59).Add(30*time.Second))}}, {clock(6, 1), []Entry{grow(10, clock(5, 59).Add(30*time.Second))}}},
 			"Met@03-02T05:59 "},
 		{"still written at the deadline, settled after it", []struct {
 			at      time.Time
