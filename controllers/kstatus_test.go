@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,7 +32,10 @@ func TestNewObjectsAreInProgress(t *testing.T) {
 		&v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.AuditSinkName},
 			Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://receiver.example"}}},
 		&v1alpha1.ShareLink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.ShareLinkSpec{Connection: "fresh",
-			Path: "/out", TokenSHA256: "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"}}} {
+			Path: "/out", TokenSHA256: "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"}},
+		&v1alpha1.FileExpectation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"}, Spec: v1alpha1.FileExpectationSpec{
+			ConnectionRef: v1alpha1.ConnectionReference{Name: "fresh"}, Files: v1alpha1.ExpectedFiles{Include: []string{"*.csv"}},
+			Schedule: v1alpha1.ExpectationSchedule{Opens: "0 0 * * *", Deadline: metav1.Duration{Duration: 6 * time.Hour}}}}} {
 		// As kstatus's users read it: the API server's JSON, untyped,
 		// as its answer to the creation (a controller may have written
 		// the status by the time of a later read).

@@ -1,14 +1,15 @@
 package worker
 
-// The worker's rights. It watches SftpWatches, Transfers, AuditSinks and
-// SftpConnections (its cache), writes their status
+// The worker's rights. It watches SftpWatches, Transfers, AuditSinks,
+// FileExpectations, the HolidayCalendars they name and the connections
+// (its cache), writes their status
 // and events about them, makes the Transfers of watches' spec.transfer,
 // and reads what they name when it needs it: the connection's Secret, a
 // signing Secret, an OpenPGP key's Secret, a sink's Service or Knative
 // object (never listed or watched).
 
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections;ftpconnections;objectstores;auditsinks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status;transfers/status;auditsinks/status,verbs=patch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches;transfers;sftpconnections;ftpconnections;objectstores;auditsinks;fileexpectations;holidaycalendars,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sftpgate.dev,resources=sftpwatches/status;transfers/status;auditsinks/status;fileexpectations/status,verbs=patch
 // +kubebuilder:rbac:groups=sftpgate.dev,resources=transfers,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get
 // +kubebuilder:rbac:groups=eventing.knative.dev,resources=brokers,verbs=get

@@ -53,6 +53,7 @@ import (
 	"github.com/sftpgate/sftpgate/worker/auditsinks"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
+	"github.com/sftpgate/sftpgate/worker/expectations"
 	"github.com/sftpgate/sftpgate/worker/metrics"
 	"github.com/sftpgate/sftpgate/worker/shard"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -96,6 +97,11 @@ type Options struct {
 	UploadMemory, UploadMemoryPerNamespace int64
 	// Expiry bounds the removal of expired uploads.
 	Expiry uploadexpiry.Limits
+	// Expectations bound the FileExpectations evaluated.
+	Expectations expectations.Limits
+	// Clock is the time expectations' windows are read on; nil is
+	// time.Now. Tests set it to a clock of their own.
+	Clock func() time.Time
 	// StateBudget bounds the bytes of states stored for each namespace
 	// (with the gateway's upload records), and for all; zero limits are
 	// the defaults.
@@ -204,6 +210,23 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Longest the removal of one expired upload may take (dial included), whatever the connection's own timeouts say.")
 	fs.IntVar(&o.Expiry.FailedSweeps, "expiry-failed-sweeps", e.FailedSweeps,
 		"Sweeps that may fail to remove an expired upload's partial file (its server not answering, or refusing) before the upload is abandoned: its record removed, with an audit record, its partial file perhaps left on the server.")
+	x := expectations.DefaultLimits()
+	o.Expectations = x
+	fs.IntVar(&o.Expectations.MaxPerNamespace, "max-expectations-per-namespace", x.MaxPerNamespace,
+		"FileExpectations of one namespace evaluated at most; the newer are OverQuota.")
+	fs.IntVar(&o.Expectations.MaxTotal, "max-expectations-total", x.MaxTotal,
+		"FileExpectations evaluated in the cluster at most; the newer are OverQuota.")
+	fs.IntVar(&o.Expectations.MaxAccountTotal, "max-account-expectations-total", x.MaxAccountTotal,
+		"Of those, the most of web UI accounts' namespaces.")
+	fs.IntVar(&o.Expectations.OutcomesKept, "expectation-outcomes-kept", x.OutcomesKept,
+		"Outcomes an expectation's status keeps (status.lastOutcomes), the newest; at most 50.")
+	fs.IntVar(&o.Expectations.MaxPending, "expectation-pending-outcomes", x.MaxPending,
+		"Outcomes an expectation holds for a sink that does not take them; past it the oldest is dropped, and the status says so.")
+	fs.IntVar(&o.Expectations.Listings, "max-expectation-listings", x.Listings, "Listings of expected folders in flight on this replica.")
+	fs.IntVar(&o.Expectations.ListingsPerNamespace, "max-expectation-listings-per-namespace", x.ListingsPerNamespace,
+		"Of those, the most of one namespace's expectations.")
+	fs.IntVar(&o.Expectations.MaxEntries, "max-expectation-entries", x.MaxEntries,
+		"Entries a listing of an expected folder reads at most; a larger folder is DirectoryTooLarge.")
 	o.StateBudget = storedbytes.Limits{}.WithDefaults()
 	storedbytes.RegisterFlags(fs, &o.StateBudget)
 	audit.RegisterFlags(fs, &o.Audit)
@@ -227,7 +250,9 @@ type Worker struct {
 	runner    *watches.Runner
 	transfers *transfers.Runner
 	sinks     *auditsinks.Runner
-	audit     *audit.Trail
+	// expectations runs the FileExpectations.
+	expectations *expectations.Runner
+	audit        *audit.Trail
 	// members is the replica's one member Lease, for every kind.
 	members *shard.Membership
 	log     *slog.Logger
@@ -326,8 +351,9 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	r := &watches.Runner{Env: envOf("sftpwatch"), Limits: opts.Limits}
 	tr := &transfers.Runner{Env: envOf("transfer"), Limits: opts.Transfers}
 	sinks := &auditsinks.Runner{Env: envOf("audit"), Store: records, Budget: budget, Limits: opts.AuditSinks}
+	expecting := &expectations.Runner{Env: envOf("fileexpectation"), Limits: opts.Expectations, Now: opts.Clock}
 	for _, runnable := range []manager.Runnable{
-		r, tr, sinks,
+		r, tr, sinks, expecting,
 		&uploadexpiry.Sweeper{
 			Records: &uploadrecord.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace}, Connections: mgr.GetCache(), Ends: ends,
 			Shard: leasesOf("upload"), Removed: m.UploadsExpired, RemovedBytes: m.UploadBytesExpired,
@@ -348,7 +374,8 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Worker{mgr: mgr, members: members, log: logging.OrDiscard(opts.Log), metrics: m, runner: r, transfers: tr, sinks: sinks, audit: trail}, nil
+	return &Worker{mgr: mgr, members: members, log: logging.OrDiscard(opts.Log), metrics: m, runner: r, transfers: tr, sinks: sinks,
+		expectations: expecting, audit: trail}, nil
 }
 
 // Start runs the worker until ctx ends: then it stops its watches, stores
@@ -364,6 +391,20 @@ func (w *Worker) Start(ctx context.Context) error {
 		n, okNew := obj.(*v1alpha1.SftpWatch)
 		if okOld && okNew && o.Generation != n.Generation {
 			w.runner.Wake(n.UID)
+		}
+	}}); err != nil {
+		return err
+	}
+	informer, err = w.mgr.GetCache().GetInformer(ctx, &v1alpha1.FileExpectation{})
+	if err != nil {
+		return err
+	}
+	// An expectation whose spec changed is looked at again at once.
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
+		o, okOld := old.(*v1alpha1.FileExpectation)
+		n, okNew := obj.(*v1alpha1.FileExpectation)
+		if okOld && okNew && o.Generation != n.Generation {
+			w.expectations.Wake(n.UID)
 		}
 	}}); err != nil {
 		return err
@@ -399,7 +440,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// sync, and holds at rest what it holds at work.
 	namespaces := &metav1.PartialObjectMetadata{}
 	namespaces.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	for _, obj := range []client.Object{&v1alpha1.SftpConnection{}, &v1alpha1.ObjectStore{}, namespaces} {
+	for _, obj := range []client.Object{&v1alpha1.SftpConnection{}, &v1alpha1.ObjectStore{}, &v1alpha1.HolidayCalendar{}, namespaces} {
 		if _, err := w.mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return err
 		}

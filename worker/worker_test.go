@@ -155,7 +155,8 @@ func runWorkerOn(t *testing.T, cfg *rest.Config, identity string, mutate ...func
 	t.Helper()
 	opts := worker.Options{Namespace: workerNamespace(t), Identity: identity, Networks: egress.Networks{DeniedNetworks: testcluster.LoopbackNetworks},
 		LeaseDuration: 3 * time.Second, Limits: watches.Limits{WriteEvery: 200 * time.Millisecond, PollTimeEvery: time.Nanosecond}, MetricsAddr: "0", ProbeAddr: "0",
-		UploadSweepInterval: 200 * time.Millisecond, AuditSinks: auditsinks.Limits{Outbox: auditOutbox, Recent: 20}, Log: workerLog.tee(testcluster.Log("worker"))}
+		UploadSweepInterval: 200 * time.Millisecond, AuditSinks: auditsinks.Limits{Outbox: auditOutbox, Recent: 20}, Log: workerLog.tee(testcluster.Log("worker")),
+		Clock: expectationClock.now}
 	for _, m := range mutate {
 		m(&opts)
 	}

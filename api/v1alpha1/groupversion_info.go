@@ -37,6 +37,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&FtpConnection{}, &FtpConnectionList{},
 		&AuditSink{}, &AuditSinkList{},
 		&ShareLink{}, &ShareLinkList{},
+		&FileExpectation{}, &FileExpectationList{},
+		&HolidayCalendar{}, &HolidayCalendarList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -33,7 +33,7 @@ func TestArgoCDHealth(t *testing.T) {
 		return c
 	}
 	agrees := map[kstatus.Status]string{kstatus.CurrentStatus: "Healthy", kstatus.InProgressStatus: "Progressing", kstatus.FailedStatus: "Degraded"}
-	for _, kind := range []string{"SftpConnection", "ApiKey", "SftpWatch", "Transfer", "TransferSchedule", "ObjectStore", "FtpConnection", "AuditSink", "ShareLink"} {
+	for _, kind := range []string{"SftpConnection", "ApiKey", "SftpWatch", "Transfer", "TransferSchedule", "ObjectStore", "FtpConnection", "AuditSink", "ShareLink", "FileExpectation"} {
 		script, ok := data["resource.customizations.health.sftpgate.dev_"+kind].(string)
 		if !ok {
 			t.Fatalf("no health check for %s", kind)

@@ -44,6 +44,7 @@ const (
 	ActorWatch          = "SftpWatch"
 	ActorTransfer       = "Transfer"
 	ActorShareLink      = "ShareLink"
+	ActorExpectation    = "FileExpectation"
 	// ActorSftpgate is sftpgate itself: a chain's closing and drop records.
 	ActorSftpgate = "sftpgate"
 )

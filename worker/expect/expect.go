@@ -65,6 +65,8 @@ type Decision struct {
 	Outcome Outcome
 	At      time.Time
 	Files   []Seen
+	// Window is the window decided (Tracker.Decide sets it).
+	Window calendar.Window
 }
 
 // matches reports whether f counts for r.

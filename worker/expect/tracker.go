@@ -170,6 +170,7 @@ func (k *Tracker) Decide(now, from time.Time) []Decision {
 				break
 			}
 			s.Had = append(s.Had, d.Outcome)
+			d.Window = s.Window
 			out = append(out, d)
 		}
 		if next.IsZero() || now.Before(until) || !k.done(until, now) {
@@ -204,6 +205,14 @@ func (k *Tracker) holding(deadline, now time.Time) bool {
 // Settling says whether a file waits to settle: the folder should be
 // listed again after Settle.
 func (k *Tracker) Settling() bool { return len(k.settling) > 0 }
+
+// Done says whether the current window can have no more outcomes but a
+// pick-up's: Met or NotProcessed. The folder need not be listed again
+// until the next window opens.
+func (k *Tracker) Done() bool {
+	had := k.State.Had
+	return len(had) > 0 && (had[len(had)-1] == Met || had[len(had)-1] == NotProcessed)
+}
 
 // forever is the end of a window no other follows.
 var forever = time.Unix(1<<40, 0)
