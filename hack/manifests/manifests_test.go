@@ -491,9 +491,15 @@ func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 // TestMonitorsFindTheirTargets: config/prometheus scrapes the gateway
 // Service's metrics port and the worker pods'.
 func TestMonitorsFindTheirTargets(t *testing.T) {
-	monitors, err := kustomize.Render("config/prometheus")
+	objects, err := kustomize.Render("config/prometheus")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var monitors []*unstructured.Unstructured
+	for _, u := range objects {
+		if strings.HasSuffix(u.GetKind(), "Monitor") {
+			monitors = append(monitors, u)
+		}
 	}
 	var gateway *corev1.Service
 	var worker *appsv1.Deployment

@@ -197,6 +197,22 @@ func (tn *tenant) watch(t *testing.T, name, path string, sink v1alpha1.Destinati
 	return w
 }
 
+// expectation makes a FileExpectation of any file in the root of the
+// tenant's kubectl connection, a window a minute, without a sink.
+func (tn *tenant) expectation(t *testing.T, name string, mutate ...func(*v1alpha1.FileExpectationSpec)) *v1alpha1.FileExpectation {
+	t.Helper()
+	e := &v1alpha1.FileExpectation{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name}, Spec: v1alpha1.FileExpectationSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "reports"}, Path: "/", Files: v1alpha1.ExpectedFiles{Include: []string{"*"}},
+		Schedule:     v1alpha1.ExpectationSchedule{Opens: "* * * * *", Deadline: metav1.Duration{Duration: time.Minute}},
+		PollInterval: &metav1.Duration{Duration: 10 * time.Second}, Stability: v1alpha1.Stability{MinAge: &metav1.Duration{}}}}
+	for _, m := range mutate {
+		m(&e.Spec)
+	}
+	must(t, k8s.Create(context.Background(), e))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), e) })
+	return e
+}
+
 // watchedFolder makes the folder name on the tenant's server, as its user.
 func (tn *tenant) watchedFolder(t *testing.T, name string) {
 	t.Helper()
@@ -284,6 +300,12 @@ func TestIsolation(t *testing.T) {
 	attackersAuditSink := &v1alpha1.AuditSink{ObjectMeta: metav1.ObjectMeta{Namespace: attacker.ns, Name: v1alpha1.AuditSinkName},
 		Spec: v1alpha1.AuditSinkSpec{Sink: v1alpha1.Destination{URI: "http://10.96.0.10/"}}}
 	must(t, k8s.Create(ctx, attackersAuditSink))
+	// The attacker's expectation whose outcomes go to a private address:
+	// made before the rows, so that a window (one a minute) is decided,
+	// and its delivery refused, by the time its row looks.
+	privateSink := attacker.expectation(t, "inside", func(s *v1alpha1.FileExpectationSpec) {
+		s.Sink = &v1alpha1.Destination{URI: "http://10.255.255.1/hook"}
+	})
 	victimSink := testsink.Start(t)
 	victim.watchedFolder(t, "arrivals")
 	arrivalsWatch := victim.watch(t, "arrivals", "/arrivals", v1alpha1.Destination{URI: victimSink.URL})
@@ -356,6 +378,26 @@ func TestIsolation(t *testing.T) {
 			refusedReason(t, w, v1alpha1.ReasonSinkNotAllowed)
 			if w.Status.Delivered != 0 {
 				t.Errorf("%d events delivered to a private address", w.Status.Delivered)
+			}
+		}},
+		{"the victim's connection and calendar, named in the attacker's expectations", func(t *testing.T) {
+			must(t, k8s.Create(ctx, &v1alpha1.HolidayCalendar{ObjectMeta: metav1.ObjectMeta{Namespace: victim.ns, Name: "holidays"},
+				Spec: v1alpha1.HolidayCalendarSpec{Dates: []string{"2026-12-25"}}}))
+			peek := attacker.expectation(t, "peek", func(s *v1alpha1.FileExpectationSpec) { s.ConnectionRef.Name = victim.uiConn })
+			if ready := refusedReason(t, peek, v1alpha1.ReasonConnectionNotReady); strings.Contains(ready.Message, victim.ns) {
+				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
+			}
+			dates := attacker.expectation(t, "dates", func(s *v1alpha1.FileExpectationSpec) {
+				s.Schedule.CalendarRef = &v1alpha1.LocalObjectReference{Name: "holidays"}
+			})
+			if ready := refusedReason(t, dates, v1alpha1.ReasonCalendarNotFound); strings.Contains(ready.Message, victim.ns) {
+				t.Errorf("the refusal names the victim's namespace: %q", ready.Message)
+			}
+		}},
+		{"the cluster's private addresses as the attacker's expectation's sink", func(t *testing.T) {
+			refusedReason(t, privateSink, v1alpha1.ReasonSinkNotAllowed)
+			if !meta.IsStatusConditionTrue(privateSink.Status.Conditions, v1alpha1.ConditionStalled) || privateSink.Status.Pending == 0 {
+				t.Errorf("a sink the policy refuses: %+v", privateSink.Status)
 			}
 		}},
 		{"the worker's deliveries, held by the attacker's sink that never answers", func(t *testing.T) {
