@@ -169,6 +169,23 @@ func (st *state) createDemo(ctx context.Context, k8s client.Client, store *accou
 	if err != nil {
 		return err
 	}
+	// An expectation of incoming/: a report-*.csv every three minutes,
+	// by a minute after each window opens; its outcomes print as the
+	// watch's events do.
+	expectation := &v1alpha1.FileExpectation{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "reports"}}
+	_, err = controllerutil.CreateOrUpdate(ctx, k8s, expectation, func() error {
+		spec := &expectation.Spec
+		spec.ConnectionRef.Name, spec.Path = demoName, "/incoming"
+		spec.Files.Include = []string{"report-*.csv"}
+		spec.Schedule.Opens, spec.Schedule.Deadline = "*/3 * * * *", metav1.Duration{Duration: time.Minute}
+		spec.PollInterval = &metav1.Duration{Duration: 10 * time.Second}
+		spec.Stability.MinAge = &metav1.Duration{}
+		spec.Sink = &v1alpha1.Destination{URI: eventsURL}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	if err := createDemoViewers(ctx, k8s, store); err != nil {
 		return err
 	}
@@ -325,10 +342,20 @@ demo watch's event prints here:
     -H 'Content-Type: application/json' \
     -d '{"path": "incoming/report.csv", "file": {"text": "id,total\n1,42\n"}}'
 
+The demo expects incoming/report-*.csv every three minutes, by a minute
+after each window opens (a FileExpectation). Drop nothing, and within
+four minutes a window's missed event prints here; drop a report in the
+two minutes after it, and its late event follows within ten seconds:
+
+  curl -X POST %s/%s/write \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"path": "incoming/report-1.csv", "file": {"text": "id,total\n1,42\n"}}'
+
 Use kubectl against this control plane:
 
   export KUBECONFIG=%s
-  kubectl get sftpconnections,apikeys,sftpwatches,transfers -A
+  kubectl get sftpconnections,apikeys,sftpwatches,transfers,fileexpectations -A
 
 Copy incoming/ into the archive connection (the demo server's archive/
 folder), server to server; its end prints here too:
@@ -368,7 +395,8 @@ the transfer's end prints here:
 All of this, for scripts: . %s
 `, filepath.Dir(envFile), v["GATEWAY_URL"], v["GATEWAY_URL"], v["WEBUI_URL"], v["DEMO_EMAIL"], v["DEMO_PASSWORD"], v["DEMO_VIEWER_EMAIL"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
-		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["KUBECONFIG"], v["S3_ENDPOINT"], v["DEMO_BUCKET_DIR"],
+		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"],
+		v["KUBECONFIG"], v["S3_ENDPOINT"], v["DEMO_BUCKET_DIR"],
 		bucketName, v["GATEWAY_URL"], bucketName, v["DEMO_API_KEY"],
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], tourMessage, filepath.Join(filepath.Dir(envFile), tourMessage),
 		v["GATEWAY_URL"], v["DEMO_SLUG"], v["DEMO_API_KEY"], envFile)

@@ -203,6 +203,24 @@ func TestQuickstart(t *testing.T) {
 	// conformance table, through a second connection to it whose root is
 	// a directory of its own.
 	demoConformance(t, k8s, dataDir, env)
+	// The tour's expectation: a window of incoming/report-*.csv missed
+	// (one opens every three minutes, due a minute later), then a report
+	// dropped before the next opens comes late.
+	var expecting v1alpha1.FileExpectation
+	must(t, testkit.Wait(5*time.Minute, "the demo expectation misses a window with two minutes to the next", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "reports"}, &expecting)
+		last := expecting.Status.LastOutcomes
+		return err == nil && len(last) > 0 && last[0].Outcome == v1alpha1.OutcomeMissed &&
+			time.Until(last[0].Window.Opens.Add(3*time.Minute)) > time.Minute, fmt.Sprintf("%v %+v", err, expecting.Status)
+	}))
+	if status, body = call(t, env, "write", `{"path": "incoming/report-1.csv", "file": {"text": "id,total\n1,42\n"}}`, env["DEMO_API_KEY"]); status != http.StatusOK {
+		t.Fatalf("write into incoming/: %d %s", status, body)
+	}
+	dev.prints(t, "event dev.sftpgate.expectation.late /incoming", func() string {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "reports"}, &expecting)
+		return fmt.Sprintf("the expectation: %v %+v", err, expecting.Status)
+	})
+
 	// Appending was once the command that ended the whole system.
 	if status, body = call(t, env, "append", `{"path": "hello.txt", "file": {"text": " Again."}}`, env["DEMO_API_KEY"]); !strings.Contains(body, `"size":19`) {
 		t.Errorf("append: %d %s", status, body)
