@@ -46,30 +46,33 @@ func FilesOf(resource string) FilePermissions {
 
 // What pages need, by the rules of config/rbac/webui/team_roles.yaml.
 var (
-	SeeConnections    = SeeOf("sftpconnections")
-	CreateConnections = Permission{"create", "sftpconnections"}
-	UpdateConnections = Permission{"update", "sftpconnections"}
-	DeleteConnections = Permission{"delete", "sftpconnections"}
-	ReadFiles         = FilesOf("sftpconnections").Read
-	CreateWatches     = Permission{"create", "sftpwatches"}
-	DeleteWatches     = Permission{"delete", "sftpwatches"}
-	SeeTransfers      = Permission{"list", "transfers"}
-	CreateTransfers   = Permission{"create", "transfers"}
-	DeleteTransfers   = Permission{"delete", "transfers"}
-	ManageKeys        = Permission{"list", "apikeys"}
-	CreateKeys        = Permission{"create", "apikeys"}
-	DeleteKeys        = Permission{"delete", "apikeys"}
-	ManageOpenPGPKeys = Permission{"list", "openpgpkeys"}
-	CreateOpenPGPKeys = Permission{"create", "openpgpkeys"}
-	DeleteOpenPGPKeys = Permission{"delete", "openpgpkeys"}
-	SeeMembers        = Permission{"list", "members"}
-	AddMembers        = Permission{"create", "members"}
-	RemoveMembers     = Permission{"delete", "members"}
-	NameTeam          = Permission{"update", "members"}
-	SeeActivity       = Permission{"get", "activity"}
-	SeeShares         = Permission{"list", "sharelinks"}
-	CreateShares      = Permission{"create", "sharelinks"}
-	DeleteShares      = Permission{"delete", "sharelinks"}
+	SeeConnections     = SeeOf("sftpconnections")
+	CreateConnections  = Permission{"create", "sftpconnections"}
+	UpdateConnections  = Permission{"update", "sftpconnections"}
+	DeleteConnections  = Permission{"delete", "sftpconnections"}
+	ReadFiles          = FilesOf("sftpconnections").Read
+	CreateWatches      = Permission{"create", "sftpwatches"}
+	DeleteWatches      = Permission{"delete", "sftpwatches"}
+	SeeTransfers       = Permission{"list", "transfers"}
+	CreateTransfers    = Permission{"create", "transfers"}
+	DeleteTransfers    = Permission{"delete", "transfers"}
+	SeeExpectations    = SeeOf("fileexpectations")
+	CreateExpectations = Permission{"create", "fileexpectations"}
+	DeleteExpectations = Permission{"delete", "fileexpectations"}
+	ManageKeys         = Permission{"list", "apikeys"}
+	CreateKeys         = Permission{"create", "apikeys"}
+	DeleteKeys         = Permission{"delete", "apikeys"}
+	ManageOpenPGPKeys  = Permission{"list", "openpgpkeys"}
+	CreateOpenPGPKeys  = Permission{"create", "openpgpkeys"}
+	DeleteOpenPGPKeys  = Permission{"delete", "openpgpkeys"}
+	SeeMembers         = Permission{"list", "members"}
+	AddMembers         = Permission{"create", "members"}
+	RemoveMembers      = Permission{"delete", "members"}
+	NameTeam           = Permission{"update", "members"}
+	SeeActivity        = Permission{"get", "activity"}
+	SeeShares          = Permission{"list", "sharelinks"}
+	CreateShares       = Permission{"create", "sharelinks"}
+	DeleteShares       = Permission{"delete", "sharelinks"}
 	// roleMarkers tell admin, editor and viewer apart.
 	roleMarkers = []Permission{AddMembers, FilesOf("sftpconnections").Write, SeeConnections}
 )

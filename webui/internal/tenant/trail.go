@@ -34,6 +34,7 @@ var verbs = map[string]string{
 	"webui.file.list": "opened the folder", "webui.file.view": "looked at", "webui.file.download": "downloaded",
 	"webui.file.mkdir": "made the folder", "webui.file.rename": "renamed", "webui.file.delete": "deleted", "webui.file.upload": "uploaded",
 	"webui.transfer.create": "started a transfer", "webui.transfer.delete": "removed a transfer",
+	"webui.expectation.create": "started expecting files in", "webui.expectation.delete": "deleted the expectation",
 	"webui.openpgp.create": "added an OpenPGP key", "webui.openpgp.delete": "deleted an OpenPGP key",
 	"webui.key.create": "made an API key", "webui.key.revoke": "revoked an API key",
 	"webui.member.add": "added a member", "webui.member.remove": "removed a member",

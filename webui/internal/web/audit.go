@@ -164,6 +164,17 @@ func OnEndpoint(kind string) What {
 	}
 }
 
+// FormConnection notes the object the form's field names as a
+// ConnectionReference does ("name" or "Kind/name"): what the request's
+// files are on.
+func FormConnection(field string) What {
+	return func(r *http.Request, n *auditNote) {
+		if v := r.PostFormValue(field); v != "" {
+			n.connection = v1alpha1.ParseConnectionReference(v).String()
+		}
+	}
+}
+
 // URLNamed notes the object of kind the URL's {param} names.
 func URLNamed(kind, param string) What {
 	return func(r *http.Request, n *auditNote) { n.named(kind, chi.URLParam(r, param)) }
