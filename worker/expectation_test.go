@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testsink"
+	"github.com/sftpgate/sftpgate/worker"
 	"github.com/sftpgate/sftpgate/worker/expectations"
 )
 
@@ -46,6 +48,7 @@ func (c *shiftedClock) set(t time.Time) {
 // order, each once with an id of its own, and the status, the OnTime
 // condition and the audit trail say the same.
 func TestExpectation(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	sink := testsink.Start(t)
 	startWorker(t)
@@ -112,6 +115,70 @@ func TestExpectation(t *testing.T) {
 	if o := got.Status.LastOutcomes[3]; o.FileCount != 1 || len(o.Files) != 1 || o.Files[0].Name != "report-1.csv" {
 		t.Errorf("Monday's outcome: %+v", o)
 	}
+}
+
+// TestExpectationTakenOver: the replica holding an expectation stops at
+// its deadline while the sink holds the missed window's event; the
+// replica that takes over announces it again, with the same id, and the
+// window is decided once. Not parallel: its replicas, of a worker
+// namespace of their own, hold every expectation, and it moves the
+// expectations' clock.
+func TestExpectationTakenOver(t *testing.T) {
+	ctx := context.Background()
+	const workers = "sftpgate-expect-test"
+	must(t, testcluster.EnsureNamespace(ctx, restConfig, workers))
+	replica := func(identity string) func() {
+		return runWorker(t, identity, func(o *worker.Options) { o.Namespace = workers })
+	}
+	tn := newTenant(t)
+	sink := testsink.Start(t)
+	expectationClock.set(time.Date(2031, 1, 5, 23, 0, 0, 0, time.UTC))
+	stopA := replica("a")
+	defer stopA()
+	e := &v1alpha1.FileExpectation{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "daily"}, Spec: v1alpha1.FileExpectationSpec{
+		ConnectionRef: v1alpha1.ConnectionReference{Name: "box"}, Path: "/in", Files: v1alpha1.ExpectedFiles{Include: []string{"*.csv"}},
+		Schedule:     v1alpha1.ExpectationSchedule{Opens: "0 0 * * *", Deadline: metav1.Duration{Duration: 6 * time.Hour}},
+		PollInterval: &metav1.Duration{Duration: 10 * time.Second}, Sink: &v1alpha1.Destination{URI: sink.URL},
+		Delivery: v1alpha1.DeliverySpec{BackoffDelay: "PT0.2S"}}}
+	must(t, k8s.Create(ctx, e))
+	defer func() { _ = k8s.Delete(ctx, e) }()
+	var got v1alpha1.FileExpectation
+	eventually(t, "replica a evaluates the expectation", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e), &got))
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) && got.Status.Worker == "a"
+	})
+	held := sink.HoldNext(t)
+	expectationClock.set(time.Date(2031, 1, 6, 6, 0, 30, 0, time.UTC))
+	eventually(t, "the missed window's event reaches the sink", func() bool {
+		select {
+		case <-held.Arrived:
+			return true
+		default:
+			return false
+		}
+	})
+	stopped := make(chan struct{})
+	go func() { stopA(); close(stopped) }()
+	held.Release() // answered 503: replica a stops with the event undelivered
+	<-stopped
+	stopB := replica("b")
+	defer stopB()
+	eventually(t, "replica b delivers the event", func() bool { return len(sink.Taken()) == 1 })
+	ids := map[string]bool{}
+	for _, r := range sink.Requests() {
+		ids[r.Event.ID()] = true
+		if r.Event.Type() != "dev.sftpgate.expectation.missed" {
+			t.Errorf("an event of type %s", r.Event.Type())
+		}
+	}
+	if len(ids) != 1 || len(sink.Requests()) < 2 {
+		t.Errorf("%d tries with %d ids, want at least two with one", len(sink.Requests()), len(ids))
+	}
+	eventually(t, "replica b's status says the window was missed once", func() bool {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e), &got))
+		st := got.Status
+		return st.Worker == "b" && st.Missed == 1 && len(st.LastOutcomes) == 1 && st.Pending == 0
+	})
 }
 
 // typesOf is the sink's expectation events' types, in order, without

@@ -169,6 +169,9 @@ func (t *task) step(ctx context.Context) (wait time.Duration) {
 	if !now.Before(t.nextList) && t.overBudget == "" {
 		t.list(ctx, &e, conn, now)
 	}
+	if sink == "" {
+		t.state.Outbox = nil // a sink removed takes its pending outcomes with it
+	}
 	t.decide(now, sink != "", set)
 	t.save(ctx)
 	t.record(ctx, &e)
@@ -382,8 +385,7 @@ func (t *task) encodeUnlisted() []byte {
 // trail and the object's events.
 func (t *task) record(ctx context.Context, e *v1alpha1.FileExpectation) {
 	if t.state == nil || !bytes.Equal(t.saved, t.encodeUnlisted()) {
-		t.unrecorded = nil
-		return
+		return // recorded once stored
 	}
 	for _, res := range t.unrecorded {
 		r := audit.Record{Action: "expectation." + outcomeName(res.Outcome), Actor: audit.Actor{Kind: audit.ActorExpectation, Name: e.Name},
