@@ -118,6 +118,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quota.Transfers, "max-transfers-per-account", 50, "Transfers one account may have, finished ones included (a ResourceQuota in its namespace).")
 	fs.IntVar(&o.Quota.Shares, "max-shares-per-account", 50, "ShareLinks one account may have (a ResourceQuota in its namespace; each also holds an ApiKey place).")
 	fs.IntVar(&o.Quota.Members, "max-members-per-account", 50, "Members one account's team may have, people and groups (a ResourceQuota on its RoleBindings).")
+	fs.IntVar(&o.Quota.Expectations, "max-expectations-per-account", 10,
+		"FileExpectations one account may have (a ResourceQuota in its namespace).")
+	fs.IntVar(&o.AccountTotals.Expectations, "max-account-expectations-total", 1000,
+		"Expectations all accounts together may evaluate, as the worker's flag of the name (set them alike): no account is made once the accounts there are, each with --max-expectations-per-account, could have as many; 0 is no bound.")
 	fs.IntVar(&o.AccountTotals.Watches, "max-account-watches-total", 1000,
 		"Watches all accounts together may run, as the worker's flag of the name (set them alike): no account is made once the accounts there are, each with --max-watches-per-account, could run as many; 0 is no bound.")
 	fs.StringVar(&o.SystemNamespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "sftpgate-system"),

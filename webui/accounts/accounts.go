@@ -89,7 +89,7 @@ const QuotaName = "sftpgate-account"
 // server whatever creates the objects (the UI, or kubectl by whoever the
 // operator lets in).
 type Quota struct {
-	Connections, Keys, Secrets, Watches, Transfers, Members, Shares int
+	Connections, Keys, Secrets, Watches, Transfers, Members, Shares, Expectations int
 }
 
 func (q Quota) hard() corev1.ResourceList {
@@ -97,11 +97,12 @@ func (q Quota) hard() corev1.ResourceList {
 		"count/sftpconnections.sftpgate.dev": *resource.NewQuantity(int64(q.Connections), resource.DecimalSI),
 		// One more for the file browser's own key (webui/internal/gw/fileskey.go), and
 		// one for each share link's (webui/internal/share).
-		"count/apikeys.sftpgate.dev":     *resource.NewQuantity(int64(q.Keys)+1+int64(q.Shares), resource.DecimalSI),
-		"count/sharelinks.sftpgate.dev":  *resource.NewQuantity(int64(q.Shares), resource.DecimalSI),
-		"count/secrets":                  *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
-		"count/sftpwatches.sftpgate.dev": *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
-		"count/transfers.sftpgate.dev":   *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
+		"count/apikeys.sftpgate.dev":          *resource.NewQuantity(int64(q.Keys)+1+int64(q.Shares), resource.DecimalSI),
+		"count/sharelinks.sftpgate.dev":       *resource.NewQuantity(int64(q.Shares), resource.DecimalSI),
+		"count/secrets":                       *resource.NewQuantity(int64(q.Secrets), resource.DecimalSI),
+		"count/sftpwatches.sftpgate.dev":      *resource.NewQuantity(int64(q.Watches), resource.DecimalSI),
+		"count/transfers.sftpgate.dev":        *resource.NewQuantity(int64(q.Transfers), resource.DecimalSI),
+		"count/fileexpectations.sftpgate.dev": *resource.NewQuantity(int64(q.Expectations), resource.DecimalSI),
 		// Two more for the UI's own binding and the owner's.
 		"count/rolebindings.rbac.authorization.k8s.io": *resource.NewQuantity(int64(q.Members)+2, resource.DecimalSI),
 	}

@@ -18,18 +18,36 @@ type Totals struct {
 	// Watches is --max-account-watches-total: watches run for ever, so an
 	// account made past it would have watches that never run. Transfers
 	// end: past the worker's --max-account-transfers-total they wait their
-	// turn, and take no place here. Expectations, once they exist, run
-	// for ever as watches do and take a bound here beside Watches.
-	Watches int
+	// turn, and take no place here. Expectations is
+	// --max-account-expectations-total: they run for ever as watches do.
+	Watches, Expectations int
 }
 
-// MaxAccounts is the most accounts whose Quota fits the Totals; bounded
-// is false when nothing bounds them.
+// MaxAccounts is the most accounts whose Quota fits the Totals (each
+// total its own kind's); bounded is false when nothing bounds them.
 func (s *Store) MaxAccounts() (most int, bounded bool) {
-	if s.Totals.Watches == 0 || s.Quota.Watches == 0 {
-		return 0, false
+	for _, b := range s.bounds() {
+		if b.total == 0 || b.quota == 0 {
+			continue
+		}
+		if n := b.total / b.quota; !bounded || n < most {
+			most, bounded = n, true
+		}
 	}
-	return s.Totals.Watches / s.Quota.Watches, true
+	return most, bounded
+}
+
+// bound is a kind whose total bounds the accounts, with its flags' names.
+type bound struct {
+	total, quota    int
+	perAccount, all string
+}
+
+func (s *Store) bounds() []bound {
+	return []bound{
+		{s.Totals.Watches, s.Quota.Watches, "--max-watches-per-account", "--max-account-watches-total"},
+		{s.Totals.Expectations, s.Quota.Expectations, "--max-expectations-per-account", "--max-account-expectations-total"},
+	}
 }
 
 // room says whether one more account fits MaxAccounts (ErrFull if not),
@@ -46,9 +64,14 @@ func (s *Store) room(ctx context.Context) error {
 	if err := s.Client.List(ctx, &list, client.HasLabels{LabelAccount}); err != nil {
 		return fmt.Errorf("counting the accounts: %w", err)
 	}
-	if n := len(list.Items); n >= most {
-		return fmt.Errorf("%w (%d accounts of --max-watches-per-account %d fill --max-account-watches-total %d)",
-			ErrFull, n, s.Quota.Watches, s.Totals.Watches)
+	n := len(list.Items)
+	if n < most {
+		return nil
 	}
-	return nil
+	for _, b := range s.bounds() {
+		if b.quota > 0 && b.total > 0 && n*b.quota >= b.total {
+			return fmt.Errorf("%w (%d accounts of %s %d fill %s %d)", ErrFull, n, b.perAccount, b.quota, b.all, b.total)
+		}
+	}
+	return fmt.Errorf("%w (%d accounts)", ErrFull, n)
 }

@@ -20,4 +20,9 @@ func TestMaxAccounts(t *testing.T) {
 			t.Errorf("%d watches of %d each: %d accounts (bounded %v), want %d (%v)", tc.total, tc.quota, got, bounded, tc.want, tc.bounded)
 		}
 	}
+	// Expectations bound the accounts too: the smaller number holds.
+	s := &Store{Quota: Quota{Watches: 10, Expectations: 20}, Totals: Totals{Watches: 1000, Expectations: 1000}}
+	if got, bounded := s.MaxAccounts(); got != 50 || !bounded {
+		t.Errorf("watches for 100 accounts, expectations for 50: %d accounts (bounded %v), want 50", got, bounded)
+	}
 }
