@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -139,11 +138,7 @@ func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	if err := r.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	es := make([]*v1alpha1.FileExpectation, len(list.Items))
-	for i := range list.Items {
-		es[i] = &list.Items[i]
-	}
-	slices.SortFunc(es, func(a, b *v1alpha1.FileExpectation) int { return tasks.ByAge(a, b) })
+	es := tasks.SortedByAge(list.Items)
 	items := make([]tasks.Item, len(es))
 	for i, e := range es {
 		items[i] = tasks.Item{UID: string(e.UID), Namespace: e.Namespace, Name: e.Name}

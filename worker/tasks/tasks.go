@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,21 @@ type Item struct {
 func ByAge(a, b metav1.Object) int {
 	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
 	return cmp.Or(ta.Compare(tb.Time), cmp.Compare(a.GetName(), b.GetName()), cmp.Compare(a.GetUID(), b.GetUID()))
+}
+
+// SortedByAge is pointers to objs, oldest first (ByAge): sorted as
+// pointers, since a comparison of two objects by value copies both to
+// the heap (hundreds of megabytes a sync at 10,000 watches).
+func SortedByAge[T any, P interface {
+	*T
+	metav1.Object
+}](objs []T) []P {
+	out := make([]P, len(objs))
+	for i := range objs {
+		out[i] = &objs[i]
+	}
+	slices.SortFunc(out, func(a, b P) int { return ByAge(a, b) })
+	return out
 }
 
 // Task is the work of one item this replica holds.

@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -122,13 +121,7 @@ func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	if err := r.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	// Sorted as pointers: a comparison of two transfers by value copied
-	// both to the heap.
-	ts := make([]*v1alpha1.Transfer, len(list.Items))
-	for i := range list.Items {
-		ts[i] = &list.Items[i]
-	}
-	slices.SortFunc(ts, func(a, b *v1alpha1.Transfer) int { return tasks.ByAge(a, b) })
+	ts := tasks.SortedByAge(list.Items)
 	items := make([]tasks.Item, len(ts))
 	for i, t := range ts {
 		items[i] = tasks.Item{UID: string(t.UID), Namespace: t.Namespace, Name: t.Name,

@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -186,13 +185,7 @@ func (r *Runner) list(ctx context.Context) ([]tasks.Item, error) {
 	if err := r.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	// Sorted as pointers: a comparison of two watches by value copied
-	// both to the heap, hundreds of megabytes a sync at 10,000 watches.
-	ws := make([]*v1alpha1.SftpWatch, len(list.Items))
-	for i := range list.Items {
-		ws[i] = &list.Items[i]
-	}
-	slices.SortFunc(ws, func(a, b *v1alpha1.SftpWatch) int { return tasks.ByAge(a, b) })
+	ws := tasks.SortedByAge(list.Items)
 	items := make([]tasks.Item, len(ws))
 	for i, w := range ws {
 		items[i] = tasks.Item{UID: string(w.UID), Namespace: w.Namespace, Name: w.Name}
