@@ -79,8 +79,9 @@ type ExpectationSchedule struct {
 	// Opens is a cron expression (five fields: minute, hour, day of
 	// month, month, day of week) of when each window opens: files that
 	// come from then on count for it.
-	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MinLength=9
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@') && self.split(' ').filter(f, f != '').size() == 5",message="must be five cron fields, not a descriptor: a window a minute at the most"
 	Opens string `json:"opens"`
 	// TimeZone is the IANA time zone opens and skipDates are read in,
 	// such as Europe/Berlin; UTC when unset.
@@ -139,7 +140,7 @@ type FileExpectationSpec struct {
 	// must be gone from the folder (moved or deleted, by a watch's
 	// afterDelivery, a triggered transfer or the partner's own job); one
 	// still there then makes the window NotProcessed.
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('744h')",message="must be between 1m and 744h (31 days)"
 	// +optional
 	PickUpWithin *metav1.Duration `json:"pickUpWithin,omitempty"`
 
@@ -177,7 +178,9 @@ type FileExpectationSpec struct {
 
 // ExpectationWindow is one window: when it opened and its deadline.
 type ExpectationWindow struct {
-	Opens    metav1.Time `json:"opens"`
+	// Opens is when the window opened: files count from then on.
+	Opens metav1.Time `json:"opens"`
+	// Deadline is when its files were due.
 	Deadline metav1.Time `json:"deadline"`
 }
 
@@ -186,7 +189,8 @@ type ExpectedFile struct {
 	// Name is the file's name in the folder.
 	// +kubebuilder:validation:MaxLength=1024
 	Name string `json:"name"`
-	Size int64  `json:"size"`
+	// Size is its size in bytes, as listed.
+	Size int64 `json:"size"`
 	// Came is when it settled in the folder (or, for one that came while
 	// the worker was down, its modification time).
 	Came metav1.Time `json:"came"`

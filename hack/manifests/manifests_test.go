@@ -426,6 +426,7 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		{"an expectation with a deadline over a month", "FileExpectation", "bank-payments", []string{"spec", "schedule", "deadline"}, "800h", "744h"},
 		{"an expectation of no files", "FileExpectation", "bank-payments", []string{"spec", "files", "include"}, []any{}, "spec.files.include"},
 		{"an expectation's sizes upside down", "FileExpectation", "bank-payments", []string{"spec", "files", "maxSize"}, int64(10), "minSize must not be above maxSize"},
+		{"an expectation opening a window every second", "FileExpectation", "bank-payments", []string{"spec", "schedule", "opens"}, "@every 1s", "five cron fields"},
 		{"an expectation polling every second", "FileExpectation", "bank-payments", []string{"spec", "pollInterval"}, "1s", "at least 10s"},
 		{"an expectation skipping no date", "FileExpectation", "bank-payments", []string{"spec", "schedule", "skipDates"}, []any{"Christmas"}, "spec.schedule.skipDates"},
 		{"a calendar of no date", "HolidayCalendar", "berlin-holidays", []string{"spec", "dates"}, []any{"25.12.2026"}, "spec.dates"},

@@ -48,15 +48,18 @@ type Rule struct {
 
 // Seen is a file as the folder's listings showed it.
 type Seen struct {
-	Name string
-	Size int64
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	// Mod is its modification time as listed: another one under its name
+	// is another file.
+	Mod time.Time `json:"mod,omitzero"`
 	// Came is when it settled: when a listing first showed it settled,
 	// or, for one that settled while no one listed (the worker down),
 	// its modification time.
-	Came time.Time
+	Came time.Time `json:"came,omitzero"`
 	// Gone is when a listing first no longer showed it; zero while it is
 	// there.
-	Gone time.Time
+	Gone time.Time `json:"gone,omitzero"`
 }
 
 // Decision is an outcome of a window: what, when by the rules (a

@@ -58,55 +58,78 @@ type settling struct {
 	size        int64
 	mod         time.Time
 	since, came time.Time
+	// changes counts the times it was seen to change: one that keeps
+	// changing is left to the regular listings (Recheck).
+	changes int
 }
 
-// Observe takes a listing of the folder at t. A file new to it came by
-// t, after the listing before: at its modification time when that lies
-// between the two (a file that came while no one listed, the worker
-// down), else at t; it counts once it settled (Settle), as having come
-// then. A file it no longer shows went at t; one of the same name shown
-// again later is a new file (the next day's report.csv).
-func (k *Tracker) Observe(listing []Entry, t time.Time) {
-	shown := make(map[string]bool, len(listing))
+// Observe takes a listing of the folder that began at began and ended
+// at ended: it shows every file that came before began, and perhaps some
+// that came while it ran. A file new to it came by ended, after the
+// listing before: at its modification time when that lies between the
+// two (a file that came while no one listed, the worker down), else at
+// ended; it counts once it settled (Settle), as having come then. The
+// first listing (or the first after State.Listed was reset) is a
+// baseline: what it shows was there before, and counts only if its
+// modification time says it came in the window under way. A file it no
+// longer shows went at ended, as did one of the same name shown with
+// another size or time (rewritten: the new one is a new file, as the
+// next day's report.csv is).
+func (k *Tracker) Observe(listing []Entry, began, ended time.Time) {
+	shown := make(map[string]Entry, len(listing))
 	for _, e := range listing {
-		shown[e.Name] = true
+		shown[e.Name] = e
 	}
 	present := make(map[string]bool, len(k.State.Files))
 	for i := range k.State.Files {
 		f := &k.State.Files[i]
-		switch {
-		case !f.Gone.IsZero():
-		case shown[f.Name]:
+		if !f.Gone.IsZero() {
+			continue
+		}
+		if e, ok := shown[f.Name]; ok && e.Size == f.Size && e.ModTime.Equal(f.Mod) {
 			present[f.Name] = true
-		default:
-			f.Gone = t
+		} else {
+			f.Gone = ended
 		}
 	}
-	was := k.settling
+	was, prev, baseline := k.settling, k.State.Listed, k.State.Listed.IsZero()
 	k.settling = make(map[string]settling, len(was))
+	compacted := false
 	for _, e := range listing {
 		if present[e.Name] || !k.Rule.named(e.Name) {
 			continue
 		}
 		s, ok := was[e.Name]
-		if !ok || s.size != e.Size || !s.mod.Equal(e.ModTime) {
-			s = settling{size: e.Size, mod: e.ModTime, since: t, came: t}
-			if e.ModTime.After(k.State.Listed) && !e.ModTime.After(t) && !k.State.Listed.IsZero() {
+		switch {
+		case ok && s.size == e.Size && s.mod.Equal(e.ModTime):
+		case baseline:
+			// There before this listing, unless its time says it came in
+			// the window under way; zero came counts for no window.
+			s = settling{size: e.Size, mod: e.ModTime, since: ended}
+			if w := k.State.Window; !w.IsZero() && !e.ModTime.Before(w.Opens) && !e.ModTime.After(ended) {
+				s.came = e.ModTime
+			}
+		default:
+			s = settling{size: e.Size, mod: e.ModTime, since: ended, came: ended, changes: s.changes + 1}
+			if !ok {
+				s.changes = 0
+			}
+			if e.ModTime.After(prev) && !e.ModTime.After(ended) {
 				s.came = e.ModTime
 			}
 		}
-		if t.Sub(s.since) < k.Settle {
+		if ended.Sub(s.since) < k.Settle {
 			if len(k.settling) < MaxFiles {
 				k.settling[e.Name] = s
 			}
 			continue
 		}
-		f := Seen{Name: e.Name, Size: e.Size, Came: s.came}
-		if !k.Rule.matches(f) {
-			continue
-		}
-		if len(k.State.Files) >= MaxFiles {
+		// Kept whatever its size, so that it is never taken for a new
+		// one; counted only if its size is one the rule allows.
+		f := Seen{Name: e.Name, Size: e.Size, Mod: e.ModTime, Came: s.came}
+		if len(k.State.Files) >= MaxFiles && !compacted {
 			k.compact()
+			compacted = true
 		}
 		if len(k.State.Files) < MaxFiles {
 			k.State.Files = append(k.State.Files, f)
@@ -114,7 +137,7 @@ func (k *Tracker) Observe(listing []Entry, t time.Time) {
 		}
 	}
 	slices.SortStableFunc(k.State.Files, func(a, b Seen) int { return a.Came.Compare(b.Came) })
-	k.State.Listed = t
+	k.State.Listed = began
 }
 
 // compact forgets the files gone that no decision needs: all but the
@@ -173,13 +196,15 @@ func (k *Tracker) Decide(now, from time.Time) []Decision {
 			d.Window = s.Window
 			out = append(out, d)
 		}
-		if next.IsZero() || now.Before(until) || !k.done(until, now) {
+		if next.IsZero() || now.Before(until) || !k.done(until, now) || k.settlingBefore(until) {
 			return out
 		}
-		// Files that came since the next window opened are its own.
+		// Files that came since the next window opened are its own; those
+		// still in the folder are kept, as there before it opened (never
+		// counted, never taken for new ones).
 		kept := s.Files[:0]
 		for _, f := range s.Files {
-			if !f.Came.Before(until) {
+			if !f.Came.Before(until) || f.Gone.IsZero() {
 				kept = append(kept, f)
 			}
 		}
@@ -195,16 +220,37 @@ func (k *Tracker) holding(deadline, now time.Time) bool {
 		return false
 	}
 	for _, s := range k.settling {
-		if s.came.Before(deadline) {
+		if !s.came.IsZero() && s.came.Before(deadline) {
 			return true
 		}
 	}
 	return false
 }
 
-// Settling says whether a file waits to settle: the folder should be
-// listed again after Settle.
-func (k *Tracker) Settling() bool { return len(k.settling) > 0 }
+// settlingBefore says whether a file that came before t still settles:
+// its window waits for it.
+func (k *Tracker) settlingBefore(t time.Time) bool {
+	for _, s := range k.settling {
+		if !s.came.IsZero() && s.came.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Recheck says whether a file waits to settle that was first seen as it
+// is at the last listing: the folder should be listed again after
+// Settle. One seen to change again is left to the regular listings, so
+// that a file written for an hour does not have the folder listed at
+// every Settle.
+func (k *Tracker) Recheck() bool {
+	for _, s := range k.settling {
+		if s.changes == 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Done says whether the current window can have no more outcomes but a
 // pick-up's: Met or NotProcessed. The folder need not be listed again

@@ -74,7 +74,7 @@ func TestTracker(t *testing.T) {
 			k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: rule}
 			var got []Decision
 			for _, l := range c.listings {
-				k.Observe(l.entries, l.at)
+				k.Observe(l.entries, l.at, l.at)
 				got = append(got, k.Decide(l.at, begun)...)
 			}
 			got = append(got, k.Decide(c.until, begun)...)
@@ -90,16 +90,17 @@ func TestTracker(t *testing.T) {
 func TestTrackerPickUp(t *testing.T) {
 	k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"*.csv"}, PickUpWithin: time.Hour}}
 	begun := day.Add(-time.Hour)
-	k.Observe([]Entry{entry("a.csv", clock(1, 0))}, clock(1, 0))
+	k.Observe(nil, clock(0, 30), clock(0, 30))
+	k.Observe([]Entry{entry("a.csv", clock(1, 0))}, clock(1, 0), clock(1, 0))
 	if got := k.Decide(clock(1, 0), begun); len(got) != 0 {
 		t.Fatalf("before the pick-up: %s", outcomes(got))
 	}
-	k.Observe(nil, clock(1, 40))
+	k.Observe(nil, clock(1, 40), clock(1, 40))
 	if got := outcomes(k.Decide(clock(1, 40), begun)); got != "Met@03-02T01:40 " {
 		t.Errorf("picked up: %q", got)
 	}
 	// The next day's file is never picked up.
-	k.Observe([]Entry{entry("b.csv", clock(25, 0))}, clock(25, 0))
+	k.Observe([]Entry{entry("b.csv", clock(25, 0))}, clock(25, 0), clock(25, 0))
 	if got := outcomes(k.Decide(clock(26, 0), begun)); got != "NotProcessed@03-03T02:00 " {
 		t.Errorf("not picked up: %q", got)
 	}
@@ -122,8 +123,8 @@ func TestTrackerAcrossTheClocksChange(t *testing.T) {
 	} {
 		k := &Tracker{Windows: daily(t, "0 0 * * *", "Europe/Berlin", 6*time.Hour), Rule: Rule{Globs: []string{"*"}}}
 		begun := local(0, 0).Add(-time.Minute)
-		k.Observe(nil, local(0, 30))
-		k.Observe([]Entry{entry("x", c.came)}, c.came.Add(time.Minute))
+		k.Observe(nil, local(0, 30), local(0, 30))
+		k.Observe([]Entry{entry("x", c.came)}, c.came.Add(time.Minute), c.came.Add(time.Minute))
 		if got := outcomes(k.Decide(c.came.Add(time.Minute), begun)); got != c.want {
 			t.Errorf("a file at %s: %q, want %q", c.came.Format("15:04 MST"), got, c.want)
 		}
@@ -135,10 +136,10 @@ func TestTrackerAcrossTheClocksChange(t *testing.T) {
 func TestTrackerScheduleEdited(t *testing.T) {
 	k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"*"}}}
 	begun := day.Add(-time.Hour)
-	k.Observe(nil, clock(1, 0))
+	k.Observe(nil, clock(1, 0), clock(1, 0))
 	k.Decide(clock(1, 0), begun)
 	k.Windows = daily(t, "0 12 * * *", "UTC", 2*time.Hour)
-	k.Observe(nil, clock(15, 0))
+	k.Observe(nil, clock(15, 0), clock(15, 0))
 	if got := outcomes(k.Decide(clock(15, 0), begun)); got != "Missed@03-02T06:00 Missed@03-02T14:00 " {
 		t.Errorf("decided %q", got)
 	}
@@ -151,8 +152,8 @@ func TestTrackerTakenOver(t *testing.T) {
 	rule := Rule{Globs: []string{"*"}}
 	begun := day.Add(-time.Hour)
 	first := &Tracker{Windows: windows, Rule: rule}
-	first.Observe(nil, clock(5, 0))
-	first.Observe(nil, clock(6, 0))
+	first.Observe(nil, clock(5, 0), clock(5, 0))
+	first.Observe(nil, clock(6, 0), clock(6, 0))
 	if got := outcomes(first.Decide(clock(6, 0), begun)); got != "Missed@03-02T06:00 " {
 		t.Fatalf("the first replica: %q", got)
 	}
@@ -164,7 +165,7 @@ func TestTrackerTakenOver(t *testing.T) {
 	if err := json.Unmarshal(stored, &second.State); err != nil {
 		t.Fatal(err)
 	}
-	second.Observe([]Entry{entry("x", clock(6, 30))}, clock(7, 0))
+	second.Observe([]Entry{entry("x", clock(6, 30))}, clock(7, 0), clock(7, 0))
 	if got := outcomes(second.Decide(clock(7, 0), begun)); got != "Late@03-02T06:30 " {
 		t.Errorf("the second replica: %q, want the Late alone", got)
 	}
@@ -177,7 +178,7 @@ func TestTrackerBounded(t *testing.T) {
 	for i := range 3 * MaxFiles {
 		many = append(many, entry(fmt.Sprint(i), clock(1, 0)))
 	}
-	k.Observe(many, clock(1, 0))
+	k.Observe(many, clock(1, 0), clock(1, 0))
 	if n := len(k.State.Files); n != MaxFiles {
 		t.Errorf("%d files kept, want %d", n, MaxFiles)
 	}
@@ -192,19 +193,61 @@ func TestTrackerTurnover(t *testing.T) {
 	var got []Decision
 	for i := range 3 * MaxFiles {
 		at := clock(1, 0).Add(time.Duration(i) * time.Second)
-		k.Observe([]Entry{entry(fmt.Sprintf("f%d.csv", i), at)}, at)
+		k.Observe([]Entry{entry(fmt.Sprintf("f%d.csv", i), at)}, at, at)
 		got = append(got, k.Decide(at, begun)...)
 		if len(k.State.Files) > MaxFiles {
 			t.Fatalf("%d files kept", len(k.State.Files))
 		}
 	}
 	// report.csv comes and is picked up; the next day's has its name.
-	k.Observe([]Entry{entry("report.csv", clock(22, 0))}, clock(22, 30))
-	k.Observe(nil, clock(23, 30))
-	k.Observe([]Entry{entry("report.csv", clock(24, 10)), entry("other.csv", clock(24, 20))}, clock(24, 30))
+	k.Observe([]Entry{entry("report.csv", clock(22, 0))}, clock(22, 30), clock(22, 30))
+	k.Observe(nil, clock(23, 30), clock(23, 30))
+	k.Observe([]Entry{entry("report.csv", clock(24, 10)), entry("other.csv", clock(24, 20))}, clock(24, 30), clock(24, 30))
 	got = append(got, k.Decide(clock(24, 30), begun)...)
 	if s := outcomes(got); s != "Met@03-02T01:00 Met@03-03T00:20 " {
 		t.Errorf("decided %q", s)
+	}
+}
+
+// TestTrackerFileLeftInPlace: a file never picked up is not the next
+// windows' file; one rewritten under its name is a new one.
+func TestTrackerFileLeftInPlace(t *testing.T) {
+	k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"*.csv"}}}
+	begun := day.Add(-time.Hour)
+	var got []Decision
+	list := func(at time.Time, entries ...Entry) {
+		k.Observe(entries, at, at)
+		got = append(got, k.Decide(at, begun)...)
+	}
+	list(clock(0, 30))
+	list(clock(1, 0), entry("report.csv", clock(0, 50)))
+	for h := 2; h < 72; h += 2 {
+		list(clock(h, 0), entry("report.csv", clock(0, 50)))
+	}
+	list(clock(73, 0), entry("report.csv", clock(72, 40))) // rewritten on the fourth day
+	if s := outcomes(got); s != "Met@03-02T00:50 Missed@03-03T06:00 Missed@03-04T06:00 Met@03-05T00:40 " {
+		t.Errorf("decided %q", s)
+	}
+}
+
+// TestTrackerBaseline: the first listing's files were there before,
+// unless their times say they came in the window under way; a size the
+// rule refuses keeps its file from counting, and from coming again.
+func TestTrackerBaseline(t *testing.T) {
+	k := &Tracker{Windows: daily(t, "0 0 * * *", "UTC", 6*time.Hour), Rule: Rule{Globs: []string{"*.csv"}, MinSize: 5}}
+	begun := day.Add(-time.Hour)
+	k.Observe([]Entry{entry("old.csv", clock(-30, 0))}, clock(-1, 0), clock(-1, 0))
+	k.Decide(clock(-1, 0), begun)
+	k.Observe([]Entry{entry("old.csv", clock(-30, 0)), {Name: "empty.csv", Size: 0, ModTime: clock(1, 0)}}, clock(2, 0), clock(2, 0))
+	k.Observe([]Entry{entry("old.csv", clock(-30, 0)), {Name: "empty.csv", Size: 0, ModTime: clock(1, 0)}}, clock(7, 0), clock(7, 0))
+	if got := outcomes(k.Decide(clock(7, 0), begun)); got != "Missed@03-02T06:00 " {
+		t.Errorf("decided %q", got)
+	}
+	// After a reset (another folder), what is there counts only by its time.
+	k.State.Files, k.State.Listed = nil, time.Time{}
+	k.Observe([]Entry{entry("old.csv", clock(-30, 0)), entry("new.csv", clock(7, 30))}, clock(8, 0), clock(8, 0))
+	if got := outcomes(k.Decide(clock(8, 0), begun)); got != "Late@03-02T07:30 " {
+		t.Errorf("after a reset: %q", got)
 	}
 }
 
@@ -243,7 +286,7 @@ func TestTrackerSettles(t *testing.T) {
 				Settle: time.Minute, Hold: 2 * time.Minute}
 			var got []Decision
 			for _, l := range c.listings {
-				k.Observe(l.entries, l.at)
+				k.Observe(l.entries, l.at, l.at)
 				got = append(got, k.Decide(l.at, begun)...)
 			}
 			if s := outcomes(got); s != c.want {

@@ -59,16 +59,24 @@ func DefaultLimits() Limits {
 		ListTimeout: time.Minute, MaxEntries: 10_000, OutcomesKept: 10, MaxPending: 100, WriteEvery: 5 * time.Second}
 }
 
-// withDefaults is l with each zero limit its default.
+// withDefaults is l with each limit below one its default.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	l.MaxPerNamespace, l.MaxTotal = cmp.Or(l.MaxPerNamespace, d.MaxPerNamespace), cmp.Or(l.MaxTotal, d.MaxTotal)
-	l.MaxAccountTotal = cmp.Or(l.MaxAccountTotal, d.MaxAccountTotal)
-	l.Listings, l.ListingsPerNamespace = cmp.Or(l.Listings, d.Listings), cmp.Or(l.ListingsPerNamespace, d.ListingsPerNamespace)
-	l.ListTimeout, l.MaxEntries = cmp.Or(l.ListTimeout, d.ListTimeout), cmp.Or(l.MaxEntries, d.MaxEntries)
-	l.OutcomesKept, l.MaxPending = min(cmp.Or(l.OutcomesKept, d.OutcomesKept), maxOutcomesKept), cmp.Or(l.MaxPending, d.MaxPending)
-	l.WriteEvery = cmp.Or(l.WriteEvery, d.WriteEvery)
+	l.MaxPerNamespace, l.MaxTotal = atLeastOne(l.MaxPerNamespace, d.MaxPerNamespace), atLeastOne(l.MaxTotal, d.MaxTotal)
+	l.MaxAccountTotal = atLeastOne(l.MaxAccountTotal, d.MaxAccountTotal)
+	l.Listings, l.ListingsPerNamespace = atLeastOne(l.Listings, d.Listings), atLeastOne(l.ListingsPerNamespace, d.ListingsPerNamespace)
+	l.ListTimeout, l.MaxEntries = atLeastOne(l.ListTimeout, d.ListTimeout), atLeastOne(l.MaxEntries, d.MaxEntries)
+	l.OutcomesKept, l.MaxPending = min(atLeastOne(l.OutcomesKept, d.OutcomesKept), maxOutcomesKept), atLeastOne(l.MaxPending, d.MaxPending)
+	l.WriteEvery = atLeastOne(l.WriteEvery, d.WriteEvery)
 	return l
+}
+
+// atLeastOne is v, or d when v is below one (zero, or a negative flag).
+func atLeastOne[T int | time.Duration](v, d T) T {
+	if v < 1 {
+		return d
+	}
+	return v
 }
 
 // maxOutcomesKept is the CRD's bound of status.lastOutcomes.
@@ -193,6 +201,8 @@ var (
 		"Windows of the expectation missed since it was made.", []string{"namespace", "expectation"}, nil)
 	deadlineDesc = prometheus.NewDesc("sftpgate_expectation_next_deadline_timestamp_seconds",
 		"The expectation's next deadline still ahead.", []string{"namespace", "expectation"}, nil)
+	undecidedDesc = prometheus.NewDesc("sftpgate_expectation_undecided_deadline_timestamp_seconds",
+		"A deadline passed whose window has no outcome yet: the folder has not been listed since.", []string{"namespace", "expectation"}, nil)
 )
 
 // collector reads the metrics off the tasks at each scrape: a task this
@@ -200,7 +210,7 @@ var (
 type collector struct{ r *Runner }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lastOutcomeDesc, lastMetDesc, missedDesc, deadlineDesc} {
+	for _, d := range []*prometheus.Desc{lastOutcomeDesc, lastMetDesc, missedDesc, deadlineDesc, undecidedDesc} {
 		ch <- d
 	}
 }
@@ -227,6 +237,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(m.missed), ns, name)
 		if !m.deadline.IsZero() {
 			ch <- prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, float64(m.deadline.Unix()), ns, name)
+		}
+		if !m.undecided.IsZero() {
+			ch <- prometheus.MustNewConstMetric(undecidedDesc, prometheus.GaugeValue, float64(m.undecided.Unix()), ns, name)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,6 +73,11 @@ func readSettings(ctx context.Context, cache, direct client.Reader, e *v1alpha1.
 			return s, fmt.Errorf("the date to skip %q: %w", d, err)
 		}
 		skip = append(skip, date)
+	}
+	// Five fields: a window a minute at the most (a descriptor such as
+	// @every 1s would open one a second).
+	if strings.HasPrefix(strings.TrimSpace(sched.Opens), "@") || len(strings.Fields(sched.Opens)) != 5 {
+		return s, fmt.Errorf("schedule.opens: %q is not five cron fields (minute, hour, day of month, month, day of week)", sched.Opens)
 	}
 	var err error
 	if s.windows, err = calendar.NewWindows(sched.Opens, cmp.Or(sched.TimeZone, "UTC"), sched.Deadline.Duration, skip); err != nil {

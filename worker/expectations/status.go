@@ -72,6 +72,7 @@ func setConditions(e *v1alpha1.FileExpectation, f facts, last *v1alpha1.Expectat
 	default:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonExpecting, "listing the folder and deciding its windows"
 	}
+	ready.Message = statuspatch.Cut(ready.Message, 1024) // a server's or a sink's words
 	v1alpha1.SetSummary(&e.Status.Conditions, e.Generation, ready, ready.Reason == v1alpha1.ReasonFirstPoll, stalled)
 	onTime := metav1.Condition{Type: v1alpha1.ConditionOnTime, Status: metav1.ConditionUnknown, ObservedGeneration: e.Generation,
 		Reason: v1alpha1.ReasonNoWindowDecided, Message: "no window has been decided yet"}
@@ -115,7 +116,14 @@ func (t *task) report(ctx context.Context, e *v1alpha1.FileExpectation, f facts)
 		}
 	}
 	setConditions(next, f, last)
-	st.LastError = statuspatch.Cut(t.lastErr, 1024)
+	if was := meta.FindStatusCondition(e.Status.Conditions, v1alpha1.ConditionOnTime); t.state == nil && was != nil {
+		meta.SetStatusCondition(&next.Status.Conditions, *was) // not known until the state is read
+	}
+	lastErr := t.lastErr
+	if t.state != nil && t.state.Dropped > 0 && lastErr == "" {
+		lastErr = fmt.Sprintf("%d outcomes were dropped undelivered: the sink did not take them before %d more waited", t.state.Dropped, t.r.Limits.MaxPending)
+	}
+	st.LastError = statuspatch.Cut(lastErr, 1024)
 	if reflect.DeepEqual(normalized(next.Status), normalized(e.Status)) {
 		return time.Time{}
 	}

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +47,10 @@ type task struct {
 	// saved is the last stored encoding, less the listing's time: a
 	// listing that found nothing new writes nothing.
 	saved []byte
+	// savedListed is the last listing's time as stored.
+	savedListed time.Time
+	// lost says another replica took the expectation at this step.
+	lost bool
 	// unrecorded are outcomes decided and not yet stored: recorded in the
 	// audit trail and the object's events once they are, so that a
 	// replica that lost the expectation before storing them (and the one
@@ -70,7 +77,9 @@ type task struct {
 type metricValues struct {
 	last              v1alpha1.ExpectationOutcome
 	lastMet, deadline time.Time
-	missed            int64
+	// undecided is a deadline passed whose window has no outcome yet.
+	undecided time.Time
+	missed    int64
 }
 
 // stored is what a task keeps in the worker's namespace, for the replica
@@ -121,11 +130,19 @@ func (t *task) step(ctx context.Context) (wait time.Duration) {
 	if err := t.r.Cache.Get(ctx, t.key, &e); err != nil || e.UID != t.uid {
 		return idle
 	}
-	if e.Generation != t.generation {
+	edited := e.Generation != t.generation
+	if edited {
+		if t.generation == 0 {
+			t.listed = expectingBefore(&e) // taken over: no FirstPoll for nothing
+		}
 		t.generation, t.nextList = e.Generation, time.Time{} // a new schedule may open earlier
 	}
 	var f facts
 	defer func() {
+		if t.lost {
+			t.lost = false
+			return // another replica holds it: its status is that one's to write
+		}
 		if again := t.report(ctx, &e, f); !again.IsZero() {
 			wait = max(min(wait, time.Until(again)), shortest)
 		}
@@ -160,14 +177,14 @@ func (t *task) step(ctx context.Context) (wait time.Duration) {
 	}
 	t.sinkURI = sink
 	now := t.r.now()
-	if err := t.load(ctx, &e, conn, set, now); err != nil {
+	if err := t.load(ctx, &e, conn, set, now, edited); err != nil {
 		f.listFailed = "reading the expectation's stored state: " + err.Error()
 		return idle
 	}
 	// A state the namespace's budget refused grows no more: no listing
 	// until it is stored.
 	if !now.Before(t.nextList) && t.overBudget == "" {
-		t.list(ctx, &e, conn, now)
+		t.list(ctx, &e, conn)
 	}
 	if sink == "" {
 		t.state.Outbox = nil // a sink removed takes its pending outcomes with it
@@ -175,15 +192,21 @@ func (t *task) step(ctx context.Context) (wait time.Duration) {
 	t.decide(now, sink != "", set)
 	t.save(ctx)
 	t.record(ctx, &e)
-	if sink != "" && t.state != nil {
+	// Only what is stored is announced: a replica that takes over finds
+	// it, and announces nothing it would decide otherwise.
+	if sink != "" && t.stored() {
 		t.deliver(ctx, &e, conn, set, deliver.Targets{Sink: sink, DeadLetter: deadLetter})
 		t.save(ctx)
 	}
 	if t.state == nil {
+		t.lost = true
 		return idle // another replica holds it now
 	}
 	t.publish(now)
 	f.listed, f.overBudget = t.listed, t.overBudget
+	if t.overBudget != "" {
+		return idle // nothing to do until the namespace has room
+	}
 	f.pathMissing, f.tooLarge, f.listFailed = t.listing.pathMissing, t.listing.tooLarge, t.listing.failed
 	if len(t.state.Outbox) > 0 {
 		f.delivery, f.unreachable, f.sinkDenied = t.delivery.failing, t.delivery.unreachable, t.delivery.denied
@@ -199,8 +222,10 @@ func (t *task) step(ctx context.Context) (wait time.Duration) {
 
 // load reads the stored state, the first time, and sets the tracker to
 // the current spec.
-func (t *task) load(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends.End, set settings, now time.Time) error {
-	folder := conn.Ref.String() + ":" + path.Clean(e.Spec.Path)
+func (t *task) load(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends.End, set settings, now time.Time, edited bool) error {
+	// The folder and which files count: another starts the files over.
+	files := e.Spec.Files
+	folder := fmt.Sprintf("%s:%s:%s:%q:%v:%v", conn.Ref, conn.Root, path.Clean(e.Spec.Path), files.Include, ptrValue(files.MinSize), ptrValue(files.MaxSize))
 	if t.state == nil {
 		blob, v, err := t.r.States.Load(ctx, string(t.uid))
 		if err != nil {
@@ -214,25 +239,56 @@ func (t *task) load(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends
 			}
 		}
 		t.state, t.version, t.tracker.State = st, v, st.Tracker
-		t.saved = t.encodeUnlisted()
+		t.saved, t.savedListed = t.encodeUnlisted(), st.Tracker.Listed
+		// Outcomes decided before a lost write that in fact was stored
+		// are recorded now; the others will be decided again.
+		t.unrecorded = slices.DeleteFunc(t.unrecorded, func(r v1alpha1.ExpectationResult) bool {
+			return !slices.ContainsFunc(st.Outcomes, func(o v1alpha1.ExpectationResult) bool {
+				return o.Outcome == r.Outcome && o.Window.Opens.Equal(&r.Window.Opens)
+			})
+		})
 	}
 	if t.state.Folder != folder {
-		// What was seen says nothing of another folder; the window and
-		// its outcomes hold.
+		// What was seen says nothing of another folder, or of other
+		// files: the next listing is a baseline. The window and its
+		// outcomes hold.
 		t.tracker.State.Files, t.tracker.State.Listed, t.state.Folder = nil, time.Time{}, folder
+	}
+	if w := t.tracker.State.Window; edited && !w.IsZero() && now.Before(w.Opens) {
+		// A window not opened yet is the new schedule's to say.
+		t.tracker.State.Window = set.windows.After(now)
 	}
 	t.tracker.Windows, t.tracker.Rule, t.tracker.Settle, t.tracker.Hold = set.windows, set.rule, set.settle, set.settle+set.interval
 	return nil
 }
 
+// ptrValue is *p, or zero.
+func ptrValue[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// expectingBefore says whether e's status shows its current generation
+// listed and decided by a replica before: Ready, for that generation,
+// Expecting.
+func expectingBefore(e *v1alpha1.FileExpectation) bool {
+	ready := meta.FindStatusCondition(e.Status.Conditions, v1alpha1.ConditionReady)
+	return ready != nil && ready.ObservedGeneration == e.Generation && ready.Reason == v1alpha1.ReasonExpecting
+}
+
 // list lists the folder at now, and plans the next listing.
-func (t *task) list(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends.End, now time.Time) {
+func (t *task) list(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends.End) {
 	leave, ok := t.r.enterListing(ctx, e.Namespace)
 	if !ok {
-		t.nextList = now.Add(time.Second) // the namespace's listings are all in flight
+		t.nextList = t.r.now().Add(time.Second) // the namespace's listings are all in flight
 		return
 	}
 	defer leave()
+	// As of when it began, once its slot was held: a file that comes
+	// while it runs may show or not.
+	began := t.r.now()
 	walk := watch.Walk{Dir: path.Join(conn.Root, e.Spec.Path), Filter: watch.Filter{Include: e.Spec.Files.Include}, MaxFiles: t.r.Limits.MaxEntries}
 	op := pool.Op{Idempotent: true, Stream: true, Timeout: min(5*conn.OperationTimeout, t.r.Limits.ListTimeout)}
 	var found []watch.File
@@ -254,16 +310,18 @@ func (t *task) list(ctx context.Context, e *v1alpha1.FileExpectation, conn *ends
 	default:
 		l.failed = "listing the folder: " + err.Error()
 	}
-	interval := pollInterval(e)
+	ended := t.r.now()
 	if err != nil {
-		t.lastErr, t.nextList = err.Error(), now.Add(interval)
+		t.lastErr, t.nextList = err.Error(), ended.Add(pollInterval(e))
 		return
 	}
 	entries := make([]expect.Entry, len(found))
 	for i, f := range found {
-		entries[i] = expect.Entry{Name: f.Path, Size: f.Size, ModTime: time.Unix(f.ModTime, 0)}
+		// A name that is not UTF-8 is kept as the state stores it (JSON),
+		// so that it is the same file after a reload.
+		entries[i] = expect.Entry{Name: strings.ToValidUTF8(f.Path, "\uFFFD"), Size: f.Size, ModTime: time.Unix(f.ModTime, 0)}
 	}
-	t.tracker.Observe(entries, now)
+	t.tracker.Observe(entries, began, ended)
 	t.listed, t.lastErr = true, ""
 	t.nextList = time.Time{} // planned once decided (plan)
 }
@@ -303,7 +361,6 @@ func (t *task) decide(now time.Time, announce bool, set settings) {
 			if over := len(st.Outbox) - t.r.Limits.MaxPending; over > 0 {
 				st.Dropped += int64(over)
 				st.Outbox = st.Outbox[over:]
-				t.lastErr = fmt.Sprintf("%d outcomes were dropped undelivered: the sink has not taken the last %d", st.Dropped, t.r.Limits.MaxPending)
 			}
 		}
 		t.unrecorded = append(t.unrecorded, res)
@@ -335,8 +392,8 @@ func (t *task) plan(now time.Time, interval, settle time.Duration) time.Time {
 	if now.Before(w.Deadline) && w.Deadline.Before(next) {
 		next = w.Deadline
 	}
-	if t.tracker.Settling() && now.Add(settle).Before(next) {
-		next = now.Add(settle)
+	if recheck := now.Add(max(settle, time.Second)); t.tracker.Recheck() && recheck.Before(next) {
+		next = recheck
 	}
 	return next
 }
@@ -347,7 +404,7 @@ func (t *task) save(ctx context.Context) {
 		return
 	}
 	unlisted := t.encodeUnlisted()
-	if bytes.Equal(unlisted, t.saved) {
+	if bytes.Equal(unlisted, t.saved) && !t.crossed() {
 		return
 	}
 	if !t.r.Shard.Holds(string(t.uid)) {
@@ -359,9 +416,11 @@ func (t *task) save(ctx context.Context) {
 	}
 	switch {
 	case errors.Is(err, statestore.ErrConflict):
-		// Another replica took the expectation: what it holds is newer,
-		// and it decides (and records) what this one had not stored.
-		t.state, t.unrecorded, t.saved = nil, nil, nil
+		// Another replica took the expectation (what it holds is newer,
+		// and it decides and records what this one had not stored), or
+		// a write of this one's whose answer was lost: the next step
+		// reads it again.
+		t.state, t.saved = nil, nil
 		return
 	case errors.As(err, new(*storedbytes.ExceededError)):
 		t.overBudget = err.Error()
@@ -370,8 +429,26 @@ func (t *task) save(ctx context.Context) {
 		t.lastErr = "storing the expectation's state: " + err.Error()
 		return
 	}
-	t.saved, t.overBudget = unlisted, ""
+	t.saved, t.savedListed, t.overBudget = unlisted, t.state.Tracker.Listed, ""
 }
+
+// crossed says whether the listings passed the current window's opening
+// or deadline since the state was stored: the time of the last listing
+// is stored then, so that a replica that takes over dates no file by its
+// modification time back across listings that saw the folder.
+func (t *task) crossed() bool {
+	w, listed := t.tracker.State.Window, t.state.Tracker.Listed
+	for _, at := range []time.Time{w.Opens, w.Deadline} {
+		if !w.IsZero() && t.savedListed.Before(at) && !listed.Before(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// stored says whether the state is stored as it is, but for the last
+// listing's time.
+func (t *task) stored() bool { return t.state != nil && bytes.Equal(t.saved, t.encodeUnlisted()) }
 
 // encodeUnlisted is the state's encoding without the last listing's time.
 func (t *task) encodeUnlisted() []byte {
@@ -384,7 +461,7 @@ func (t *task) encodeUnlisted() []byte {
 // record writes the outcomes stored since the last step to the audit
 // trail and the object's events.
 func (t *task) record(ctx context.Context, e *v1alpha1.FileExpectation) {
-	if t.state == nil || !bytes.Equal(t.saved, t.encodeUnlisted()) {
+	if !t.stored() {
 		return // recorded once stored
 	}
 	for _, res := range t.unrecorded {
@@ -446,6 +523,7 @@ func (t *task) deliver(ctx context.Context, e *v1alpha1.FileExpectation, conn *e
 			continue
 		}
 		t.delivery.failing, t.delivery.unreachable = res.Err.Error(), res.Unreachable
+		t.lastErr = "delivering an outcome: " + res.Err.Error()
 		if res.Verdict == deliver.Denied {
 			return // no try until the sink or the policy changes
 		}
@@ -457,6 +535,9 @@ func (t *task) deliver(ctx context.Context, e *v1alpha1.FileExpectation, conn *e
 // publish sets what the metrics read.
 func (t *task) publish(now time.Time) {
 	m := &metricValues{lastMet: t.state.LastMet, missed: t.state.Missed, deadline: t.nextDeadline(now)}
+	if w := t.tracker.State.Window; !w.IsZero() && !now.Before(w.Deadline) && len(t.tracker.State.Had) == 0 {
+		m.undecided = w.Deadline
+	}
 	if len(t.state.Outcomes) > 0 {
 		m.last = t.state.Outcomes[0].Outcome
 	}

@@ -62,7 +62,7 @@ var flags = map[string][]string{
 	// leave room for; envtest runs no quota controller, so a deleted
 	// object stays counted against its account, and the isolation test
 	// makes many watches.
-	"webui": {"--auth-per-minute=1000", "--max-watches-per-account=100", "--max-account-watches-total=0"},
+	"webui": {"--auth-per-minute=1000", "--max-watches-per-account=100", "--max-account-watches-total=0", "--max-account-expectations-total=0"},
 }
 
 var (

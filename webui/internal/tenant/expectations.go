@@ -590,7 +590,7 @@ func readPatterns(field string, mistakes web.FieldErrors) []string {
 func readSchedule(values map[string]string, now time.Time, mistakes web.FieldErrors, s *v1alpha1.ExpectationSchedule) {
 	s.Opens, s.TimeZone = values["opens"], cmp.Or(values["timeZone"], "UTC")
 	good := true
-	if _, err := calendar.Parse(s.Opens, ""); err != nil || len(s.Opens) > maxCronLen {
+	if _, err := calendar.Parse(s.Opens, ""); err != nil || len(s.Opens) > maxCronLen || len(strings.Fields(s.Opens)) != 5 || strings.HasPrefix(s.Opens, "@") {
 		good = false
 		mistakes.Add("opens", fmt.Sprintf("%q is not a cron schedule of five fields: see the examples below.", s.Opens))
 	}
