@@ -395,6 +395,11 @@ func TestIsolation(t *testing.T) {
 			}
 		}},
 		{"the cluster's private addresses as the attacker's expectation's sink", func(t *testing.T) {
+			// A window a minute, from the minute after the worker took it.
+			must(t, testkit.Wait(3*time.Minute, "a window of the attacker's expectation is decided", func() (bool, string) {
+				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(privateSink), privateSink))
+				return len(privateSink.Status.LastOutcomes) > 0, fmt.Sprintf("%+v", privateSink.Status)
+			}))
 			refusedReason(t, privateSink, v1alpha1.ReasonSinkNotAllowed)
 			if !meta.IsStatusConditionTrue(privateSink.Status.Conditions, v1alpha1.ConditionStalled) || privateSink.Status.Pending == 0 {
 				t.Errorf("a sink the policy refuses: %+v", privateSink.Status)
