@@ -164,6 +164,10 @@ build-installer: manifests ## Write dist/install.yaml: everything config/default
 	@mkdir -p dist
 	go run ./hack/render config/default > dist/install.yaml
 
+.PHONY: chart
+chart: manifests ## Write the Helm chart's CRDs, templates and values (charts/sftpgate) from config/default and config/prometheus.
+	go run ./hack/chart
+
 .PHONY: deploy
 deploy: manifests ## Install sftpgate into the cluster of the current kubeconfig (config/default).
 	kubectl apply --server-side -k config/default

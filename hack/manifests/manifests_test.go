@@ -335,6 +335,16 @@ func TestAppliesToTheAPIServer(t *testing.T) {
 		}
 	}
 
+	// The chart with values an operator sets: what it adds or changes
+	// applies too (at its defaults it renders config/default's objects,
+	// TestChartInstallsWhatKustomizeDoes).
+	for _, u := range renderChart(t, map[string]any{"worker": map[string]any{"replicas": 3, "extraArgs": []any{"--max-watches-per-namespace=10"}},
+		"manager": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "512Mi"}}}, "ingress": map[string]any{"enabled": true}}) {
+		if _, err := apply(u, u.GetKind() != "Namespace"); err != nil {
+			t.Errorf("the chart's %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+
 	samples, err := kustomize.Render("config/samples")
 	if err != nil {
 		t.Fatal(err)
