@@ -8,6 +8,8 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 RCLONE_VERSION ?= v1.76.0
 # versitygw, the S3 server the tests start (its POSIX backend, on loopback).
 VERSITYGW_VERSION ?= v1.8.0
+# promtool, which tests the alerting rules (Prometheus 3.16's module).
+PROMTOOL_VERSION ?= v0.316.0
 K8S_VERSION ?= 1.37.0
 ETCD_VERSION ?= 3.6.16
 
@@ -16,6 +18,7 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 RCLONE ?= $(LOCALBIN)/rclone-$(RCLONE_VERSION)
 VERSITYGW ?= $(LOCALBIN)/versitygw-$(VERSITYGW_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMTOOL_VERSION)
 # The control plane takes minutes to build: it is kept under the user's
 # cache directory (as Go's os.UserCacheDir), keyed by its versions, where
 # every clone of the project on the machine finds it.
@@ -87,8 +90,8 @@ TEST_PARALLEL ?= 6
 .PHONY: test
 # The tests that run components as processes (test/e2e, and the manager
 # beside a component's tests) share one build of the binary.
-test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) build ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate go test -race -parallel=$(TEST_PARALLEL) $(TEST_PACKAGES) -count=1
+test: require-root test-prereqs verify-generated fmt-check vet lint envtest $(VERSITYGW) $(PROMTOOL) build ## Run every check and test against a real kube-apiserver, etcd, sshd and S3 server.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) SFTPGATE_VERSITYGW=$(VERSITYGW) SFTPGATE_PROMTOOL=$(PROMTOOL) SFTPGATE_BINARY=$(LOCALBIN)/sftpgate go test -race -parallel=$(TEST_PARALLEL) $(TEST_PACKAGES) -count=1
 
 # The tests start their own sshd, which logs in as a dedicated user: only
 # root can do that. Without it they would not run, and a test that did not
@@ -212,6 +215,11 @@ $(RCLONE):
 versitygw: $(VERSITYGW) ## Install versitygw, the tests' S3 server, into bin/.
 $(VERSITYGW):
 	$(call go-install-tool,$(VERSITYGW),github.com/versity/versitygw/cmd/versitygw,$(VERSITYGW_VERSION))
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Install promtool, which tests the alerting rules, into bin/.
+$(PROMTOOL):
+	$(call go-install-tool,$(PROMTOOL),github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION))
 
 # go-install-tool installs a Go package at a version into bin/ under a
 # versioned name, so that changing a version installs it afresh.

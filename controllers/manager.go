@@ -131,6 +131,9 @@ func (o *Options) Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := (&ShareLinkReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("sharelink-controller")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := registerMetrics(mgr.GetCache(), mgr.GetScheme()); err != nil {
+		return err
+	}
 	// Runnables added with Add run on the leader only.
 	if err := mgr.Add(keys.Tokens); err != nil {
 		return err

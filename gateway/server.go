@@ -145,6 +145,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 	stateBudget := &storedbytes.Budget{Client: direct, Namespace: opts.Namespace, Limits: opts.StateBudget, Tenants: tenants.Kinds{Reader: c}}
 	if !opts.NoAudit {
 		s.audit = audit.NewTrail("gateway", log).Keep(&auditstore.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}, opts.Audit)
+		s.audit.Dropped = s.metrics.AuditDropped.WithLabelValues("held")
 	}
 	if err := m.Register(s.pools); err != nil {
 		return nil, err

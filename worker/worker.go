@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -315,6 +316,9 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}
 	budget := &storedbytes.Budget{Cache: mgr.GetCache(), Namespace: opts.Namespace, Limits: opts.StateBudget.WithDefaults(), Tenants: kinds}
 	m := metrics.New()
+	if err := m.Register(budget); err != nil {
+		return nil, err
+	}
 	pools := &pool.Pools{Secrets: direct, IdleTimeout: opts.IdleTimeout, Dials: m.Dials, Component: "worker", Log: opts.Log}
 	if err := m.Register(pools); err != nil {
 		return nil, err
@@ -327,6 +331,7 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	}}
 	records := &auditstore.Store{Client: direct, Reader: mgr.GetCache(), Namespace: opts.Namespace, Budget: budget}
 	trail := audit.NewTrail("worker", opts.Log).Keep(records, opts.Audit)
+	trail.Dropped = m.AuditDropped.WithLabelValues("held")
 	sender, err := deliver.New(policy, kinds)
 	if err != nil {
 		return nil, err
@@ -336,6 +341,16 @@ func New(restConfig *rest.Config, opts Options) (*Worker, error) {
 	// Leases of each kind's own.
 	members := &shard.Membership{Client: leases, Namespace: opts.Namespace, Identity: opts.Identity,
 		LeaseDuration: opts.LeaseDuration, Buckets: opts.LeaseBuckets}
+	if err := m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sftpgate_worker_member_live", Help: "1 while this replica's membership Lease is current: it counts in every kind's share of the work.",
+	}, func() float64 {
+		if members.Live() {
+			return 1
+		}
+		return 0
+	})); err != nil {
+		return nil, err
+	}
 	leasesOf := func(kind string) *shard.Shard {
 		return &shard.Shard{Cache: mgr.GetCache(), Client: leases, Namespace: opts.Namespace, Kind: kind, Identity: opts.Identity,
 			Membership: members, LeaseDuration: opts.LeaseDuration, SettleTime: opts.LeaseSettle, Buckets: opts.LeaseBuckets}

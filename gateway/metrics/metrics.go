@@ -14,6 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/clientmetrics"
 )
 
 // Metrics are one gateway's.
@@ -35,6 +38,9 @@ type Metrics struct {
 	// Paced counts the time large transfers waited for their turn while
 	// small requests were being answered (package pacing).
 	Paced prometheus.Counter
+	// AuditDropped counts the audit records dropped before they were
+	// stored.
+	AuditDropped *prometheus.CounterVec
 
 	registry *prometheus.Registry
 }
@@ -67,9 +73,10 @@ func New() *Metrics {
 			Name: "sftpgate_gateway_paced_seconds_total",
 			Help: "Time large transfers waited for their turn while small requests were being answered (--large-transfer-share).",
 		}),
-		registry: prometheus.NewRegistry(),
+		AuditDropped: audit.DroppedCounter("sftpgate_gateway_audit_records_dropped_total"),
+		registry:     prometheus.NewRegistry(),
 	}
-	m.registry.MustRegister(m.Requests, m.Duration, m.Dials, m.APIServerUp, m.WatchErrors, m.Paced,
+	m.registry.MustRegister(m.Requests, m.Duration, m.Dials, m.APIServerUp, m.WatchErrors, m.Paced, m.AuditDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -79,7 +86,7 @@ func (m *Metrics) Register(c prometheus.Collector) error { return m.registry.Reg
 
 // Handler serves the metrics in the Prometheus format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(prometheus.Gatherers{m.registry, clientmetrics.Gatherer()}, promhttp.HandlerOpts{})
 }
 
 // Request is one command's children of Requests and Duration, each

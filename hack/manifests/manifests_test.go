@@ -500,7 +500,7 @@ func TestNetworkPoliciesCoverEveryWorkload(t *testing.T) {
 }
 
 // TestMonitorsFindTheirTargets: config/prometheus scrapes the gateway
-// Service's metrics port and the worker pods'.
+// Service's metrics port, and the manager's and worker pods'.
 func TestMonitorsFindTheirTargets(t *testing.T) {
 	objects, err := kustomize.Render("config/prometheus")
 	if err != nil {
@@ -513,17 +513,17 @@ func TestMonitorsFindTheirTargets(t *testing.T) {
 		}
 	}
 	var gateway *corev1.Service
-	var worker *appsv1.Deployment
+	deployments := map[string]*appsv1.Deployment{}
 	for _, u := range render(t) {
 		switch {
 		case u.GetKind() == "Service" && u.GetName() == "sftpgate-gateway":
 			gateway = convert[corev1.Service](t, u)
-		case u.GetKind() == "Deployment" && u.GetName() == "sftpgate-worker":
-			worker = convert[appsv1.Deployment](t, u)
+		case u.GetKind() == "Deployment":
+			deployments[strings.TrimPrefix(u.GetName(), "sftpgate-")] = convert[appsv1.Deployment](t, u)
 		}
 	}
-	if len(monitors) != 2 || gateway == nil || worker == nil {
-		t.Fatalf("%d monitors; gateway Service %v, worker %v", len(monitors), gateway != nil, worker != nil)
+	if len(monitors) != 3 || gateway == nil {
+		t.Fatalf("%d monitors; gateway Service %v", len(monitors), gateway != nil)
 	}
 	for _, m := range monitors {
 		spec := m.Object["spec"].(map[string]any)
@@ -537,8 +537,12 @@ func TestMonitorsFindTheirTargets(t *testing.T) {
 			}
 			spec["port"] = spec["endpoints"].([]any)[0].(map[string]any)["port"]
 		case "PodMonitor":
-			labels = worker.Spec.Template.Labels
-			for _, p := range worker.Spec.Template.Spec.Containers[0].Ports {
+			d := deployments[m.GetName()]
+			if d == nil {
+				t.Fatalf("the PodMonitor %s scrapes no component", m.GetName())
+			}
+			labels = d.Spec.Template.Labels
+			for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
 				ports = append(ports, p.Name)
 			}
 			spec["port"] = spec["podMetricsEndpoints"].([]any)[0].(map[string]any)["port"]

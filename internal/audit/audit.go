@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sftpgate/sftpgate/internal/logging"
 )
 
@@ -230,12 +232,27 @@ func (r Record) MarshalJSON() ([]byte, error) { return r.Line(), nil }
 type Trail struct {
 	Chains *Chains
 	Log    *slog.Logger
+	// Dropped counts the records dropped past the bounds before they
+	// were stored (each named by a drop record); nil counts nothing.
+	Dropped prometheus.Counter
 
 	out *outbox
 	// linking makes linking and holding one step: a namespace's records
 	// are held in the order of their Seq.
 	linking sync.Mutex
 	storing sync.Mutex
+}
+
+// DroppedCounter is a component's count of audit records dropped (name:
+// sftpgate_<component>_audit_records_dropped_total), by
+// reason: held (past the bounds of what a replica holds before storing)
+// or undelivered (past an AuditSink's outbox). On-call is told of both
+// (config/prometheus).
+func DroppedCounter(name string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: name,
+		Help: "Audit records dropped, each named by a drop record: held (past what the replica holds before storing) or undelivered (past an AuditSink's outbox).",
+	}, []string{"reason"})
 }
 
 // NewTrail is the trail of a component's process.

@@ -224,6 +224,9 @@ func (t *Trail) store(ctx context.Context) {
 	var drops []Record
 	for ns, h := range taken {
 		for _, drop := range DropRecords(ns, h.lost) {
+			if t.Dropped != nil {
+				t.Dropped.Add(float64(drop.Count))
+			}
 			drop = t.Chains.Link(drop)
 			h.records, h.bytes = append(h.records, drop), h.bytes+heldBytes(drop)
 			drops = append(drops, drop)

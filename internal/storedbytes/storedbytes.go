@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -418,5 +419,53 @@ func RegisterFlags(fs *flag.FlagSet, l *Limits) {
 			}
 			return nil
 		})
+	}
+}
+
+// The bytes stored for each namespace, and its budget, for the alert on
+// one near it: read at each scrape from the Cache (a Budget without one
+// gives none).
+var (
+	storedDesc = prometheus.NewDesc("sftpgate_stored_bytes",
+		"Bytes sftpgate stores for the namespace, as its budget counts them: kind audit (its audit records) or state (the rest).",
+		[]string{"namespace", "kind"}, nil)
+	limitDesc = prometheus.NewDesc("sftpgate_stored_bytes_limit",
+		"The namespace's budget of stored bytes, of the kind (--max-state-bytes-per-namespace and its kin).", []string{"namespace", "kind"}, nil)
+)
+
+// Describe and Collect make a Budget a Prometheus collector.
+func (b *Budget) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storedDesc
+	ch <- limitDesc
+}
+
+// Collect gives each namespace's stored bytes and budget, by kind.
+func (b *Budget) Collect(ch chan<- prometheus.Metric) {
+	if b.Cache == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	items, err := b.list(ctx, "")
+	if err != nil {
+		return
+	}
+	type key struct {
+		tenant string
+		audit  bool
+	}
+	used := map[key]int64{}
+	for i := range items {
+		used[key{items[i].GetLabels()[LabelTenant], isAudit(&items[i])}] += bytesOf(&items[i])
+	}
+	for k, n := range used {
+		kind := "state"
+		if k.audit {
+			kind = KindAudit
+		}
+		ch <- prometheus.MustNewConstMetric(storedDesc, prometheus.GaugeValue, float64(n), k.tenant, kind)
+		if limit := b.Limit(ctx, k.tenant, k.audit); limit > 0 {
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, float64(limit), k.tenant, kind)
+		}
 	}
 }

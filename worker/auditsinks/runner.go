@@ -80,7 +80,7 @@ func (r *Runner) init() {
 	r.once.Do(func() {
 		r.Limits = r.Limits.WithDefaults()
 		r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Deliver"}
-		r.kind = &tasks.Kind[*outbox]{Name: "audit", Shard: r.Shard, List: r.list, Start: r.start,
+		r.kind = &tasks.Kind[*outbox]{Metrics: r.Registry(), Name: "audit", Shard: r.Shard, List: r.list, Start: r.start,
 			Interval: r.SyncInterval, Log: r.Log}
 	})
 }

@@ -115,7 +115,7 @@ func (r *Runner) setUp() {
 	l := r.Limits
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Expect"}
-	r.kind = &tasks.Kind[*task]{Name: "expectation", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
+	r.kind = &tasks.Kind[*task]{Metrics: r.Registry(), Name: "expectation", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
 		PerNamespace: l.MaxPerNamespace, Queue: r.queue,
 		Totals:   tasks.Totals{All: l.MaxTotal, Strangers: l.MaxAccountTotal, IsStranger: r.Tenants.IsAccount},
 		Interval: r.SyncInterval, Log: r.Log}

@@ -8,6 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sftpgate/sftpgate/internal/audit"
+	"github.com/sftpgate/sftpgate/internal/clientmetrics"
 )
 
 // Metrics are one worker's.
@@ -31,6 +34,11 @@ type Metrics struct {
 	// TransferFiles counts transfers' files by how they ended: done,
 	// skipped, failed; and retried (a try that failed).
 	TransferFiles *prometheus.CounterVec
+	// TransfersFinished counts the transfers that finished, by their
+	// outcome: Succeeded, or the Ready reason of their failure.
+	TransfersFinished *prometheus.CounterVec
+	// AuditDropped counts the audit records dropped, by reason.
+	AuditDropped *prometheus.CounterVec
 	// UploadsExpired counts expired resumable uploads removed, by what was
 	// removed: partial (the partial file and the record), record, or
 	// abandoned (the record, its partial file not removable).
@@ -68,6 +76,10 @@ func New() *Metrics {
 		TransferFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sftpgate_worker_transfer_files_total", Help: "Transfers' files by how they ended: done, skipped, failed; retried counts failed tries.",
 		}, []string{"result"}),
+		TransfersFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sftpgate_worker_transfers_finished_total", Help: "Transfers that finished, by outcome: Succeeded, or the Ready reason of their failure (FilesFailed, ...).",
+		}, []string{"outcome"}),
+		AuditDropped: audit.DroppedCounter("sftpgate_worker_audit_records_dropped_total"),
 		UploadsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sftpgate_worker_uploads_expired_total", Help: "Expired resumable uploads removed, by what was removed: partial (its partial file and record), record (it had none left) or abandoned (its record alone, after --expiry-failed-sweeps sweeps failed to remove its partial file).",
 		}, []string{"removed"}),
@@ -76,7 +88,7 @@ func New() *Metrics {
 		}),
 		registry: prometheus.NewRegistry(),
 	}
-	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles, m.UploadsExpired, m.UploadBytesExpired,
+	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles, m.TransfersFinished, m.AuditDropped, m.UploadsExpired, m.UploadBytesExpired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -87,5 +99,5 @@ func (m *Metrics) Register(c prometheus.Collector) error { return m.registry.Reg
 
 // Handler serves the metrics in the Prometheus format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(prometheus.Gatherers{m.registry, clientmetrics.Gatherer()}, promhttp.HandlerOpts{})
 }

@@ -81,6 +81,13 @@ func (m *Membership) state() (live bool, since time.Time, epoch uint64) {
 	return m.liveAt(m.now()), m.since, m.epoch
 }
 
+// Live says whether the membership holds now: the replica counts in
+// every kind's share of the work.
+func (m *Membership) Live() bool {
+	live, _, _ := m.state()
+	return live
+}
+
 // Run renews the membership at once, then every third of the lease
 // duration until ctx ends, whatever else the replica is doing (its caches
 // syncing, its tasks stopping). Leave removes it once Run returned.

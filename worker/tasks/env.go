@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,4 +42,15 @@ type Env struct {
 	// SyncInterval is how often the replica takes its share anew (and
 	// renews its Leases): a third of a lease duration.
 	SyncInterval time.Duration
+}
+
+// Registry is where a kind's metrics go: the worker's, or none (nil)
+// when Metrics is not set.
+func (e Env) Registry() interface {
+	Register(prometheus.Collector) error
+} {
+	if e.Metrics == nil {
+		return nil
+	}
+	return e.Metrics
 }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sftpgate/sftpgate/internal/logging"
@@ -100,6 +101,11 @@ type Kind[T Task] struct {
 	Interval time.Duration
 	// Log logs what fails outside a task's status (nil: nothing).
 	Log *slog.Logger
+	// Metrics, when set, is given the count of the tasks this replica
+	// runs (sftpgate_worker_tasks{kind=Name}) at the first Run.
+	Metrics interface {
+		Register(prometheus.Collector) error
+	}
 
 	once    sync.Once
 	kick    chan struct{}
@@ -134,6 +140,16 @@ func (k *Kind[T]) init() {
 // for another replica to take at once.
 func (k *Kind[T]) Run(ctx context.Context) error {
 	k.init()
+	if k.Metrics != nil {
+		// A replica without its share of work shows as a kind it runs none
+		// of while others run many.
+		if err := k.Metrics.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sftpgate_worker_tasks", Help: "Items of a kind (watch, transfer, expectation, ...) this replica runs.",
+			ConstLabels: prometheus.Labels{"kind": k.Name},
+		}, func() float64 { return float64(k.count()) })); err != nil {
+			return err
+		}
+	}
 	renewCtx, stopRenewing := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {

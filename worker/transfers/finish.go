@@ -102,6 +102,7 @@ func (t *run) finish(ctx context.Context, tr *v1alpha1.Transfer) (time.Duration,
 	if err := t.r.States.Delete(ctx, string(t.uid)); err != nil {
 		t.r.log().Error("removing a finished transfer's plan", "uid", t.uid, "error", err)
 	}
+	t.r.Metrics.TransfersFinished.WithLabelValues(f.outcome).Inc()
 	return 0, true
 }
 

@@ -87,7 +87,7 @@ func (r *Runner) setUp() {
 	l.WriteEvery, l.RangesPerFile = cmp.Or(l.WriteEvery, d.WriteEvery), cmp.Or(l.RangesPerFile, d.RangesPerFile)
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Transfer"}
-	r.kind = &tasks.Kind[*run]{Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
+	r.kind = &tasks.Kind[*run]{Metrics: r.Registry(), Name: "transfer", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
 		PerNamespace: l.MaxRunningPerNamespace, Queue: r.queue, Interval: r.SyncInterval, Log: r.Log,
 		Totals: tasks.Totals{Strangers: l.MaxAccountRunningTotal, IsStranger: r.Tenants.IsAccount}}
 	r.streams = make(chan struct{}, l.Streams)

@@ -148,7 +148,7 @@ func (r *Runner) setUp() {
 	r.held.limit, r.held.perNamespace = l.MaxHeldFiles, l.MaxHeldFilesPerNamespace
 	r.SyncInterval = cmp.Or(r.SyncInterval, 5*time.Second)
 	r.status = statuspatch.Writer{Client: r.Client, Recorder: r.Recorder, Action: "Watch"}
-	r.kind = &tasks.Kind[*watcher]{Name: "watch", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
+	r.kind = &tasks.Kind[*watcher]{Metrics: r.Registry(), Name: "watch", Shard: r.Shard, States: r.States, List: r.list, Start: r.start,
 		PerNamespace: l.MaxWatchesPerNamespace, Queue: r.queue,
 		Totals:   tasks.Totals{All: l.MaxWatchesTotal, Strangers: l.MaxAccountWatchesTotal, IsStranger: r.Tenants.IsAccount},
 		Interval: r.SyncInterval, Log: r.Log}
