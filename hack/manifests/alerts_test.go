@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sftpgate/sftpgate/hack/kustomize"
 	"github.com/sftpgate/sftpgate/hack/repo"
+	"github.com/sftpgate/sftpgate/internal/pool"
 )
 
 // rules are config/prometheus's PrometheusRules, each as a Prometheus
@@ -85,15 +87,14 @@ func TestAlertingRules(t *testing.T) {
 	}
 }
 
-// TestAlertsReadExportedMetrics: every metric an alerting rule reads is
-// one a component exports (its name written in the code), and every
-// alert's runbook is a section of docs/operations.md.
-func TestAlertsReadExportedMetrics(t *testing.T) {
+// exportedMetrics are the names of the metrics the components export:
+// those written in their code, and client-go's.
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
 	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, exprs := rules(t, t.TempDir())
 	exported := map[string]bool{"rest_client_requests_total": true} // client-go's, served through internal/clientmetrics
 	name := regexp.MustCompile(`"(sftpgate_[a-z_]+)"`)
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -109,14 +110,45 @@ func TestAlertsReadExportedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pools' metrics are named after the component that has them.
+	fqName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for _, component := range []string{"gateway", "worker"} {
+		descs := make(chan *prometheus.Desc, 8)
+		(&pool.Pools{Component: component}).Describe(descs)
+		close(descs)
+		for d := range descs {
+			exported[fqName.FindStringSubmatch(d.String())[1]] = true
+		}
+	}
+	return exported
+}
+
+// readsExported fails for each metric of exprs no component exports (a
+// histogram's series by its name, less _bucket, _sum or _count).
+func readsExported(t *testing.T, what string, exprs []string) {
+	t.Helper()
+	exported := exportedMetrics(t)
 	metric := regexp.MustCompile(`\b(sftpgate_[a-z_]+|rest_client_[a-z_]+)`)
 	for _, e := range exprs {
 		for _, m := range metric.FindAllString(e, -1) {
-			if !exported[m] {
-				t.Errorf("an alert reads %s, which no component exports: %s", m, e)
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")
+			if !exported[m] && !exported[base] {
+				t.Errorf("%s reads %s, which no component exports: %s", what, m, e)
 			}
 		}
 	}
+}
+
+// TestAlertsReadExportedMetrics: every metric an alerting rule reads is
+// one a component exports (its name written in the code), and every
+// alert's runbook is a section of docs/operations.md.
+func TestAlertsReadExportedMetrics(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, exprs := rules(t, t.TempDir())
+	readsExported(t, "an alert", exprs)
 	ops, err := os.ReadFile(filepath.Join(root, "docs/operations.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,13 @@ func TestChartInstallsWhatKustomizeDoes(t *testing.T) {
 		}
 	}
 
+	board, err := kustomize.Render("config/grafana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBoard := renderChart(t, map[string]any{"dashboard": map[string]any{"enabled": true}})
+	sameObjects(t, "with the dashboard", withBoard, append(append([]*unstructured.Unstructured{}, want...), board...))
+
 	set := renderChart(t, map[string]any{
 		"image":   map[string]any{"tag": "v9.9.9"},
 		"worker":  map[string]any{"replicas": 5, "extraArgs": []any{"--max-watches-per-namespace=10"}, "resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
