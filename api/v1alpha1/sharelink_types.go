@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -184,4 +186,14 @@ type ShareLinkList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ShareLink `json:"items"`
+}
+
+// ShareTokenPrefix begins every share link's token.
+const ShareTokenPrefix = "sgs_"
+
+// NewShareToken is a token for the link namespace/name: it names the
+// link, so that the web UI finds it without reading every namespace's,
+// and holds 260 random bits. The link keeps its SHA-256 (tokenSHA256).
+func NewShareToken(namespace, name string) string {
+	return ShareTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(namespace+"/"+name)) + "_" + rand.Text() + rand.Text()
 }

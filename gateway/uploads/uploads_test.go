@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/gateway/answer"
@@ -41,7 +42,7 @@ var must = testkit.Must
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.MainWithManager(m, 2, func(c client.Client) { k8s = c }))
+	os.Exit(framework.MainWithManager(m, 2, func(_ *envtest.Environment, c client.Client) { k8s = c }))
 }
 
 // fixture is an endpoint whose records live in a namespace of their own,

@@ -46,6 +46,13 @@ func verify(w io.Writer, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	return WriteReport(w, records, skipped)
+}
+
+// WriteReport writes what Verify says of records, a chain a line, and fails
+// unless every chain is whole (skipped: the lines read that were not
+// records).
+func WriteReport(w io.Writer, records []Record, skipped Unreadable) error {
 	whole := skipped.Lines == 0
 	if !whole {
 		fmt.Fprintf(w, "%d lines are not records (the first: line %d)\n", skipped.Lines, skipped.First)

@@ -39,9 +39,10 @@ func StartManager(ctx context.Context, env *envtest.Environment, dir string, fla
 
 // MainWithManager is the TestMain of a component's package whose tests
 // need a control plane and the manager: it starts both (the manager
-// testing testsAtOnce connections at once), hands the client to use, runs
-// the tests, stops everything and returns the exit code.
-func MainWithManager(m *testing.M, testsAtOnce int, use func(client.Client)) int {
+// testing testsAtOnce connections at once), hands the control plane and
+// its client to use, runs the tests, stops everything and returns the
+// exit code.
+func MainWithManager(m *testing.M, testsAtOnce int, use func(*envtest.Environment, client.Client)) int {
 	return testcluster.Main(m, func(env *envtest.Environment, c client.Client) (stop func(), err error) {
 		dir, err := os.MkdirTemp("", "sftpgate-manager-")
 		if err != nil {
@@ -52,7 +53,7 @@ func MainWithManager(m *testing.M, testsAtOnce int, use func(client.Client)) int
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		use(c)
+		use(env, c)
 		return func() { _ = p.Kill(); _ = os.RemoveAll(dir) }, nil
 	})
 }

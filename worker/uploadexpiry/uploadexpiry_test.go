@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
@@ -45,7 +46,7 @@ var (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.MainWithManager(m, 2, func(c client.Client) { k8s = c }))
+	os.Exit(framework.MainWithManager(m, 2, func(_ *envtest.Environment, c client.Client) { k8s = c }))
 }
 
 // TestSweepIsNotHeldByAnotherTenant: a tenant whose server logs in and

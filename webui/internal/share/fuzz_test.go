@@ -33,8 +33,8 @@ func fuzzUI(tb testing.TB) *Pages {
 // Kubernetes can hold (its namespace a label, its name a subdomain), and
 // a token made for that link reads back as it.
 func FuzzShareToken(f *testing.F) {
-	for _, token := range []string{"", "sgs_", "sgs_c2Z0cGdhdGUtYWJjL3Ez_ABC", NewShareToken("sftpgate-abc", "share-1"), NewShareToken("ns", "a/b"),
-		NewShareToken("ns", ".."), NewShareToken("", "x"), NewShareToken("ns", strings.Repeat("x", 300)), "sgs_!!!_x", "sgs_" + strings.Repeat("_", 5)} {
+	for _, token := range []string{"", "sgs_", "sgs_c2Z0cGdhdGUtYWJjL3Ez_ABC", v1alpha1.NewShareToken("sftpgate-abc", "share-1"), v1alpha1.NewShareToken("ns", "a/b"),
+		v1alpha1.NewShareToken("ns", ".."), v1alpha1.NewShareToken("", "x"), v1alpha1.NewShareToken("ns", strings.Repeat("x", 300)), "sgs_!!!_x", "sgs_" + strings.Repeat("_", 5)} {
 		f.Add(token)
 	}
 	f.Fuzz(func(t *testing.T, token string) {
@@ -45,7 +45,7 @@ func FuzzShareToken(f *testing.F) {
 		if len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 			t.Fatalf("%q reads as %q/%q, which no link can be", token, namespace, name)
 		}
-		again := NewShareToken(namespace, name)
+		again := v1alpha1.NewShareToken(namespace, name)
 		if ns, n, ok := shareLinkOf(again); !ok || ns != namespace || n != name {
 			t.Fatalf("a token of %q/%q reads as %q/%q (%v)", namespace, name, ns, n, ok)
 		}

@@ -1,7 +1,6 @@
 package share
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"strings"
 	"time"
@@ -12,14 +11,7 @@ import (
 )
 
 // shareTokenPrefix begins every share link's token.
-const shareTokenPrefix = "sgs_"
-
-// NewShareToken is a token for the link namespace/name: it names the link,
-// so that the UI finds it without reading every namespace's, and holds
-// 260 random bits.
-func NewShareToken(namespace, name string) string {
-	return shareTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(namespace+"/"+name)) + "_" + rand.Text() + rand.Text()
-}
+const shareTokenPrefix = v1alpha1.ShareTokenPrefix
 
 // shareLinkOf is where a share link's token names it.
 func shareLinkOf(token string) (namespace, name string, ok bool) {

@@ -1,6 +1,8 @@
 package share
 
 import (
+	"github.com/sftpgate/sftpgate/api/v1alpha1"
+
 	"encoding/base64"
 	"testing"
 )
@@ -11,15 +13,15 @@ import (
 func TestShareToken(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"q3", "share-1", "a.b-c"} {
-		token := NewShareToken("sftpgate-abc", name)
+		token := v1alpha1.NewShareToken("sftpgate-abc", name)
 		if ns, n, ok := shareLinkOf(token); !ok || ns != "sftpgate-abc" || n != name {
 			t.Errorf("%q: read as %q %q %v", token, ns, n, ok)
 		}
 	}
 	for _, bad := range []string{"", "sgk_abc_def", "sgs_", "sgs_abc", "sgs_" + base64.RawURLEncoding.EncodeToString([]byte("no-slash")) + "_x",
 		"sgs_" + base64.RawURLEncoding.EncodeToString([]byte("/name")) + "_x", "sgs_!!!_x",
-		NewShareToken("sftpgate-abc", "a?>b"), NewShareToken("sftpgate-abc", "ÿÿÿ"), NewShareToken("sftpgate-abc", "a/b"),
-		NewShareToken("sftpgate-abc", ".."), NewShareToken("Upper", "x")} {
+		v1alpha1.NewShareToken("sftpgate-abc", "a?>b"), v1alpha1.NewShareToken("sftpgate-abc", "ÿÿÿ"), v1alpha1.NewShareToken("sftpgate-abc", "a/b"),
+		v1alpha1.NewShareToken("sftpgate-abc", ".."), v1alpha1.NewShareToken("Upper", "x")} {
 		if _, _, ok := shareLinkOf(bad); ok {
 			t.Errorf("%q reads as a link's token", bad)
 		}

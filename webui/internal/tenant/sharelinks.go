@@ -153,7 +153,7 @@ func (u *Pages) CreateShare(w http.ResponseWriter, r *http.Request, c v1alpha1.E
 		return web.OnForm(err, again)
 	}
 	share.Annotations = map[string]string{links.AnnotationSharedBy: web.AccountFrom(r.Context()).Email}
-	token := links.NewShareToken(share.Namespace, share.Name)
+	token := v1alpha1.NewShareToken(share.Namespace, share.Name)
 	share.Spec.TokenSHA256 = apitoken.Hash(token)
 	web.NoteObject(r, "ShareLink", share.Name)
 	if err := u.Client.Create(r.Context(), share); err != nil {
