@@ -16,6 +16,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-json-experiment/json/jsontext"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sftpgate/sftpgate/gateway/answer"
@@ -31,6 +34,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/files"
 	"github.com/sftpgate/sftpgate/internal/pool"
 	"github.com/sftpgate/sftpgate/internal/ratelimit"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 )
 
 // handler serves POST {base}/<slug>/<command>.
@@ -66,6 +70,9 @@ type handler struct {
 	// and with the routing, to its slug and command.
 	without layer
 	bench   benchTarget
+	// tracer makes the requests' spans and their operations'; nil makes
+	// none (tracing off).
+	tracer trace.Tracer
 }
 
 // layer is one of the gateway's own layers around a command's SFTP steps
@@ -241,6 +248,9 @@ func (h *handler) end(x *exchange, r *http.Request) {
 		return
 	}
 	line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+	if id := tracing.TraceID(ctx); id != "" {
+		line.AddAttrs(slog.String("traceID", id))
+	}
 	line.AddAttrs(
 		slog.String("requestID", x.id),
 		slog.String("keyID", rec.keyID),
@@ -265,7 +275,7 @@ func (h *handler) logAudit(ctx context.Context, r *http.Request, at time.Time, x
 	}
 	h.audit.Record(ctx, audit.Record{Action: auditAction(x.name), Actor: actor, Namespace: rec.namespace, Connection: rec.connection,
 		Client: clientAddress(r), RequestID: x.id, Object: rec.object, Paths: rec.paths, Bytes: max(rec.bytes, int64(x.w.bytes)),
-		Result: cmp.Or(rec.result, audit.ResultOfStatus(x.w.status)), Time: at})
+		Result: cmp.Or(rec.result, audit.ResultOfStatus(x.w.status)), Time: at, TraceID: tracing.TraceID(ctx)})
 }
 
 // auditActions are the audit records' actions, "gateway.<command>", made
@@ -475,7 +485,21 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 	// The request's context ends a wait for a session when the client goes
 	// away, and the commands that read or copy whole files or directories
 	// at their next chunk; another operation, once started, runs to its end.
-	err = p.Do(r.Context(), op, func(s files.Session) error {
+	ctx := r.Context()
+	if h.tracer != nil {
+		// The command's operation on the server, from the wait for a
+		// session to its end: the request span's child.
+		var span trace.Span
+		ctx, span = h.tracer.Start(ctx, conn.kind.resource+" "+string(req.cmd.Name), trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("sftpgate.connection", conn.GetName()), attribute.Bool("sftpgate.stream", stream)))
+		defer func() {
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
+	err = p.Do(ctx, op, func(s files.Session) error {
 		fs := env.FS(s)
 		var runErr error
 		switch req.form {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/sftpgate/sftpgate/gateway/budget"
@@ -26,7 +27,11 @@ import (
 // so that New(Options{}) is the gateway the flags make by default. Where a
 // flag says 0 is no limit, the field says Unlimited.
 type Options struct {
-	Addr string
+	// Tracing is where request spans go: nil is OpenTelemetry's global
+	// provider when the environment turns tracing on (internal/tracing),
+	// else no spans. Tests set a provider of their own.
+	Tracing trace.TracerProvider
+	Addr    string
 	// MetricsAddr is where /metrics is served; "0" serves it nowhere.
 	MetricsAddr string
 	BasePath    string

@@ -18,6 +18,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -50,6 +54,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tenants"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 )
 
@@ -165,6 +170,7 @@ func New(restConfig *rest.Config, opts Options) (*Server, error) {
 		perNamespace:   ratelimit.NewInFlight[string](opts.Limits.MaxRequestsPerNamespace),
 		log:            log,
 		audit:          s.audit,
+		tracer:         tracerOf(opts.Tracing),
 	}
 	records := &uploadrecord.Store{Client: direct, Namespace: opts.Namespace, Budget: stateBudget}
 	limits := opts.Uploads
@@ -255,8 +261,19 @@ type front struct {
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{Context: r.Context()}
-	if f.h.without&layerRequestID == 0 {
-		x.id = httpedge.TakeRequestID(r)
+	if f.h.tracer != nil {
+		// The caller's trace goes on in the gateway: its traceparent is
+		// the request span's parent.
+		ctx := tracing.Propagator.Extract(x.Context, propagation.HeaderCarrier(r.Header))
+		var span trace.Span
+		x.Context, span = f.h.tracer.Start(ctx, r.Method+" "+f.prefix+"{slug}/{command}", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		defer func() { endRequestSpan(span, x) }()
+	}
+	if f.h.without&layerRequestID == 0 || f.h.tracer != nil {
+		if f.h.without&layerRequestID == 0 {
+			x.id = httpedge.TakeRequestID(r)
+		}
 		r = r.WithContext(x)
 	}
 	if f.h.without&layerRouting != 0 {
@@ -513,6 +530,11 @@ func Run(ctx context.Context, args []string) error {
 	defer started.Flush()
 	log := started.Log
 	opts.Log = log
+	stopTracing, err := tracing.Setup(ctx, "gateway")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	s, err := New(started.Config, opts)
 	if err != nil {
 		return err
@@ -555,4 +577,33 @@ func requestMetrics(m *metrics.Metrics) map[string]*metrics.Request {
 		byCommand[string(name)] = m.Request(string(name))
 	}
 	return byCommand
+}
+
+// tracerOf is the gateway's tracer: provider's, or the global one when
+// the environment turns tracing on, or none.
+func tracerOf(provider trace.TracerProvider) trace.Tracer {
+	switch {
+	case provider != nil:
+		return provider.Tracer("github.com/sftpgate/sftpgate/gateway")
+	case tracing.Enabled():
+		return tracing.Tracer()
+	}
+	return nil
+}
+
+// endRequestSpan ends a request's span with what its answer was.
+func endRequestSpan(span trace.Span, x *exchange) {
+	if x.slug != "" {
+		span.SetAttributes(attribute.String("sftpgate.slug", x.slug), attribute.String("sftpgate.command", x.name))
+	}
+	if x.log.namespace != "" {
+		span.SetAttributes(attribute.String("sftpgate.namespace", x.log.namespace), attribute.String("sftpgate.connection", x.log.connection))
+	}
+	if x.w.status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", x.w.status))
+		if x.w.status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(x.w.status))
+		}
+	}
+	span.End()
 }

@@ -88,6 +88,7 @@ type Record struct {
 	Seq        uint64    `json:"seq"`
 	SHA256     string    `json:"sha256,omitempty"`
 	Time       time.Time `json:"time"`
+	TraceID    string    `json:"traceID,omitempty"`
 
 	// line is the record's JSON, as Link made it: logged and stored as
 	// it is, not encoded again.

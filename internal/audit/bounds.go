@@ -33,7 +33,7 @@ const Cut = "…[cut]"
 // where it is too long, the paths past MaxPaths said in one last entry.
 func bounded(r Record) Record {
 	for _, s := range []*string{&r.Action, &r.Actor.Kind, &r.Actor.Name, &r.Client, &r.Connection, &r.Namespace,
-		&r.Object, &r.RequestID, &r.Result, &r.SHA256} {
+		&r.Object, &r.RequestID, &r.Result, &r.SHA256, &r.TraceID} {
 		*s = bound(*s, MaxMember)
 	}
 	// The caller's slice stays as it was: a copy is cut.

@@ -70,7 +70,9 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = appendOptional(b, `,"sha256":`, r.SHA256)
 	b = append(b, `,"time":"`...)
 	b = r.Time.AppendFormat(b, time.RFC3339Nano)
-	return append(b, `"}`...)
+	b = append(b, '"')
+	b = appendOptional(b, `,"traceID":`, r.TraceID)
+	return append(b, '}')
 }
 
 func appendOptional(b []byte, key, s string) []byte {
