@@ -50,6 +50,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/sftpdial"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tenants"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 	"github.com/sftpgate/sftpgate/internal/uploadrecord"
 	"github.com/sftpgate/sftpgate/worker/auditsinks"
 	"github.com/sftpgate/sftpgate/worker/deliver"
@@ -519,6 +520,11 @@ func Run(ctx context.Context, args []string) error {
 	}
 	defer started.Flush()
 	opts.Log = started.Log
+	stopTracing, err := tracing.Setup(ctx, "worker")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}

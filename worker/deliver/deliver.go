@@ -25,10 +25,15 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
 	"github.com/sftpgate/sftpgate/internal/egress"
 	"github.com/sftpgate/sftpgate/internal/tenants"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 )
 
 // Sender sends events.
@@ -163,9 +168,26 @@ func (s Signing) Sign(id string, t time.Time, body []byte) http.Header {
 
 // Send tries once to deliver e, an event of namespace's, to target,
 // within timeout, signed with signing when it is set.
-func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudevents.Event, timeout time.Duration, signing Signing) Outcome {
+func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudevents.Event, timeout time.Duration, signing Signing) (out Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Each try is a span, and the event carries its context (CloudEvents'
+	// distributed tracing extension), for the consumer to go on from.
+	ctx, span := tracing.Tracer().Start(ctx, "deliver "+e.Type(), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("cloudevents.event_id", e.ID()), attribute.String("cloudevents.event_type", e.Type())))
+	defer func() {
+		if !out.Delivered {
+			span.SetStatus(codes.Error, fmt.Sprint(out.Err))
+		}
+		span.End()
+	}()
+	if span.SpanContext().IsValid() {
+		carrier := propagation.MapCarrier{}
+		tracing.Propagator.Inject(ctx, carrier)
+		for k, v := range carrier {
+			e.SetExtension(k, v)
+		}
+	}
 	client := s.client
 	if s.tenants.IsAccount(ctx, namespace) {
 		client = s.accounts

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +29,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 	"github.com/sftpgate/sftpgate/worker/deliver"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
@@ -348,6 +351,9 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 // poll lists the folder and queues the changes due; f is what the step
 // found before it, for a status written while the listing runs.
 func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings, f facts) {
+	ctx, span := tracing.Tracer().Start(ctx, "poll "+wt.Spec.Path, trace.WithAttributes(attribute.String("sftpgate.namespace", wt.Namespace),
+		attribute.String("sftpgate.watch", wt.Name), attribute.String("sftpgate.connection", conn.Ref.String())))
+	defer span.End()
 	// A wait for the replica's poll slots counts in the first poll's
 	// quiet time too: past it the status says FirstPoll.
 	var quiet time.Time
