@@ -77,6 +77,9 @@ type rig struct {
 	addr, metricsAddr string
 	k8s               client.Client
 	kubeconfig        string
+	// gatewayEnv is added to the environment of the gateways started
+	// next (the tracing bench's OTEL_* variables).
+	gatewayEnv []string
 }
 
 // startRig starts a rig whose connections are named after roots' keys and
@@ -119,6 +122,9 @@ func (r *rig) startGateway(t *testing.T, binary string, stderr io.Writer, flags 
 	gw = exec.Command(binary, append([]string{"gateway", "--kubeconfig=" + r.kubeconfig, "--listen-address=" + addr,
 		"--metrics-address=" + metricsAddr, "--denied-networks=" + testcluster.LoopbackNetworks, "--rate-per-key=0"}, flags...)...)
 	gw.Stderr = stderr
+	if len(r.gatewayEnv) > 0 {
+		gw.Env = append(os.Environ(), r.gatewayEnv...)
+	}
 	if err := gw.Start(); err != nil {
 		t.Fatal(err)
 	}
