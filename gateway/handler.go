@@ -494,7 +494,9 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, req *request) (res
 			trace.WithAttributes(attribute.String("sftpgate.connection", conn.GetName()), attribute.Bool("sftpgate.stream", stream)))
 		defer func() {
 			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
+				// Its code, never its words: an error's cause may name the
+				// server's paths or the cluster's objects.
+				span.SetStatus(codes.Error, answer.CodeOf(err))
 			}
 			span.End()
 		}()

@@ -266,8 +266,16 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the request span's parent.
 		ctx := tracing.Propagator.Extract(x.Context, propagation.HeaderCarrier(r.Header))
 		var span trace.Span
-		x.Context, span = f.h.tracer.Start(ctx, r.Method+" "+f.prefix+"{slug}/{command}", trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+		// Named after the route, never the request's own path or a
+		// method no route has: what a stranger sends does not make span
+		// names or attributes of its choosing.
+		method := r.Method
+		if method != http.MethodPost && method != http.MethodGet && method != http.MethodHead && method != http.MethodPatch &&
+			method != http.MethodDelete && method != http.MethodOptions {
+			method = "_OTHER"
+		}
+		x.Context, span = f.h.tracer.Start(ctx, method+" "+f.prefix+"{slug}/{command}", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", method)))
 		defer func() { endRequestSpan(span, x) }()
 	}
 	if f.h.without&layerRequestID == 0 || f.h.tracer != nil {

@@ -73,7 +73,7 @@ func TestTraces(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range server.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["sftpgate.slug"] != f.slug || attrs["sftpgate.command"] != "write" || attrs["http.response.status_code"] != "200" ||
 		attrs["sftpgate.namespace"] != f.ns {

@@ -45,7 +45,7 @@ func TestTracedDeliveries(t *testing.T) {
 			delivered = true
 		}
 		for _, a := range s.Attributes {
-			polled = polled || string(a.Key) == "sftpgate.watch" && a.Value.AsString() == "traced" && strings.HasPrefix(s.Name, "poll ")
+			polled = polled || string(a.Key) == "sftpgate.watch" && a.Value.AsString() == "traced" && s.Name == "poll"
 		}
 	}
 	if !delivered || !polled {

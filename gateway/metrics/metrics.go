@@ -76,6 +76,7 @@ func New() *Metrics {
 		AuditDropped: audit.DroppedCounter("sftpgate_gateway_audit_records_dropped_total"),
 		registry:     prometheus.NewRegistry(),
 	}
+	m.AuditDropped.WithLabelValues("held") // from the start, for increase()
 	m.registry.MustRegister(m.Requests, m.Duration, m.Dials, m.APIServerUp, m.WatchErrors, m.Paced, m.AuditDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -54,7 +54,17 @@ func TestCRDsStayCompatible(t *testing.T) {
 				t.Errorf("%s: version %s removed", was.Name, v.Name)
 				continue
 			}
-			for _, problem := range compatible(v.Schema.OpenAPIV3Schema, now.Spec.Versions[i].Schema.OpenAPIV3Schema, "") {
+			n := now.Spec.Versions[i]
+			if v.Served && !n.Served {
+				t.Errorf("%s: version %s no longer served", was.Name, v.Name)
+			}
+			if v.Schema == nil || n.Schema == nil {
+				if v.Schema != nil {
+					t.Errorf("%s %s: its schema removed", was.Name, v.Name)
+				}
+				continue
+			}
+			for _, problem := range compatible(v.Schema.OpenAPIV3Schema, n.Schema.OpenAPIV3Schema, "") {
 				t.Errorf("%s %s: %s", was.Name, v.Name, problem)
 			}
 		}
@@ -62,7 +72,9 @@ func TestCRDsStayCompatible(t *testing.T) {
 }
 
 // compatible says where now no longer holds what was held: a field
-// removed, or of another type.
+// removed (a map's values too), of another type, or no longer kept when
+// unknown. Tighter validation of values already stored is left to the
+// API server's ratcheting and to review.
 func compatible(was, now *apiextensionsv1.JSONSchemaProps, path string) []string {
 	if was == nil {
 		return nil
@@ -73,6 +85,17 @@ func compatible(was, now *apiextensionsv1.JSONSchemaProps, path string) []string
 	var problems []string
 	if was.Type != now.Type {
 		problems = append(problems, path+" was "+was.Type+", is "+now.Type)
+	}
+	// Fields kept as they came would be pruned at the next write.
+	if was.XPreserveUnknownFields != nil && *was.XPreserveUnknownFields && (now.XPreserveUnknownFields == nil || !*now.XPreserveUnknownFields) {
+		problems = append(problems, path+" no longer keeps unknown fields")
+	}
+	if was.AdditionalProperties != nil && was.AdditionalProperties.Schema != nil {
+		var n *apiextensionsv1.JSONSchemaProps
+		if now.AdditionalProperties != nil {
+			n = now.AdditionalProperties.Schema
+		}
+		problems = append(problems, compatible(was.AdditionalProperties.Schema, n, path+"{}")...)
 	}
 	names := make([]string, 0, len(was.Properties))
 	for name := range was.Properties {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,12 +66,11 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	expires := fs.Duration("expires", 7*24*time.Hour, "share: how long the link works.")
 	base := fs.String("url", "", "share: the web UI's address, to print the whole link (default: its path alone).")
 	systemNamespace := fs.String("system-namespace", "sftpgate-system", "audit verify: sftpgate's namespace, where the trail is stored.")
-	// Flags may follow the command and its arguments, as with kubectl.
-	command, rest := splitArgs(args)
-	if err := fs.Parse(rest); err != nil {
+	command, flags := splitArgs(args)
+	if err := fs.Parse(flags); err != nil {
 		return err
 	}
-	operands := slices.Concat(command[min(len(command), 1):], fs.Args())
+	operands := command[min(len(command), 1):]
 	if len(command) == 0 {
 		fs.Usage()
 		return flag.ErrHelp
@@ -106,14 +106,27 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 	return fmt.Errorf("unknown command %q", command[0])
 }
 
-// splitArgs separates the command and its operands (the words before the
-// first flag) from the flags and what follows them.
-func splitArgs(args []string) (command, rest []string) {
-	i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") })
-	if i < 0 {
-		return args, nil
+// splitArgs separates the command and its operands from the flags,
+// which may come anywhere, as with kubectl: a flag without "=" takes the
+// next word as its value, but -A, the one without a value.
+func splitArgs(args []string) (command, flags []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !strings.HasPrefix(a, "-") || a == "-":
+			command = append(command, a)
+		case a == "--":
+			command = append(command, args[i+1:]...)
+			return command, flags
+		default:
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && strings.TrimLeft(a, "-") != "A" && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
 	}
-	return args[:i], args[i:]
+	return command, flags
 }
 
 // cli is a run of the plugin: the user's client and namespace.
@@ -164,6 +177,7 @@ func (c *cli) status(ctx context.Context, all bool) error {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "KIND\tNAMESPACE\tNAME\tREADY\tREASON\tMESSAGE")
 	rows := 0
+	var skipped []string
 	for _, kind := range kinds {
 		o, err := scheme.New(v1alpha1.GroupVersion.WithKind(kind + "List"))
 		list, ok := o.(client.ObjectList)
@@ -171,7 +185,9 @@ func (c *cli) status(ctx context.Context, all bool) error {
 			continue
 		}
 		if err := c.k8s.List(ctx, list, opts...); err != nil {
-			return fmt.Errorf("listing %ss: %w", kind, err)
+			// A kind the user may not list is said, and the rest listed.
+			skipped = append(skipped, fmt.Sprintf("%s (%s)", kind, cut(err.Error(), 80)))
+			continue
 		}
 		items, err := meta.ExtractList(list)
 		if err != nil {
@@ -197,17 +213,26 @@ func (c *cli) status(ctx context.Context, all bool) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if rows == 0 {
+	if rows == 0 && len(skipped) == 0 {
 		fmt.Fprintln(c.out, "Every sftpgate object is Ready.")
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(c.out, "Not listed: %s\n", s)
 	}
 	return nil
 }
 
-// cut is s on one line, at most n bytes.
+// cut is s on one line, without control characters (a server's or a
+// sink's words reach the terminal), at most n characters.
 func cut(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }
@@ -223,8 +248,8 @@ func (c *cli) test(ctx context.Context, kind, name string, timeout time.Duration
 	if err := c.k8s.Get(ctx, key, obj); err != nil {
 		return err
 	}
-	asked := time.Now().UTC()
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationTestRequestedAt, asked.Format(time.RFC3339Nano))
+	asked := time.Now().UTC().Format(time.RFC3339Nano)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationTestRequestedAt, asked)
 	if err := c.k8s.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		return err
 	}
@@ -235,12 +260,11 @@ func (c *cli) test(ctx context.Context, kind, name string, timeout time.Duration
 		if err := c.k8s.Get(ctx, key, obj); err != nil {
 			return err
 		}
-		// A test's time is kept to the second: one that began in the
-		// second of the asking or after is the one asked for.
-		if last := obj.GetTestStatus().LastTestTime; last != nil && !last.Time.Before(asked.Truncate(time.Second)) {
+		// The controller says which request its last test answered.
+		if obj.GetTestStatus().LastHandledTestRequest == asked {
 			ready := meta.FindStatusCondition(*obj.GetConditions(), v1alpha1.ConditionReady)
 			if ready != nil && ready.ObservedGeneration == obj.GetGeneration() && ready.Status != metav1.ConditionUnknown {
-				fmt.Fprintf(c.out, "Ready: %s (%s) %s\n", ready.Status, ready.Reason, ready.Message)
+				fmt.Fprintf(c.out, "Ready: %s (%s) %s\n", ready.Status, ready.Reason, cut(ready.Message, 300))
 				if ready.Status != metav1.ConditionTrue {
 					return fmt.Errorf("the test failed: %s", ready.Reason)
 				}
@@ -249,7 +273,8 @@ func (c *cli) test(ctx context.Context, kind, name string, timeout time.Duration
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no result within %s: the manager may be busy or down", timeout)
+			return fmt.Errorf("no result within %s: the manager may be busy or down, or the connection waits out its backoff after failed tests (status.failedTests: %d)",
+				timeout, obj.GetTestStatus().FailedTests)
 		case <-time.After(time.Second):
 		}
 	}
@@ -308,7 +333,7 @@ func (c *cli) printEvents(ctx context.Context, obj client.Object, seen map[strin
 		if at.IsZero() {
 			at = e.CreationTimestamp.Time
 		}
-		fmt.Fprintf(c.out, "%s  %s %s: %s\n", at.Format(time.TimeOnly), e.Type, e.Reason, e.Note)
+		fmt.Fprintf(c.out, "%s  %s %s: %s\n", at.Format(time.TimeOnly), e.Type, e.Reason, cut(e.Note, 300))
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func TestPlugin(t *testing.T) {
 
 	t.Run("status", func(t *testing.T) {
 		testkit.EventuallyFound(t, "status lists the connection that is not Ready, and only it", func() (bool, string) {
-			out, err := plugin(t, "status", "-n", ns)
+			out, err := plugin(t, "-n", ns, "status") // flags first, as kubectl takes them too
 			testkit.Must(t, err)
 			return regexp.MustCompile(`(?m)^SftpConnection +`+ns+` +bad +False +ConnectionRefused`).MatchString(out) &&
 				!strings.Contains(out, " good "), out

@@ -51,7 +51,11 @@ func Setup(ctx context.Context, component string) (shutdown func(context.Context
 	if err != nil && !errors.Is(err, resource.ErrSchemaURLConflict) {
 		return nil, err
 	}
-	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	// Bounded: an attribute's value, and a span's attributes and events,
+	// whatever a request or a server says.
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = 256
+	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(limits))
 	otel.SetTracerProvider(provider)
 	return provider.Shutdown, nil
 }

@@ -177,7 +177,8 @@ func (s *Sender) Send(ctx context.Context, namespace, target string, e cloudeven
 		trace.WithAttributes(attribute.String("cloudevents.event_id", e.ID()), attribute.String("cloudevents.event_type", e.Type())))
 	defer func() {
 		if !out.Delivered {
-			span.SetStatus(codes.Error, fmt.Sprint(out.Err))
+			// The sink's status alone: its URL may hold a token.
+			span.SetStatus(codes.Error, fmt.Sprintf("not delivered (status %d)", out.Status))
 		}
 		span.End()
 	}()

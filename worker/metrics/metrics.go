@@ -88,6 +88,16 @@ func New() *Metrics {
 		}),
 		registry: prometheus.NewRegistry(),
 	}
+	// The series alerts read with increase() exist from the start: a
+	// counter's first increment from no series at all is not seen.
+	for _, outcome := range []string{"delivered", "failed", "dead_lettered", "dropped"} {
+		m.Events.WithLabelValues(outcome)
+	}
+	for _, reason := range []string{"held", "undelivered"} {
+		m.AuditDropped.WithLabelValues(reason)
+	}
+	m.TransfersFinished.WithLabelValues("Succeeded")
+	m.TransfersFinished.WithLabelValues("FilesFailed")
 	m.registry.MustRegister(m.Polls, m.PollDuration, m.Events, m.DeliveryLatency, m.Dials, m.TransferBytes, m.TransferFiles, m.TransfersFinished, m.AuditDropped, m.UploadsExpired, m.UploadBytesExpired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

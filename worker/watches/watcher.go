@@ -351,7 +351,7 @@ func (w *watcher) load(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.E
 // poll lists the folder and queues the changes due; f is what the step
 // found before it, for a status written while the listing runs.
 func (w *watcher) poll(ctx context.Context, wt *v1alpha1.SftpWatch, conn *ends.End, set settings, f facts) {
-	ctx, span := tracing.Tracer().Start(ctx, "poll "+wt.Spec.Path, trace.WithAttributes(attribute.String("sftpgate.namespace", wt.Namespace),
+	ctx, span := tracing.Tracer().Start(ctx, "poll", trace.WithAttributes(attribute.String("sftpgate.namespace", wt.Namespace),
 		attribute.String("sftpgate.watch", wt.Name), attribute.String("sftpgate.connection", conn.Ref.String())))
 	defer span.End()
 	// A wait for the replica's poll slots counts in the first poll's
