@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,24 +48,7 @@ func TestBenchmarkAudit(t *testing.T) {
 	offClient := &gatewayClient{url: "http://" + offAddr + "/box/", token: r.token, http: httpClient}
 	waitServed(t, on, offClient)
 
-	// The loads write into small/, as the main bench's do.
-	if err := os.MkdirAll(filepath.Join(r.sshd.Dir, "small"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(filepath.Join(r.sshd.Dir, "small"), r.sshd.UID, r.sshd.GID); err != nil {
-		t.Fatal(err)
-	}
-	onLoad := newLoad(t, on.url+"write", r.token, "", newNames, jsonBody)
-	offLoad := newLoad(t, offClient.url+"write", r.token, "", newNames, jsonBody)
-	var withTrail, without result
-	var onCPU, offCPU cpuUse
-	gateway := func(pid int) func() time.Duration { return func() time.Duration { return mustCPU(t, pid) } }
-	for range auditRounds {
-		phaseNumber.Add(1)
-		withTrail.add(onCPU.measure(gateway(r.gateway.Process.Pid), r.sshd, func() result { res, _ := onLoad.run(t, 16); return res }))
-		phaseNumber.Add(1)
-		without.add(offCPU.measure(gateway(off.Process.Pid), r.sshd, func() result { res, _ := offLoad.run(t, 16); return res }))
-	}
+	withTrail, without, onCPU, offCPU := smallWritesAB(t, r, auditRounds, r.gateway, on, off, offClient)
 
 	// The worker starts once the writes are stored: the sink's rate is
 	// what it drains from the outbox.

@@ -1145,3 +1145,28 @@ func saveProfile(metricsURL, out string, d time.Duration) error {
 	}
 	return f.Close()
 }
+
+// smallWritesAB alternates rounds of 1 KiB JSON writes at concurrency 16
+// (wrk, into small/ as the main bench's) between gateway a and gateway
+// b, each serving r's connection at its client's address, and gives each
+// one's writes and its process's CPU: what a feature costs, one gateway
+// with it and one without, measured in the same minutes.
+func smallWritesAB(t *testing.T, r *rig, rounds int, a *exec.Cmd, aAt *gatewayClient, b *exec.Cmd, bAt *gatewayClient) (ra, rb result, ca, cb cpuUse) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(r.sshd.Dir, "small"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(r.sshd.Dir, "small"), r.sshd.UID, r.sshd.GID); err != nil {
+		t.Fatal(err)
+	}
+	aLoad := newLoad(t, aAt.url+"write", r.token, "", newNames, jsonBody)
+	bLoad := newLoad(t, bAt.url+"write", r.token, "", newNames, jsonBody)
+	gateway := func(pid int) func() time.Duration { return func() time.Duration { return mustCPU(t, pid) } }
+	for range rounds {
+		phaseNumber.Add(1)
+		ra.add(ca.measure(gateway(a.Process.Pid), r.sshd, func() result { res, _ := aLoad.run(t, 16); return res }))
+		phaseNumber.Add(1)
+		rb.add(cb.measure(gateway(b.Process.Pid), r.sshd, func() result { res, _ := bLoad.run(t, 16); return res }))
+	}
+	return ra, rb, ca, cb
+}

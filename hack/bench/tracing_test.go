@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // tracingRounds is how many rounds of each the tracing bench alternates.
@@ -41,23 +39,7 @@ func TestBenchmarkTracing(t *testing.T) {
 	off := r.client(httpClient, "box", r.token)
 	on := &gatewayClient{url: "http://" + tracedAddr + "/box/", token: r.token, http: httpClient}
 	waitServed(t, on, off)
-	if err := os.MkdirAll(filepath.Join(r.sshd.Dir, "small"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(filepath.Join(r.sshd.Dir, "small"), r.sshd.UID, r.sshd.GID); err != nil {
-		t.Fatal(err)
-	}
-	onLoad := newLoad(t, on.url+"write", r.token, "", newNames, jsonBody)
-	offLoad := newLoad(t, off.url+"write", r.token, "", newNames, jsonBody)
-	var withSpans, without result
-	var onCPU, offCPU cpuUse
-	gateway := func(pid int) func() time.Duration { return func() time.Duration { return mustCPU(t, pid) } }
-	for range tracingRounds {
-		phaseNumber.Add(1)
-		withSpans.add(onCPU.measure(gateway(traced.Process.Pid), r.sshd, func() result { res, _ := onLoad.run(t, 16); return res }))
-		phaseNumber.Add(1)
-		without.add(offCPU.measure(gateway(r.gateway.Process.Pid), r.sshd, func() result { res, _ := offLoad.run(t, 16); return res }))
-	}
+	withSpans, without, onCPU, offCPU := smallWritesAB(t, r, tracingRounds, traced, on, r.gateway, off)
 	if exported.Load() == 0 {
 		t.Fatal("the traced gateway exported no spans")
 	}

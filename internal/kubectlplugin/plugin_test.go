@@ -1,14 +1,12 @@
 package kubectlplugin_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,29 +45,11 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// lockedBuffer is a plugin's output, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // plugin runs `kubectl sftpgate args...` as a user of the test control
 // plane, and returns what it printed.
 func plugin(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out lockedBuffer
+	var out testkit.Log
 	err := kubectlplugin.Run(context.Background(), append(args, "--kubeconfig="+kubeconfig), &out)
 	return out.String(), err
 }
@@ -121,7 +101,7 @@ func TestPlugin(t *testing.T) {
 		w := &v1alpha1.SftpWatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inbox"}, Spec: v1alpha1.SftpWatchSpec{
 			ConnectionRef: v1alpha1.ConnectionReference{Name: "good"}, Sink: &v1alpha1.Destination{URI: "http://127.0.0.1:9"}}}
 		testkit.Must(t, k8s.Create(ctx, w))
-		var out lockedBuffer
+		var out testkit.Log
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
