@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,16 +40,18 @@ func TestTracedDeliveries(t *testing.T) {
 	if len(parts) != 4 {
 		t.Fatalf("traceparent %q", parent)
 	}
-	var delivered, polled bool
-	for _, s := range exporter.GetSpans() {
-		if s.SpanContext.SpanID().String() == parts[2] && s.SpanContext.TraceID().String() == parts[1] && strings.HasPrefix(s.Name, "deliver ") {
-			delivered = true
+	// The try's span ends once the sink's answer is read: after the sink
+	// has the event.
+	testkit.EventuallyFound(t, "the delivery's span, named in the event's traceparent, and the watch's poll's", func() (bool, string) {
+		var delivered, polled bool
+		for _, s := range exporter.GetSpans() {
+			if s.SpanContext.SpanID().String() == parts[2] && s.SpanContext.TraceID().String() == parts[1] && strings.HasPrefix(s.Name, "deliver ") {
+				delivered = true
+			}
+			for _, a := range s.Attributes {
+				polled = polled || string(a.Key) == "sftpgate.watch" && a.Value.AsString() == "traced" && s.Name == "poll"
+			}
 		}
-		for _, a := range s.Attributes {
-			polled = polled || string(a.Key) == "sftpgate.watch" && a.Value.AsString() == "traced" && s.Name == "poll"
-		}
-	}
-	if !delivered || !polled {
-		t.Errorf("the delivery's span (%v) named in the event's traceparent, the watch's poll's (%v)", delivered, polled)
-	}
+		return delivered && polled, fmt.Sprintf("delivery %v, poll %v", delivered, polled)
+	})
 }
