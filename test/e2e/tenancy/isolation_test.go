@@ -751,6 +751,18 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 		}},
+		{"the victim's expectation, through the attacker's web UI", func(t *testing.T) {
+			e := victim.expectation(t, "payments")
+			for _, path := range []string{"", "/delete"} {
+				if status, _ := attacker.ui.Get(t, "/expectations/"+e.Name+path); status != http.StatusNotFound {
+					t.Errorf("GET %s: %d, want 404", path, status)
+				}
+			}
+			if status, _ := attacker.ui.Form(t, "/expectations/"+e.Name+"/delete", url.Values{}); status != http.StatusNotFound {
+				t.Errorf("POST delete: %d, want 404", status)
+			}
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e), e)) // still there
+		}},
 		{"the victim's resumable upload, through the attacker's key, connection and web UI", func(t *testing.T) {
 			up := tusAs(t, http.MethodPost, gatewayURL+"/"+victim.slug+"/uploads/", victim.token, "", "Upload-Length", "10",
 				"Upload-Metadata", "path "+base64.StdEncoding.EncodeToString([]byte("/upload.bin")))
