@@ -44,8 +44,10 @@ type Job struct {
 	// none is looked for, and the target is looked up in its folder's
 	// listing, read once for all the transfer's files.
 	Fresh bool
-	// Progress is told the bytes written at the destination as they go.
-	Progress func(n int64)
+	// Progress is told the bytes written at the destination as they go;
+	// Kept the bytes an earlier try's copy holds that this one continues
+	// from (written before, by this replica or another).
+	Progress, Kept func(n int64)
 	// Stall ends a copy that made no progress for this long, by calling
 	// Abort (which closes the sessions: a request to a server that never
 	// answers cannot be stopped otherwise).
@@ -216,9 +218,7 @@ func Copy(ctx context.Context, src, dst files.FS, j Job) (Result, error) {
 			_ = dst.Remove(j.rangedTemp())
 		}
 	}
-	if r.From > 0 && j.Progress != nil {
-		j.Progress(r.From)
-	}
+	j.kept(r.From)
 	var (
 		srcSum []byte
 		size   = r.Size
@@ -775,6 +775,13 @@ func (j *Job) watch(ctx context.Context, c *counter) func() {
 }
 
 // counter counts the bytes of a copy as they pass, and hashes them.
+// kept tells Kept what the copy continues from, if anything.
+func (j *Job) kept(n int64) {
+	if n > 0 && j.Kept != nil {
+		j.Kept(n)
+	}
+}
+
 type counter struct {
 	n       atomic.Int64
 	stalled atomic.Bool

@@ -108,8 +108,8 @@ func (j *Job) copyRanges(ctx context.Context, src, dst files.FS, tmp string, r *
 			// A streamed try's copy, left under the other name.
 			_ = dst.Remove(tempname.For(path.Dir(j.Dst), j.Seed))
 		}
-	} else if j.Progress != nil {
-		j.Progress(r.From)
+	} else {
+		j.kept(r.From)
 	}
 	// Reports end once every range has returned, each failed one's
 	// progress set back to what its copy holds (copyRange): not at the

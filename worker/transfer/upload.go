@@ -49,9 +49,7 @@ func (j *Job) upload(ctx context.Context, src, dst files.FS, up files.Uploader, 
 		return r, fail(err, "starting the upload")
 	}
 	r.From = u.Size()
-	if r.From > 0 && j.Progress != nil {
-		j.Progress(r.From)
-	}
+	j.kept(r.From)
 	if j.Verify == v1alpha1.VerifySHA256 && r.From == 0 && j.Transform == nil {
 		progress.sum = sha256.New()
 	}

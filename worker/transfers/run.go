@@ -348,6 +348,7 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 		Seed: string(t.uid) + "\x00" + f.Path, Overwrite: tr.Spec.Overwrite, Verify: tr.Spec.Verify,
 		Move: tr.Spec.Mode == v1alpha1.TransferMove, Resumed: resumed, Fresh: fresh,
 		Progress: func(n int64) { moving.Add(n); t.r.Metrics.TransferBytes.Add(float64(n)) },
+		Kept:     func(n int64) { moving.Add(n) },
 		Stall:    t.r.Limits.StallTimeout, Made: &t.made,
 		Held:      func() bool { return t.r.Shard.Holds(string(t.uid)) },
 		Transform: t.transform,
