@@ -208,6 +208,9 @@ func indexEntryName(subject, namespace string) string {
 func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
 	var all []Team
 	for _, subject := range subjects {
+		if err := s.moveLegacyIndex(ctx, subject); err != nil {
+			return nil, fmt.Errorf("moving the teams of %s from the previous release's index: %w", subject, err)
+		}
 		var list corev1.ConfigMapList
 		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{labelIndexSubject: indexLabel(subject)}); err != nil {
 			return nil, fmt.Errorf("reading the teams of %s: %w", subject, err)
@@ -223,6 +226,54 @@ func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
 		}
 	}
 	return all, nil
+}
+
+// legacyIndexType is the previous release's team index: a Secret per
+// subject, named after its hash, listing its teams. The first reading of
+// a subject's teams moves its entries into the current index and deletes
+// it; the web UI may get Secrets here by name, not list them.
+const legacyIndexType corev1.SecretType = "sftpgate.dev/teams"
+
+// legacyIndexMax bounds the entries read from one legacy Secret: the
+// previous release kept at most as many.
+const legacyIndexMax = 100
+
+func legacyIndexName(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return "teams-" + hex.EncodeToString(sum[:12])
+}
+
+// moveLegacyIndex moves subject's entries of the legacy index, if it
+// has any, into the current one, each team as it is now (one gone is
+// left out), and deletes the legacy Secret.
+func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
+	var legacy corev1.Secret
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: legacyIndexName(subject)}, &legacy)
+	if apierrors.IsNotFound(err) || (err == nil && legacy.Type != legacyIndexType) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var teams []struct {
+		Namespace string `json:"namespace"`
+	}
+	if json.Unmarshal(legacy.Data["teams"], &teams) != nil {
+		teams = nil // unreadable: nothing to move
+	}
+	for _, t := range teams[:min(len(teams), legacyIndexMax)] {
+		team, err := s.TeamOf(ctx, t.Namespace)
+		if errors.Is(err, ErrNoTeam) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.IndexTeam(ctx, subject, team); err != nil && !errors.Is(err, ErrTeamIndexFull) {
+			return err
+		}
+	}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, &legacy, client.Preconditions{UID: &legacy.UID}))
 }
 
 // IndexTeam indexes t for subject, once the binding that makes subject

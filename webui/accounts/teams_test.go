@@ -1,10 +1,18 @@
 package accounts
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // TestTeamNames: a team's name is letters, digits, single spaces and a
@@ -59,4 +67,41 @@ func FuzzTeamName(f *testing.F) {
 			t.Fatalf("%q, taken as %q, is taken again as %q (%v)", name, got, again, err)
 		}
 	})
+}
+
+// TestLegacyTeamIndex: a subject's entries of the previous release's
+// index (a Secret per subject) are moved into the current one at the
+// first reading of its teams, a team gone since left out, and the
+// Secret deleted; another subject's Secret is left alone.
+func TestLegacyTeamIndex(t *testing.T) {
+	ctx := context.Background()
+	member, other := UserName("member@example.com"), UserName("other@example.com")
+	legacy := func(subject, teams string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "accounts", Name: legacyIndexName(subject)},
+			Type: legacyIndexType, Data: map[string][]byte{"teams": []byte(teams)}}
+	}
+	c := fake.NewClientBuilder().WithObjects(
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: OwnerBinding},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: UserName("owner@example.com")}}},
+		legacy(member, `[{"namespace":"team-a","name":"owner@example.com"},{"namespace":"gone","name":"x"}]`),
+		legacy(other, `[{"namespace":"team-a","name":"owner@example.com"}]`),
+	).Build()
+	s := &Store{Client: c, Namespace: "accounts", Quota: Quota{Members: 10}}
+	for range 2 {
+		teams, err := s.Teams(ctx, []string{member})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(teams) != 1 || teams[0].Namespace != "team-a" || teams[0].Owner != "owner@example.com" {
+			t.Fatalf("the member's teams: %+v", teams)
+		}
+	}
+	var left corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(legacy(member, "")), &left); !apierrors.IsNotFound(err) {
+		t.Errorf("the member's legacy index is still there: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(legacy(other, "")), &left); err != nil {
+		t.Errorf("another subject's legacy index: %v", err)
+	}
 }
