@@ -78,7 +78,7 @@ lint: golangci-lint ## Run golangci-lint (config in .golangci.yml).
 # which have targets of their own. The longest start first: go test runs
 # two at a time in the order given, and one that started last would run
 # on alone at the end.
-TEST_FIRST = worker test/e2e/tenancy test/e2e/faults gateway test/e2e/quickstart
+TEST_FIRST = worker test/e2e/tenancy test/e2e/faults gateway test/e2e/upgrade test/e2e/quickstart
 TEST_PACKAGES = $$( (printf './%s\n' $(TEST_FIRST); go list -f '{{.Dir}}' ./... | sed "s|^$(CURDIR)|.|") | \
 	grep -v -e '/hack/bench$$' -e '/test/chaos$$' | awk '!seen[$$0]++')
 

@@ -31,7 +31,8 @@ type Process struct {
 
 	binary  string
 	args    []string
-	ready   string // the path that answers 200 once it serves
+	env     []string // added to the test's environment
+	ready   string   // the path that answers 200 once it serves
 	logPath string
 
 	mu     sync.Mutex
@@ -91,6 +92,7 @@ func (p *Process) launch() (exited <-chan struct{}, err error) {
 	p.starts++
 	fmt.Fprintf(logFile, "--- start %d at %s\n", p.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.binary, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a signal the test's terminal sends reaches
 	// the test, which stops the system in order.

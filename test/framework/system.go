@@ -36,6 +36,7 @@ import (
 	"github.com/sftpgate/sftpgate/hack/fixtures/testcluster"
 	"github.com/sftpgate/sftpgate/hack/fixtures/testhttp"
 	"github.com/sftpgate/sftpgate/hack/kustomize"
+	"github.com/sftpgate/sftpgate/hack/repo"
 )
 
 // Options says what system to build. Replicas default to two of the
@@ -55,6 +56,9 @@ type Options struct {
 	// through a component, the component may do in production. Without
 	// it every process runs as the administrator.
 	ServiceAccounts bool
+	// Release runs an earlier commit, its binary and CRDs, instead of the
+	// current tree, until Upgrade.
+	Release *Release
 }
 
 // Namespace is the system's own namespace: the manager's reservations,
@@ -98,6 +102,9 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Release != nil {
+		binary = opts.Release.Binary
+	}
 	s := &System{Dir: opts.Dir, binary: binary, opts: opts}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "sftpgate-system-"); err != nil {
@@ -112,6 +119,9 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	}()
 	if s.env, err = testcluster.Environment(filepath.Join(s.Dir, "etcd")); err != nil {
 		return nil, err
+	}
+	if opts.Release != nil {
+		s.env.CRDDirectoryPaths = []string{opts.Release.CRDs}
 	}
 	if _, err := s.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
@@ -149,7 +159,14 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 		}
 		return p, p.Start(ctx)
 	}
-	if s.Manager, err = newProcess("manager", "manager", "--leader-elect"); err != nil {
+	// The previous release's manager elects a leader only in a cluster
+	// (it finds its namespace in the service account's files): one
+	// replica runs without.
+	var elect []string
+	if opts.Release == nil {
+		elect = []string{"--leader-elect"}
+	}
+	if s.Manager, err = newProcess("manager", "manager", elect...); err != nil {
 		return nil, err
 	}
 	for i := range gateways {
@@ -204,7 +221,10 @@ func (s *System) newProcess(name, component string, args []string) (*Process, er
 	if component == "webui" {
 		ready = "/healthz"
 	}
-	p := &Process{Name: name, binary: s.binary, ready: ready, logPath: filepath.Join(s.Dir, name+".log")}
+	// The namespace as a Deployment gives it: a release may read it
+	// rather than its flag (the previous one's leader election did).
+	p := &Process{Name: name, binary: s.binary, ready: ready, logPath: filepath.Join(s.Dir, name+".log"),
+		env: []string{"POD_NAMESPACE=" + Namespace}}
 	addr, err := testhttp.FreeAddress()
 	if err != nil {
 		return nil, err
@@ -349,6 +369,50 @@ func (s *System) installServiceAccounts(ctx context.Context) error {
 			return err
 		}
 		s.kubeconfigs[component] = path
+	}
+	return nil
+}
+
+// Upgrade upgrades a system started from a Release to the current tree,
+// as a cluster is upgraded: every process stops at once (SIGTERM, its
+// graceful end), the current CRDs replace the release's, and every process starts
+// again from the current binary, with the same flags and addresses.
+func (s *System) Upgrade(ctx context.Context) error {
+	binary, err := Binary()
+	if err != nil {
+		return err
+	}
+	processes := s.Processes()
+	stopped := make([]error, len(processes))
+	var wg sync.WaitGroup
+	for i, p := range processes {
+		wg.Go(func() {
+			if err := p.Stop(); !errors.Is(err, errNotRunning) {
+				stopped[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(stopped...); err != nil {
+		return err
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing the current CRDs: %w", err)
+	}
+	s.binary = binary
+	for _, p := range processes {
+		p.mu.Lock()
+		p.binary = binary
+		p.mu.Unlock()
+		if err := p.Start(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
