@@ -127,7 +127,8 @@ func sameObjects(t *testing.T, what string, got, want []*unstructured.Unstructur
 // TestChartInstallsWhatKustomizeDoes: the chart at its default values
 // renders the objects config/default renders, each the same; with
 // monitoring on, config/prometheus's besides (as config/default would
-// place them); and its values reach the Deployments.
+// place them); and its values reach the Deployments (env too), the
+// monitors and rules (labels) and the dashboard (namespace).
 func TestChartInstallsWhatKustomizeDoes(t *testing.T) {
 	want := render(t)
 	sameObjects(t, "the chart at its defaults", renderChart(t, nil), want)
@@ -155,27 +156,44 @@ func TestChartInstallsWhatKustomizeDoes(t *testing.T) {
 	withBoard := renderChart(t, map[string]any{"dashboard": map[string]any{"enabled": true}})
 	sameObjects(t, "with the dashboard", withBoard, append(append([]*unstructured.Unstructured{}, want...), board...))
 
+	otel := map[string]any{"name": "OTEL_TRACES_EXPORTER", "value": "otlp"}
 	set := renderChart(t, map[string]any{
-		"image":   map[string]any{"tag": "v9.9.9"},
-		"worker":  map[string]any{"replicas": 5, "extraArgs": []any{"--max-watches-per-namespace=10"}, "resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
-		"gateway": map[string]any{"autoscaling": map[string]any{"maxReplicas": 4}},
-		"ingress": map[string]any{"enabled": true, "gatewayHost": "api.example.org"},
+		"image": map[string]any{"tag": "v9.9.9"},
+		"worker": map[string]any{"replicas": 5, "extraArgs": []any{"--max-watches-per-namespace=10"}, "resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}},
+			"env": []any{otel}},
+		"gateway":    map[string]any{"autoscaling": map[string]any{"maxReplicas": 4}},
+		"ingress":    map[string]any{"enabled": true, "gatewayHost": "api.example.org"},
+		"monitoring": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus-stack"}},
+		"dashboard":  map[string]any{"enabled": true, "namespace": "monitoring"},
 	})
+	var labelled, boards int
 	for _, u := range set {
 		switch key(u) {
 		case "Deployment sftpgate-system/sftpgate-worker":
 			replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 			c := u.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-			args := c["args"].([]any)
+			args, env := c["args"].([]any), c["env"].([]any)
 			limit, _, _ := unstructured.NestedString(c, "resources", "limits", "memory")
-			if replicas != 5 || args[len(args)-1] != "--max-watches-per-namespace=10" || c["image"] != "ghcr.io/sftpgate/sftpgate:v9.9.9" || limit != "1Gi" {
-				t.Errorf("the worker with values: replicas %d, args %v, image %v, memory %s", replicas, args, c["image"], limit)
+			if replicas != 5 || args[len(args)-1] != "--max-watches-per-namespace=10" || c["image"] != "ghcr.io/sftpgate/sftpgate:v9.9.9" || limit != "1Gi" ||
+				!reflect.DeepEqual(env[len(env)-1], otel) || len(env) < 2 {
+				t.Errorf("the worker with values: replicas %d, args %v, image %v, memory %s, env %v", replicas, args, c["image"], limit, env)
 			}
 		case "HorizontalPodAutoscaler sftpgate-system/sftpgate-gateway":
 			if n, _, _ := unstructured.NestedInt64(u.Object, "spec", "maxReplicas"); n != 4 {
 				t.Errorf("the gateway's autoscaler: maxReplicas %d", n)
 			}
+		case "ConfigMap monitoring/sftpgate-grafana-dashboard":
+			boards++
 		}
+		if strings.HasPrefix(u.GetAPIVersion(), "monitoring.coreos.com/") {
+			if u.GetLabels()["release"] != "kube-prometheus-stack" || u.GetLabels()["app.kubernetes.io/part-of"] != "sftpgate" {
+				t.Errorf("%s with monitoring.labels: labels %v", key(u), u.GetLabels())
+			}
+			labelled++
+		}
+	}
+	if labelled != len(monitors) || boards != 1 {
+		t.Errorf("with monitoring.labels and dashboard.namespace: %d monitors and rules labelled of %d, %d dashboards in monitoring", labelled, len(monitors), boards)
 	}
 	if !slices.ContainsFunc(set, func(u *unstructured.Unstructured) bool {
 		host, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
