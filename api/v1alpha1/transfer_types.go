@@ -371,6 +371,10 @@ const (
 	LabelWatch = "sftpgate.dev/watch"
 	// AnnotationEventID is the id of the event of the file's change.
 	AnnotationEventID = "sftpgate.dev/event-id"
+	// AnnotationTraceParent is the W3C traceparent of the span that made
+	// the Transfer (the watch's trigger of it), with tracing on: the
+	// spans of its files' copies link to it.
+	AnnotationTraceParent = "sftpgate.dev/traceparent"
 )
 
 // MaxTransferFailures is how many failed files a Transfer's status lists;

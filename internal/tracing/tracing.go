@@ -73,3 +73,23 @@ func TraceID(ctx context.Context) string {
 	}
 	return sc.TraceID().String()
 }
+
+// TraceParent is the W3C traceparent of ctx's span, "" when it has none
+// (tracing off): what an object records of the span that made it, for
+// the work another process does for it later to link to (LinkTo).
+func TraceParent(ctx context.Context) string {
+	carrier := propagation.MapCarrier{}
+	Propagator.Inject(ctx, carrier)
+	return carrier["traceparent"]
+}
+
+// LinkTo links a span to the one traceparent names, and to none when it
+// names none: empty, or not a traceparent (it may be anyone's
+// annotation).
+func LinkTo(traceparent string) trace.SpanStartOption {
+	sc := trace.SpanContextFromContext(Propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent}))
+	if !sc.IsValid() {
+		return trace.WithLinks()
+	}
+	return trace.WithLinks(trace.Link{SpanContext: sc})
+}

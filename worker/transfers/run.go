@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +27,7 @@ import (
 	"github.com/sftpgate/sftpgate/internal/statuspatch"
 	"github.com/sftpgate/sftpgate/internal/storedbytes"
 	"github.com/sftpgate/sftpgate/internal/tempname"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/statestore"
 	"github.com/sftpgate/sftpgate/worker/tasks"
@@ -371,6 +375,20 @@ func (t *run) copyOne(ctx context.Context, tr *v1alpha1.Transfer, src, dst *ends
 	op := pool.Op{Stream: f.Size > transfer.SmallFile}
 	var res transfer.Result
 	var err error
+	ctx, span := tracing.Tracer().Start(ctx, "copy", tracing.LinkTo(tr.Annotations[v1alpha1.AnnotationTraceParent]),
+		trace.WithAttributes(attribute.String("sftpgate.namespace", tr.Namespace), attribute.String("sftpgate.transfer", tr.Name),
+			attribute.Int("sftpgate.file", i), attribute.Int64("sftpgate.file.size", f.Size)))
+	defer func() {
+		span.SetAttributes(attribute.Int64("sftpgate.file.resumed_from", res.From), attribute.Int64("sftpgate.file.written", res.Sent))
+		var typed *transfer.Error
+		switch {
+		case errors.As(err, &typed):
+			span.SetStatus(codes.Error, typed.Reason)
+		case err != nil:
+			span.SetStatus(codes.Error, "a server failed")
+		}
+		span.End()
+	}()
 	switch {
 	case renamed == "." || renamed == "..":
 		err = &transfer.Error{Reason: v1alpha1.ReasonInvalidSpec, Permanent: true,

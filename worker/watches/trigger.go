@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
+	"github.com/sftpgate/sftpgate/internal/tracing"
 	"github.com/sftpgate/sftpgate/worker/ends"
 	"github.com/sftpgate/sftpgate/worker/watch"
 )
@@ -86,9 +90,20 @@ func (w *watcher) start(ctx context.Context, wt *v1alpha1.SftpWatch, p watch.Pen
 		return fmt.Sprintf("the namespace has %d Transfers made by watches, the most it may (--max-watch-transfers-per-namespace); the next is made when one is deleted (ttlSecondsAfterFinished)",
 			n), true
 	}
+	// The trigger is a span, which the transfer's copies link to: they
+	// run later, maybe on another replica.
+	ctx, span := tracing.Tracer().Start(ctx, "trigger transfer", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("sftpgate.namespace", wt.Namespace), attribute.String("sftpgate.watch", wt.Name),
+			attribute.String("cloudevents.event_id", p.ID)))
+	defer span.End()
+	if parent := tracing.TraceParent(ctx); parent != "" {
+		tr.Annotations[v1alpha1.AnnotationTraceParent] = parent
+	}
 	err = w.r.Client.Create(ctx, tr)
 	if err == nil {
 		w.r.made.add(tr.Namespace, tr.Name)
+	} else {
+		span.SetStatus(codes.Error, "the Transfer was not made")
 	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
