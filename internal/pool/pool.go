@@ -132,6 +132,8 @@ type Pool struct {
 	wake chan struct{}
 	// left is the cleanup work kept for the pool's sessions.
 	left leftovers
+	// ops are its operations, for the per-connection metrics.
+	ops opStats
 }
 
 func (p *Pool) log() *slog.Logger { return logging.OrDiscard(p.logger) }
@@ -157,6 +159,16 @@ type session struct {
 // for a session ends with ctx's error; a dial it started goes on for the
 // others, and fn, once started, is not stopped.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) error {
+	started := time.Now()
+	answered, err := p.do(ctx, op, fn)
+	if answered || ctx.Err() == nil {
+		p.ops.observe(time.Since(started), answered)
+	}
+	return err
+}
+
+// do is Do; answered says the server answered fn's last try.
+func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (answered bool, _ error) {
 	w := op.load(p.share)
 	var deadline time.Time
 	if op.Timeout > 0 {
@@ -167,7 +179,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) erro
 		// the same server (restarted, say) may have broken too.
 		s, err := p.acquire(ctx, deadline, w, attempt > 0, op.NoWait)
 		if err != nil {
-			return err
+			return false, err
 		}
 		// A timer rather than a context with a deadline, as this runs for
 		// every request: it allocates a fraction of what the context and
@@ -179,7 +191,7 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) erro
 				// Spent before fn starts (a dial took it all): the
 				// session is healthy, and others may be using it.
 				p.release(s, w, time.Time{})
-				return ErrTimeout
+				return false, ErrTimeout
 			}
 			expired = time.AfterFunc(left, s.expire)
 		}
@@ -205,11 +217,11 @@ func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) erro
 		}
 		switch {
 		case timedOut:
-			return ErrTimeout
+			return false, ErrTimeout
 		case isBroken && op.Idempotent && attempt == 0:
 			continue
 		}
-		return err
+		return !isBroken, err
 	}
 }
 

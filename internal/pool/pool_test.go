@@ -331,18 +331,37 @@ func TestNoWaitTakesOnlyASessionAtHand(t *testing.T) {
 }
 
 // TestOnePoolMetricPerConnection: a connection deleted and made again
-// under its name has two pools for a while, reported as one connection.
+// under its name has two pools for a while, reported as one connection:
+// their sessions, queues, operations and latency added up.
 func TestOnePoolMetricPerConnection(t *testing.T) {
-	p := &Pools{entries: map[types.UID]*entry{
-		"old": {pool: &Pool{namespace: "team", name: "box", sessions: []*session{{}}}},
-		"new": {pool: &Pool{namespace: "team", name: "box", waiting: 2}},
-	}}
+	old, made := &Pool{namespace: "team", name: "box", sessions: []*session{{}}}, &Pool{namespace: "team", name: "box", waiting: 2}
+	old.ops.observe(2*time.Millisecond, true)
+	old.ops.observe(time.Minute, false)
+	made.ops.observe(50*time.Millisecond, true)
+	p := &Pools{entries: map[types.UID]*entry{"old": {pool: old}, "new": {pool: made}}}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(p); err != nil {
 		t.Fatal(err)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP sftpgate_gateway_pool_sessions Open SSH sessions to each connection's server.
+# HELP sftpgate_gateway_pool_operation_duration_seconds How long operations on each connection's server took, from the wait for a session to the answer.
+# TYPE sftpgate_gateway_pool_operation_duration_seconds histogram
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="0.0025"} 1
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="0.01"} 1
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="0.025"} 1
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="0.1"} 2
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="0.25"} 2
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="1"} 2
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="2.5"} 2
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="10"} 2
+sftpgate_gateway_pool_operation_duration_seconds_bucket{name="box",namespace="team",le="+Inf"} 3
+sftpgate_gateway_pool_operation_duration_seconds_sum{name="box",namespace="team"} 60.052
+sftpgate_gateway_pool_operation_duration_seconds_count{name="box",namespace="team"} 3
+# HELP sftpgate_gateway_pool_operations_total Operations on each connection's server, by result: answered (whatever the server said), or failed without an answer (no session, one that broke, a timeout).
+# TYPE sftpgate_gateway_pool_operations_total counter
+sftpgate_gateway_pool_operations_total{name="box",namespace="team",result="answered"} 2
+sftpgate_gateway_pool_operations_total{name="box",namespace="team",result="failed"} 1
+# HELP sftpgate_gateway_pool_sessions Open sessions to each connection's server.
 # TYPE sftpgate_gateway_pool_sessions gauge
 sftpgate_gateway_pool_sessions{name="box",namespace="team"} 1
 # HELP sftpgate_gateway_pool_waiting Operations waiting for a session of each connection, all of whose sessions are busy.
@@ -350,5 +369,25 @@ sftpgate_gateway_pool_sessions{name="box",namespace="team"} 1
 sftpgate_gateway_pool_waiting{name="box",namespace="team"} 2
 `)); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOperationsCounted: an operation the server answered counts as
+// answered, whatever it said; one that got no session, or whose session
+// broke, as failed; one whose caller left while waiting, not at all.
+func TestOperationsCounted(t *testing.T) {
+	p, _ := newPool(t, 1)
+	refused := errors.New("no such file")
+	_ = p.Do(context.Background(), Op{}, func(files.Session) error { return nil })
+	_ = p.Do(context.Background(), Op{}, func(files.Session) error { return refused })
+	_ = p.Do(context.Background(), Op{}, func(files.Session) error { return &BrokenError{Err: refused} })
+	finish := hold(t, p, Op{Stream: true}, Op{Stream: true})
+	_ = p.Do(context.Background(), Op{Stream: true, NoWait: true}, func(files.Session) error { return nil })
+	left, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = p.Do(left, Op{Stream: true}, func(files.Session) error { return nil })
+	finish()
+	if answered, failed := p.ops.answered.Load(), p.ops.failed.Load(); answered != 2+2 || failed != 2 {
+		t.Errorf("%d answered, %d failed; want 4 (two and the held ones) and 2", answered, failed)
 	}
 }

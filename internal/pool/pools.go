@@ -59,8 +59,8 @@ type Pools struct {
 	// Log is where the pools log; nil logs nothing.
 	Log *slog.Logger
 
-	descOnce                  sync.Once
-	sessionsDesc, waitingDesc *prometheus.Desc
+	descOnce sync.Once
+	desc     poolDescs
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
@@ -236,45 +236,68 @@ func (p *Pools) forget(match func(*Pool) bool) []*Pool {
 	return out
 }
 
-// descs are the pools' sizes and queues, which Pools collects, named
-// after the component (sftpgate_<component>_pool_sessions).
-func (p *Pools) descs() (sessions, waiting *prometheus.Desc) {
+// descs are the pools' metrics, which Pools collects, named after the
+// component (sftpgate_<component>_pool_sessions).
+func (p *Pools) descs() poolDescs {
 	p.descOnce.Do(func() {
 		component := cmp.Or(p.Component, "gateway")
-		p.sessionsDesc = prometheus.NewDesc("sftpgate_"+component+"_pool_sessions",
-			"Open SSH sessions to each connection's server.", []string{"namespace", "name"}, nil)
-		p.waitingDesc = prometheus.NewDesc("sftpgate_"+component+"_pool_waiting",
-			"Operations waiting for a session of each connection, all of whose sessions are busy.", []string{"namespace", "name"}, nil)
+		connection := []string{"namespace", "name"}
+		p.desc = poolDescs{
+			sessions: prometheus.NewDesc("sftpgate_"+component+"_pool_sessions",
+				"Open sessions to each connection's server.", connection, nil),
+			waiting: prometheus.NewDesc("sftpgate_"+component+"_pool_waiting",
+				"Operations waiting for a session of each connection, all of whose sessions are busy.", connection, nil),
+			ops: prometheus.NewDesc("sftpgate_"+component+"_pool_operations_total",
+				"Operations on each connection's server, by result: answered (whatever the server said), or failed without an answer (no session, one that broke, a timeout).",
+				append(connection, "result"), nil),
+			latency: prometheus.NewDesc("sftpgate_"+component+"_pool_operation_duration_seconds",
+				"How long operations on each connection's server took, from the wait for a session to the answer.", connection, nil),
+		}
 	})
-	return p.sessionsDesc, p.waitingDesc
+	return p.desc
 }
 
-// Describe and Collect make Pools a Prometheus collector of pool sizes
-// and queues.
+// poolDescs are the descriptions of the pools' metrics.
+type poolDescs struct{ sessions, waiting, ops, latency *prometheus.Desc }
+
+// Describe and Collect make Pools a Prometheus collector of pool sizes,
+// queues, operations and their latency, by connection.
 func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
-	sessions, waiting := p.descs()
-	ch <- sessions
-	ch <- waiting
+	d := p.descs()
+	ch <- d.sessions
+	ch <- d.waiting
+	ch <- d.ops
+	ch <- d.latency
 }
 
 // Collect reports each connection's sessions and queue. A connection
 // deleted and made again under its name may have two pools for a while
 // (one per UID): they are reported as one.
 func (p *Pools) Collect(ch chan<- prometheus.Metric) {
-	type counts struct{ sessions, waiting int }
-	byName := map[types.NamespacedName]counts{}
+	type counts struct {
+		sessions, waiting int
+		ops               opTotals
+	}
+	byName := map[types.NamespacedName]*counts{}
 	for _, pool := range p.current() {
-		pool.mu.Lock()
 		key := types.NamespacedName{Namespace: pool.namespace, Name: pool.name}
 		c := byName[key]
+		if c == nil {
+			c = &counts{}
+			byName[key] = c
+		}
+		pool.mu.Lock()
 		c.sessions += len(pool.sessions)
 		c.waiting += pool.waiting
-		byName[key] = c
 		pool.mu.Unlock()
+		c.ops.add(&pool.ops)
 	}
-	sessionsDesc, waitingDesc := p.descs()
+	d := p.descs()
 	for key, c := range byName {
-		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
-		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
+		ch <- prometheus.MustNewConstMetric(d.sessions, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
+		ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
+		for _, m := range c.ops.metrics(d.ops, d.latency, key.Namespace, key.Name) {
+			ch <- m
+		}
 	}
 }
