@@ -46,26 +46,32 @@ func verify(w io.Writer, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	return WriteReport(w, records, skipped)
+	return WriteReport(w, records, skipped, false)
 }
 
 // WriteReport writes what Verify says of records, a chain a line, and fails
 // unless every chain is whole (skipped: the lines read that were not
-// records).
-func WriteReport(w io.Writer, records []Record, skipped Unreadable) error {
+// records). With recent, records are the recent part of each chain (a
+// stored trail, whose older records were delivered and removed): a chain
+// is checked from its first record held on.
+func WriteReport(w io.Writer, records []Record, skipped Unreadable, recent bool) error {
 	whole := skipped.Lines == 0
 	if !whole {
 		fmt.Fprintf(w, "%d lines are not records (the first: line %d)\n", skipped.Lines, skipped.First)
 	}
 	for _, rep := range Verify(records) {
 		var says []string
+		if recent && rep.First > 1 && len(rep.Missing) > 0 && rep.Missing[0] == (Gap{1, rep.First - 1}) {
+			rep.Missing = rep.Missing[1:]
+			says = append(says, fmt.Sprintf("from %d (those before were removed)", rep.First))
+		}
 		for _, g := range rep.Missing {
 			says = append(says, fmt.Sprintf("missing %s", span(g)))
 		}
 		if len(rep.Broken) > 0 {
 			says = append(says, fmt.Sprintf("changed %v", rep.Broken))
 		}
-		if len(says) == 0 {
+		if rep.Whole() {
 			says = append(says, "whole")
 		}
 		for _, g := range rep.Dropped {

@@ -339,7 +339,8 @@ func (c *cli) printEvents(ctx context.Context, obj client.Object, seen map[strin
 }
 
 // auditVerify reads the namespace's stored audit records and checks
-// them as `sftpgate audit verify` checks exported ones.
+// them as `sftpgate audit verify` checks exported ones, each chain from
+// its oldest stored record: the older ones were delivered and removed.
 func (c *cli) auditVerify(ctx context.Context, systemNamespace string) error {
 	store := &auditstore.Store{Client: c.k8s, Reader: c.k8s, Namespace: systemNamespace}
 	segments, err := store.List(ctx, c.namespace)
@@ -358,7 +359,7 @@ func (c *cli) auditVerify(ctx context.Context, systemNamespace string) error {
 		fmt.Fprintf(c.out, "No audit records are stored for %s.\n", c.namespace)
 		return nil
 	}
-	return audit.WriteReport(c.out, records, audit.Unreadable{})
+	return audit.WriteReport(c.out, records, audit.Unreadable{}, true)
 }
 
 // share makes a ShareLink of path on connection and prints its link: the

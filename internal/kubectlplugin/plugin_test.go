@@ -126,12 +126,26 @@ func TestPlugin(t *testing.T) {
 			records = append(records, chains.Link(audit.Record{Action: "gateway.write", Actor: audit.Actor{Kind: audit.ActorKey, Name: "ci"},
 				Namespace: ns, Result: audit.ResultOK, Time: time.Now()}))
 		}
+		// Another replica's chain whose first two records were delivered
+		// and removed: checked from its oldest stored record.
+		older := &audit.Chains{Replica: "gateway/test/2"}
+		var recent []audit.Record
+		for i := range 5 {
+			r := older.Link(audit.Record{Action: "gateway.read", Actor: audit.Actor{Kind: audit.ActorKey, Name: "ci"},
+				Namespace: ns, Result: audit.ResultOK, Time: time.Now()})
+			if i >= 2 {
+				recent = append(recent, r)
+			}
+		}
 		store := &auditstore.Store{Client: k8s, Namespace: system, Budget: &storedbytes.Budget{Client: k8s, Namespace: system}}
-		if _, err := store.Keep(ctx, ns, records); err != nil {
-			t.Fatal(err)
+		for _, rs := range [][]audit.Record{records, recent} {
+			if _, err := store.Keep(ctx, ns, rs); err != nil {
+				t.Fatal(err)
+			}
 		}
 		out, err := plugin(t, "audit", "verify", "-n", ns, "--system-namespace="+system)
-		if err != nil || !strings.Contains(out, "3 records, 1 to 3: whole") {
+		if err != nil || !strings.Contains(out, "gateway/test/1: 3 records, 1 to 3: whole") ||
+			!strings.Contains(out, "gateway/test/2: 3 records, 3 to 5: from 3 (those before were removed); whole") {
 			t.Errorf("audit verify: %v\n%s", err, out)
 		}
 	})
