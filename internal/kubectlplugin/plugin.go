@@ -318,10 +318,11 @@ func (c *cli) events(ctx context.Context, name string, d time.Duration) error {
 	}
 }
 
-// printEvents prints the Kubernetes events about obj not printed before.
+// printEvents prints the Kubernetes events about obj not printed before:
+// the API server picks them out of the namespace's.
 func (c *cli) printEvents(ctx context.Context, obj client.Object, seen map[string]bool) error {
 	var list eventsv1.EventList
-	if err := c.k8s.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := c.k8s.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"regarding.uid": string(obj.GetUID())}); err != nil {
 		return err
 	}
 	for _, e := range list.Items {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -114,6 +115,25 @@ func TestPlugin(t *testing.T) {
 		testkit.EventuallyFound(t, "the deliveries print", func() (bool, string) {
 			return strings.Contains(out.String(), "delivered 3 (+3)"), out.String()
 		})
+		// An event of the watch's, as the worker records them, and one of
+		// another object's, which is not printed.
+		for _, e := range []struct {
+			name, reason string
+			regarding    corev1.ObjectReference
+		}{
+			{"of-another", "NotThisOne", corev1.ObjectReference{Kind: "SftpWatch", Namespace: ns, Name: "other", UID: "another-uid"}},
+			{"of-the-watch", "DeliveryFailing", corev1.ObjectReference{Kind: "SftpWatch", Namespace: ns, Name: w.Name, UID: w.UID}},
+		} {
+			testkit.Must(t, k8s.Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: e.name},
+				EventTime: metav1.NowMicro(), ReportingController: "sftpgate.dev/worker", ReportingInstance: "worker-0",
+				Action: "Deliver", Reason: e.reason, Type: corev1.EventTypeWarning, Note: "the sink refused", Regarding: e.regarding}))
+		}
+		testkit.EventuallyFound(t, "the watch's event prints", func() (bool, string) {
+			return strings.Contains(out.String(), "Warning DeliveryFailing: the sink refused"), out.String()
+		})
+		if strings.Contains(out.String(), "NotThisOne") {
+			t.Errorf("another object's event printed:\n%s", out.String())
+		}
 		stop()
 		testkit.Must(t, <-done)
 	})
