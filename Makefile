@@ -147,6 +147,10 @@ fuzz: ## Run every fuzz test of the repository, one after another, each for FUZZ
 build: ## Build the sftpgate binary into bin/, as the Dockerfile does.
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/sftpgate .
 
+.PHONY: krew-archive
+krew-archive: build ## Pack the binary as this platform's krew archive, with a manifest naming its SHA-256 (bin/krew).
+	hack/krew/archive.sh
+
 .PHONY: build-dev
 build-dev: ## Build sftpgate-dev, the local system of make run, into bin/.
 	@echo "Building sftpgate-dev (a minute or two the first time)"
