@@ -161,6 +161,8 @@ type Store struct {
 
 	dummyOnce sync.Once
 	dummy     []byte
+	// legacyChecked are the subjects whose legacy team index is gone.
+	legacyChecked subjectSet
 	// making is held from counting the accounts to making the new one's
 	// namespace, which counts it: two sign-ups cannot both take the last
 	// place.

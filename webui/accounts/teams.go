@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -230,8 +231,8 @@ func (s *Store) Teams(ctx context.Context, subjects []string) ([]Team, error) {
 
 // legacyIndexType is the previous release's team index: a Secret per
 // subject, named after its hash, listing its teams. The first reading of
-// a subject's teams moves its entries into the current index and deletes
-// it; the web UI may get Secrets here by name, not list them.
+// a subject's teams in a process moves its entries into the current index
+// and deletes it; the web UI may get Secrets here by name, not list them.
 const legacyIndexType corev1.SecretType = "sftpgate.dev/teams"
 
 // legacyIndexMax bounds the entries read from one legacy Secret: the
@@ -244,12 +245,18 @@ func legacyIndexName(subject string) string {
 }
 
 // moveLegacyIndex moves subject's entries of the legacy index, if it
-// has any, into the current one, each team as it is now (one gone is
-// left out), and deletes the legacy Secret.
+// has any, into the current one: each team that is there and has a
+// binding naming subject (an entry of a member removed since is left
+// out), as the team is now. The Secret is deleted once every entry is
+// moved; one that a full index refuses keeps it for a later try.
 func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
+	if s.legacyChecked.seen(subject) {
+		return nil
+	}
 	var legacy corev1.Secret
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: legacyIndexName(subject)}, &legacy)
 	if apierrors.IsNotFound(err) || (err == nil && legacy.Type != legacyIndexType) {
+		s.legacyChecked.add(subject)
 		return nil
 	}
 	if err != nil {
@@ -261,6 +268,7 @@ func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
 	if json.Unmarshal(legacy.Data["teams"], &teams) != nil {
 		teams = nil // unreadable: nothing to move
 	}
+	full := false
 	for _, t := range teams[:min(len(teams), legacyIndexMax)] {
 		team, err := s.TeamOf(ctx, t.Namespace)
 		if errors.Is(err, ErrNoTeam) {
@@ -269,11 +277,68 @@ func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
 		if err != nil {
 			return err
 		}
-		if err := s.IndexTeam(ctx, subject, team); err != nil && !errors.Is(err, ErrTeamIndexFull) {
+		if member, err := s.bound(ctx, t.Namespace, subject); err != nil || !member {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.IndexTeam(ctx, subject, team); errors.Is(err, ErrTeamIndexFull) {
+			full = true
+		} else if err != nil {
 			return err
 		}
 	}
-	return client.IgnoreNotFound(s.Client.Delete(ctx, &legacy, client.Preconditions{UID: &legacy.UID}))
+	if full {
+		return nil
+	}
+	if err := s.Client.Delete(ctx, &legacy, client.Preconditions{UID: &legacy.UID}); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	s.legacyChecked.add(subject)
+	return nil
+}
+
+// bound reports whether a RoleBinding of namespace names subject.
+func (s *Store) bound(ctx context.Context, namespace, subject string) (bool, error) {
+	var bindings rbacv1.RoleBindingList
+	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
+		return false, err
+	}
+	for _, b := range bindings.Items {
+		for _, sub := range b.Subjects {
+			if sub.Name == subject {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// subjectSet is the subjects whose legacy index this process found gone
+// or moved: not looked for again. Bounded: past legacyCheckedMax it
+// starts over, costing each subject one more look.
+type subjectSet struct {
+	mu  sync.Mutex
+	set map[string]struct{}
+}
+
+const legacyCheckedMax = 10000
+
+func (c *subjectSet) seen(subject string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.set[subject]
+	return ok
+}
+
+func (c *subjectSet) add(subject string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set == nil || len(c.set) >= legacyCheckedMax {
+		c.set = map[string]struct{}{}
+	}
+	c.set[subject] = struct{}{}
 }
 
 // IndexTeam indexes t for subject, once the binding that makes subject

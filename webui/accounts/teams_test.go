@@ -71,8 +71,9 @@ func FuzzTeamName(f *testing.F) {
 
 // TestLegacyTeamIndex: a subject's entries of the previous release's
 // index (a Secret per subject) are moved into the current one at the
-// first reading of its teams, a team gone since left out, and the
-// Secret deleted; another subject's Secret is left alone.
+// first reading of its teams, a team gone since and one whose bindings
+// no longer name the subject left out, and the Secret deleted; another
+// subject's Secret is left alone.
 func TestLegacyTeamIndex(t *testing.T) {
 	ctx := context.Background()
 	member, other := UserName("member@example.com"), UserName("other@example.com")
@@ -80,11 +81,16 @@ func TestLegacyTeamIndex(t *testing.T) {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "accounts", Name: legacyIndexName(subject)},
 			Type: legacyIndexType, Data: map[string][]byte{"teams": []byte(teams)}}
 	}
-	c := fake.NewClientBuilder().WithObjects(
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: OwnerBinding},
+	binding := func(namespace, name, subject string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: UserName("owner@example.com")}}},
-		legacy(member, `[{"namespace":"team-a","name":"owner@example.com"},{"namespace":"gone","name":"x"}]`),
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: subject}}}
+	}
+	c := fake.NewClientBuilder().WithObjects(
+		binding("team-a", OwnerBinding, UserName("owner@example.com")),
+		binding("team-a", "member", member),
+		binding("team-b", OwnerBinding, UserName("owner-b@example.com")), // the member was removed
+		legacy(member, `[{"namespace":"team-a","name":"owner@example.com"},{"namespace":"team-b","name":"b"},{"namespace":"gone","name":"x"}]`),
 		legacy(other, `[{"namespace":"team-a","name":"owner@example.com"}]`),
 	).Build()
 	s := &Store{Client: c, Namespace: "accounts", Quota: Quota{Members: 10}}
