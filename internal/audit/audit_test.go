@@ -124,3 +124,29 @@ func TestVerifyCommand(t *testing.T) {
 		t.Errorf("%v\n%s", err, out.String())
 	}
 }
+
+// TestRecentReport: a stored trail's chains are checked from their first
+// record held: what lies before, missing or named by a drop record, is
+// not the trail's to show; a gap after it still fails.
+func TestRecentReport(t *testing.T) {
+	records := chainOf(t, 5, "team-a") // seq 1 to 6, the last closing it
+	drop := (&Chains{Replica: "worker-1"}).Link(Record{Action: ActionDropped, Namespace: "team-a", Result: ResultOK,
+		Lost: []Span{{Replica: "gateway-abc-1", From: 1, To: 1}}})
+	var held []Record
+	for _, r := range records {
+		if r.Seq >= 3 {
+			held = append(held, r)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteReport(&out, append(held, drop), Unreadable{}, true); err != nil ||
+		!strings.Contains(out.String(), "gateway-abc-1: 4 records, 3 to 6: from 3 (those before were removed); whole; closed") {
+		t.Errorf("the recent part: %v\n%s", err, out.String())
+	}
+	if err := WriteReport(&out, append(held, drop), Unreadable{}, false); err == nil {
+		t.Error("the recent part, read as a whole trail, passes")
+	}
+	if err := WriteReport(&out, append(held[:1], held[2:]...), Unreadable{}, true); err == nil {
+		t.Error("a gap after the first record held passes")
+	}
+}

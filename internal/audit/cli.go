@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -61,8 +62,11 @@ func WriteReport(w io.Writer, records []Record, skipped Unreadable, recent bool)
 	}
 	for _, rep := range Verify(records) {
 		var says []string
-		if recent && rep.First > 1 && len(rep.Missing) > 0 && rep.Missing[0] == (Gap{1, rep.First - 1}) {
-			rep.Missing = rep.Missing[1:]
+		if recent && rep.First > 1 {
+			// What lies before the first record held, missing or said
+			// dropped, is not this trail's to show.
+			before := func(g Gap) bool { return g.To < rep.First }
+			rep.Missing, rep.Dropped = slices.DeleteFunc(rep.Missing, before), slices.DeleteFunc(rep.Dropped, before)
 			says = append(says, fmt.Sprintf("from %d (those before were removed)", rep.First))
 		}
 		for _, g := range rep.Missing {
