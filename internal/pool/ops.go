@@ -12,10 +12,14 @@ import (
 // series.
 var opBuckets = [...]float64{.0025, .01, .025, .1, .25, 1, 2.5, 10}
 
-// opStats are a pool's operations: those its server answered (whatever
-// it said) and those that failed without an answer (no session, one
-// that broke, a timeout), and how long each took from its wait for a
-// session to its end. A caller that left while waiting is neither.
+// opStats are a connection's operations, shared by its pools (one per
+// version of it): those its server answered (whatever it said) and those
+// that failed without an answer (a dial that failed, a session that
+// broke, a timeout), and how long each but streams took, from its wait
+// for a session to its end (a stream's time is its file's size and its
+// client's pace, not the server's). A refusal of the pool's own bounds
+// (busy, queue full), a connection changed meanwhile and a caller that
+// left while waiting are not counted.
 type opStats struct {
 	answered, failed atomic.Uint64
 	// under counts the operations by the first bound each came under;
@@ -24,11 +28,26 @@ type opStats struct {
 	sumNanos atomic.Int64
 }
 
-func (s *opStats) observe(d time.Duration, answered bool) {
-	if answered {
+// opResult is how an operation ended, for opStats.
+type opResult int
+
+const (
+	uncounted opResult = iota
+	answered
+	failed
+)
+
+func (s *opStats) observe(r opResult, stream bool, d time.Duration) {
+	switch r {
+	case answered:
 		s.answered.Add(1)
-	} else {
+	case failed:
 		s.failed.Add(1)
+	default:
+		return
+	}
+	if stream {
+		return
 	}
 	i := 0
 	for i < len(opBuckets) && d.Seconds() > opBuckets[i] {
@@ -38,35 +57,19 @@ func (s *opStats) observe(d time.Duration, answered bool) {
 	s.sumNanos.Add(int64(d))
 }
 
-// opTotals are the opStats of a connection's pools, added up.
-type opTotals struct {
-	answered, failed uint64
-	under            [len(opBuckets) + 1]uint64
-	sum              time.Duration
-}
-
-func (t *opTotals) add(s *opStats) {
-	t.answered += s.answered.Load()
-	t.failed += s.failed.Load()
-	for i := range s.under {
-		t.under[i] += s.under[i].Load()
-	}
-	t.sum += time.Duration(s.sumNanos.Load())
-}
-
-// metrics are the totals as a connection's operations counter (by
+// metrics are the stats as the connection's operations counter (by
 // result) and latency histogram.
-func (t *opTotals) metrics(ops, latency *prometheus.Desc, labels ...string) []prometheus.Metric {
+func (s *opStats) metrics(ops, latency *prometheus.Desc, labels ...string) []prometheus.Metric {
 	cumulative := make(map[float64]uint64, len(opBuckets))
 	var n uint64
 	for i, bound := range opBuckets {
-		n += t.under[i]
+		n += s.under[i].Load()
 		cumulative[bound] = n
 	}
-	n += t.under[len(opBuckets)]
+	n += s.under[len(opBuckets)].Load()
 	return []prometheus.Metric{
-		prometheus.MustNewConstMetric(ops, prometheus.CounterValue, float64(t.answered), append(labels, "answered")...),
-		prometheus.MustNewConstMetric(ops, prometheus.CounterValue, float64(t.failed), append(labels, "failed")...),
-		prometheus.MustNewConstHistogram(latency, n, t.sum.Seconds(), cumulative, labels...),
+		prometheus.MustNewConstMetric(ops, prometheus.CounterValue, float64(s.answered.Load()), append(labels, "answered")...),
+		prometheus.MustNewConstMetric(ops, prometheus.CounterValue, float64(s.failed.Load()), append(labels, "failed")...),
+		prometheus.MustNewConstHistogram(latency, n, time.Duration(s.sumNanos.Load()).Seconds(), cumulative, labels...),
 	}
 }

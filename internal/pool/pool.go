@@ -132,8 +132,9 @@ type Pool struct {
 	wake chan struct{}
 	// left is the cleanup work kept for the pool's sessions.
 	left leftovers
-	// ops are its operations, for the per-connection metrics.
-	ops opStats
+	// ops are its connection's operations, for the metrics; nil counts
+	// none.
+	ops *opStats
 }
 
 func (p *Pool) log() *slog.Logger { return logging.OrDiscard(p.logger) }
@@ -160,15 +161,15 @@ type session struct {
 // others, and fn, once started, is not stopped.
 func (p *Pool) Do(ctx context.Context, op Op, fn func(files.Session) error) error {
 	started := time.Now()
-	answered, err := p.do(ctx, op, fn)
-	if answered || ctx.Err() == nil {
-		p.ops.observe(time.Since(started), answered)
+	result, err := p.do(ctx, op, fn)
+	if p.ops != nil {
+		p.ops.observe(result, op.Stream, time.Since(started))
 	}
 	return err
 }
 
-// do is Do; answered says the server answered fn's last try.
-func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (answered bool, _ error) {
+// do is Do, and says how it ended for the metrics.
+func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (opResult, error) {
 	w := op.load(p.share)
 	var deadline time.Time
 	if op.Timeout > 0 {
@@ -179,7 +180,10 @@ func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (ans
 		// the same server (restarted, say) may have broken too.
 		s, err := p.acquire(ctx, deadline, w, attempt > 0, op.NoWait)
 		if err != nil {
-			return false, err
+			if ctx.Err() != nil || errors.Is(err, ErrBusy) || errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed) {
+				return uncounted, err
+			}
+			return failed, err
 		}
 		// A timer rather than a context with a deadline, as this runs for
 		// every request: it allocates a fraction of what the context and
@@ -191,7 +195,7 @@ func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (ans
 				// Spent before fn starts (a dial took it all): the
 				// session is healthy, and others may be using it.
 				p.release(s, w, time.Time{})
-				return false, ErrTimeout
+				return failed, ErrTimeout
 			}
 			expired = time.AfterFunc(left, s.expire)
 		}
@@ -217,11 +221,13 @@ func (p *Pool) do(ctx context.Context, op Op, fn func(files.Session) error) (ans
 		}
 		switch {
 		case timedOut:
-			return false, ErrTimeout
+			return failed, ErrTimeout
 		case isBroken && op.Idempotent && attempt == 0:
 			continue
+		case isBroken:
+			return failed, err
 		}
-		return !isBroken, err
+		return answered, err
 	}
 }
 

@@ -332,12 +332,15 @@ func TestNoWaitTakesOnlyASessionAtHand(t *testing.T) {
 
 // TestOnePoolMetricPerConnection: a connection deleted and made again
 // under its name has two pools for a while, reported as one connection:
-// their sessions, queues, operations and latency added up.
+// their sessions and queues added up, and the operations they share.
 func TestOnePoolMetricPerConnection(t *testing.T) {
-	old, made := &Pool{namespace: "team", name: "box", sessions: []*session{{}}}, &Pool{namespace: "team", name: "box", waiting: 2}
-	old.ops.observe(2*time.Millisecond, true)
-	old.ops.observe(time.Minute, false)
-	made.ops.observe(50*time.Millisecond, true)
+	ops := &opStats{}
+	old, made := &Pool{namespace: "team", name: "box", sessions: []*session{{}}, ops: ops}, &Pool{namespace: "team", name: "box", waiting: 2, ops: ops}
+	old.ops.observe(answered, false, 2*time.Millisecond)
+	old.ops.observe(failed, false, time.Minute)
+	made.ops.observe(answered, false, 50*time.Millisecond)
+	made.ops.observe(answered, true, time.Hour) // a stream: counted, not timed
+	made.ops.observe(uncounted, false, time.Second)
 	p := &Pools{entries: map[types.UID]*entry{"old": {pool: old}, "new": {pool: made}}}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(p); err != nil {
@@ -359,7 +362,7 @@ sftpgate_gateway_pool_operation_duration_seconds_sum{name="box",namespace="team"
 sftpgate_gateway_pool_operation_duration_seconds_count{name="box",namespace="team"} 3
 # HELP sftpgate_gateway_pool_operations_total Operations on each connection's server, by result: answered (whatever the server said), or failed without an answer (no session, one that broke, a timeout).
 # TYPE sftpgate_gateway_pool_operations_total counter
-sftpgate_gateway_pool_operations_total{name="box",namespace="team",result="answered"} 2
+sftpgate_gateway_pool_operations_total{name="box",namespace="team",result="answered"} 3
 sftpgate_gateway_pool_operations_total{name="box",namespace="team",result="failed"} 1
 # HELP sftpgate_gateway_pool_sessions Open sessions to each connection's server.
 # TYPE sftpgate_gateway_pool_sessions gauge
@@ -373,10 +376,12 @@ sftpgate_gateway_pool_waiting{name="box",namespace="team"} 2
 }
 
 // TestOperationsCounted: an operation the server answered counts as
-// answered, whatever it said; one that got no session, or whose session
-// broke, as failed; one whose caller left while waiting, not at all.
+// answered, whatever it said, and one whose session broke as failed;
+// one the pool's bounds refused, or whose caller left while waiting, not
+// at all. Streams are counted, not timed.
 func TestOperationsCounted(t *testing.T) {
 	p, _ := newPool(t, 1)
+	p.ops = &opStats{}
 	refused := errors.New("no such file")
 	_ = p.Do(context.Background(), Op{}, func(files.Session) error { return nil })
 	_ = p.Do(context.Background(), Op{}, func(files.Session) error { return refused })
@@ -387,7 +392,11 @@ func TestOperationsCounted(t *testing.T) {
 	cancel()
 	_ = p.Do(left, Op{Stream: true}, func(files.Session) error { return nil })
 	finish()
-	if answered, failed := p.ops.answered.Load(), p.ops.failed.Load(); answered != 2+2 || failed != 2 {
-		t.Errorf("%d answered, %d failed; want 4 (two and the held ones) and 2", answered, failed)
+	timed := uint64(0)
+	for i := range p.ops.under {
+		timed += p.ops.under[i].Load()
+	}
+	if answered, failed := p.ops.answered.Load(), p.ops.failed.Load(); answered != 2+2 || failed != 1 || timed != 3 {
+		t.Errorf("%d answered, %d failed, %d timed; want 4 (two, and the held streams), 1 and 3", answered, failed, timed)
 	}
 }

@@ -64,6 +64,9 @@ type Pools struct {
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
+	// ops are each connection's operations, shared by its pools: a pool
+	// made anew (the connection changed) counts on.
+	ops map[types.NamespacedName]*opStats
 }
 
 // entry serializes the (re)building of one connection's pool, so that a
@@ -163,6 +166,16 @@ func (p *Pools) build(ctx context.Context, d Dialer, conn Endpoint, v version) (
 	if _, ok := target.(files.Exclusive); ok {
 		pool.share, pool.most = 1, 1
 	}
+	name := types.NamespacedName{Namespace: pool.namespace, Name: pool.name}
+	p.mu.Lock()
+	if p.ops == nil {
+		p.ops = map[types.NamespacedName]*opStats{}
+	}
+	if p.ops[name] == nil {
+		p.ops[name] = &opStats{}
+	}
+	pool.ops = p.ops[name]
+	p.mu.Unlock()
 	return pool, nil
 }
 
@@ -276,28 +289,52 @@ func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
 func (p *Pools) Collect(ch chan<- prometheus.Metric) {
 	type counts struct {
 		sessions, waiting int
-		ops               opTotals
+		ops               *opStats
 	}
 	byName := map[types.NamespacedName]*counts{}
 	for _, pool := range p.current() {
 		key := types.NamespacedName{Namespace: pool.namespace, Name: pool.name}
 		c := byName[key]
 		if c == nil {
-			c = &counts{}
+			c = &counts{ops: pool.ops}
 			byName[key] = c
 		}
 		pool.mu.Lock()
 		c.sessions += len(pool.sessions)
 		c.waiting += pool.waiting
 		pool.mu.Unlock()
-		c.ops.add(&pool.ops)
 	}
+	p.forgetOps()
 	d := p.descs()
 	for key, c := range byName {
 		ch <- prometheus.MustNewConstMetric(d.sessions, prometheus.GaugeValue, float64(c.sessions), key.Namespace, key.Name)
 		ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(c.waiting), key.Namespace, key.Name)
-		for _, m := range c.ops.metrics(d.ops, d.latency, key.Namespace, key.Name) {
-			ch <- m
+		if c.ops != nil {
+			for _, m := range c.ops.metrics(d.ops, d.latency, key.Namespace, key.Name) {
+				ch <- m
+			}
+		}
+	}
+}
+
+// forgetOps drops the operations of connections no pool serves any more:
+// their series go with them.
+func (p *Pools) forgetOps() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	served := map[types.NamespacedName]bool{}
+	for _, e := range p.entries {
+		if !e.mu.TryLock() {
+			return // being built: its connection is served, whatever its name
+		}
+		if e.pool != nil {
+			served[types.NamespacedName{Namespace: e.pool.namespace, Name: e.pool.name}] = true
+		}
+		e.mu.Unlock()
+	}
+	for key := range p.ops {
+		if !served[key] {
+			delete(p.ops, key)
 		}
 	}
 }
