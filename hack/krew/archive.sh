@@ -11,12 +11,16 @@ arch=$(go env GOARCH)
 out=bin/krew
 archive=$out/sftpgate_${os}_${arch}.tar.gz
 mkdir -p "$out"
-tar -czf "$archive" --owner=0 --group=0 -C bin sftpgate -C .. LICENSE
-sum=$(sha256sum "$archive" | cut -d' ' -f1)
+tar -czf "$archive" -C bin sftpgate -C .. LICENSE
+if command -v sha256sum >/dev/null; then
+  sum=$(sha256sum "$archive" | cut -d' ' -f1)
+else
+  sum=$(shasum -a 256 "$archive" | cut -d' ' -f1) # macOS
+fi
 # The sha256 line after the platform's uri.
 awk -v name="sftpgate_${os}_${arch}.tar.gz" -v sum="$sum" '
   index($0, name) { found = 1; print; next }
-  found && /sha256:/ { sub(/"[0-9a-f]+"/, "\"" sum "\""); found = 0; done = 1 }
+  found && /sha256:/ { done = sub(/"[0-9a-f]+"/, "\"" sum "\""); found = 0 }
   { print }
   END { if (!done) { print "no platform " name " in the manifest" > "/dev/stderr"; exit 1 } }
 ' hack/krew/sftpgate.yaml > "$out/sftpgate.yaml"

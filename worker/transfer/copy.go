@@ -774,7 +774,6 @@ func (j *Job) watch(ctx context.Context, c *counter) func() {
 	return func() { close(done) }
 }
 
-// counter counts the bytes of a copy as they pass, and hashes them.
 // kept tells Kept what the copy continues from, if anything.
 func (j *Job) kept(n int64) {
 	if n > 0 && j.Kept != nil {
@@ -782,6 +781,7 @@ func (j *Job) kept(n int64) {
 	}
 }
 
+// counter counts the bytes of a copy as they pass, and hashes them.
 type counter struct {
 	n       atomic.Int64
 	stalled atomic.Bool
