@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sftpgate/sftpgate/api/v1alpha1"
@@ -161,8 +162,10 @@ type Store struct {
 
 	dummyOnce sync.Once
 	dummy     []byte
-	// legacyChecked are the subjects whose legacy team index is gone.
-	legacyChecked subjectSet
+	// legacyChecked are the subjects whose legacy team index is gone
+	// (checked).
+	legacyOnce    sync.Once
+	legacyChecked *lru.Cache
 	// making is held from counting the accounts to making the new one's
 	// namespace, which counts it: two sign-ups cannot both take the last
 	// place.

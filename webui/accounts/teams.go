@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -250,13 +250,13 @@ func legacyIndexName(subject string) string {
 // out), as the team is now. The Secret is deleted once every entry is
 // moved; one that a full index refuses keeps it for a later try.
 func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
-	if s.legacyChecked.seen(subject) {
+	if _, done := s.checked().Get(subject); done {
 		return nil
 	}
 	var legacy corev1.Secret
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: legacyIndexName(subject)}, &legacy)
 	if apierrors.IsNotFound(err) || (err == nil && legacy.Type != legacyIndexType) {
-		s.legacyChecked.add(subject)
+		s.checked().Add(subject, nil)
 		return nil
 	}
 	if err != nil {
@@ -277,10 +277,11 @@ func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
 		if err != nil {
 			return err
 		}
-		if member, err := s.bound(ctx, t.Namespace, subject); err != nil || !member {
-			if err != nil {
-				return err
-			}
+		bound, err := s.boundSubjects(ctx, t.Namespace)
+		if err != nil {
+			return err
+		}
+		if !bound[subject] {
 			continue
 		}
 		if err := s.IndexTeam(ctx, subject, team); errors.Is(err, ErrTeamIndexFull) {
@@ -295,50 +296,35 @@ func (s *Store) moveLegacyIndex(ctx context.Context, subject string) error {
 	if err := s.Client.Delete(ctx, &legacy, client.Preconditions{UID: &legacy.UID}); client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	s.legacyChecked.add(subject)
+	s.checked().Add(subject, nil)
 	return nil
 }
 
-// bound reports whether a RoleBinding of namespace names subject.
-func (s *Store) bound(ctx context.Context, namespace, subject string) (bool, error) {
+// boundSubjects are the subjects (RBAC user and group names) the
+// RoleBindings of namespace name.
+func (s *Store) boundSubjects(ctx context.Context, namespace string) (map[string]bool, error) {
 	var bindings rbacv1.RoleBindingList
 	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
-		return false, err
+		return nil, err
 	}
+	bound := map[string]bool{}
 	for _, b := range bindings.Items {
-		for _, sub := range b.Subjects {
-			if sub.Name == subject {
-				return true, nil
-			}
+		for _, subject := range b.Subjects {
+			bound[subject.Name] = true
 		}
 	}
-	return false, nil
+	return bound, nil
 }
 
-// subjectSet is the subjects whose legacy index this process found gone
-// or moved: not looked for again. Bounded: past legacyCheckedMax it
-// starts over, costing each subject one more look.
-type subjectSet struct {
-	mu  sync.Mutex
-	set map[string]struct{}
-}
-
+// legacyCheckedMax bounds the subjects a process remembers as having
+// no legacy index left; one forgotten costs a look more.
 const legacyCheckedMax = 10000
 
-func (c *subjectSet) seen(subject string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.set[subject]
-	return ok
-}
-
-func (c *subjectSet) add(subject string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.set == nil || len(c.set) >= legacyCheckedMax {
-		c.set = map[string]struct{}{}
-	}
-	c.set[subject] = struct{}{}
+// checked are the subjects whose legacy index this process found gone
+// or moved: not looked for again.
+func (s *Store) checked() *lru.Cache {
+	s.legacyOnce.Do(func() { s.legacyChecked = lru.New(legacyCheckedMax) })
+	return s.legacyChecked
 }
 
 // IndexTeam indexes t for subject, once the binding that makes subject
@@ -386,15 +372,9 @@ func (s *Store) teamRoom(ctx context.Context, namespace string) error {
 	if len(entries.Items) < s.Quota.Members {
 		return nil
 	}
-	var bindings rbacv1.RoleBindingList
-	if err := s.Client.List(ctx, &bindings, client.InNamespace(namespace)); err != nil {
+	bound, err := s.boundSubjects(ctx, namespace)
+	if err != nil {
 		return err
-	}
-	bound := map[string]bool{}
-	for _, b := range bindings.Items {
-		for _, subject := range b.Subjects {
-			bound[subject.Name] = true
-		}
 	}
 	left := len(entries.Items)
 	for i := range entries.Items {

@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
@@ -12,7 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/sftpgate/sftpgate/hack/fixtures/testkit"
 )
 
 // TestTeamNames: a team's name is letters, digits, single spaces and a
@@ -76,9 +78,10 @@ func FuzzTeamName(f *testing.F) {
 // subject's Secret is left alone.
 func TestLegacyTeamIndex(t *testing.T) {
 	ctx := context.Background()
+	accounts, teamA, teamB := testkit.Namespace(t, k8s, "accounts-"), testkit.Namespace(t, k8s, "team-a-"), testkit.Namespace(t, k8s, "team-b-")
 	member, other := UserName("member@example.com"), UserName("other@example.com")
 	legacy := func(subject, teams string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "accounts", Name: legacyIndexName(subject)},
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: accounts, Name: legacyIndexName(subject)},
 			Type: legacyIndexType, Data: map[string][]byte{"teams": []byte(teams)}}
 	}
 	binding := func(namespace, name, subject string) *rbacv1.RoleBinding {
@@ -86,28 +89,30 @@ func TestLegacyTeamIndex(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: subject}}}
 	}
-	c := fake.NewClientBuilder().WithObjects(
-		binding("team-a", OwnerBinding, UserName("owner@example.com")),
-		binding("team-a", "member", member),
-		binding("team-b", OwnerBinding, UserName("owner-b@example.com")), // the member was removed
-		legacy(member, `[{"namespace":"team-a","name":"owner@example.com"},{"namespace":"team-b","name":"b"},{"namespace":"gone","name":"x"}]`),
-		legacy(other, `[{"namespace":"team-a","name":"owner@example.com"}]`),
-	).Build()
-	s := &Store{Client: c, Namespace: "accounts", Quota: Quota{Members: 10}}
+	for _, obj := range []client.Object{
+		binding(teamA, OwnerBinding, UserName("owner@example.com")),
+		binding(teamA, "member", member),
+		binding(teamB, OwnerBinding, UserName("owner-b@example.com")), // the member was removed
+		legacy(member, fmt.Sprintf(`[{"namespace":%q,"name":"a"},{"namespace":%q,"name":"b"},{"namespace":"gone","name":"x"}]`, teamA, teamB)),
+		legacy(other, fmt.Sprintf(`[{"namespace":%q,"name":"a"}]`, teamA)),
+	} {
+		testkit.Must(t, k8s.Create(ctx, obj))
+	}
+	s := &Store{Client: k8s, Namespace: accounts, Quota: Quota{Members: 10}}
 	for range 2 {
 		teams, err := s.Teams(ctx, []string{member})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(teams) != 1 || teams[0].Namespace != "team-a" || teams[0].Owner != "owner@example.com" {
+		if len(teams) != 1 || teams[0].Namespace != teamA || teams[0].Owner != "owner@example.com" {
 			t.Fatalf("the member's teams: %+v", teams)
 		}
 	}
 	var left corev1.Secret
-	if err := c.Get(ctx, client.ObjectKeyFromObject(legacy(member, "")), &left); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(legacy(member, "")), &left); !apierrors.IsNotFound(err) {
 		t.Errorf("the member's legacy index is still there: %v", err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(legacy(other, "")), &left); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(legacy(other, "")), &left); err != nil {
 		t.Errorf("another subject's legacy index: %v", err)
 	}
 }
